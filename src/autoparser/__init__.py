@@ -1,0 +1,21 @@
+"""autoparser: derive prompts, streaming parsers and grammars from any LLM chat template."""
+
+from autoparser.analysis.model import TemplateAnalysis
+from autoparser.errors import AutoparserError, GrammarError, RequestError, SchemaError, TemplateError
+from autoparser.message import ChatMessage, ToolCall
+from autoparser.template import ChatTemplate, TemplateCaps
+
+__all__ = [
+    "AutoparserError",
+    "ChatMessage",
+    "ChatTemplate",
+    "GrammarError",
+    "RequestError",
+    "SchemaError",
+    "TemplateAnalysis",
+    "TemplateCaps",
+    "TemplateError",
+    "ToolCall",
+]
+
+__version__ = "0.1.0"

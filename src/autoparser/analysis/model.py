@@ -1,0 +1,182 @@
+"""Plain data describing what the differential analysis found in a template.
+
+These frozen dataclasses are the contract between ``autoparser.analysis`` (which fills
+them by diffing renders) and ``autoparser.generate`` (which builds parsers and grammars
+from them). Field names are stable: they are serialised with ``to_dict``/``to_json``.
+An empty string always means "no such marker".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from enum import Enum
+from typing import Any
+
+
+class ReasoningMode(str, Enum):
+    """How the model marks reasoning."""
+
+    NONE = "none"  # no reasoning markers detected
+    TAG_BASED = "tag_based"  # optional <think>...</think> the model writes itself
+    DELIMITER = "delimiter"  # no start marker: reasoning runs until an end delimiter
+    FORCED_OPEN = "forced_open"  # the generation prompt opens the reasoning block
+    FORCED_CLOSED = "forced_closed"  # thinking off emits start+end, thinking on only start
+    TOOLS_ONLY = "tools_only"  # reasoning is rendered only in tool-call turns
+
+
+class ContentMode(str, Enum):
+    """How the model wraps its visible answer."""
+
+    PLAIN = "plain"
+    ALWAYS_WRAPPED = "always_wrapped"
+    WRAPPED_WITH_REASONING = "wrapped_with_reasoning"
+
+
+class ToolFormat(str, Enum):
+    """How the model writes tool calls."""
+
+    NONE = "none"
+    JSON_NATIVE = "json_native"  # {"name": "f", "arguments": {...}}
+    TAG_WITH_JSON = "tag_with_json"  # <function=f>{...}</function>
+    TAG_WITH_TAGGED = "tag_with_tagged"  # <function=f><parameter=a>v</parameter></function>
+
+
+class CallIdPosition(str, Enum):
+    """Where a tag-based format writes the call id."""
+
+    NONE = "none"
+    PRE_FUNC_NAME = "pre_func_name"
+    BETWEEN_FUNC_AND_ARGS = "between_func_and_args"
+    POST_ARGS = "post_args"
+
+
+@dataclasses.dataclass(frozen=True)
+class ReasoningAnalysis:
+    mode: ReasoningMode = ReasoningMode.NONE
+    start: str = ""
+    end: str = ""
+    # What enable_thinking=False appends to the generation prompt (e.g. "<think>\n\n</think>\n\n").
+    disabled_prompt_suffix: str = ""
+    # What enable_thinking=True appends (e.g. "<think>\n" for FORCED_OPEN).
+    enabled_prompt_suffix: str = ""
+    # Whether reasoning_content of the last assistant turn appears in the render.
+    renders_last_reasoning: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class ContentAnalysis:
+    mode: ContentMode = ContentMode.PLAIN
+    start: str = ""
+    end: str = ""
+    requires_non_null_content: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolFormatAnalysis:
+    mode: ToolFormat = ToolFormat.NONE
+    section_start: str = ""
+    section_end: str = ""
+    per_call_start: str = ""
+    per_call_end: str = ""
+    # JSON_NATIVE field names ("" = field absent). function_field is the nesting key,
+    # e.g. "function" for {"function": {"name": ..., "arguments": ...}}.
+    function_field: str = ""
+    name_field: str = ""
+    args_field: str = ""
+    id_field: str = ""
+    gen_id_field: str = ""
+    # Order in which the JSON object's fields are written (e.g. ("name", "arguments")).
+    field_order: tuple[str, ...] = ()
+    fun_name_is_key: bool = False  # {"get_weather": {...}}
+    tools_array_wrapped: bool = False  # [{...}, {...}]
+    uses_python_dicts: bool = False  # {'key': 'value'}
+    arguments_as_string: bool = False  # "arguments": "{\"a\": 1}"
+
+
+@dataclasses.dataclass(frozen=True)
+class FunctionAnalysis:
+    name_prefix: str = ""
+    name_suffix: str = ""
+    close: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class ArgumentsAnalysis:
+    start: str = ""
+    end: str = ""
+    name_prefix: str = ""
+    name_suffix: str = ""
+    value_prefix: str = ""
+    value_suffix: str = ""
+    separator: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class CallIdAnalysis:
+    position: CallIdPosition = CallIdPosition.NONE
+    prefix: str = ""
+    suffix: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolsAnalysis:
+    format: ToolFormatAnalysis = dataclasses.field(default_factory=ToolFormatAnalysis)
+    function: FunctionAnalysis = dataclasses.field(default_factory=FunctionAnalysis)
+    arguments: ArgumentsAnalysis = dataclasses.field(default_factory=ArgumentsAnalysis)
+    call_id: CallIdAnalysis = dataclasses.field(default_factory=CallIdAnalysis)
+    call_separator: str = ""  # between two parallel calls
+    parallel_calls: bool = False  # whether two calls in one turn are rendered
+
+
+@dataclasses.dataclass(frozen=True)
+class TemplateAnalysis:
+    reasoning: ReasoningAnalysis = dataclasses.field(default_factory=ReasoningAnalysis)
+    content: ContentAnalysis = dataclasses.field(default_factory=ContentAnalysis)
+    tools: ToolsAnalysis = dataclasses.field(default_factory=ToolsAnalysis)
+    generation_prompt: str = ""  # what add_generation_prompt=True appends
+    end_of_turn: tuple[str, ...] = ()  # markers that end an assistant turn (stops)
+    preserved_tokens: tuple[str, ...] = ()  # every non-empty marker
+    workarounds: tuple[str, ...] = ()  # names of the fingerprinted workarounds applied
+    handler: str = ""  # name of a hand-written format in autoparser.formats, if any
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_plain(self)  # type: ignore[no-any-return]
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), **kwargs)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TemplateAnalysis:
+        return _from_plain(cls, data)
+
+
+def _to_plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, tuple):
+        return [_to_plain(v) for v in value]
+    return value
+
+
+def _from_plain(cls: Any, data: dict[str, Any]) -> Any:
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        raw = data[f.name]
+        hint = hints[f.name]
+        if dataclasses.is_dataclass(hint):
+            kwargs[f.name] = _from_plain(hint, raw)
+        elif isinstance(hint, type) and issubclass(hint, Enum):
+            kwargs[f.name] = hint(raw)
+        elif typing.get_origin(hint) is tuple:
+            kwargs[f.name] = tuple(raw)
+        else:
+            kwargs[f.name] = raw
+    return cls(**kwargs)

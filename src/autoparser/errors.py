@@ -1,0 +1,23 @@
+"""The project's own exception types: every failure a caller can act on is one of these."""
+
+from __future__ import annotations
+
+
+class AutoparserError(Exception):
+    """Base class of every error raised by autoparser."""
+
+
+class TemplateError(AutoparserError):
+    """A chat template cannot be loaded or rendered (syntax, undefined name, raise_exception)."""
+
+
+class RequestError(AutoparserError, ValueError):
+    """A request (messages, tools, tool_choice, response_format...) is invalid or contradictory."""
+
+
+class GrammarError(AutoparserError):
+    """A parser cannot be expressed as a GBNF grammar (for example an untranslatable lookahead)."""
+
+
+class SchemaError(AutoparserError, ValueError):
+    """A JSON schema uses a keyword or construct the grammar converter does not support."""

@@ -1,0 +1,45 @@
+"""The OpenAI-shaped result of parsing model output: messages, tool calls and deltas."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolCall:
+    """One function call the model made. ``arguments`` is the JSON text of an object."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatMessage:
+    """An assistant message as OpenAI's chat completion API returns it.
+
+    ``truncated`` is True when generation ended inside a construct (a tool call, a
+    reasoning block) that never closed: its text is kept, not dropped.
+    """
+
+    role: str = "assistant"
+    content: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    truncated: bool = False
+
+    def to_openai(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.reasoning_content is not None:
+            message["reasoning_content"] = self.reasoning_content
+        if self.tool_calls:
+            message["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        return message
