@@ -19,7 +19,7 @@ from autoparser.template import ChatTemplate
 
 
 def _load_template(path: str) -> ChatTemplate:
-    return ChatTemplate.from_file(path)  # type: ignore[attr-defined,no-any-return]
+    return ChatTemplate.from_file(path)
 
 
 def _load_json_file(path: str | None) -> Any:

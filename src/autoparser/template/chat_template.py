@@ -4,13 +4,31 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 import jinja2
+from jinja2.exceptions import SecurityError
 
-from autoparser.errors import TemplateError
-from autoparser.template.environment import TemplateRaisedError, make_environment
+from autoparser.errors import AutoparserError, TemplateError
+from autoparser.template.environment import (
+    TemplateRaisedError,
+    make_environment,
+    make_mutable_environment,
+)
+from autoparser.template.loading import (
+    DEFAULT_VARIANT,
+    TOOL_USE_VARIANT,
+    TemplateSource,
+    load_path,
+    load_pretrained,
+)
+
+if TYPE_CHECKING:
+    from autoparser.template.caps import TemplateQuirks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,8 +48,56 @@ class TemplateCaps:
     supports_thinking_toggle: bool = False
 
 
+# A refusal of the immutable sandbox to change a container in place (``list.append`` ...).
+_MUTATION_REFUSED = re.compile(r"access to attribute '\w+' of '(?:list|dict|set|deque)' object")
+
+
+@functools.lru_cache(maxsize=512)
+def _compile(source: str, mutable: bool) -> jinja2.Template:
+    env = make_mutable_environment() if mutable else make_environment()
+    return env.from_string(source)
+
+
+def _template_line(tb: TracebackType | None) -> int | None:
+    """The template line of the innermost frame jinja2 attributed to template code."""
+    line = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _plain(value: Any) -> Any:
+    """A fresh copy made of plain JSON-like types, so templates never touch caller objects."""
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, Mapping):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return f"<{type(value).__name__}>"
+
+
 class ChatTemplate:
-    """A chat template (Jinja source) plus the special tokens it is rendered with."""
+    """A chat template (Jinja source) plus the special tokens it is rendered with.
+
+    ``variants`` holds further named templates from the same model (``tool_use`` ...); the
+    variant is chosen per render, as transformers does. ``polyfills`` switches the input
+    adaptations of :mod:`autoparser.template.polyfill` on or off by default.
+    """
 
     def __init__(
         self,
@@ -40,58 +106,194 @@ class ChatTemplate:
         bos_token: str = "",
         eos_token: str = "",
         name: str | None = None,
+        variants: Mapping[str, str] | None = None,
+        polyfills: bool = True,
     ) -> None:
         self.source = source
         self.bos_token = bos_token
         self.eos_token = eos_token
         self.name = name or "<template>"
-        env = make_environment()
+        self.polyfills = polyfills
+        self.variants: dict[str, str] = dict(variants or {})
+        self.variants.pop(DEFAULT_VARIANT, None)
         try:
-            self._compiled = env.from_string(source)
+            self._compiled = _compile(source, False)
         except jinja2.TemplateSyntaxError as exc:
             raise TemplateError(
                 f"{self.name}: syntax error at line {exc.lineno}: {exc.message}"
             ) from exc
+        self._variant_templates: dict[str, ChatTemplate] = {}
+
+    def __repr__(self) -> str:
+        return f"ChatTemplate(name={self.name!r})"
+
+    # ----------------------------------------------------------------- loading
+
+    @classmethod
+    def from_source(cls, loaded: TemplateSource, *, polyfills: bool = True) -> ChatTemplate:
+        variants = dict(loaded.variants)
+        if DEFAULT_VARIANT in variants:
+            default = variants.pop(DEFAULT_VARIANT)
+        elif len(variants) == 1:
+            default = variants.pop(next(iter(variants)))
+        else:
+            names = ", ".join(sorted(variants))
+            raise TemplateError(f"{loaded.name}: several chat templates ({names}), none 'default'")
+        return cls(
+            default,
+            bos_token=loaded.bos_token,
+            eos_token=loaded.eos_token,
+            name=loaded.name,
+            variants=variants,
+            polyfills=polyfills,
+        )
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, polyfills: bool = True) -> ChatTemplate:
+        """Load a ``.jinja`` file, a ``tokenizer_config.json``, a model directory or a GGUF."""
+        return cls.from_source(load_path(path), polyfills=polyfills)
+
+    @classmethod
+    def from_pretrained(
+        cls, repo_id: str, revision: str | None = None, *, polyfills: bool = True
+    ) -> ChatTemplate:
+        """Fetch the template of a Hugging Face Hub model (needs ``huggingface_hub``)."""
+        return cls.from_source(load_pretrained(repo_id, revision), polyfills=polyfills)
+
+    def variant(self, name: str) -> ChatTemplate:
+        """The named template variant (``tool_use`` ...), with the same special tokens."""
+        if name == DEFAULT_VARIANT:
+            return self
+        if name not in self.variants:
+            raise TemplateError(f"{self.name}: no chat template variant {name!r}")
+        found = self._variant_templates.get(name)
+        if found is None:
+            found = ChatTemplate(
+                self.variants[name],
+                bos_token=self.bos_token,
+                eos_token=self.eos_token,
+                name=f"{self.name}[{name}]",
+                polyfills=self.polyfills,
+            )
+            self._variant_templates[name] = found
+        return found
+
+    def for_tools(self, tools: object) -> ChatTemplate:
+        """The variant transformers would pick: ``tool_use`` when tools are given and exist."""
+        if tools is not None and TOOL_USE_VARIANT in self.variants:
+            return self.variant(TOOL_USE_VARIANT)
+        return self
+
+    # --------------------------------------------------------------- rendering
+
+    def _fail(self, exc: BaseException, what: str) -> TemplateError:
+        line = getattr(exc, "lineno", None) or _template_line(exc.__traceback__)
+        where = f" at line {line}" if line else ""
+        detail = str(exc) or type(exc).__name__
+        if not isinstance(exc, (jinja2.TemplateError, TemplateRaisedError)):
+            detail = f"{type(exc).__name__}: {detail}"
+        return TemplateError(f"{self.name}: {what}{where}: {detail}")
+
+    def _run(self, compiled: jinja2.Template, variables: dict[str, Any]) -> str:
+        try:
+            return compiled.render(**variables)
+        except TemplateRaisedError as exc:
+            raise self._fail(exc, "template raised an exception") from exc
+        except AutoparserError:
+            raise
+        except RecursionError as exc:
+            raise self._fail(exc, "render failed (recursion too deep)") from exc
+        except Exception as exc:
+            raise self._fail(exc, "render failed") from exc
 
     def render_raw(self, context: Mapping[str, Any]) -> str:
-        """Render with exactly the given variables (no normalisation, no polyfills)."""
+        """Render with exactly the given variables (no normalisation, no polyfills).
+
+        ``bos_token`` and ``eos_token`` default to this template's; ``context`` overrides them.
+        A template that mutates a list, which transformers' immutable sandbox refuses, is
+        rendered again in a sandbox that allows it (on a private copy of the variables).
+        """
         variables = {"bos_token": self.bos_token, "eos_token": self.eos_token, **context}
         try:
-            return self._compiled.render(**variables)
-        except TemplateRaisedError as exc:
-            raise TemplateError(f"{self.name}: template raised an exception: {exc}") from exc
-        except jinja2.TemplateError as exc:
-            line = getattr(exc, "lineno", None)
-            where = f" at line {line}" if line else ""
-            raise TemplateError(f"{self.name}: render failed{where}: {exc}") from exc
-        except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
-            raise TemplateError(f"{self.name}: render failed: {type(exc).__name__}: {exc}") from exc
+            return self._run(self._compiled, variables)
+        except TemplateError as exc:
+            cause = exc.__cause__
+            if not (isinstance(cause, SecurityError) and _MUTATION_REFUSED.search(str(cause))):
+                raise
+        return self._run(_compile(self.source, True), _plain(variables))
 
     def render(
         self,
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None = None,
         add_generation_prompt: bool = True,
+        *,
+        polyfills: bool | None = None,
         **template_kwargs: Any,
     ) -> str:
-        """Render a conversation (OpenAI-shaped messages) to the prompt text."""
+        """Render a conversation (OpenAI-shaped messages) to the prompt text.
+
+        With polyfills off this is byte-identical to transformers'
+        ``apply_chat_template(messages, tools=tools, tokenize=False, ...)``; with them on
+        (the default) the messages are first adapted to what the template needs.
+        """
+        from autoparser.template.polyfill import apply_polyfills, transformers_messages
+
+        template = self.for_tools(tools)
+        use_polyfills = template.polyfills if polyfills is None else polyfills
+        prepared: list[dict[str, Any]] = [dict(m) for m in messages]
+        tool_list = None if tools is None else [dict(t) for t in tools]
+        if use_polyfills:
+            prepared, tool_list = apply_polyfills(template, prepared, tool_list)
+            if template.quirks.reads_reasoning_key:
+                prepared = [_with_reasoning_key(m) for m in prepared]
         context: dict[str, Any] = {
-            "messages": [dict(m) for m in messages],
+            "messages": transformers_messages(prepared),
+            "tools": _plain(tool_list),
+            "documents": None,
             "add_generation_prompt": add_generation_prompt,
-            **template_kwargs,
+            **_plain(template_kwargs),
         }
-        if tools is not None:
-            context["tools"] = list(tools)
-        return self.render_raw(context)
+        return template.render_raw(context)
+
+    # ------------------------------------------------------------ capabilities
 
     @functools.cached_property
     def caps(self) -> TemplateCaps:
+        """Capabilities of this template; for tool-related fields, of its ``tool_use`` variant."""
         from autoparser.template.caps import detect_caps
 
-        return detect_caps(self)
+        own = detect_caps(self)
+        if TOOL_USE_VARIANT not in self.variants:
+            return own
+        tool = detect_caps(self.variant(TOOL_USE_VARIANT))
+        return dataclasses.replace(
+            own,
+            supports_tools=tool.supports_tools,
+            supports_tool_calls=tool.supports_tool_calls,
+            supports_parallel_tool_calls=tool.supports_parallel_tool_calls,
+            supports_tool_call_id=tool.supports_tool_call_id,
+            supports_tool_responses=tool.supports_tool_responses,
+            requires_object_arguments=tool.requires_object_arguments,
+        )
+
+    @functools.cached_property
+    def quirks(self) -> TemplateQuirks:
+        """Probed details the polyfills need beyond the public caps (id shape, key names)."""
+        from autoparser.template.caps import detect_quirks
+
+        return detect_quirks(self)
 
     def analyze(self) -> Any:
         """The differential analysis of this template (cached per source)."""
         from autoparser.analysis.analyzer import analyze_template
 
         return analyze_template(self)
+
+
+def _with_reasoning_key(message: dict[str, Any]) -> dict[str, Any]:
+    """Also pass reasoning as ``reasoning`` for templates that read only that name."""
+    for key in ("reasoning_content", "thinking"):
+        if message.get(key) is not None and message.get("reasoning") is None:
+            return {**message, "reasoning": message[key]}
+    return message

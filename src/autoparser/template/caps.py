@@ -1,0 +1,267 @@
+"""Capability probing: what a template can express, learnt by rendering probe conversations.
+
+Nothing here reads the template source. Each capability is a question answered by rendering
+a small conversation carrying unique marker strings (with polyfills off) and checking which
+markers reach the prompt, or whether the render fails. Results are cached per template text
+and special tokens, so a template is probed once however often it is loaded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from autoparser.errors import TemplateError
+
+if TYPE_CHECKING:
+    from autoparser.template.chat_template import ChatTemplate, TemplateCaps
+
+
+@dataclasses.dataclass(frozen=True)
+class TemplateQuirks:
+    """Probed details the polyfills need that are not part of the public capabilities."""
+
+    tool_call_id_alnum9: bool = False  # IDs must be 9 alphanumerics (Mistral)
+    arguments_as_json_string: bool = False  # objects would print as Python reprs
+    reads_reasoning_key: bool = False  # reasoning read only as ``message.reasoning``
+
+
+USER = "PrbUserMsg"
+SYSTEM = "PrbSystemMsg"
+ANSWER = "PrbAnswerTxt"
+REASONING = "PrbReasoningTxt"
+TOOL = "prb_tool_fn"
+TOOL2 = "prb_other_fn"
+ARG_KEY = "prb_arg"
+ARG_VALUE = "PrbArgVal"
+RESULT = "PrbToolResult"
+GENERIC_IDS = ("call_prb_00001", "call_prb_00002")
+ALNUM9_IDS = ("Prb0Id001", "Prb0Id002")
+
+PROBE_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": "A probe tool.",
+            "parameters": {
+                "type": "object",
+                "properties": {ARG_KEY: {"type": "string", "description": "A probe argument."}},
+                "required": [ARG_KEY],
+            },
+        },
+    }
+    for name in (TOOL, TOOL2)
+]
+
+
+class _Prober:
+    """Renders probe conversations against one template, never raising."""
+
+    def __init__(self, template: ChatTemplate) -> None:
+        self.template = template
+        self.typed = False
+        # Tools passed when a probe passes none: set for tool-only variants that fail without.
+        self.default_tools: list[dict[str, Any]] | None = None
+
+    def content(self, text: str) -> Any:
+        return [{"type": "text", "text": text}] if self.typed else text
+
+    def render(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        add_generation_prompt: bool = False,
+        **kwargs: Any,
+    ) -> str | None:
+        try:
+            return self.template.render(
+                messages,
+                tools if tools is not None else self.default_tools,
+                add_generation_prompt,
+                polyfills=False,
+                **kwargs,
+            )
+        except TemplateError:
+            return None
+
+    def user(self) -> dict[str, Any]:
+        return {"role": "user", "content": self.content(USER)}
+
+
+def _has(text: str | None, *markers: str) -> bool:
+    return text is not None and all(m in text for m in markers)
+
+
+@dataclasses.dataclass(frozen=True)
+class _CallProbe:
+    """The tool-call conversation shape that worked, and what it showed."""
+
+    works: bool = False
+    alnum9: bool = False
+    non_null: bool = False
+    with_result: bool = False
+    rendered: str = ""
+
+
+def _call(name: str, call_id: str, as_object: bool) -> dict[str, Any]:
+    args: dict[str, Any] = {ARG_KEY: ARG_VALUE}
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": args if as_object else json.dumps(args)},
+    }
+
+
+def _call_conversation(
+    prober: _Prober,
+    ids: Sequence[str],
+    content: str | None,
+    as_object: bool,
+    with_result: bool,
+    parallel: bool = False,
+) -> list[dict[str, Any]]:
+    calls = [_call(TOOL, ids[0], as_object)]
+    if parallel:
+        calls.append(_call(TOOL2, ids[1], as_object))
+    messages: list[dict[str, Any]] = [
+        prober.user(),
+        {"role": "assistant", "content": content, "tool_calls": calls},
+    ]
+    if with_result:
+        for index, call in enumerate(calls):
+            result = RESULT if index == 0 else RESULT + "2"
+            messages.append(
+                {"role": "tool", "tool_call_id": call["id"], "content": prober.content(result)}
+            )
+    return messages
+
+
+def _find_call_shape(prober: _Prober) -> _CallProbe:
+    for with_result in (True, False):
+        for alnum9, ids in ((False, GENERIC_IDS), (True, ALNUM9_IDS)):
+            for non_null, content in ((False, None), (True, "")):
+                for as_object in (True, False):
+                    messages = _call_conversation(prober, ids, content, as_object, with_result)
+                    text = prober.render(messages, PROBE_TOOLS, with_result)
+                    if _has(text, TOOL):
+                        assert text is not None
+                        return _CallProbe(True, alnum9, non_null, with_result, text)
+    return _CallProbe()
+
+
+def _probe(template: ChatTemplate) -> tuple[TemplateCaps, TemplateQuirks]:
+    from autoparser.template.chat_template import TemplateCaps
+
+    prober = _Prober(template)
+    plain = prober.render([prober.user()], add_generation_prompt=True)
+    if plain is None and prober.render([prober.user()], PROBE_TOOLS[:1], True) is not None:
+        prober.default_tools = PROBE_TOOLS[:1]
+        plain = prober.render([prober.user()], add_generation_prompt=True)
+    prober.typed = True
+    typed = prober.render([prober.user()], add_generation_prompt=True)
+    requires_typed = not _has(plain, USER) and _has(typed, USER)
+    prober.typed = requires_typed
+
+    system = prober.render(
+        [{"role": "system", "content": prober.content(SYSTEM)}, prober.user()],
+        add_generation_prompt=True,
+    )
+    with_tools = prober.render([prober.user()], PROBE_TOOLS[:1], True)
+
+    shape = _find_call_shape(prober)
+    ids = ALNUM9_IDS if shape.alnum9 else GENERIC_IDS
+    content = "" if shape.non_null else None
+    requires_object = arguments_as_string = parallel = False
+    if shape.works:
+        as_obj = prober.render(
+            _call_conversation(prober, ids, content, True, shape.with_result),
+            PROBE_TOOLS,
+            shape.with_result,
+        )
+        as_str = prober.render(
+            _call_conversation(prober, ids, content, False, shape.with_result),
+            PROBE_TOOLS,
+            shape.with_result,
+        )
+        object_ok = _has(as_obj, ARG_KEY, ARG_VALUE)
+        string_clean = _has(as_str, ARG_KEY, ARG_VALUE) and f'\\"{ARG_KEY}\\"' not in (as_str or "")
+        requires_object = object_ok and not string_clean
+        # Objects print as Python reprs or break the render, while JSON strings work.
+        arguments_as_string = (
+            not requires_object and string_clean and (as_obj is None or f"'{ARG_KEY}'" in as_obj)
+        )
+        both = prober.render(
+            _call_conversation(
+                prober, ids, content, requires_object or not string_clean, shape.with_result, True
+            ),
+            PROBE_TOOLS,
+            shape.with_result,
+        )
+        parallel = _has(both, TOOL, TOOL2)
+
+    history = [
+        prober.user(),
+        {"role": "assistant", "content": ANSWER, "reasoning_content": REASONING},
+    ]
+    reasoning = prober.render(history)
+    reasoning_key = False
+    if not _has(reasoning, REASONING):
+        raw_history = [
+            prober.user(),
+            {"role": "assistant", "content": ANSWER, "reasoning": REASONING},
+        ]
+        try:
+            raw = template.render_raw(
+                {"messages": raw_history, "tools": None, "add_generation_prompt": False}
+            )
+        except TemplateError:
+            raw = None
+        reasoning_key = _has(raw, REASONING)
+
+    thinking_on = prober.render([prober.user()], None, True, enable_thinking=True)
+    thinking_off = prober.render([prober.user()], None, True, enable_thinking=False)
+
+    caps = TemplateCaps(
+        supports_system_role=_has(system, SYSTEM),
+        supports_tools=_has(with_tools, TOOL),
+        supports_tool_calls=shape.works,
+        supports_parallel_tool_calls=parallel,
+        supports_tool_call_id=shape.works and ids[0] in shape.rendered,
+        supports_tool_responses=shape.with_result and RESULT in shape.rendered,
+        requires_object_arguments=requires_object,
+        requires_non_null_content=shape.works and shape.non_null,
+        requires_typed_content=requires_typed,
+        renders_reasoning=_has(reasoning, REASONING),
+        supports_thinking_toggle=(
+            thinking_on is not None and thinking_off is not None and thinking_on != thinking_off
+        ),
+    )
+    quirks = TemplateQuirks(
+        tool_call_id_alnum9=shape.works and shape.alnum9,
+        arguments_as_json_string=arguments_as_string,
+        reads_reasoning_key=reasoning_key,
+    )
+    return caps, quirks
+
+
+@functools.lru_cache(maxsize=256)
+def _probe_cached(
+    source: str, bos_token: str, eos_token: str
+) -> tuple[TemplateCaps, TemplateQuirks]:
+    from autoparser.template.chat_template import ChatTemplate
+
+    return _probe(ChatTemplate(source, bos_token=bos_token, eos_token=eos_token))
+
+
+def detect_caps(template: ChatTemplate) -> TemplateCaps:
+    """The capabilities of exactly this template text (not its other named variants)."""
+    return _probe_cached(template.source, template.bos_token, template.eos_token)[0]
+
+
+def detect_quirks(template: ChatTemplate) -> TemplateQuirks:
+    """The polyfill-relevant details of exactly this template text."""
+    return _probe_cached(template.source, template.bos_token, template.eos_token)[1]

@@ -1,0 +1,189 @@
+"""Reading chat templates and their special tokens from the places models ship them.
+
+A model ships its template as a ``.jinja`` file, inside ``tokenizer_config.json`` (one string,
+or a list of named templates such as ``default`` and ``tool_use``), next to it as
+``chat_template.jinja``, or in a GGUF file's metadata. This module turns each of those into
+one plain :class:`TemplateSource`; choosing among named variants happens at render time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from autoparser.errors import TemplateError
+
+DEFAULT_VARIANT = "default"
+TOOL_USE_VARIANT = "tool_use"
+
+
+@dataclasses.dataclass(frozen=True)
+class TemplateSource:
+    """Template texts by variant name, plus the BOS/EOS strings they are rendered with."""
+
+    variants: Mapping[str, str]
+    bos_token: str = ""
+    eos_token: str = ""
+    name: str = "<template>"
+
+
+def _token_text(value: Any) -> str:
+    """A special token from tokenizer_config.json: a plain string or an AddedToken dict."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping) and isinstance(value.get("content"), str):
+        return str(value["content"])
+    return ""
+
+
+def _variants_from_config_value(value: Any, where: str) -> dict[str, str]:
+    if isinstance(value, str):
+        return {DEFAULT_VARIANT: value}
+    if isinstance(value, list):
+        variants: dict[str, str] = {}
+        for entry in value:
+            if not (
+                isinstance(entry, Mapping)
+                and isinstance(entry.get("name"), str)
+                and isinstance(entry.get("template"), str)
+            ):
+                raise TemplateError(
+                    f"{where}: chat_template list entries need 'name' and 'template'"
+                )
+            variants[entry["name"]] = entry["template"]
+        return variants
+    if isinstance(value, Mapping):
+        return {str(k): str(v) for k, v in value.items() if isinstance(v, str)}
+    raise TemplateError(f"{where}: chat_template must be a string or a list of named templates")
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise TemplateError(f"{path}: invalid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise TemplateError(f"{path}: expected a JSON object")
+    return data
+
+
+def load_tokenizer_config(path: Path) -> TemplateSource:
+    config = _read_config(path)
+    if "chat_template" not in config or config["chat_template"] is None:
+        raise TemplateError(f"{path}: no chat_template in tokenizer config")
+    return TemplateSource(
+        variants=_variants_from_config_value(config["chat_template"], str(path)),
+        bos_token=_token_text(config.get("bos_token")),
+        eos_token=_token_text(config.get("eos_token")),
+        name=str(path),
+    )
+
+
+def load_directory(path: Path) -> TemplateSource:
+    """A model directory: ``chat_template.jinja`` wins over the config's template, as in HF."""
+    config_path = path / "tokenizer_config.json"
+    jinja_path = path / "chat_template.jinja"
+    config = _read_config(config_path) if config_path.is_file() else {}
+    variants: dict[str, str] = {}
+    if config.get("chat_template") is not None:
+        variants = _variants_from_config_value(config["chat_template"], str(config_path))
+    extra = sorted((path / "additional_chat_templates").glob("*.jinja"))
+    if jinja_path.is_file() or extra:
+        variants = {}
+        if jinja_path.is_file():
+            variants[DEFAULT_VARIANT] = jinja_path.read_text(encoding="utf-8")
+        for file in extra:
+            variants[file.stem] = file.read_text(encoding="utf-8")
+    if not variants:
+        raise TemplateError(f"{path}: no chat_template.jinja and no chat_template in config")
+    return TemplateSource(
+        variants=variants,
+        bos_token=_token_text(config.get("bos_token")),
+        eos_token=_token_text(config.get("eos_token")),
+        name=str(path),
+    )
+
+
+def _gguf_value(field: Any) -> Any:
+    return field.contents()
+
+
+def load_gguf(path: Path) -> TemplateSource:
+    """GGUF metadata: ``tokenizer.chat_template[.<name>]`` and BOS/EOS from the vocabulary."""
+    from gguf import GGUFReader
+
+    try:
+        reader = GGUFReader(str(path), "r")
+    except (ValueError, OSError) as exc:
+        raise TemplateError(f"{path}: cannot read GGUF: {exc}") from exc
+    fields = reader.fields
+    prefix = "tokenizer.chat_template"
+    variants: dict[str, str] = {}
+    for key, field in fields.items():
+        if key == prefix:
+            variants[DEFAULT_VARIANT] = str(_gguf_value(field))
+        elif key.startswith(prefix + "."):
+            variants[key[len(prefix) + 1 :]] = str(_gguf_value(field))
+    if not variants:
+        raise TemplateError(f"{path}: GGUF has no tokenizer.chat_template")
+    tokens_field = fields.get("tokenizer.ggml.tokens")
+    tokens: list[Any] = _gguf_value(tokens_field) if tokens_field is not None else []
+
+    def token(key: str) -> str:
+        field = fields.get(key)
+        if field is None:
+            return ""
+        index = int(_gguf_value(field))
+        return str(tokens[index]) if 0 <= index < len(tokens) else ""
+
+    return TemplateSource(
+        variants=variants,
+        bos_token=token("tokenizer.ggml.bos_token_id"),
+        eos_token=token("tokenizer.ggml.eos_token_id"),
+        name=str(path),
+    )
+
+
+def load_path(path: str | Path) -> TemplateSource:
+    """Dispatch on what ``path`` is: directory, ``.gguf``, ``.json`` config, or template text."""
+    p = Path(path)
+    if p.is_dir():
+        return load_directory(p)
+    if not p.is_file():
+        raise TemplateError(f"{p}: no such file or directory")
+    if p.suffix == ".gguf":
+        return load_gguf(p)
+    if p.suffix == ".json":
+        return load_tokenizer_config(p)
+    return TemplateSource(variants={DEFAULT_VARIANT: p.read_text(encoding="utf-8")}, name=str(p))
+
+
+HUB_FILES = ("tokenizer_config.json", "chat_template.jinja")
+
+
+def load_pretrained(repo_id: str, revision: str | None = None) -> TemplateSource:
+    """Fetch a model's template files from the Hugging Face Hub (optional dependency)."""
+    try:
+        import huggingface_hub
+    except ImportError as exc:
+        raise TemplateError(
+            "from_pretrained needs huggingface_hub: pip install 'autoparser[hub]'"
+        ) from exc
+    from huggingface_hub.errors import EntryNotFoundError
+
+    folder: Path | None = None
+    for filename in HUB_FILES:
+        try:
+            local = huggingface_hub.hf_hub_download(repo_id, filename, revision=revision)
+        except EntryNotFoundError:
+            continue
+        except Exception as exc:
+            raise TemplateError(f"{repo_id}: cannot fetch {filename}: {exc}") from exc
+        folder = Path(local).parent
+    if folder is None:
+        raise TemplateError(f"{repo_id}: neither {' nor '.join(HUB_FILES)} found")
+    source = load_directory(folder)
+    return dataclasses.replace(source, name=repo_id)

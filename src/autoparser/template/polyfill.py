@@ -1,0 +1,207 @@
+"""Adapting OpenAI-shaped messages to what a particular template needs.
+
+Two layers. ``transformers_messages`` does exactly what transformers does to messages before
+rendering (drop ``None`` values, copy to plain data, alias reasoning under ``thinking`` and
+``reasoning_content``), so renders stay byte-identical. ``apply_polyfills`` runs first, only
+where the probed caps say the template needs it: fold the system turn into the first user
+turn, reshape tool call IDs, (de)serialise arguments, describe ignored tools in the system
+turn, give content the shape the template reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autoparser.template.chat_template import ChatTemplate
+
+REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
+
+_ALNUM = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+ALNUM9 = re.compile(r"[0-9A-Za-z]{9}")
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def transformers_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as transformers hands them to the template (see apply_chat_template)."""
+    result: list[dict[str, Any]] = []
+    for message in messages:
+        plain = {k: _copy(v) for k, v in message.items() if v is not None}
+        reasoning = next((plain[k] for k in REASONING_KEYS if plain.get(k) is not None), None)
+        if reasoning is not None:
+            plain = {"thinking": reasoning, **plain, "reasoning_content": reasoning}
+        result.append(plain)
+    return result
+
+
+# ------------------------------------------------------------------ tool call ids
+
+
+def alnum9_id(original: str) -> str:
+    """A 9-alphanumeric ID derived deterministically from ``original`` (Mistral's shape)."""
+    if ALNUM9.fullmatch(original):
+        return original
+    number = int.from_bytes(hashlib.sha256(original.encode("utf-8")).digest()[:8], "big")
+    chars = []
+    for _ in range(9):
+        number, digit = divmod(number, len(_ALNUM))
+        chars.append(_ALNUM[digit])
+    return "".join(chars)
+
+
+def _reshape_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Give calls and their results 9-alphanumeric IDs; a result keeps its call's ID."""
+    pending: list[str] = []
+    result: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        calls = message.get("tool_calls")
+        if message.get("role") == "assistant" and isinstance(calls, list) and calls:
+            new_calls = []
+            pending = []
+            for position, call in enumerate(calls):
+                if not isinstance(call, Mapping):
+                    new_calls.append(call)
+                    continue
+                original = call.get("id") or f"call-{index}-{position}"
+                new_id = alnum9_id(str(original))
+                pending.append(new_id)
+                new_calls.append({**call, "id": new_id})
+            message = {**message, "tool_calls": new_calls}
+        elif message.get("role") == "tool":
+            original = message.get("tool_call_id")
+            if original:
+                new_id = alnum9_id(str(original))
+            else:
+                new_id = pending[0] if pending else alnum9_id(f"tool-{index}")
+            if new_id in pending:
+                pending.remove(new_id)
+            message = {**message, "tool_call_id": new_id}
+        result.append(message)
+    return result
+
+
+# ------------------------------------------------------------------- arguments
+
+
+def _map_arguments(messages: list[dict[str, Any]], to_object: bool) -> list[dict[str, Any]]:
+    """Parse JSON-string arguments to objects (``to_object``) or serialise objects to JSON."""
+    result = []
+    for message in messages:
+        calls = message.get("tool_calls")
+        if isinstance(calls, list) and calls:
+            new_calls = []
+            for call in calls:
+                function = call.get("function") if isinstance(call, Mapping) else None
+                if not isinstance(function, Mapping):
+                    new_calls.append(call)
+                    continue
+                args = function.get("arguments")
+                if to_object and isinstance(args, str):
+                    try:
+                        parsed = json.loads(args)
+                    except json.JSONDecodeError:
+                        parsed = args
+                    args = parsed if isinstance(parsed, dict) else args
+                elif not to_object and isinstance(args, Mapping):
+                    args = json.dumps(args, ensure_ascii=False)
+                new_calls.append({**call, "function": {**function, "arguments": args}})
+            message = {**message, "tool_calls": new_calls}
+        result.append(message)
+    return result
+
+
+# ------------------------------------------------------------- system and tools
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+    return "" if content is None else str(content)
+
+
+def describe_tools(tools: list[dict[str, Any]]) -> str:
+    """Plain-text description of tools for templates that ignore the ``tools`` variable."""
+    lines = [json.dumps(tool, ensure_ascii=False) for tool in tools]
+    return "You can call the following tools. Each is described by a JSON schema:\n" + "\n".join(
+        lines
+    )
+
+
+def _add_to_system(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    if messages and messages[0].get("role") == "system":
+        first = messages[0]
+        existing = _text_of(first.get("content"))
+        joined = f"{existing}\n\n{text}" if existing else text
+        return [{**first, "content": joined}, *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]
+
+
+def _fold_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Move system messages into the first user turn (for templates without a system role)."""
+    system_texts = [_text_of(m.get("content")) for m in messages if m.get("role") == "system"]
+    rest = [m for m in messages if m.get("role") != "system"]
+    if not system_texts:
+        return messages
+    prefix = "\n\n".join(t for t in system_texts if t)
+    for index, message in enumerate(rest):
+        if message.get("role") == "user":
+            user_text = _text_of(message.get("content"))
+            joined = f"{prefix}\n\n{user_text}" if user_text else prefix
+            return [*rest[:index], {**message, "content": joined}, *rest[index + 1 :]]
+    return [{"role": "user", "content": prefix}, *rest]
+
+
+def _typed_content(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {**m, "content": [{"type": "text", "text": m["content"]}]}
+        if isinstance(m.get("content"), str)
+        else m
+        for m in messages
+    ]
+
+
+def _non_null_content(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {**m, "content": ""} if m.get("role") == "assistant" and m.get("content") is None else m
+        for m in messages
+    ]
+
+
+def apply_polyfills(
+    template: ChatTemplate,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """Adapt messages (and tools) to ``template``'s probed needs; never mutates the inputs."""
+    from autoparser.template.caps import detect_caps
+
+    caps = detect_caps(template)
+    quirks = template.quirks
+    if tools and not caps.supports_tools:
+        messages = _add_to_system(messages, describe_tools(tools))
+    if not caps.supports_system_role:
+        messages = _fold_system(messages)
+    if quirks.tool_call_id_alnum9:
+        messages = _reshape_ids(messages)
+    if caps.requires_object_arguments:
+        messages = _map_arguments(messages, to_object=True)
+    elif quirks.arguments_as_json_string:
+        messages = _map_arguments(messages, to_object=False)
+    if caps.requires_non_null_content:
+        messages = _non_null_content(messages)
+    if caps.requires_typed_content:
+        messages = _typed_content(messages)
+    return messages, tools

@@ -1,0 +1,227 @@
+"""Render parity with transformers over the template corpus.
+
+Every corpus template renders a set of conversations through our renderer and through
+transformers' own ``render_jinja_template`` (the engine behind ``apply_chat_template``).
+With polyfills off the two must agree byte for byte wherever transformers renders at all.
+With polyfills on (the default) every difference must be listed, with its reason, in
+``tests/data/template_parity_expectations.json``, as must every case transformers fails on.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import CORPUS_SKIP_REASON, corpus_templates
+
+from autoparser.errors import TemplateError
+from autoparser.template import ChatTemplate, environment
+
+chat_template_utils = pytest.importorskip("transformers.utils.chat_template_utils")
+
+EXPECTATIONS = Path(__file__).parent / "data" / "template_parity_expectations.json"
+BOS, EOS = "<|bos|>", "<|eos|>"
+FIXED_NOW = dt.datetime(2025, 3, 14, 15, 9, 26)
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "description": "City name"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            },
+            "required": ["city"],
+        },
+    },
+}
+TIME = {
+    "type": "function",
+    "function": {
+        "name": "get_time",
+        "description": "Get the local time in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+def _call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+USER = {"role": "user", "content": "What's the weather in Paris?"}
+CONVERSATIONS: dict[str, dict[str, Any]] = {
+    "plain": {"messages": [{"role": "user", "content": "Hello, how are you?"}]},
+    "system": {
+        "messages": [
+            {"role": "system", "content": "You are a terse assistant."},
+            {"role": "user", "content": "What is 2+2?"},
+        ]
+    },
+    "tools": {"messages": [USER], "tools": [WEATHER, TIME]},
+    "tool_call": {
+        "messages": [
+            USER,
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [_call("call_1", "get_weather", {"city": "Paris"})],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": '{"temperature": 21}'},
+        ],
+        "tools": [WEATHER, TIME],
+    },
+    "parallel_calls": {
+        "messages": [
+            {"role": "user", "content": "Weather and time in Paris?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    _call("call_1", "get_weather", {"city": "Paris", "unit": "celsius"}),
+                    _call("call_2", "get_time", {"city": "Paris"}),
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": '{"temperature": 21}'},
+            {"role": "tool", "tool_call_id": "call_2", "content": '{"time": "14:05"}'},
+        ],
+        "tools": [WEATHER, TIME],
+    },
+    "reasoning": {
+        "messages": [
+            {"role": "user", "content": "What is 2+2?"},
+            {
+                "role": "assistant",
+                "content": "The answer is 4.",
+                "reasoning_content": "Two plus two makes four.",
+            },
+        ],
+        "add_generation_prompt": False,
+    },
+    "multi_turn": {
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "Hi!"},
+            {"role": "assistant", "content": "Hello! How can I help?"},
+            {"role": "user", "content": "Tell me a joke."},
+            {"role": "assistant", "content": "Why did the chicken cross the road?"},
+            {"role": "user", "content": "Why?"},
+        ]
+    },
+    "thinking_off": {
+        "messages": [{"role": "user", "content": "Quick question: capital of France?"}],
+        "kwargs": {"enable_thinking": False},
+    },
+}
+
+
+class _FixedDatetime(dt.datetime):
+    @classmethod
+    def now(cls, tz: dt.tzinfo | None = None) -> _FixedDatetime:  # type: ignore[override]
+        return cls.fromtimestamp(FIXED_NOW.timestamp(), tz)
+
+
+@pytest.fixture
+def fixed_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(chat_template_utils, "datetime", _FixedDatetime)
+    monkeypatch.setattr(environment, "clock", lambda: FIXED_NOW)
+    yield
+
+
+def oracle(source: str, case: dict[str, Any]) -> str:
+    """transformers' rendering, with the preprocessing apply_chat_template does first."""
+    messages = [{k: v for k, v in m.items() if v is not None} for m in case["messages"]]
+    rendered, _ = chat_template_utils.render_jinja_template(
+        conversations=[messages],
+        tools=case.get("tools"),
+        chat_template=source,
+        add_generation_prompt=case.get("add_generation_prompt", True),
+        bos_token=BOS,
+        eos_token=EOS,
+        **case.get("kwargs", {}),
+    )
+    return str(rendered[0])
+
+
+def ours(template: ChatTemplate, case: dict[str, Any], polyfills: bool) -> str:
+    return template.render(
+        case["messages"],
+        case.get("tools"),
+        case.get("add_generation_prompt", True),
+        polyfills=polyfills,
+        **case.get("kwargs", {}),
+    )
+
+
+def _outcome(fn: Any) -> tuple[str | None, str | None]:
+    try:
+        return fn(), None
+    except TemplateError as exc:
+        return None, str(exc)
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+@pytest.mark.skipif(not corpus_templates(), reason=CORPUS_SKIP_REASON)
+@pytest.mark.usefixtures("fixed_clock")
+def test_render_parity(capsys: pytest.CaptureFixture[str]) -> None:
+    expected = json.loads(EXPECTATIONS.read_text(encoding="utf-8"))
+    listed_differ: dict[str, str] = expected["differ"]
+    listed_fails: dict[str, dict[str, str]] = expected["transformers_fails"]
+    identical = differ = fails = 0
+    problems: list[str] = []
+    seen_differ: set[str] = set()
+    seen_fails: set[str] = set()
+    for path in corpus_templates():
+        source = path.read_text(encoding="utf-8")
+        template = ChatTemplate(source, bos_token=BOS, eos_token=EOS, name=path.stem)
+        for conv_name, case in CONVERSATIONS.items():
+            key = f"{path.stem}/{conv_name}"
+            want, want_error = _outcome(lambda: oracle(source, case))  # noqa: B023
+            raw, raw_error = _outcome(lambda: ours(template, case, False))  # noqa: B023
+            got, got_error = _outcome(lambda: ours(template, case, True))  # noqa: B023
+            if want_error is not None:
+                fails += 1
+                seen_fails.add(key)
+                entry = listed_fails.get(key)
+                if entry is None:
+                    problems.append(f"{key}: transformers fails, not listed: {want_error}")
+                    continue
+                for label, result, error in (("raw", raw, raw_error), ("ours", got, got_error)):
+                    outcome = "renders" if result is not None else "fails"
+                    if entry[label] != outcome:
+                        problems.append(
+                            f"{key}: {label} {outcome}, expected {entry[label]} {error}"
+                        )
+                continue
+            if raw != want:
+                problems.append(f"{key}: polyfills=False differs from transformers ({raw_error})")
+            if got == want:
+                identical += 1
+                continue
+            differ += 1
+            seen_differ.add(key)
+            if key not in listed_differ:
+                problems.append(f"{key}: differs from transformers, not listed ({got_error})")
+    problems += [
+        f"{k}: listed as differing but identical now" for k in listed_differ.keys() - seen_differ
+    ]
+    problems += [
+        f"{k}: listed as transformers-fail but it renders" for k in listed_fails.keys() - seen_fails
+    ]
+    with capsys.disabled():
+        print(
+            f"\nrender parity: {identical} identical, {differ} differ, {fails} transformers-fails"
+        )
+    assert not problems, "\n".join(problems)
