@@ -1,0 +1,695 @@
+"""JSON Schema -> GBNF: rules whose root matches one JSON value valid for the schema.
+
+The grammar is a subset of the schema's instances chosen for generation: object keys come
+in a fixed order (required keys in declared order, then optional keys in declared order),
+strings use json.dumps's escaping, and an object without `additionalProperties` admits
+only its declared keys. Everything the grammar admits validates against the schema,
+except where the docs of schema_rules say otherwise (oneOf exclusivity, allOf merging).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from autoparser.errors import SchemaError
+from autoparser.schema.formats import FORMAT_RULES
+from autoparser.schema.gbnf import alternatives, json_literal, literal, repeat, rule_name_part
+from autoparser.schema.ranges import integer_range, number_range
+from autoparser.schema.regex import DOT_RULE, translate_pattern
+
+IGNORED_KEYWORDS = frozenset(
+    {
+        "description", "title", "examples", "default", "$schema", "$id", "$comment",
+        "$anchor", "deprecated", "readOnly", "writeOnly", "contentMediaType",
+        "contentEncoding", "$defs", "definitions",
+    }
+)  # fmt: skip
+"""Keywords that never constrain the JSON text."""
+
+SUPPORTED_KEYWORDS = frozenset(
+    {
+        "type", "enum", "const", "properties", "required", "additionalProperties", "$ref",
+        "anyOf", "oneOf", "allOf", "nullable", "minLength", "maxLength", "pattern", "format",
+        "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "items", "prefixItems",
+        "additionalItems", "minItems", "maxItems",
+    }
+)  # fmt: skip
+"""Keywords the converter turns into grammar."""
+
+JSON_TYPES = ("string", "number", "integer", "boolean", "null", "object", "array")
+_TYPE_KEYWORDS = {
+    "object": ("properties", "required", "additionalProperties"),
+    "array": ("items", "prefixItems", "additionalItems", "minItems", "maxItems"),
+    "string": ("minLength", "maxLength", "pattern", "format"),
+    "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"),
+}
+_PREFIX_OK = re.compile(r"[A-Za-z][A-Za-z0-9-]*\Z")
+
+JSON_CHAR = r'[^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )'
+PRIMITIVE_RULES: dict[str, str] = {
+    "json-char": JSON_CHAR,
+    "json-string": '"\\"" json-char* "\\""',
+    "json-number": '"-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?',
+    "json-integer": '"-"? ( "0" | [1-9] [0-9]* )',
+    "json-boolean": '"true" | "false"',
+    "json-null": '"null"',
+}
+"""Whitespace-independent shared rules (names fixed, bodies fixed)."""
+
+
+@dataclass(frozen=True)
+class Whitespace:
+    """The rule allowed between JSON tokens; `tag` names the shared rules that use it."""
+
+    tag: str
+    body: str | None  # None: no whitespace at all
+
+    def __post_init__(self) -> None:
+        if not _PREFIX_OK.match(self.tag):
+            raise ValueError(f"whitespace tag {self.tag!r}: letters, digits and '-' only")
+
+
+COMPACT = Whitespace("compact", None)
+"""No whitespace between tokens: `{"a":1,"b":[1,2]}` (json.dumps separators=(',', ':'))."""
+PRETTY = Whitespace("pretty", '"" | " " | "\\n" [ \\t]{0,40}')
+"""One space, or a newline and indentation: json.dumps default and indent=N output."""
+
+WhitespaceSpec = Literal["compact", "pretty"] | Whitespace
+
+
+@dataclass(frozen=True)
+class SchemaRules:
+    """Grammar for one schema: `root` is the rule matching the value, `rules` name -> body."""
+
+    root: str
+    rules: dict[str, str]
+
+    def gbnf(self) -> str:
+        """The rules as GBNF lines (no `root` rule)."""
+        return "".join(f"{name} ::= {body}\n" for name, body in self.rules.items())
+
+
+def _resolve_whitespace(spec: WhitespaceSpec) -> Whitespace:
+    if isinstance(spec, Whitespace):
+        return spec
+    if spec == "compact":
+        return COMPACT
+    if spec == "pretty":
+        return PRETTY
+    raise ValueError(f"unknown whitespace style {spec!r}: 'compact', 'pretty' or Whitespace")
+
+
+def _pointer_part(key: str | int) -> str:
+    return "/" + str(key).replace("~", "~0").replace("/", "~1")
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "integer" if value.is_integer() else "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    raise SchemaError(f"not a JSON value: {value!r}")
+
+
+class _Converter:
+    """One conversion: collects rules while walking the schema."""
+
+    def __init__(
+        self, root_schema: object, prefix: str, lenient: bool, whitespace: Whitespace
+    ) -> None:
+        if not _PREFIX_OK.match(prefix) or prefix.startswith("json-"):
+            raise ValueError(
+                f"rule prefix {prefix!r}: must start with a letter, use letters, digits and "
+                "'-', and not start with the shared 'json-'"
+            )
+        self.root_schema = root_schema
+        self.prefix = prefix
+        self.lenient = lenient
+        self.ws = whitespace
+        self.rules: dict[str, str] = {prefix: ""}
+        self.ref_rules: dict[str, str] = {}
+        self.merging_refs: set[str] = set()
+
+    # ----------------------------------------------------------------- rule bookkeeping
+    def name(self, hint: str) -> str:
+        """A fresh rule name under the prefix, reserved at once."""
+        base = f"{self.prefix}-{rule_name_part(hint)}"
+        candidate, counter = base, 2
+        while candidate in self.rules:
+            candidate = f"{base}-{counter}"
+            counter += 1
+        self.rules[candidate] = ""
+        return candidate
+
+    def define(self, hint: str, body: str) -> str:
+        name = self.name(hint)
+        self.rules[name] = body
+        return name
+
+    def shared(self, name: str, body: str) -> str:
+        """A rule whose name is fixed across schemas (same name always same body)."""
+        self.rules.setdefault(name, body)
+        return name
+
+    def primitive(self, name: str) -> str:
+        if name == "json-string":
+            self.shared("json-char", PRIMITIVE_RULES["json-char"])
+        return self.shared(name, PRIMITIVE_RULES[name])
+
+    def ws_name(self) -> str | None:
+        """The shared whitespace rule, or None in compact style."""
+        if self.ws.body is None:
+            return None
+        return self.shared(f"json-{self.ws.tag}-ws", self.ws.body)
+
+    def sep(self, token: str) -> str:
+        """A punctuation token with the whitespace rule around it."""
+        ws = self.ws_name()
+        return literal(token) if ws is None else f"{ws} {literal(token)} {ws}"
+
+    def container(self, left: str, inner: str | None, right: str, *, optional: bool) -> str:
+        """`left ws inner ws right`, the inner part possibly absent (then `left ws right`)."""
+        ws = self.ws_name()
+        parts = [literal(left)] + ([ws] if ws else [])
+        if inner is not None:
+            tail = f"{inner} {ws}" if ws else inner
+            parts.append(f"( {tail} )?" if optional else tail)
+        parts.append(literal(right))
+        return " ".join(parts)
+
+    def any_value(self) -> str:
+        tag = self.ws.tag
+        value, obj, arr = f"json-{tag}-value", f"json-{tag}-object", f"json-{tag}-array"
+        if value not in self.rules:
+            self.rules[value] = ""
+            kv = f"{self.primitive('json-string')} {self.sep(':')} {value}"
+            comma = self.sep(",")
+            self.rules[obj] = self.container("{", f"{kv} ( {comma} {kv} )*", "}", optional=True)
+            items = f"{value} ( {comma} {value} )*"
+            self.rules[arr] = self.container("[", items, "]", optional=True)
+            prims = ["json-string", "json-number", "json-boolean", "json-null"]
+            self.rules[value] = " | ".join([obj, arr, *[self.primitive(p) for p in prims]])
+        return value
+
+    # ----------------------------------------------------------------- keyword policing
+    def unsupported(self, keyword: str, pointer: str, why: str = "unsupported keyword") -> None:
+        message = f"{why} {keyword!r} at {pointer or '#'}"
+        if not self.lenient:
+            raise SchemaError(message + " (pass lenient=True to drop it)")
+        warnings.warn(f"{message}: dropped, the grammar does not enforce it", stacklevel=4)
+
+    def checked(self, schema: Mapping[str, Any], pointer: str) -> dict[str, Any]:
+        """The schema without ignored keywords; unsupported ones raise (or warn and drop)."""
+        out: dict[str, Any] = {}
+        for key, value in schema.items():
+            if key in SUPPORTED_KEYWORDS:
+                out[key] = value
+            elif key not in IGNORED_KEYWORDS:
+                self.unsupported(key, pointer + _pointer_part(key))
+        return out
+
+    # ----------------------------------------------------------------- $ref
+    def resolve(self, ref: object, pointer: str) -> tuple[str, object]:
+        """(normalised pointer, target schema) of a local reference."""
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            raise SchemaError(f"$ref {ref!r} at {pointer or '#'}: only local '#/...' references")
+        target: object = self.root_schema
+        path = ref[1:]
+        if path and not path.startswith("/"):
+            raise SchemaError(f"$ref {ref!r} at {pointer or '#'}: anchors are not supported")
+        for raw in path.split("/")[1:] if path else []:
+            part = raw.replace("~1", "/").replace("~0", "~")
+            if isinstance(target, dict) and part in target:
+                target = target[part]
+            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+                target = target[int(part)]
+            else:
+                raise SchemaError(f"$ref {ref!r} at {pointer or '#'} points to nothing")
+        return path, target
+
+    def ref_rule(self, ref: object, pointer: str) -> str:
+        path, target = self.resolve(ref, pointer)
+        if path == "":
+            return self.prefix
+        if path not in self.ref_rules:
+            name = self.name(path.rsplit("/", 1)[-1])
+            self.ref_rules[path] = name
+            self.rules[name] = self.visit(target, path, name)
+        return self.ref_rules[path]
+
+    # ----------------------------------------------------------------- allOf merging
+    def merge(self, parts: Sequence[object], pointer: str) -> dict[str, Any]:
+        """One schema equivalent to all parts for the keywords the grammar uses."""
+        out: dict[str, Any] = {}
+        for index, part in enumerate(parts):
+            where = f"{pointer}/allOf/{index}"
+            if part is True:
+                continue
+            if part is False or not isinstance(part, dict):
+                raise SchemaError(f"allOf part at {where} is not a satisfiable schema object")
+            part = self.checked(part, where)
+            ref = part.pop("$ref", None)
+            extra: list[object] = []
+            if ref is not None:
+                path, target = self.resolve(ref, where)
+                if path in self.merging_refs:
+                    raise SchemaError(f"$ref {ref!r} at {where} merges into itself")
+                self.merging_refs.add(path)
+                try:
+                    extra.append(self.merge([target], path))
+                finally:
+                    self.merging_refs.discard(path)
+            extra += part.pop("allOf", [])
+            if extra:
+                part = self.merge([*extra, part], where)
+            for key, value in part.items():
+                if key not in out:
+                    out[key] = value
+                else:
+                    out[key] = self.merge_keyword(key, out[key], value, where)
+        return out
+
+    def merge_keyword(self, key: str, old: Any, new: Any, pointer: str) -> Any:
+        if old == new:
+            return old
+        if key == "properties":
+            merged = dict(old)
+            for name, sub in new.items():
+                merged[name] = {"allOf": [merged[name], sub]} if name in merged else sub
+            return merged
+        if key == "required":
+            return list(dict.fromkeys([*old, *new]))
+        if key == "type":
+            old_types = [old] if isinstance(old, str) else list(old)
+            new_types = [new] if isinstance(new, str) else list(new)
+            if "number" in old_types:
+                old_types.append("integer")
+            common = [t for t in new_types if t in old_types]
+            if "number" in new_types and "integer" in old_types and "number" not in old_types:
+                common.append("integer")
+            if not common:
+                raise SchemaError(f"allOf at {pointer}: types {old!r} and {new!r} never overlap")
+            return list(dict.fromkeys(common))
+        if key in ("minimum", "exclusiveMinimum", "minLength", "minItems"):
+            return max(old, new)
+        if key in ("maximum", "exclusiveMaximum", "maxLength", "maxItems"):
+            return min(old, new)
+        if key == "enum":
+            common = [v for v in old if v in new]
+            if not common:
+                raise SchemaError(f"allOf at {pointer}: enums share no value")
+            return common
+        if key == "additionalProperties":
+            if old is False or new is False:
+                return False
+            if old is True:
+                return new
+            if new is True:
+                return old
+            return {"allOf": [old, new]}
+        if key in ("items", "additionalItems"):
+            return {"allOf": [old, new]}
+        raise SchemaError(f"allOf at {pointer}: cannot merge differing {key!r} values")
+
+    # ----------------------------------------------------------------- the walk
+    def visit(self, schema: object, pointer: str, hint: str) -> str:
+        """A GBNF expression (safe to place in a sequence) for values of `schema`."""
+        if schema is True:
+            return self.any_value()
+        if schema is False:
+            raise SchemaError(f"schema at {pointer or '#'} is false: no value is valid")
+        if not isinstance(schema, dict):
+            raise SchemaError(f"schema at {pointer or '#'} is not an object or boolean")
+        node = self.checked(schema, pointer)
+        if "allOf" in node:
+            parts = node.pop("allOf")
+            if not isinstance(parts, list) or not parts:
+                raise SchemaError(f"allOf at {pointer or '#'} must be a non-empty list")
+            node = self.merge([*parts, node], pointer)
+        if "$ref" in node:
+            ref = node.pop("$ref")
+            if not node:
+                return self.ref_rule(ref, pointer + "/$ref")
+            node = self.merge([{"$ref": ref}, node], pointer)
+        if "anyOf" in node and "oneOf" in node:
+            raise SchemaError(f"schema at {pointer or '#'} has both anyOf and oneOf")
+        for key in ("anyOf", "oneOf"):
+            if key in node:
+                return self.choice(node, key, pointer, hint)
+        if "const" in node:
+            return self.value_literal(node["const"])
+        if "enum" in node:
+            return self.enumeration(node, pointer)
+        types = self.types_of(node, pointer)
+        if types is None:
+            return self.any_value()
+        options = [self.typed(kind, node, pointer, hint) for kind in types]
+        return alternatives(options)
+
+    def choice(self, node: dict[str, Any], key: str, pointer: str, hint: str) -> str:
+        branches = node.pop(key)
+        if not isinstance(branches, list) or not branches:
+            raise SchemaError(f"{key} at {pointer or '#'} must be a non-empty list")
+        options = []
+        for index, branch in enumerate(branches):
+            where = f"{pointer}/{key}/{index}"
+            if branch is False:
+                continue
+            sub = self.merge([node, branch], where) if node else branch
+            options.append(self.visit(sub, where, _child(hint, str(index))))
+        if not options:
+            raise SchemaError(f"{key} at {pointer or '#'}: every branch is false")
+        return self.define(_child(hint, "alt"), " | ".join(dict.fromkeys(options)))
+
+    def types_of(self, node: dict[str, Any], pointer: str) -> list[str] | None:
+        kind = node.get("type")
+        if kind is None:
+            inferred = [t for t, keys in _TYPE_KEYWORDS.items() if any(k in node for k in keys)]
+            if not inferred:
+                return None
+            types = inferred
+        else:
+            types = [kind] if isinstance(kind, str) else list(kind)
+            for t in types:
+                if t not in JSON_TYPES:
+                    raise SchemaError(f"unknown type {t!r} at {pointer}/type")
+        if node.get("nullable") is True and "null" not in types:
+            types.append("null")
+        if "number" in types and "integer" in types:
+            types.remove("integer")
+        return types
+
+    def value_literal(self, value: object) -> str:
+        """Exactly one JSON value, with the configured whitespace inside containers."""
+        if isinstance(value, dict):
+            items = [
+                f"{json_literal(str(k))} {self.sep(':')} {self.value_literal(v)}"
+                for k, v in value.items()
+            ]
+            inner = f" {self.sep(',')} ".join(items) if items else None
+            return f"( {self.container('{', inner, '}', optional=False)} )"
+        if isinstance(value, list):
+            inner = f" {self.sep(',')} ".join(self.value_literal(v) for v in value) or None
+            return f"( {self.container('[', inner, ']', optional=False)} )"
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SchemaError(f"{value!r} is not a JSON value")
+        _json_type(value)
+        return json_literal(value)
+
+    def enumeration(self, node: dict[str, Any], pointer: str) -> str:
+        values = node["enum"]
+        if not isinstance(values, list) or not values:
+            raise SchemaError(f"enum at {pointer or '#'} must be a non-empty list")
+        types = self.types_of(node, pointer) if "type" in node else None
+        kept = [
+            v
+            for v in values
+            if types is None
+            or _json_type(v) in types
+            or (_json_type(v) == "integer" and "number" in types)
+        ]
+        if not kept:
+            raise SchemaError(f"enum at {pointer or '#'}: no value has the schema's type")
+        return alternatives([self.value_literal(v) for v in kept])
+
+    def typed(self, kind: str, node: dict[str, Any], pointer: str, hint: str) -> str:
+        if kind == "string":
+            return self.string(node, pointer, hint)
+        if kind == "integer":
+            return self.integer(node, pointer, hint)
+        if kind == "number":
+            return self.number(node, pointer, hint)
+        if kind == "boolean":
+            return self.primitive("json-boolean")
+        if kind == "null":
+            return self.primitive("json-null")
+        if kind == "object":
+            return self.object(node, pointer, hint)
+        return self.array(node, pointer, hint)
+
+    # ----------------------------------------------------------------- strings
+    def string(self, node: dict[str, Any], pointer: str, hint: str) -> str:
+        low = self.count(node, "minLength", pointer) or 0
+        high = self.count(node, "maxLength", pointer)
+        quote = literal('"')
+        if high is not None and high < low:
+            raise SchemaError(f"string at {pointer or '#'}: maxLength below minLength")
+        pattern = node.get("pattern")
+        fmt = node.get("format")
+        has_length = low > 0 or high is not None
+        if pattern is not None:
+            if not isinstance(pattern, str):
+                raise SchemaError(f"pattern at {pointer}/pattern must be a string")
+            if has_length:
+                self.unsupported("minLength/maxLength", pointer, "pattern combined with")
+            body, uses_dot = translate_pattern(pattern, pointer + "/pattern")
+            self.primitive("json-string")
+            if uses_dot:
+                self.shared(*DOT_RULE)
+            return self.define(_child(hint, "string"), f"{quote} {body} {quote}")
+        if isinstance(fmt, str) and fmt in FORMAT_RULES:
+            if has_length:
+                self.unsupported("minLength/maxLength", pointer, f"format {fmt!r} combined with")
+            name, body = FORMAT_RULES[fmt]
+            return f"( {quote} {self.shared(name, body)} {quote} )"
+        if not has_length:
+            return self.primitive("json-string")
+        self.primitive("json-string")
+        return f"( {quote} {repeat('json-char', low, high)} {quote} )"
+
+    def count(self, node: dict[str, Any], key: str, pointer: str) -> int | None:
+        value = node.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise SchemaError(f"{key} at {pointer}/{key} must be a non-negative integer")
+        if isinstance(value, float) and not value.is_integer():
+            raise SchemaError(f"{key} at {pointer}/{key} must be a non-negative integer")
+        return int(value)
+
+    # ----------------------------------------------------------------- numbers
+    def bounds(
+        self, node: dict[str, Any], pointer: str
+    ) -> tuple[float | None, bool, float | None, bool]:
+        """(low, low inclusive, high, high inclusive) from the four bound keywords."""
+        low: float | None = None
+        high: float | None = None
+        low_inc = high_inc = True
+        for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            value = node.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool):
+                if key.startswith("exclusive") and value:  # draft 4 form
+                    continue
+                if key.startswith("exclusive"):
+                    continue
+                raise SchemaError(f"{key} at {pointer}/{key} must be a number")
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise SchemaError(f"{key} at {pointer}/{key} must be a finite number")
+            if key in ("minimum", "exclusiveMinimum"):
+                inclusive = key == "minimum" and node.get("exclusiveMinimum") is not True
+                if low is None or value > low or (value == low and not inclusive):
+                    low, low_inc = value, inclusive
+            else:
+                inclusive = key == "maximum" and node.get("exclusiveMaximum") is not True
+                if high is None or value < high or (value == high and not inclusive):
+                    high, high_inc = value, inclusive
+        return low, low_inc, high, high_inc
+
+    def integer(self, node: dict[str, Any], pointer: str, hint: str) -> str:
+        low, low_inc, high, high_inc = self.bounds(node, pointer)
+        if low is None and high is None:
+            return self.primitive("json-integer")
+        lo = None if low is None else (math.ceil(low) if low_inc else math.floor(low) + 1)
+        hi = None if high is None else (math.floor(high) if high_inc else math.ceil(high) - 1)
+        if lo is not None and hi is not None and lo > hi:
+            raise SchemaError(f"integer at {pointer or '#'}: no integer within the bounds")
+        return self.define(_child(hint, "int"), integer_range(lo, hi))
+
+    def number(self, node: dict[str, Any], pointer: str, hint: str) -> str:
+        low, low_inc, high, high_inc = self.bounds(node, pointer)
+        if low is None and high is None:
+            return self.primitive("json-number")
+        for value, key in ((low, "minimum"), (high, "maximum")):
+            if value is not None and not float(value).is_integer():
+                self.unsupported(key, pointer, "fractional number bound in")
+                return self.primitive("json-number")
+        lo = None if low is None else int(low)
+        hi = None if high is None else int(high)
+        if (
+            lo is not None
+            and hi is not None
+            and (lo > hi or (lo == hi and not (low_inc and high_inc)))
+        ):
+            raise SchemaError(f"number at {pointer or '#'}: no number within the bounds")
+        return self.define(_child(hint, "num"), number_range(lo, low_inc, hi, high_inc))
+
+    # ----------------------------------------------------------------- objects
+    def object(self, node: dict[str, Any], pointer: str, hint: str) -> str:
+        properties = node.get("properties", {})
+        required = node.get("required", [])
+        if not isinstance(properties, dict):
+            raise SchemaError(f"properties at {pointer}/properties must be an object")
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            raise SchemaError(f"required at {pointer}/required must be a list of strings")
+        extra = node.get("additionalProperties")
+        if extra is None:  # closed when properties are declared, any object otherwise
+            extra = not properties
+        extra_schema: object = None if extra is False else extra
+
+        def member(name: str, schema: object) -> str:
+            where = pointer + "/properties" + _pointer_part(name)
+            value = self.visit(schema, where, _child(hint, name))
+            return f"{json_literal(name)} {self.sep(':')} {value}"
+
+        required_names = [k for k in properties if k in required]
+        required_names += [k for k in dict.fromkeys(required) if k not in properties]
+        members: list[str] = []
+        for name in required_names:
+            schema = properties.get(name, extra_schema)
+            if schema is None or schema is False:
+                where = pointer or "#"
+                raise SchemaError(f"required property {name!r} at {where} can never be valid")
+            members.append(member(name, schema))
+        optional = [
+            member(name, schema)
+            for name, schema in properties.items()
+            if name not in required and schema is not False
+        ]
+        extra_member: str | None = None
+        if extra_schema is not None:
+            value = self.visit(
+                extra_schema, pointer + "/additionalProperties", _child(hint, "extra")
+            )
+            extra_member = f"{self.primitive('json-string')} {self.sep(':')} {value}"
+
+        comma = self.sep(",")
+        # tails[i]: what may follow once a member before optional[i] was written: each
+        # later optional member at most once, in order, then any additional members.
+        # Chaining named tails keeps the grammar linear in the number of optional keys.
+        tails: list[str | None] = [None] * (len(optional) + 1)
+        if extra_member is not None:
+            tails[-1] = f"( {comma} {extra_member} )*"
+        for i in range(len(optional) - 1, -1 if members else 0, -1):
+            tail = _seq(f"( {comma} {optional[i]} )?", tails[i + 1])
+            named = len(optional) > 1 and (i > 1 or bool(members))
+            tails[i] = self.define(_child(hint, "tail"), tail) if named else tail
+        if members:
+            inner = _seq(f" {comma} ".join(members), tails[0])
+            body = self.container("{", inner, "}", optional=False)
+        else:
+            firsts = [_seq(item, tails[i + 1]) for i, item in enumerate(optional)]
+            if extra_member is not None:
+                firsts.append(_seq(extra_member, tails[-1]))
+            inner = f"( {' | '.join(firsts)} )" if firsts else None
+            body = self.container("{", inner, "}", optional=True)
+        return self.define(hint or "object", body)
+
+    # ----------------------------------------------------------------- arrays
+    def array(self, node: dict[str, Any], pointer: str, hint: str) -> str:
+        prefix_items = node.get("prefixItems")
+        items = node.get("items", True)
+        if isinstance(items, list):  # draft 2019 tuple form
+            prefix_items, items = items, node.get("additionalItems", True)
+        prefix_items = prefix_items or []
+        if not isinstance(prefix_items, list):
+            raise SchemaError(f"prefixItems at {pointer}/prefixItems must be a list")
+        low = self.count(node, "minItems", pointer) or 0
+        high = self.count(node, "maxItems", pointer)
+        if items is False:
+            high = len(prefix_items) if high is None else min(high, len(prefix_items))
+        if high is not None and high < low:
+            raise SchemaError(f"array at {pointer or '#'}: no length satisfies min/maxItems")
+        positional = [
+            self.visit(s, f"{pointer}/prefixItems/{i}", _child(hint, str(i)))
+            for i, s in enumerate(prefix_items[:high])
+        ]
+        rest: str | None = None
+        if high is None or high > len(positional):
+            rest = self.visit(items, pointer + "/items", _child(hint, "item"))
+        comma = self.sep(",")
+
+        def after(index: int) -> str | None:
+            """Elements from `index` on, each after a comma, elements before it present."""
+            if index >= len(positional):
+                top = None if high is None else high - index
+                if rest is None or top == 0:
+                    return None
+                return repeat(f"( {comma} {rest} )", max(low - index, 0), top)
+            body = _seq(f"{comma} {positional[index]}", after(index + 1))
+            return body if index < low else f"( {body} )?"
+
+        first: str | None = None
+        if high == 0:
+            first = None
+        elif positional:
+            first = _seq(positional[0], after(1))
+        elif rest is not None:
+            top = None if high is None else high - 1
+            more = None if top == 0 else repeat(f"( {comma} {rest} )", max(low - 1, 0), top)
+            first = _seq(rest, more)
+        body = self.container("[", first, "]", optional=low == 0)
+        return self.define(hint or "array", body)
+
+
+def _child(hint: str, name: str) -> str:
+    return f"{hint}-{name}" if hint else name
+
+
+def _seq(*items: str | None) -> str:
+    return " ".join(i for i in items if i is not None)
+
+
+def schema_rules(
+    schema: object,
+    prefix: str,
+    *,
+    lenient: bool = False,
+    whitespace: WhitespaceSpec = "pretty",
+) -> SchemaRules:
+    """GBNF rules for `schema`, for embedding in a larger grammar.
+
+    Every rule name starts with `prefix`, except shared rules named `json-...` (primitive
+    values, formats, whitespace-tagged any-value rules) whose bodies never differ for the
+    same name, so several schemas can share one grammar. `whitespace` is the style
+    between JSON tokens: "pretty" (nothing, one space, or newline + indent up to 40),
+    "compact" (none), or a Whitespace(tag, body). No whitespace is allowed around the
+    value itself. Keys are written required-first, each group in declared order;
+    `additionalProperties` absent means no undeclared keys. oneOf is treated as anyOf,
+    allOf by merging the parts (properties united, bounds tightened). A `pattern`
+    combined with min/maxLength, or a fractional number bound, is not expressible: an
+    error, or dropped with a warning when lenient. Unknown `format` values are annotations.
+    """
+    if isinstance(schema, bool):
+        root_schema: object = schema
+    elif isinstance(schema, Mapping):
+        root_schema = dict(schema)
+    else:
+        raise SchemaError(f"a schema is an object or a boolean, not {type(schema).__name__}")
+    converter = _Converter(root_schema, prefix, lenient, _resolve_whitespace(whitespace))
+    converter.rules[prefix] = converter.visit(root_schema, "", "")
+    return SchemaRules(root=prefix, rules=converter.rules)
+
+
+def schema_to_gbnf(
+    schema: object, *, lenient: bool = False, whitespace: WhitespaceSpec = "pretty"
+) -> str:
+    """A complete GBNF grammar whose `root` matches one JSON value valid for `schema`."""
+    result = schema_rules(schema, "schema", lenient=lenient, whitespace=whitespace)
+    return f"root ::= {result.root}\n" + result.gbnf()

@@ -1,0 +1,353 @@
+"""Translate a JSON Schema `pattern` (a regular expression) into GBNF.
+
+The result matches the JSON-encoded text between a string's quotes, so characters that
+JSON escapes (`"`, `\\`, control characters) appear in their escaped form. JSON Schema
+patterns are unanchored: a pattern without `^` / `$` may be preceded / followed by any
+text. Constructs a context-free grammar cannot express exactly (backreferences,
+lookarounds, word boundaries, inline flags) raise SchemaError.
+"""
+
+from __future__ import annotations
+
+import json
+
+from autoparser.errors import SchemaError
+from autoparser.schema.gbnf import alternatives, char_class, literal, merge_ranges, repeat
+
+MAX_CODE = 0x10FFFF
+_SURROGATES = (0xD800, 0xDFFF)
+# Characters that never appear raw inside a JSON string.
+_JSON_SPECIAL = merge_ranges([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)])
+
+_DIGIT = [(0x30, 0x39)]
+_WORD = [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)]
+_SPACE = merge_ranges(
+    [
+        *[(0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A)],
+        *[(0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000)],
+        (0xFEFF, 0xFEFF),
+    ]
+)
+_CLASS_ESCAPES = {"d": _DIGIT, "w": _WORD, "s": _SPACE}
+_CONTROL_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0"}
+
+ANY_TEXT = "json-char*"
+"""Any JSON string content (the converter defines the shared `json-char` rule)."""
+
+
+def complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Code points outside `ranges` (merged input), surrogates excluded."""
+    out: list[tuple[int, int]] = []
+    start = 0
+    for lo, hi in merge_ranges(ranges):
+        if lo > start:
+            out.append((start, lo - 1))
+        start = hi + 1
+    if start <= MAX_CODE:
+        out.append((start, MAX_CODE))
+    return _without_surrogates(out)
+
+
+def _without_surrogates(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in ranges:
+        if hi < _SURROGATES[0] or lo > _SURROGATES[1]:
+            out.append((lo, hi))
+            continue
+        if lo < _SURROGATES[0]:
+            out.append((lo, _SURROGATES[0] - 1))
+        if hi > _SURROGATES[1]:
+            out.append((_SURROGATES[1] + 1, hi))
+    return out
+
+
+def _subtract(
+    ranges: list[tuple[int, int]], remove: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in ranges:
+        pieces = [(lo, hi)]
+        for rlo, rhi in remove:
+            next_pieces = []
+            for plo, phi in pieces:
+                if rhi < plo or rlo > phi:
+                    next_pieces.append((plo, phi))
+                    continue
+                if plo < rlo:
+                    next_pieces.append((plo, rlo - 1))
+                if phi > rhi:
+                    next_pieces.append((rhi + 1, phi))
+            pieces = next_pieces
+        out += pieces
+    return out
+
+
+def _escaped(code: int) -> str:
+    """The GBNF literal of one character as json.dumps writes it inside a string."""
+    return literal(json.dumps(chr(code), ensure_ascii=False)[1:-1])
+
+
+def set_expression(ranges: list[tuple[int, int]], *, negated: bool = False) -> str:
+    """GBNF for one character of a set, in JSON-encoded form."""
+    ranges = merge_ranges(ranges)
+    options: list[str] = []
+    if negated:
+        options.append(char_class(merge_ranges(ranges + _JSON_SPECIAL), negated=True))
+        special = _subtract(_JSON_SPECIAL, ranges)
+    else:
+        plain = _without_surrogates(_subtract(ranges, _JSON_SPECIAL))
+        if plain:
+            options.append(char_class(plain))
+        special = _subtract(ranges, _subtract(ranges, _JSON_SPECIAL))
+    for lo, hi in special:
+        options += [_escaped(code) for code in range(lo, hi + 1)]
+    if not options:
+        raise ValueError("empty character set")
+    return alternatives(options)
+
+
+class _PatternParser:
+    """Recursive descent over the pattern text (schema input, never model output)."""
+
+    def __init__(self, pattern: str, pointer: str) -> None:
+        self.text = pattern
+        self.pos = 0
+        self.pointer = pointer
+        self.uses_dot = False
+
+    def fail(self, what: str) -> SchemaError:
+        return SchemaError(
+            f"pattern {self.text!r} at {self.pointer or '#'}: {what} (offset {self.pos}) "
+            "cannot be expressed in a grammar"
+        )
+
+    def peek(self, ahead: int = 0) -> str:
+        index = self.pos + ahead
+        return self.text[index] if index < len(self.text) else ""
+
+    def parse(self) -> str:
+        branches = [self.branch(top=True)]
+        while self.peek() == "|":
+            self.pos += 1
+            branches.append(self.branch(top=True))
+        if self.pos < len(self.text):
+            raise self.fail("unbalanced ')'")
+        return "( " + " | ".join(dict.fromkeys(branches)) + " )"
+
+    def alternation(self) -> str:
+        branches = [self.branch(top=False)]
+        while self.peek() == "|":
+            self.pos += 1
+            branches.append(self.branch(top=False))
+        return "( " + " | ".join(dict.fromkeys(branches)) + " )"
+
+    def branch(self, *, top: bool) -> str:
+        items: list[str] = []
+        start_anchor = end_anchor = False
+        if self.peek() == "^":
+            if not top:
+                raise self.fail("'^' inside a group")
+            start_anchor = True
+            self.pos += 1
+        while self.pos < len(self.text) and self.peek() not in "|)":
+            char = self.peek()
+            if char == "$":
+                self.pos += 1
+                if not top or self.peek() not in ("", "|"):
+                    raise self.fail("'$' before the end of the pattern")
+                end_anchor = True
+                break
+            if char == "^":
+                raise self.fail("'^' after the start of the pattern")
+            items.append(self.quantified(self.atom()))
+        if top and not start_anchor:
+            items.insert(0, ANY_TEXT)
+        if top and not end_anchor:
+            items.append(ANY_TEXT)
+        return " ".join(items) if items else '""'
+
+    def quantified(self, atom: str) -> str:
+        char = self.peek()
+        low: int
+        high: int | None
+        if char == "*":
+            low, high = 0, None
+            self.pos += 1
+        elif char == "+":
+            low, high = 1, None
+            self.pos += 1
+        elif char == "?":
+            low, high = 0, 1
+            self.pos += 1
+        elif char == "{" and self._bounds() is not None:
+            bounds = self._bounds()
+            assert bounds is not None
+            low, high, length = bounds
+            self.pos += length
+        else:
+            return atom
+        if self.peek() == "?":  # lazy: same language
+            self.pos += 1
+        elif self.peek() == "+":
+            raise self.fail("possessive quantifier")
+        if self.peek() in ("*", "+", "?") or (self.peek() == "{" and self._bounds()):
+            raise self.fail("stacked quantifiers")
+        if high is not None and high < low:
+            raise self.fail("quantifier with max below min")
+        return repeat(atom, low, high)
+
+    def _bounds(self) -> tuple[int, int | None, int] | None:
+        end = self.text.find("}", self.pos)
+        if end < 0:
+            return None
+        body = self.text[self.pos + 1 : end]
+        low_text, comma, high_text = body.partition(",")
+        if not (low_text.isdigit() or (comma and not low_text and high_text.isdigit())):
+            return None
+        if high_text and not high_text.isdigit():
+            return None
+        low = int(low_text) if low_text else 0
+        high = (int(high_text) if high_text else None) if comma else low
+        return low, high, end + 1 - self.pos
+
+    def atom(self) -> str:
+        char = self.peek()
+        self.pos += 1
+        if char == "(":
+            return self.group()
+        if char == "[":
+            return self.char_set()
+        if char == ".":
+            self.uses_dot = True
+            return "json-re-dot"
+        if char == "\\":
+            return self.escape(in_class=False)[1]
+        if char in "*+?":
+            raise self.fail(f"quantifier {char!r} with nothing to repeat")
+        return set_expression([(ord(char), ord(char))])
+
+    def group(self) -> str:
+        if self.peek() == "?":
+            marker = self.text[self.pos : self.pos + 3]
+            if marker.startswith("?:"):
+                self.pos += 2
+            elif marker.startswith(("?=", "?!", "?<=", "?<!")):
+                raise self.fail("lookaround")
+            elif marker.startswith(("?P<", "?<")):
+                close = self.text.find(">", self.pos)
+                if close < 0:
+                    raise self.fail("unterminated group name")
+                self.pos = close + 1
+            elif marker.startswith("?P="):
+                raise self.fail("backreference")
+            else:
+                raise self.fail("inline flag or extension group")
+        inner = self.alternation()
+        if self.peek() != ")":
+            raise self.fail("missing ')'")
+        self.pos += 1
+        return inner
+
+    def escape(self, *, in_class: bool) -> tuple[list[tuple[int, int]], str]:
+        """Parse after a backslash: (code-point ranges, GBNF expression)."""
+        char = self.peek()
+        self.pos += 1
+        if not char:
+            raise self.fail("trailing backslash")
+        ranges: list[tuple[int, int]]
+        if char.lower() in _CLASS_ESCAPES:
+            ranges = _CLASS_ESCAPES[char.lower()]
+            if char.isupper():
+                ranges = complement(ranges)
+            return ranges, set_expression(_CLASS_ESCAPES[char.lower()], negated=char.isupper())
+        if char == "b" and in_class:
+            ranges = [(8, 8)]
+        elif char in "bBAZz":
+            raise self.fail(f"anchor or word boundary '\\{char}'")
+        elif (char.isdigit() and char != "0") or char == "k":
+            raise self.fail("backreference")
+        elif char in _CONTROL_ESCAPES:
+            code = ord(_CONTROL_ESCAPES[char])
+            ranges = [(code, code)]
+        elif char in "xu":
+            code = self._hex_escape(char)
+            ranges = [(code, code)]
+        elif char == "c" or char == "p" or char == "P" or char.isalnum():
+            raise self.fail(f"escape '\\{char}'")
+        else:
+            ranges = [(ord(char), ord(char))]
+        return ranges, set_expression(ranges)
+
+    def _hex_escape(self, kind: str) -> int:
+        if kind == "u" and self.peek() == "{":
+            end = self.text.find("}", self.pos)
+            digits = self.text[self.pos + 1 : end] if end > 0 else ""
+            self.pos = end + 1
+        else:
+            width = 2 if kind == "x" else 4
+            digits = self.text[self.pos : self.pos + width]
+            self.pos += width
+            if len(digits) != width:
+                digits = ""
+        try:
+            code = int(digits, 16)
+        except ValueError:
+            raise self.fail(f"bad '\\{kind}' escape") from None
+        if code > MAX_CODE or _SURROGATES[0] <= code <= _SURROGATES[1]:
+            raise self.fail("escape outside Unicode scalar values")
+        return code
+
+    def char_set(self) -> str:
+        negated = self.peek() == "^"
+        if negated:
+            self.pos += 1
+        ranges: list[tuple[int, int]] = []
+        first = True
+        while True:
+            char = self.peek()
+            if not char:
+                raise self.fail("unterminated character class")
+            if char == "]" and not first:
+                self.pos += 1
+                break
+            first = False
+            low_ranges = self._class_atom()
+            if (
+                self.peek() == "-"
+                and self.peek(1) not in ("]", "")
+                and len(low_ranges) == 1
+                and low_ranges[0][0] == low_ranges[0][1]
+            ):
+                self.pos += 1
+                high_ranges = self._class_atom()
+                if len(high_ranges) != 1 or high_ranges[0][0] != high_ranges[0][1]:
+                    raise self.fail("range ending in a class escape")
+                low, high = low_ranges[0][0], high_ranges[0][0]
+                if high < low:
+                    raise self.fail("reversed range")
+                ranges.append((low, high))
+            else:
+                ranges += low_ranges
+        try:
+            return set_expression(ranges, negated=negated)
+        except ValueError:
+            raise self.fail("empty character class") from None
+
+    def _class_atom(self) -> list[tuple[int, int]]:
+        char = self.peek()
+        self.pos += 1
+        if char == "\\":
+            return self.escape(in_class=True)[0]
+        if char == "[" and self.peek() in (":", "=", "."):
+            raise self.fail("POSIX class")
+        return [(ord(char), ord(char))]
+
+
+DOT_RULE = ("json-re-dot", set_expression([(0x0A, 0x0A)], negated=True))
+"""The shared rule for `.`: any character but a newline, JSON-encoded."""
+
+
+def translate_pattern(pattern: str, pointer: str) -> tuple[str, bool]:
+    """(GBNF for the string content matching `pattern`, whether DOT_RULE is referenced)."""
+    parser = _PatternParser(pattern, pointer)
+    return parser.parse(), parser.uses_dot
