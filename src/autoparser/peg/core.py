@@ -1,0 +1,929 @@
+"""PEG parser nodes, the parse driver, tagged trees and incremental (resumable) parsing.
+
+Every node implements ``_match(ctx, pos)`` and returns a plain tuple
+``(status, end, nodes, hit_end, closer)``:
+
+- ``status``: FAIL / SUCCESS / NEED_MORE_INPUT (ints, see ParseStatus);
+- ``end``: where the match ended (SUCCESS), stopped (NEED_MORE_INPUT) or failed (FAIL);
+- ``nodes``: the tagged tree nodes produced (tuple);
+- ``hit_end``: whether the outcome depended on where the input ends (or on partial mode);
+  results with ``hit_end=False`` stay true however the text grows, which is what makes
+  them safe to keep across incremental feeds;
+- ``closer``: for an unfinished JSON value, the text that would close it.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import count
+from typing import Any, ClassVar, Union
+
+from autoparser.errors import AutoparserError, GrammarError
+from autoparser.peg import json_scan
+from autoparser.peg.charclass import CharSet, parse_class
+
+
+class ParseStatus(enum.IntEnum):
+    """Outcome of a parse."""
+
+    FAIL = 0
+    SUCCESS = 1
+    NEED_MORE_INPUT = 2
+
+
+_FAIL, _OK, _MORE = 0, 1, 2
+Res = tuple[int, int, tuple["Node", ...], bool, str]
+_NO_NODES: tuple[Node, ...] = ()
+
+
+@dataclass(frozen=True)
+class Node:
+    """A tagged span of the input; the root node has tag None and spans the whole match."""
+
+    tag: str | None
+    start: int
+    end: int
+    complete: bool
+    children: tuple[Node, ...] = ()
+    closer: str = ""
+
+    def text(self, source: str) -> str:
+        """The text this node covers in `source` (the string that was parsed)."""
+        return source[self.start : self.end]
+
+    def walk(self) -> Iterator[Node]:
+        """This node and its descendants, depth-first, without recursion."""
+        stack: list[Node] = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
+
+    def find(self, tag: str) -> Node | None:
+        """First descendant (or self) with this tag, depth-first."""
+        return next((n for n in self.walk() if n.tag == tag), None)
+
+    def find_all(self, tag: str) -> list[Node]:
+        """All descendants (and self) with this tag, depth-first."""
+        return [n for n in self.walk() if n.tag == tag]
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """Status, position reached and the tagged tree of one parse."""
+
+    status: ParseStatus
+    pos: int
+    tree: Node
+    error: str | None = field(default=None, compare=False)
+
+    @property
+    def success(self) -> bool:
+        return self.status is ParseStatus.SUCCESS
+
+    @property
+    def need_more_input(self) -> bool:
+        return self.status is ParseStatus.NEED_MORE_INPUT
+
+    @property
+    def fail(self) -> bool:
+        return self.status is ParseStatus.FAIL
+
+
+class ParseDepthError(AutoparserError):
+    """Grammar recursion went deeper than the Python stack allows (reported as FAIL)."""
+
+
+class _Ctx:
+    """State of one parse run; memo and hints may be shared across incremental runs."""
+
+    __slots__ = ("depth", "hints", "max_depth", "memo", "n", "partial", "text", "volatile")
+
+    def __init__(
+        self,
+        text: str,
+        partial: bool,
+        memo: dict[tuple[int, int], Res],
+        hints: dict[tuple[int, int], Any],
+        volatile: list[tuple[int, int]],
+        max_depth: int,
+    ) -> None:
+        self.text = text
+        self.n = len(text)
+        self.partial = partial
+        self.memo = memo
+        self.hints = hints
+        self.volatile = volatile
+        self.depth = 0
+        self.max_depth = max_depth
+
+    def run(self, node: Parser, pos: int) -> Res:
+        if not node._memo:
+            return node._match(self, pos)
+        key = (node._uid, pos)
+        r = self.memo.get(key)
+        if r is not None:
+            return r
+        self.depth += 1
+        if self.depth > self.max_depth:
+            raise ParseDepthError(f"grammar nesting deeper than {self.max_depth} levels")
+        try:
+            r = node._match(self, pos)
+        finally:
+            self.depth -= 1
+        self.memo[key] = r
+        if r[3]:
+            self.volatile.append(key)
+        return r
+
+
+_uids = count(1)
+ParserLike = Union["Parser", str]
+
+
+def as_parser(p: ParserLike) -> Parser:
+    """A Parser from a parser or a plain string (a literal)."""
+    if isinstance(p, Parser):
+        return p
+    if isinstance(p, str):
+        return Literal(p)
+    raise TypeError(f"expected a Parser or str, got {type(p).__name__}")
+
+
+def _frame_depth() -> int:
+    depth = 0
+    frame = sys._getframe()
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back  # type: ignore[assignment]
+    return depth
+
+
+class Parser:
+    """Base class of every parser node; nodes are immutable once built."""
+
+    __slots__ = ("_uid",)
+    _memo: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        self._uid = next(_uids)
+
+    # --- building -------------------------------------------------------------------------
+    def __add__(self, other: ParserLike) -> Parser:
+        return seq(self, other)
+
+    def __radd__(self, other: ParserLike) -> Parser:
+        return seq(other, self)
+
+    def __or__(self, other: ParserLike) -> Parser:
+        return choice(self, other)
+
+    def __ror__(self, other: ParserLike) -> Parser:
+        return choice(other, self)
+
+    def __invert__(self) -> Parser:
+        return Negate(self)
+
+    def optional(self) -> Parser:
+        return optional(self)
+
+    def zero_or_more(self) -> Parser:
+        return zero_or_more(self)
+
+    def one_or_more(self) -> Parser:
+        return one_or_more(self)
+
+    def repeat(self, min: int = 0, max: int | None = None) -> Parser:
+        return repeat(self, min, max)
+
+    def tag(self, name: str) -> Parser:
+        return Tag(name, self)
+
+    def atomic(self) -> Parser:
+        return Atomic(self)
+
+    def trigger(self) -> Parser:
+        return Trigger_(self)
+
+    def children(self) -> tuple[Parser, ...]:
+        """Direct sub-parsers (rule references are not followed)."""
+        return ()
+
+    # --- parsing --------------------------------------------------------------------------
+    def _match(self, ctx: _Ctx, pos: int) -> Res:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def parse(self, text: str, partial: bool = False) -> ParseResult:
+        """Parse a prefix of `text` from position 0 (add `end()` to require all of it)."""
+        return self._run(text, partial, {}, {}, [])
+
+    def incremental(self) -> IncrementalParse:
+        """A resumable parse that is fed text chunk by chunk."""
+        return IncrementalParse(self)
+
+    def _run(
+        self,
+        text: str,
+        partial: bool,
+        memo: dict[tuple[int, int], Res],
+        hints: dict[tuple[int, int], Any],
+        volatile: list[tuple[int, int]],
+    ) -> ParseResult:
+        for key in volatile:
+            memo.pop(key, None)
+        volatile.clear()
+        budget = sys.getrecursionlimit() - _frame_depth() - 50
+        ctx = _Ctx(text, partial, memo, hints, volatile, max(budget // 3, 1))
+        try:
+            status, end, nodes, _hit, closer = ctx.run(self, 0)
+        except (ParseDepthError, RecursionError) as exc:
+            # Partial memo contents are still valid: only finished matches were stored.
+            msg = str(exc) if isinstance(exc, ParseDepthError) else "recursion too deep"
+            return ParseResult(ParseStatus.FAIL, 0, Node(None, 0, 0, False), msg)
+        tree = Node(None, 0, end, status == _OK, nodes, closer if status == _MORE else "")
+        return ParseResult(ParseStatus(status), end, tree)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}#{self._uid}"
+
+
+class IncrementalParse:
+    """Parse a growing text: memoised final results and scan hints survive between feeds."""
+
+    def __init__(self, parser: Parser) -> None:
+        self._parser = parser
+        self._text = ""
+        self._memo: dict[tuple[int, int], Res] = {}
+        self._hints: dict[tuple[int, int], Any] = {}
+        self._volatile: list[tuple[int, int]] = []
+
+    @property
+    def text(self) -> str:
+        """All text fed so far."""
+        return self._text
+
+    def feed(self, chunk: str) -> ParseResult:
+        """Append a chunk and parse in partial mode."""
+        text = self._text
+        self._text = ""  # drop our reference so CPython can grow the string in place
+        text += chunk
+        self._text = text
+        return self._parser._run(text, True, self._memo, self._hints, self._volatile)
+
+    def finish(self) -> ParseResult:
+        """End of input: parse everything in full (non-partial) mode."""
+        return self._parser._run(self._text, False, self._memo, self._hints, self._volatile)
+
+
+# --- leaves --------------------------------------------------------------------------------
+
+
+class Literal(Parser):
+    """Exact text; a proper prefix of it at the end of partial input needs more input."""
+
+    __slots__ = ("value",)
+    _memo = False
+
+    def __init__(self, value: str) -> None:
+        super().__init__()
+        self.value = value
+
+    def _match(self, ctx: _Ctx, pos: int) -> Res:
+        s = self.value
+        text = ctx.text
+        if text.startswith(s, pos):
+            return (_OK, pos + len(s), _NO_NODES, False, "")
+        if ctx.n - pos < len(s) and s.startswith(text[pos:]):
+            return (_MORE if ctx.partial else _FAIL, ctx.n, _NO_NODES, True, "")
+        return (_FAIL, pos, _NO_NODES, False, "")
+
+    def __repr__(self) -> str:
+        return f"literal({self.value!r})"
+
+
+class Token(Literal):
+    """A special token such as ``<tool_call>``: matched as its text, reported whole."""
+
+    __slots__ = ()
+
+    def _match(self, ctx: _Ctx, pos: int) -> Res:
+        return super()._match(ctx, pos)
+
+    def __repr__(self) -> str:
+        return f"token({self.value!r})"
+
+
+class Chars(Parser):
+    """Between min and max characters of a class, greedy, matched with one regex."""
+
+    __slots__ = ("_rx", "charset", "max", "min")
+    _memo = False
+
+    def __init__(self, charset: CharSet, min: int = 0, max: int | None = None) -> None:
+        super().__init__()
+        if min < 0 or (max is not None and max < min):
+            raise GrammarError(f"chars: invalid bounds {{{min},{max}}}")
+        self.charset = charset
+        self.min = min
+        self.max = max
+        bound = "" if max is None else str(max)
+        self._rx = re.compile(f"{charset.regex()}{{0,{bound}}}")
+
+    def _match(self, ctx: _Ctx, pos: int) -> Res:
+        m = self._rx.match(ctx.text, pos)
+        e = m.end() if m else pos
+        got = e - pos
+        if e == ctx.n and (self.max is None or got < self.max):
+            if ctx.partial:
+                return (_MORE, e, _NO_NODES, True, "")
+            return (_OK if got >= self.min else _FAIL, e, _NO_NODES, True, "")
+        return (_OK if got >= self.min else _FAIL, e, _NO_NODES, False, "")
+
+    def __repr__(self) -> str:
+        return f"chars({self.charset.regex()!r}, {self.min}, {self.max})"
+
+
+class CharClass(Chars):
+    """Exactly one character of a class."""
+
+    __slots__ = ()
+
+    def __init__(self, charset: CharSet) -> None:
+        super().__init__(charset, 1, 1)
+
+    def __repr__(self) -> str:
+        return f"char_class({self.charset.regex()!r})"
+
+
+class AnyChar(CharClass):
+    """Any single character."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(CharSet((), negated=True))
+
+    def __repr__(self) -> str:
+        return "any_char()"
+
+
+class Space(Chars):
+    """Zero or more ASCII whitespace characters (space, tab, newline, carriage return)."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(parse_class(" \\t\\n\\r"), 0, None)
+
+    def __repr__(self) -> str:
+        return "space()"
+
+
+class End(Parser):
+    """End of input."""
+
+    __slots__ = ()
+    _memo = False
+
+    def _match(self, ctx: _Ctx, pos: int) -> Res:
+        if pos >= ctx.n:
+            return (_OK, pos, _NO_NODES, True, "")
+        return (_FAIL, pos, _NO_NODES, False, "")
+
+    def __repr__(self) -> str:
+        return "end()"
+
+
+class Rest(Parser):
+    """Everything to the end of input (unfinished while input may still grow)."""
+
+    __slots__ = ()
+    _memo = False
+
+    def _match(self, ctx: _Ctx, pos: int) -> Res:
+        return (_MORE if ctx.partial else _OK, max(pos, ctx.n), _NO_NODES, True, "")
+
+    def __repr__(self) -> str:
+        return "rest()"
+
+
+class Until(Parser):
+    """Characters up to (not including) the first occurrence of any delimiter.
+
+    Scans with `str.find` (one delimiter) or a compiled alternation, resuming from where
+    the previous incremental run stopped. At the end of partial input, a trailing proper
+    prefix of a delimiter is held back (not part of the span) and more input is needed.
+    """
+
+    __slots__ = ("_longest", "_rx", "delimiters")
+
+    def __init__(self, delimiters: tuple[str, ...]) -> None:
+        super().__init__()
+        if not delimiters or any(not d for d in delimiters):
+            raise GrammarError("until: delimiters must be non-empty strings")
+        self.delimiters = delimiters
+        self._longest = max(len(d) for d in delimiters)
+        alternation = "|".join(re.escape(d) for d in sorted(delimiters, key=len, reverse=True))
+        self._rx = re.compile(alternation) if len(delimiters) > 1 else None
+
+    def _match(self, ctx: _Ctx, pos: int) -> Res:
+        text = ctx.text
+        n = ctx.n
+        key = (self._uid, pos)
+        start = ctx.hints.get(key, pos)
+        if self._rx is None:
+            i = text.find(self.delimiters[0], start)
+        else:
+            m = self._rx.search(text, start)
+            i = m.start() if m else -1
+        if i >= 0:
+            return (_OK, i, _NO_NODES, False, "")
+        ctx.hints[key] = max(pos, n - self._longest + 1)
+        if not ctx.partial:
+            return (_OK, max(pos, n), _NO_NODES, True, "")
+        hold = 0
+        for d in self.delimiters:
+            for k in range(min(len(d) - 1, n - pos), hold, -1):
+                if text.endswith(d[:k]):
+                    hold = k
+                    break
+        return (_MORE, max(pos, n - hold), _NO_NODES, True, "")
+
+    def __repr__(self) -> str:
+        if len(self.delimiters) == 1:
+            return f"until({self.delimiters[0]!r})"
+        return f"until_one_of{self.delimiters!r}"
+
+
+class Json(Parser):
+    """A JSON value (or one kind of value) per RFC 8259, without surrounding whitespace."""
+
+    __slots__ = ("kind", "single_quotes")
+
+    def __init__(self, kind: str = "value", single_quotes: bool = False) -> None:
+        super().__init__()
+        if kind not in json_scan.KINDS:
+            raise GrammarError(f"unknown JSON kind {kind!r}")
+        self.kind = kind
+        self.single_quotes = single_quotes
+
+    def _match(self, ctx: _Ctx, pos: int) -> Res:
+        key = (self._uid, pos)
+        state = ctx.hints.get(key)
+        if state is None:
+            end = json_scan.fast_complete(ctx.text, pos, self.kind)
+            if end >= 0:
+                return (_OK, end, _NO_NODES, False, "")
+        r = json_scan.scan(ctx.text, pos, self.kind, ctx.partial, self.single_quotes, state)
+        if r.state is not None:
+            ctx.hints[key] = r.state
+        return (r.status, r.end, _NO_NODES, r.hit_end, r.closer)
+
+    def __repr__(self) -> str:
+        return f"json_{self.kind}()"
+
+
+class JsonSchema(Json):
+    """A JSON value typed by a schema: parsed as JSON, emitted from the schema in GBNF."""
+
+    __slots__ = ("name", "schema")
+
+    def __init__(self, schema: dict[str, Any], name: str, single_quotes: bool = False) -> None:
+        super().__init__("value", single_quotes)
+        self.schema = schema
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"json_schema(name={self.name!r})"
+
+
+# --- combinators ---------------------------------------------------------------------------
+
+
+class Seq(Parser):
+    """All items in order."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: tuple[Parser, ...]) -> None:
+        super().__init__()
+        self.items = items
+
+    def children(self) -> tuple[Parser, ...]:
+        return self.items
+
+    def _match(self, ctx: _Ctx, pos: int) -> Res:
+        nodes: list[Node] = []
+        hit = False
+        p = pos
+        run = ctx.run
+        for item in self.items:
+            st, e, ns, h, cl = run(item, p)
+            hit = hit or h
+            if st != _OK:
+                if st == _MORE:
+                    nodes.extend(ns)
+                    return (_MORE, e, tuple(nodes), True, cl)
+                return (_FAIL, e, _NO_NODES, hit, "")
+            if ns:
+                nodes.extend(ns)
+            p = e
+        return (_OK, p, tuple(nodes), hit, "")
+
+    def __repr__(self) -> str:
+        return "seq(" + ", ".join(map(repr, self.items)) + ")"
+
+
+class Choice(Parser):
+    """The first alternative that does not fail (an unfinished one is taken as is)."""
+
+    __slots__ = ("alternatives",)
+
+    def __init__(self, alternatives: tuple[Parser, ...]) -> None:
+        super().__init__()
+        self.alternatives = alternatives
+
+    def children(self) -> tuple[Parser, ...]:
+        return self.alternatives
+
+    def _match(self, ctx: _Ctx, pos: int) -> Res:
+        hit = False
+        furthest = pos
+        for alt in self.alternatives:
+            r = ctx.run(alt, pos)
+            if r[0] != _FAIL:
+                return r if not hit or r[3] else (r[0], r[1], r[2], True, r[4])
+            hit = hit or r[3]
+            furthest = max(furthest, r[1])
+        return (_FAIL, furthest, _NO_NODES, hit, "")
+
+    def __repr__(self) -> str:
+        return "choice(" + ", ".join(map(repr, self.alternatives)) + ")"
+
+
+class Repeat(Parser):
+    """Greedy repetition between min and max times (max None: unbounded)."""
+
+    __slots__ = ("child", "max", "min")
+
+    def __init__(self, child: Parser, min: int, max: int | None) -> None:
+        super().__init__()
+        if min < 0 or (max is not None and max < min):
+            raise GrammarError(f"repeat: invalid bounds {{{min},{max}}}")
+        self.child = child
+        self.min = min
+        self.max = max
+
+    def children(self) -> tuple[Parser, ...]:
+        return (self.child,)
+
+    def _match(self, ctx: _Ctx, pos: int) -> Res:
+        nodes: list[Node] = []
+        hit = False
+        p = pos
+        got = 0
+        child = self.child
+        run = ctx.run
+        limit = self.max
+        while limit is None or got < limit:
+            st, e, ns, h, cl = run(child, p)
+            hit = hit or h
+            if st == _FAIL:
+                break
+            if ns:
+                nodes.extend(ns)
+            if st == _MORE:
+                return (_MORE, e, tuple(nodes), True, cl)
+            if e == p:  # an empty match repeats forever: the remaining count is satisfied
+                got = max(got, self.min)
+                break
+            p = e
+            got += 1
+        if got < self.min:
+            return (_FAIL, p, _NO_NODES, hit, "")
+        return (_OK, p, tuple(nodes), hit, "")
+
+    def __repr__(self) -> str:
+        return f"repeat({self.child!r}, {self.min}, {self.max})"
+
+
+class Peek(Parser):
+    """Positive lookahead: succeeds where the child does, consuming nothing."""
+
+    __slots__ = ("child",)
+
+    def __init__(self, child: Parser) -> None:
+        super().__init__()
+        self.child = child
+
+    def children(self) -> tuple[Parser, ...]:
+        return (self.child,)
+
+    def _match(self, ctx: _Ctx, pos: int) -> Res:
+        st, _e, _ns, h, _cl = ctx.run(self.child, pos)
+        return (st, pos, _NO_NODES, h, "")
+
+    def __repr__(self) -> str:
+        return f"peek({self.child!r})"
+
+
+class Negate(Parser):
+    """Negative lookahead: succeeds where the child fails, consuming nothing."""
+
+    __slots__ = ("child",)
+
+    def __init__(self, child: Parser) -> None:
+        super().__init__()
+        self.child = child
+
+    def children(self) -> tuple[Parser, ...]:
+        return (self.child,)
+
+    def _match(self, ctx: _Ctx, pos: int) -> Res:
+        st, _e, _ns, h, _cl = ctx.run(self.child, pos)
+        if st == _FAIL:
+            return (_OK, pos, _NO_NODES, h, "")
+        if st == _MORE or (h and ctx.partial):
+            return (_MORE, pos, _NO_NODES, True, "")
+        return (_FAIL, pos, _NO_NODES, h, "")
+
+    def __repr__(self) -> str:
+        return f"negate({self.child!r})"
+
+
+class _Wrapper(Parser):
+    __slots__ = ("child",)
+
+    def __init__(self, child: Parser) -> None:
+        super().__init__()
+        self.child = child
+
+    def children(self) -> tuple[Parser, ...]:
+        return (self.child,)
+
+
+class Tag(_Wrapper):
+    """Reports the child's span as a tree node named `name`."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str, child: Parser) -> None:
+        super().__init__(child)
+        self.name = name
+
+    def _match(self, ctx: _Ctx, pos: int) -> Res:
+        st, e, ns, h, cl = ctx.run(self.child, pos)
+        if st == _FAIL:
+            return (st, e, _NO_NODES, h, "")
+        return (st, e, (Node(self.name, pos, e, st == _OK, ns, cl),), h, cl)
+
+    def __repr__(self) -> str:
+        return f"tag({self.name!r}, {self.child!r})"
+
+
+class Atomic(_Wrapper):
+    """Its tagged nodes appear only once the child is complete."""
+
+    __slots__ = ()
+
+    def _match(self, ctx: _Ctx, pos: int) -> Res:
+        r = ctx.run(self.child, pos)
+        if r[0] == _MORE and r[2]:
+            return (r[0], r[1], _NO_NODES, r[3], r[4])
+        return r
+
+    def __repr__(self) -> str:
+        return f"atomic({self.child!r})"
+
+
+class Trigger_(_Wrapper):
+    """Marks the child as a lazy-grammar trigger; transparent when parsing."""
+
+    __slots__ = ()
+    _memo = False
+
+    def _match(self, ctx: _Ctx, pos: int) -> Res:
+        return ctx.run(self.child, pos)
+
+    def __repr__(self) -> str:
+        return f"trigger({self.child!r})"
+
+
+class Ref(Parser):
+    """A reference to a named rule, resolved when parsing (so rules may recurse)."""
+
+    __slots__ = ("name", "rules")
+    _memo = False
+
+    def __init__(self, rules: Rules, name: str) -> None:
+        super().__init__()
+        self.rules = rules
+        self.name = name
+
+    def target(self) -> Parser:
+        try:
+            return self.rules[self.name]
+        except KeyError:
+            raise GrammarError(f"reference to undefined rule {self.name!r}") from None
+
+    def _match(self, ctx: _Ctx, pos: int) -> Res:
+        return ctx.run(self.target(), pos)
+
+    def __repr__(self) -> str:
+        return f"ref({self.name!r})"
+
+
+class Rules:
+    """A registry of named rules; references resolve lazily, so rules may be recursive."""
+
+    def __init__(self) -> None:
+        self._defs: dict[str, Parser] = {}
+
+    def __setitem__(self, name: str, parser: ParserLike) -> None:
+        self._defs[name] = as_parser(parser)
+
+    def __getitem__(self, name: str) -> Parser:
+        return self._defs[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._defs
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._defs)
+
+    def __len__(self) -> int:
+        return len(self._defs)
+
+    def define(self, name: str, parser: ParserLike) -> Ref:
+        """Define a rule and return a reference to it."""
+        self[name] = parser
+        return self.ref(name)
+
+    def ref(self, name: str) -> Ref:
+        """A reference to the rule `name` (which may be defined later)."""
+        return Ref(self, name)
+
+
+# --- builder functions (the public construction API) --------------------------------------
+
+
+def literal(s: str) -> Parser:
+    """Exact text."""
+    return Literal(s)
+
+
+def token(s: str) -> Parser:
+    """A special token (e.g. ``<tool_call>``) matched whole; its tagged nodes are atomic."""
+    return Token(s)
+
+
+def any_char() -> Parser:
+    """Any single character."""
+    return AnyChar()
+
+
+def char_class(spec: str) -> Parser:
+    """One character of a class: ``char_class("a-zA-Z_")``; ``"^<"`` negates."""
+    return CharClass(parse_class(spec))
+
+
+def chars(spec: str, min: int = 1, max: int | None = None) -> Parser:
+    """Between min and max characters of a class (max None or -1: unbounded)."""
+    return Chars(parse_class(spec), min, None if max is None or max < 0 else max)
+
+
+def _flatten(kind: type[Parser], parts: Iterable[ParserLike], attr: str) -> tuple[Parser, ...]:
+    out: list[Parser] = []
+    for part in parts:
+        p = as_parser(part)
+        if type(p) is kind:
+            out.extend(getattr(p, attr))
+        else:
+            out.append(p)
+    return tuple(out)
+
+
+def seq(*parts: ParserLike) -> Parser:
+    """All parts in order; nested sequences are flattened."""
+    items = _flatten(Seq, parts, "items")
+    return items[0] if len(items) == 1 else Seq(items)
+
+
+def choice(*alternatives: ParserLike) -> Parser:
+    """Ordered choice: the first alternative that does not fail."""
+    alts = _flatten(Choice, alternatives, "alternatives")
+    return alts[0] if len(alts) == 1 else Choice(alts)
+
+
+def repeat(p: ParserLike, min: int = 0, max: int | None = None) -> Parser:
+    """Greedy repetition, min to max times (max None or -1: unbounded)."""
+    child = as_parser(p)
+    bound = None if max is None or max < 0 else max
+    if type(child) in (CharClass, AnyChar):
+        assert isinstance(child, Chars)
+        return Chars(child.charset, min, bound)
+    return Repeat(child, min, bound)
+
+
+def optional(p: ParserLike) -> Parser:
+    """Zero or one."""
+    return repeat(p, 0, 1)
+
+
+def zero_or_more(p: ParserLike) -> Parser:
+    """Zero or more, greedy."""
+    return repeat(p, 0, None)
+
+
+def one_or_more(p: ParserLike) -> Parser:
+    """One or more, greedy."""
+    return repeat(p, 1, None)
+
+
+def peek(p: ParserLike) -> Parser:
+    """Positive lookahead."""
+    return Peek(as_parser(p))
+
+
+def negate(p: ParserLike) -> Parser:
+    """Negative lookahead."""
+    return Negate(as_parser(p))
+
+
+def until(delimiter: str) -> Parser:
+    """Everything up to the first occurrence of `delimiter` (not consumed)."""
+    return Until((delimiter,))
+
+
+def until_one_of(*delimiters: str) -> Parser:
+    """Everything up to the first occurrence of any delimiter (not consumed)."""
+    return Until(tuple(delimiters))
+
+
+def space() -> Parser:
+    """Zero or more whitespace characters."""
+    return Space()
+
+
+def end() -> Parser:
+    """End of input."""
+    return End()
+
+
+def rest() -> Parser:
+    """Everything to the end of input."""
+    return Rest()
+
+
+def json_value(allow_single_quotes: bool = False) -> Parser:
+    """Any JSON value (RFC 8259); single-quoted strings too if allowed (python-dict style)."""
+    return Json("value", allow_single_quotes)
+
+
+def json_object(allow_single_quotes: bool = False) -> Parser:
+    """A JSON object."""
+    return Json("object", allow_single_quotes)
+
+
+def json_array(allow_single_quotes: bool = False) -> Parser:
+    """A JSON array."""
+    return Json("array", allow_single_quotes)
+
+
+def json_string(allow_single_quotes: bool = False) -> Parser:
+    """A JSON string."""
+    return Json("string", allow_single_quotes)
+
+
+def json_number() -> Parser:
+    """A JSON number."""
+    return Json("number")
+
+
+def json_literal() -> Parser:
+    """``true``, ``false`` or ``null``."""
+    return Json("literal")
+
+
+def json_schema(schema: dict[str, Any], name: str, allow_single_quotes: bool = False) -> Parser:
+    """A JSON value typed by `schema`; its grammar comes from the schema converter."""
+    return JsonSchema(schema, name, allow_single_quotes)
+
+
+def tag(name: str, p: ParserLike) -> Parser:
+    """Report p's span as a tree node tagged `name`."""
+    return Tag(name, as_parser(p))
+
+
+def atomic(p: ParserLike) -> Parser:
+    """p's tagged nodes appear only once p is complete."""
+    return Atomic(as_parser(p))
+
+
+def trigger(p: ParserLike) -> Parser:
+    """Mark p as the start of a lazy-grammar trigger."""
+    return Trigger_(as_parser(p))

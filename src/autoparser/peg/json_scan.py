@@ -1,0 +1,259 @@
+"""An iterative, resumable JSON (RFC 8259) scanner for partial input.
+
+Tokens are recognised with compiled regexes and containers are tracked on an explicit
+linked-list stack, so nesting depth never turns into Python recursion and a scan can be
+snapshotted in O(1) and resumed when more input arrives. Complete documents take a fast
+path through the C `json` decoder; the scanner only runs on truncated or invalid input.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import NamedTuple
+
+FAIL, OK, MORE = 0, 1, 2
+
+_WS = re.compile(r"[ \t\n\r]*")
+_DQ_BODY = re.compile(r'[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*')
+_SQ_BODY = re.compile(r"[^'\\\x00-\x1f]*(?:\\(?:['\"\\/bfnrt]|u[0-9a-fA-F]{4})[^'\\\x00-\x1f]*)*")
+_ESC_PREFIX = re.compile(r"\\(?:u[0-9a-fA-F]{0,3})?")
+_NUM = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_NUM_INCOMPLETE = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.|(?:\.[0-9]+)?[eE][+-]?)|-")
+_WORDS = {"t": "true", "f": "false", "n": "null"}
+
+# What the scanner expects next.
+VALUE, VALUE_OR_CLOSE, KEY_OR_CLOSE, KEY, COLON, COMMA_OR_CLOSE = range(6)
+
+KINDS = ("value", "object", "array", "string", "number", "literal")
+_EMPTY_CLOSER = {
+    "value": "null",
+    "object": "{}",
+    "array": "[]",
+    "string": '""',
+    "number": "0",
+    "literal": "null",
+}
+
+Stack = tuple[str, "Stack"] | None  # (open char, parent): O(1) push, pop and snapshot
+
+
+class ScanState(NamedTuple):
+    """Where a truncated scan stopped: resume from `pos` with this stack and expectation."""
+
+    pos: int
+    stack: Stack
+    expect: int
+    quote: str  # "" unless stopped inside a string, then its quote char (pos is in its body)
+
+
+class ScanResult(NamedTuple):
+    status: int
+    end: int
+    hit_end: bool
+    closer: str
+    state: ScanState | None
+
+
+def _span_end(rx: re.Pattern[str], text: str, pos: int) -> int:
+    """End of a match of a pattern that always matches (it can match the empty string)."""
+    m = rx.match(text, pos)
+    return m.end() if m else pos
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_FIRST = {
+    "object": "{",
+    "array": "[",
+    "string": "\"'",
+    "number": "-0123456789",
+    "literal": "tfn",
+}
+
+
+def fast_complete(text: str, pos: int, kind: str) -> int:
+    """End of a complete non-number JSON value at pos via the C decoder, or -1."""
+    if kind not in ("value", "object", "array") or pos >= len(text):
+        return -1
+    if text[pos] not in '{["' and not (kind == "value" and text[pos] in "tfn"):
+        return -1
+    if kind != "value" and text[pos] != _FIRST[kind]:
+        return -1
+    try:
+        _, end = _DECODER.raw_decode(text, pos)
+    except (ValueError, RecursionError):
+        return -1
+    return int(end)
+
+
+def scan(
+    text: str,
+    pos: int,
+    kind: str,
+    partial: bool,
+    single_quotes: bool,
+    resume: ScanState | None = None,
+) -> ScanResult:
+    """Scan one JSON value of `kind` starting at pos (no leading whitespace)."""
+    n = len(text)
+    if resume is not None:
+        p, stack, expect, quote = resume
+    else:
+        p, stack, expect, quote = pos, None, VALUE, ""
+        if p >= n:
+            return _incomplete(partial, ScanState(p, None, VALUE, ""), kind, None, n)
+        first = text[p]
+        allowed = _FIRST.get(kind)
+        if allowed is not None and (first not in allowed or (first == "'" and not single_quotes)):
+            return ScanResult(FAIL, p, False, "", None)
+    sq = "\"'" if single_quotes else '"'
+    while True:
+        if quote:
+            # Inside a string body: continue it.
+            body = _DQ_BODY if quote == '"' else _SQ_BODY
+            e = _span_end(body, text, p)
+            if e < n and text[e] == quote:
+                p = e + 1
+                quote = ""
+                if expect in (KEY, KEY_OR_CLOSE):
+                    expect = COLON
+                    continue
+                if stack is None:
+                    return ScanResult(OK, p, False, "", None)
+                expect = COMMA_OR_CLOSE
+                continue
+            if e < n:
+                if _ESC_PREFIX.fullmatch(text, e) is None:
+                    return ScanResult(FAIL, e, False, "", None)
+                tail = text[e:]
+                fix = "\\" if tail == "\\" else "0" * (6 - len(tail))
+            else:
+                fix = ""
+            state = ScanState(e, stack, expect, quote)
+            closer = fix + quote + (":null" if expect in (KEY, KEY_OR_CLOSE) else "")
+            return _incomplete(partial, state, kind, closer, n)
+        if stack is not None:
+            p = _span_end(_WS, text, p)
+        if p >= n:
+            return _incomplete(partial, ScanState(p, stack, expect, ""), kind, None, n)
+        c = text[p]
+        if expect == COMMA_OR_CLOSE:
+            assert stack is not None
+            if c == ",":
+                expect = KEY if stack[0] == "{" else VALUE
+                p += 1
+            elif c == ("}" if stack[0] == "{" else "]"):
+                stack = stack[1]
+                p += 1
+                if stack is None:
+                    return ScanResult(OK, p, False, "", None)
+            else:
+                return ScanResult(FAIL, p, False, "", None)
+        elif expect == COLON:
+            if c != ":":
+                return ScanResult(FAIL, p, False, "", None)
+            expect = VALUE
+            p += 1
+        elif expect in (KEY, KEY_OR_CLOSE):
+            if c == "}" and expect == KEY_OR_CLOSE:
+                assert stack is not None
+                stack = stack[1]
+                p += 1
+                if stack is None:
+                    return ScanResult(OK, p, False, "", None)
+                expect = COMMA_OR_CLOSE
+            elif c in sq:
+                quote = c
+                p += 1
+            else:
+                return ScanResult(FAIL, p, False, "", None)
+        else:  # VALUE or VALUE_OR_CLOSE
+            if c == "]" and expect == VALUE_OR_CLOSE:
+                assert stack is not None
+                stack = stack[1]
+                p += 1
+                if stack is None:
+                    return ScanResult(OK, p, False, "", None)
+                expect = COMMA_OR_CLOSE
+            elif c == "{":
+                stack = ("{", stack)
+                expect = KEY_OR_CLOSE
+                p += 1
+            elif c == "[":
+                stack = ("[", stack)
+                expect = VALUE_OR_CLOSE
+                p += 1
+            elif c in sq:
+                quote = c
+                expect = VALUE
+                p += 1
+            elif c == "-" or "0" <= c <= "9":
+                m = _NUM.match(text, p)
+                truncated = _NUM_INCOMPLETE.fullmatch(text, p) is not None
+                if truncated and partial:
+                    return _incomplete(partial, ScanState(p, stack, VALUE, ""), kind, "0", n)
+                if m is None:
+                    hit = truncated
+                    return ScanResult(FAIL, n if hit else p, hit, "", None)
+                e = m.end()
+                if e == n or truncated:
+                    # More input could extend the number: incomplete, or complete at top level.
+                    if partial:
+                        return _incomplete(partial, ScanState(p, stack, VALUE, ""), kind, "", n)
+                    if stack is None:
+                        return ScanResult(OK, e, True, "", None)
+                    return ScanResult(FAIL, n, True, "", None)
+                p = e
+                if stack is None:
+                    return ScanResult(OK, p, False, "", None)
+                expect = COMMA_OR_CLOSE
+            elif c in _WORDS:
+                word = _WORDS[c]
+                if text.startswith(word, p):
+                    p += len(word)
+                    if stack is None:
+                        return ScanResult(OK, p, False, "", None)
+                    expect = COMMA_OR_CLOSE
+                elif n - p < len(word) and word.startswith(text[p:]):
+                    state = ScanState(p, stack, VALUE, "")
+                    return _incomplete(partial, state, kind, word[n - p :], n)
+                else:
+                    return ScanResult(FAIL, p, False, "", None)
+            else:
+                return ScanResult(FAIL, p, False, "", None)
+
+
+def _incomplete(
+    partial: bool, state: ScanState, kind: str, token_fix: str | None, n: int
+) -> ScanResult:
+    """Input ended inside the value: NEED_MORE (partial) or FAIL (full), with the closer."""
+    if not partial:
+        return ScanResult(FAIL, n, True, "", state)
+    return ScanResult(MORE, n, True, closer_for(state, kind, token_fix), state)
+
+
+def closer_for(state: ScanState, kind: str, token_fix: str | None) -> str:
+    """Text that turns the scanned prefix into a complete JSON value.
+
+    `token_fix` completes a truncated token (string, number, literal); None means the input
+    stopped between tokens, so whatever the scanner expects next is filled in minimally.
+    """
+    parts = [token_fix or ""]
+    if token_fix is None:
+        if state.stack is None:
+            parts.append(_EMPTY_CLOSER[kind])
+        elif state.expect == VALUE:
+            parts.append("null")
+        elif state.expect == KEY:
+            parts.append('"":null')
+        elif state.expect == COLON:
+            parts.append(":null")
+    stack = state.stack
+    while stack is not None:
+        parts.append("}" if stack[0] == "{" else "]")
+        stack = stack[1]
+    return "".join(parts)
