@@ -42,20 +42,24 @@ from autoparser.peg.core import (
     until_one_of,
     zero_or_more,
 )
+from autoparser.peg.gbnf import Grammar, Trigger, grammar
 
 __all__ = [
+    "Grammar",
     "IncrementalParse",
     "Node",
     "ParseResult",
     "ParseStatus",
     "Parser",
     "Rules",
+    "Trigger",
     "any_char",
     "atomic",
     "char_class",
     "chars",
     "choice",
     "end",
+    "grammar",
     "json_array",
     "json_literal",
     "json_number",

@@ -1,0 +1,452 @@
+"""GBNF emission: the grammar that accepts what a parser accepts, from the same definition.
+
+PEG and CFG differ (ordered choice, greedy repetition, lookahead); the translation is exact
+for the fragment where they agree (see docs/peg.md). `until` becomes an exclusion automaton
+with one rule per state, lookaheads are translated only in forms a CFG can express, and
+anything else raises GrammarError naming the node.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from autoparser.errors import GrammarError
+from autoparser.peg.charclass import ANY_CHAR_GBNF, CharSet, gbnf_literal, merge_ranges
+from autoparser.peg.core import (
+    Atomic,
+    Chars,
+    Choice,
+    End,
+    Json,
+    JsonSchema,
+    Literal,
+    Negate,
+    Parser,
+    Peek,
+    Ref,
+    Repeat,
+    Rest,
+    Seq,
+    Tag,
+    Token,
+    Trigger_,
+    Until,
+    as_parser,
+)
+
+TRIGGER_KINDS = ("word", "pattern", "pattern_full", "token")
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """A lazy-grammar trigger: the grammar applies from where this word/pattern appears."""
+
+    kind: str
+    value: str
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """GBNF text (root rule ``root``) and, for lazy grammars, the trigger words/patterns."""
+
+    text: str
+    triggers: tuple[Trigger, ...] = ()
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def grammar(parser: Parser | str, lazy: bool = False) -> Grammar:
+    """The GBNF grammar of `parser`; lazy: rooted at the parts marked with `trigger()`."""
+    root = as_parser(parser)
+    emitter = _Emitter()
+    if lazy:
+        triggers = _find_triggers(root)
+        if triggers:
+            bodies = [emitter.expr(t.child, tail=True) for t in triggers]
+            emitter.rules["root"] = " | ".join(dict.fromkeys(bodies))
+            words: list[Trigger] = []
+            for t in triggers:
+                words.extend(_leading_words(t.child, t))
+            return Grammar(emitter.render(), tuple(dict.fromkeys(words)))
+    emitter.rules["root"] = emitter.expr(root, tail=True)
+    return Grammar(emitter.render())
+
+
+# --- JSON rules (RFC 8259, any whitespace between tokens) ----------------------------------
+
+_JSON_RULES = """\
+{p}value ::= {p}object | {p}array | {p}string | {p}number | {p}literal
+{p}object ::= "{{" {p}ws ( {p}member ( "," {p}ws {p}member )* )? "}}"
+{p}member ::= {p}string {p}ws ":" {p}ws {p}value {p}ws
+{p}array ::= "[" {p}ws ( {p}value {p}ws ( "," {p}ws {p}value {p}ws )* )? "]"
+{p}string ::= {dq}{sq}
+{p}char ::= [^"\\\\\\x00-\\x1F] | "\\\\" ( ["\\\\/bfnrt] | "u" [0-9a-fA-F]{{4,4}} )
+{p}number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
+{p}literal ::= "true" | "false" | "null"
+{p}ws ::= [ \\t\\n\\r]*
+"""
+_SQ_RULE = """\
+{p}sqchar ::= [^'\\\\\\x00-\\x1F] | "\\\\" ( ['"\\\\/bfnrt] | "u" [0-9a-fA-F]{{4,4}} )
+"""
+
+
+def _json_rules(single_quotes: bool) -> dict[str, str]:
+    p = "rfc-pyjson-" if single_quotes else "rfc-json-"
+    dq = f'"\\"" {p}char* "\\""'
+    sq = f' | "\'" {p}sqchar* "\'"' if single_quotes else ""
+    text = _JSON_RULES.format(p=p, dq=dq, sq=sq)
+    if single_quotes:
+        text += _SQ_RULE.format(p=p)
+    rules: dict[str, str] = {}
+    for line in text.splitlines():
+        name, body = line.split(" ::= ", 1)
+        rules[name] = body
+    return rules
+
+
+# --- the emitter ---------------------------------------------------------------------------
+
+_NAME_BAD = re.compile(r"[^a-zA-Z0-9-]+")
+
+
+def sanitize(name: str) -> str:
+    """A GBNF rule name: letters, digits and '-' only."""
+    clean = _NAME_BAD.sub("-", name).strip("-")
+    return clean or "rule"
+
+
+class _Emitter:
+    def __init__(self) -> None:
+        self.rules: dict[str, str] = {}
+        self._ref_names: dict[tuple[int, str], str] = {}
+        self._until_names: dict[tuple[str, ...], str] = {}
+        self._schema_names: dict[int, str] = {}
+
+    def render(self) -> str:
+        ordered = {"root": self.rules["root"], **self.rules}
+        return "".join(f"{name} ::= {body}\n" for name, body in ordered.items())
+
+    def fresh(self, base: str) -> str:
+        base = sanitize(base)
+        name = base
+        i = 2
+        while name in self.rules or name == "root":
+            name = f"{base}-{i}"
+            i += 1
+        self.rules[name] = ""  # reserve
+        return name
+
+    def add_rules(self, rules: Mapping[str, str], origin: str) -> None:
+        for name, body in rules.items():
+            if name in self.rules and self.rules[name] != body:
+                raise GrammarError(f"{origin}: rule {name!r} conflicts with another definition")
+            self.rules[name] = body
+
+    # Expressions.
+    def expr(self, node: Parser, tail: bool) -> str:
+        if isinstance(node, Literal):  # also Token
+            return gbnf_literal(node.value)
+        if isinstance(node, Chars):
+            return _quantified(node.charset.gbnf(), node.min, node.max)
+        if isinstance(node, Seq):
+            return self.seq(node.items, tail)
+        if isinstance(node, Choice):
+            alts = [self.expr(a, tail) for a in node.alternatives]
+            return "( " + " | ".join(alts) + " )"
+        if isinstance(node, Repeat):
+            body = _exclusion_body(node.child)
+            if body is not None and node.min == 0 and node.max is None:
+                return self.until(body)
+            inner = self.expr(node.child, False)
+            return _quantified(_group(inner), node.min, node.max)
+        if isinstance(node, (Tag, Atomic, Trigger_)):
+            return self.expr(node.child, tail)
+        if isinstance(node, Ref):
+            return self.ref(node)
+        if isinstance(node, Until):
+            return self.until(node.delimiters)
+        if isinstance(node, JsonSchema):
+            return self.schema(node)
+        if isinstance(node, Json):
+            self.add_rules(_json_rules(node.single_quotes), repr(node))
+            prefix = "rfc-pyjson-" if node.single_quotes else "rfc-json-"
+            return prefix + node.kind
+        if isinstance(node, Rest):
+            return _quantified(ANY_CHAR_GBNF, 0, None)
+        if isinstance(node, End):
+            if tail:
+                return '""'
+            raise GrammarError(f"{node!r} is only expressible in GBNF at the end of the grammar")
+        if isinstance(node, (Peek, Negate)):
+            raise GrammarError(
+                f"lookahead {node!r} cannot be expressed in GBNF; use until()/until_one_of() "
+                "or negate(...) + char_class(...) for a character exclusion"
+            )
+        raise GrammarError(f"no GBNF translation for {node!r}")
+
+    def seq(self, items: tuple[Parser, ...], tail: bool) -> str:
+        parts: list[str] = []
+        i = 0
+        last = len(items) - 1
+        while i <= last:
+            item = items[i]
+            if isinstance(item, Negate) and i < last:
+                # negate(single chars) + char class: a class difference.
+                diff = _class_difference(item.child, items[i + 1])
+                if diff is None:
+                    raise GrammarError(
+                        f"lookahead {item!r} followed by {items[i + 1]!r} cannot be expressed "
+                        "in GBNF (only a character exclusion such as negate(char_class) + "
+                        "char_class, or zero_or_more(negate(literals) + any_char()))"
+                    )
+                parts.append(diff)
+                i += 2
+                continue
+            parts.append(self.expr(item, tail and i == last))
+            i += 1
+        parts = [p for p in parts if p != '""'] or ['""']
+        return " ".join(_group(p) if " | " in p and not p.startswith("(") else p for p in parts)
+
+    def ref(self, node: Ref) -> str:
+        key = (id(node.rules), node.name)
+        name = self._ref_names.get(key)
+        if name is None:
+            name = self.fresh(node.name)
+            self._ref_names[key] = name
+            self.rules[name] = self.expr(node.target(), False)
+        return name
+
+    def until(self, delimiters: tuple[str, ...]) -> str:
+        key = tuple(sorted(set(delimiters)))
+        name = self._until_names.get(key)
+        if name is None:
+            base = self.fresh("until-" + "-".join(sanitize(d) for d in key)[:40])
+            self._until_names[key] = base
+            del self.rules[base]
+            self.add_rules(_exclusion_rules(key, base), f"until{key!r}")
+            name = base
+        return name
+
+    def schema(self, node: JsonSchema) -> str:
+        name = self._schema_names.get(node._uid)
+        if name is not None:
+            return name
+        from autoparser.schema import schema_rules  # imported late: optional at import time
+
+        prefix = self.fresh(node.name)
+        del self.rules[prefix]
+        result: Any = schema_rules(node.schema, prefix)
+        if isinstance(result, tuple):
+            root, rules = result
+        else:
+            root, rules = result.root, result.rules
+        self.add_rules(rules, repr(node))
+        self._schema_names[node._uid] = str(root)
+        return str(root)
+
+
+def _group(expr: str) -> str:
+    if re.fullmatch(r'[a-zA-Z0-9-]+|"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|\(.*\)', expr):
+        return expr
+    return f"( {expr} )"
+
+
+def _quantified(atom: str, lo: int, hi: int | None) -> str:
+    atom = _group(atom)
+    if (lo, hi) == (1, 1):
+        return atom
+    if (lo, hi) == (0, None):
+        return f"{atom}*"
+    if (lo, hi) == (1, None):
+        return f"{atom}+"
+    if (lo, hi) == (0, 1):
+        return f"{atom}?"
+    if hi is None:
+        return f"{atom}{{{lo},}}"
+    if hi == 0:
+        return '""'
+    return f"{atom}{{{lo},{hi}}}"
+
+
+def _single_chars(node: Parser) -> CharSet | None:
+    """The set of characters a node matches when it always matches exactly one character."""
+    if isinstance(node, Chars) and node.min == 1 and node.max == 1:
+        return node.charset
+    if isinstance(node, Literal) and len(node.value) == 1:
+        cp = ord(node.value)
+        return CharSet(((cp, cp),))
+    if isinstance(node, Choice):
+        sets = [_single_chars(a) for a in node.alternatives]
+        if any(s is None or s.negated for s in sets):
+            return None
+        return CharSet(merge_ranges([r for s in sets if s for r in s.ranges]))
+    return None
+
+
+def _class_difference(excluded: Parser, following: Parser) -> str | None:
+    ex = _single_chars(excluded)
+    base = _single_chars(following)
+    if ex is None or base is None or ex.negated:
+        return None
+    if base.negated:
+        return CharSet(merge_ranges([*base.ranges, *ex.ranges]), negated=True).gbnf()
+    kept: list[tuple[int, int]] = []
+    for lo, hi in base.ranges:
+        cur = lo
+        for elo, ehi in ex.ranges:
+            if ehi < cur or elo > hi:
+                continue
+            if elo > cur:
+                kept.append((cur, elo - 1))
+            cur = max(cur, ehi + 1)
+        if cur <= hi:
+            kept.append((cur, hi))
+    if not kept:
+        raise GrammarError(f"negate({excluded!r}) + {following!r} matches nothing")
+    return CharSet(tuple(kept)).gbnf()
+
+
+def _exclusion_body(node: Parser) -> tuple[str, ...] | None:
+    """Delimiters when node is ``negate(literal | ...) + any_char()`` (the until idiom)."""
+    if not (isinstance(node, Seq) and len(node.items) == 2):
+        return None
+    look, anything = node.items
+    if not isinstance(look, Negate) or not isinstance(anything, Chars):
+        return None
+    if not (anything.charset == CharSet((), negated=True) and anything.min == anything.max == 1):
+        return None
+    child = look.child
+    alts = child.alternatives if isinstance(child, Choice) else (child,)
+    if all(isinstance(a, Literal) and a.value for a in alts):
+        return tuple(a.value for a in alts if isinstance(a, Literal))
+    return None
+
+
+def _char_choice(chs: list[str]) -> str:
+    if len(chs) == 1:
+        return gbnf_literal(chs[0])
+    return CharSet(merge_ranges([(ord(c), ord(c)) for c in chs])).gbnf()
+
+
+def _exclusion_rules(delims: tuple[str, ...], base: str) -> dict[str, str]:
+    """Rules for strings containing none of `delims` (an Aho-Corasick automaton).
+
+    One rule per live automaton state, right-recursive (a tail call in every engine).
+    A state accepts when appending any delimiter completes its first occurrence only at
+    the delimiter's end, which makes ``until(d) d`` exact for every delimiter set; for
+    border-free delimiters every state accepts, so ``until(d)`` at the end is exact too.
+    """
+    goto: list[dict[str, int]] = [{}]
+    terminal = [False]
+    for d in delims:
+        s = 0
+        for ch in d:
+            nxt = goto[s].get(ch)
+            if nxt is None:
+                goto.append({})
+                terminal.append(False)
+                nxt = len(goto) - 1
+                goto[s][ch] = nxt
+            s = nxt
+        terminal[s] = True
+    fail = [0] * len(goto)
+    dead = list(terminal)
+    queue = list(goto[0].values())
+    while queue:
+        s = queue.pop(0)
+        for ch, t in goto[s].items():
+            f = fail[s]
+            while f and ch not in goto[f]:
+                f = fail[f]
+            fail[t] = goto[f].get(ch, 0) if goto[f].get(ch, 0) != t else 0
+            dead[t] = dead[t] or dead[fail[t]]
+            queue.append(t)
+
+    def delta(s: int, ch: str) -> int:
+        while s and ch not in goto[s]:
+            s = fail[s]
+        return goto[s].get(ch, 0)
+
+    def accepting(s: int) -> bool:
+        for d in delims:
+            t = s
+            for i, ch in enumerate(d):
+                t = delta(t, ch)
+                if dead[t] and i < len(d) - 1:
+                    return False
+        return True
+
+    alphabet = sorted({ch for d in delims for ch in d})
+    names = {0: base}
+    live = [s for s in range(len(goto)) if not dead[s]]
+    for s in live:
+        if s:
+            names[s] = f"{base}-{s}"
+    rules: dict[str, str] = {}
+    for s in live:
+        alts: list[str] = []
+        if accepting(s):
+            alts.append('""')
+        by_target: dict[int, list[str]] = {}
+        for ch in alphabet:
+            t = delta(s, ch)
+            if not dead[t]:
+                by_target.setdefault(t, []).append(ch)
+        # Every character outside the alphabet goes back to the start state.
+        to_start = set(by_target.pop(0, []))
+        others = [c for c in alphabet if c not in to_start]
+        negated = CharSet(merge_ranges([(ord(c), ord(c)) for c in others]), negated=True)
+        alts.append(f"{negated.gbnf()} {base}")
+        for t, chs in by_target.items():
+            alts.append(f"{_char_choice(chs)} {names[t]}")
+        rules[names[s]] = " | ".join(alts)
+    return rules
+
+
+# --- lazy triggers -------------------------------------------------------------------------
+
+
+def _find_triggers(root: Parser) -> list[Trigger_]:
+    """Trigger nodes reachable from root (following rule references), in order."""
+    found: list[Trigger_] = []
+    seen: set[int] = set()
+    stack: list[Parser] = [root]
+    while stack:
+        node = stack.pop()
+        if node._uid in seen:
+            continue
+        seen.add(node._uid)
+        if isinstance(node, Trigger_):
+            found.append(node)
+            continue
+        kids: tuple[Parser, ...] = node.children()
+        if isinstance(node, Ref):
+            kids = (node.target(),)
+        stack.extend(reversed(kids))
+    return found
+
+
+def _leading_words(node: Parser, trig: Trigger_) -> list[Trigger]:
+    """The trigger words a match of `node` must start with."""
+    if isinstance(node, Token):
+        return [Trigger("token", node.value)]
+    if isinstance(node, Literal) and node.value:
+        return [Trigger("word", node.value)]
+    if isinstance(node, (Tag, Atomic, Trigger_)):
+        return _leading_words(node.child, trig)
+    if isinstance(node, Ref):
+        return _leading_words(node.target(), trig)
+    if isinstance(node, Choice):
+        return [w for a in node.alternatives for w in _leading_words(a, trig)]
+    if isinstance(node, Seq):
+        for item in node.items:
+            if isinstance(item, Chars) and item.min == 0:
+                continue  # optional leading whitespace and the like
+            return _leading_words(item, trig)
+    if isinstance(node, Repeat) and node.min > 0:
+        return _leading_words(node.child, trig)
+    raise GrammarError(f"{trig!r}: cannot find a leading literal to use as a trigger word")
