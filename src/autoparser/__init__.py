@@ -2,16 +2,21 @@
 
 from autoparser.analysis.model import TemplateAnalysis
 from autoparser.errors import AutoparserError, GrammarError, RequestError, SchemaError, TemplateError
+from autoparser.generate import ChatParams, GrammarTrigger
 from autoparser.message import ChatMessage, ToolCall
+from autoparser.stream import StreamParser
 from autoparser.template import ChatTemplate, TemplateCaps
 
 __all__ = [
     "AutoparserError",
     "ChatMessage",
+    "ChatParams",
     "ChatTemplate",
     "GrammarError",
+    "GrammarTrigger",
     "RequestError",
     "SchemaError",
+    "StreamParser",
     "TemplateAnalysis",
     "TemplateCaps",
     "TemplateError",

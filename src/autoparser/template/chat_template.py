@@ -290,6 +290,34 @@ class ChatTemplate:
 
         return analyze_template(self)
 
+    def apply(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: Any = "auto",
+        parallel_tool_calls: bool | None = None,
+        response_format: Mapping[str, Any] | None = None,
+        enable_thinking: bool | None = None,
+        reasoning_format: str = "auto",
+        add_generation_prompt: bool = True,
+        **template_kwargs: Any,
+    ) -> Any:
+        """Prompt, grammar and output parser for one request (a ``ChatParams``)."""
+        from autoparser.generate import generate
+
+        return generate(
+            self,
+            messages,
+            tools=tools,
+            tool_choice=tool_choice,
+            parallel_tool_calls=parallel_tool_calls,
+            response_format=response_format,
+            enable_thinking=enable_thinking,
+            reasoning_format=reasoning_format,
+            add_generation_prompt=add_generation_prompt,
+            **template_kwargs,
+        )
+
 
 def _with_reasoning_key(message: dict[str, Any]) -> dict[str, Any]:
     """Also pass reasoning as ``reasoning`` for templates that read only that name."""

@@ -1,0 +1,22 @@
+"""Analysis + request -> ChatParams: prompt, PEG parser, GBNF grammar, triggers.
+
+``generate(template, messages, ...)`` is what ``ChatTemplate.apply`` calls;
+``build_params(analysis, prompt=...)`` does the same from an analysis alone.
+"""
+
+from autoparser.generate.builders import BuildContext, ParserDefinition, build_standard
+from autoparser.generate.params import ChatParams, GrammarTrigger, build_params, generate
+from autoparser.generate.request import Request, ToolSpec, normalize_request
+
+__all__ = [
+    "BuildContext",
+    "ChatParams",
+    "GrammarTrigger",
+    "ParserDefinition",
+    "Request",
+    "ToolSpec",
+    "build_params",
+    "build_standard",
+    "generate",
+    "normalize_request",
+]

@@ -1,0 +1,491 @@
+"""PEG building blocks for chat output: reasoning, content, tool calls per format.
+
+Every builder takes a ``BuildContext`` and a ``strict`` flag. The same blocks make two
+parsers: a *lenient* one that parses whatever the model wrote (end markers optional, text
+that is not a valid call stays content) and a *strict* one, restricted to the request
+(tool_choice, parallel calls, response format), from which the grammar is emitted. The
+lenient parser accepts every text the strict one accepts, with the same tags, so the
+grammar and the parser agree. Hand-written formats (``autoparser.formats``) reuse them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from autoparser.analysis.model import (
+    CallIdPosition,
+    ContentMode,
+    ReasoningMode,
+    TemplateAnalysis,
+    ToolFormat,
+)
+from autoparser.generate import tags
+from autoparser.generate.request import Request, ToolSpec
+from autoparser.peg import (
+    Parser,
+    any_char,
+    atomic,
+    end,
+    json_schema,
+    json_string,
+    json_value,
+    literal,
+    optional,
+    rest,
+    seq,
+    space,
+    tag,
+    trigger,
+    until,
+    until_one_of,
+    zero_or_more,
+)
+from autoparser.peg import choice as peg_choice
+
+Part = Parser | str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildContext:
+    """What a parser builder needs: the analysis, the validated request, the prompt facts."""
+
+    analysis: TemplateAnalysis
+    request: Request
+    thinking_forced_open: bool  # the output starts inside a reasoning block
+    extract_reasoning: bool  # reasoning goes to reasoning_content (else stays content)
+
+    @property
+    def end_markers(self) -> tuple[str, ...]:
+        return tuple(m for m in self.analysis.end_of_turn if m)
+
+
+@dataclasses.dataclass(frozen=True)
+class ParserDefinition:
+    """The parsers a format produces: lenient for parsing, strict for the grammar.
+
+    ``string_args`` maps tool name -> names of its string-typed arguments (tagged formats
+    stream those as raw text); tools listed in ``open_tools`` take any argument name, as
+    a string. ``expects_call_ids`` makes the stream wait for the model's call id before
+    announcing a call.
+    """
+
+    parser: Parser
+    grammar_parser: Parser | None = None
+    grammar_lazy: bool = False
+    expects_call_ids: bool = False
+    string_args: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
+    open_tools: frozenset[str] = frozenset()
+    trigger_markers: tuple[str, ...] = ()
+
+
+def seq_of(*parts: Part) -> Parser:
+    """A sequence of the non-empty parts (strings are literals); at least one must remain."""
+    items: list[Parser] = []
+    for part in parts:
+        if part is None or part == "":
+            continue
+        items.append(literal(part) if isinstance(part, str) else part)
+    if not items:
+        raise ValueError("seq_of: nothing to sequence")
+    return items[0] if len(items) == 1 else seq(*items)
+
+
+def closing(marker: str, strict: bool) -> Parser | None:
+    """An end marker: required in the strict parser, optional in the lenient one."""
+    if not marker:
+        return None
+    return literal(marker) if strict else optional(literal(marker))
+
+
+def choice_of(parsers: Sequence[Parser]) -> Parser:
+    if not parsers:
+        raise ValueError("choice_of: no alternatives")
+    return parsers[0] if len(parsers) == 1 else peg_choice(*parsers)
+
+
+# --------------------------------------------------------------------------- reasoning
+
+
+def reasoning_parser(ctx: BuildContext, strict: bool) -> Parser | None:
+    """The reasoning block for the analysis' mode, or None when reasoning is not extracted.
+
+    Forced open (the prompt opened the block, or a DELIMITER template with thinking on):
+    everything up to the end marker is reasoning. Otherwise an optional start ... end block
+    at the very beginning. The lenient parser also stops reasoning at an end-of-turn marker
+    and tolerates a missing end marker (a truncated block).
+    """
+    r = ctx.analysis.reasoning
+    if not ctx.extract_reasoning or not r.end:
+        return None
+    stops = [r.end] if strict else [r.end, *ctx.end_markers]
+    body = tag(tags.REASONING, until(r.end) if len(stops) == 1 else until_one_of(*stops))
+    close = tag(tags.REASONING_CLOSE, literal(r.end))
+    block = body + (close if strict else optional(close))
+    if ctx.thinking_forced_open:
+        return block
+    if not r.start:
+        return None
+    return optional(space() + literal(r.start) + block)
+
+
+def should_extract_reasoning(analysis: TemplateAnalysis, request: Request, forced: bool) -> bool:
+    r = analysis.reasoning
+    if request.reasoning_format == "none" or r.mode == ReasoningMode.NONE or not r.end:
+        return False
+    return forced or bool(r.start)
+
+
+# --------------------------------------------------------------------------- tool calls
+
+
+def _is_string_param(schema: Any, root: Any) -> bool:
+    from autoparser.schema import parameter_is_string
+
+    return bool(parameter_is_string(schema, root))
+
+
+def string_arguments(tools: Sequence[ToolSpec]) -> dict[str, frozenset[str]]:
+    """tool name -> its string-typed parameters (raw text in tagged-argument formats)."""
+    return {
+        t.name: frozenset(
+            name for name, sub in t.properties.items() if _is_string_param(sub, t.parameters)
+        )
+        for t in tools
+    }
+
+
+def _rule_part(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text).strip("-") or "x"
+
+
+def _json_key(key: str) -> Parser:
+    return literal(json.dumps(key, ensure_ascii=False)) + space() + literal(":") + space()
+
+
+def _id_value_json() -> Parser:
+    return literal('"') + tag(tags.TOOL_ID, until('"')) + literal('"')
+
+
+def _json_args_value(ctx: BuildContext, tool: ToolSpec) -> Parser:
+    fmt = ctx.analysis.tools.format
+    if fmt.arguments_as_string:
+        return tag(tags.TOOL_ARGS_STR, json_string())
+    if fmt.uses_python_dicts:
+        return tag(tags.TOOL_ARGS_PY, json_value(allow_single_quotes=True))
+    return tag(tags.TOOL_ARGS, json_schema(dict(tool.parameters), f"{_rule_part(tool.name)}-args"))
+
+
+def _json_object(pairs: Sequence[Parser]) -> Parser:
+    body: Parser = pairs[0]
+    for pair in pairs[1:]:
+        body = body + space() + literal(",") + space() + pair
+    return literal("{") + space() + body + space() + literal("}")
+
+
+def json_native_call(ctx: BuildContext, tool: ToolSpec) -> Parser:
+    """One call written as a JSON object (flat, nested under a key, or name-as-key)."""
+    fmt = ctx.analysis.tools.format
+    name_quoted = json.dumps(tool.name, ensure_ascii=False)
+    args = _json_args_value(ctx, tool)
+    if fmt.fun_name_is_key:
+        name = atomic(literal('"') + tag(tags.TOOL_NAME, literal(tool.name)) + literal('"'))
+        return _json_object([name + space() + literal(":") + space() + args])
+    name_key = fmt.name_field or "name"
+    args_key = fmt.args_field or "arguments"
+    name_value = literal('"') + atomic(tag(tags.TOOL_NAME, literal(tool.name)) + literal('"'))
+    del name_quoted
+    known: dict[str, Parser] = {
+        name_key: _json_key(name_key) + name_value,
+        args_key: _json_key(args_key) + args,
+    }
+    id_keys = [k for k in (fmt.id_field, fmt.gen_id_field) if k]
+    for key in id_keys:
+        known.setdefault(key, _json_key(key) + _id_value_json())
+    order = [k for k in fmt.field_order if k]
+    if fmt.function_field:
+        inner_keys = [k for k in order if k in (name_key, args_key)] or [name_key, args_key]
+        inner = _json_object([known[k] for k in inner_keys])
+        outer: list[Parser] = []
+        outer_keys = [k for k in order if k not in (name_key, args_key)] or [fmt.function_field]
+        if fmt.function_field not in outer_keys:
+            outer_keys.append(fmt.function_field)
+        for key in outer_keys:
+            if key == fmt.function_field:
+                outer.append(_json_key(key) + inner)
+            elif key in known:
+                outer.append(known[key])
+            else:
+                outer.append(_json_key(key) + json_value())
+        return _json_object(outer)
+    keys = [k for k in order if k in known or k not in ("",)]
+    if not keys:
+        keys = [*(k for k in id_keys), name_key, args_key]
+    if name_key not in keys:
+        keys.append(name_key)
+    if args_key not in keys:
+        keys.append(args_key)
+    return _json_object([known[k] if k in known else _json_key(k) + json_value() for k in keys])
+
+
+def _call_id(ctx: BuildContext) -> Parser:
+    cid = ctx.analysis.tools.call_id
+    if cid.suffix:
+        value = tag(tags.TOOL_ID, until(cid.suffix))
+    else:
+        from autoparser.peg import chars
+
+        value = tag(tags.TOOL_ID, chars("a-zA-Z0-9_\\-", 1, 64))
+    return seq_of(cid.prefix, value, cid.suffix)
+
+
+def _name_part(ctx: BuildContext, tool: ToolSpec) -> Parser:
+    fn = ctx.analysis.tools.function
+    return atomic(seq_of(fn.name_prefix, tag(tags.TOOL_NAME, literal(tool.name)), fn.name_suffix))
+
+
+def _with_call_id(ctx: BuildContext, name: Parser, args: Parser, close: Parser | None) -> Parser:
+    pos = ctx.analysis.tools.call_id.position
+    parts: list[Part] = []
+    if pos == CallIdPosition.PRE_FUNC_NAME:
+        parts += [_call_id(ctx), space()]
+    parts += [name, space()]
+    if pos == CallIdPosition.BETWEEN_FUNC_AND_ARGS:
+        parts += [_call_id(ctx), space()]
+    parts.append(args)
+    if pos == CallIdPosition.POST_ARGS:
+        parts += [space(), _call_id(ctx)]
+    if close is not None:
+        parts += [space(), close]
+    return seq_of(*parts)
+
+
+def tag_json_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
+    """``<name markers>{json arguments}<close>``."""
+    a = ctx.analysis.tools.arguments
+    args = tag(tags.TOOL_ARGS, json_schema(dict(tool.parameters), f"{_rule_part(tool.name)}-args"))
+    body = seq_of(a.start, args, closing(a.end, strict))
+    return _with_call_id(
+        ctx, _name_part(ctx, tool), body, closing(ctx.analysis.tools.function.close, strict)
+    )
+
+
+def _value_end(ctx: BuildContext) -> list[str]:
+    t = ctx.analysis.tools
+    a = t.arguments
+    if a.value_suffix:
+        return [a.value_suffix]
+    candidates = [
+        a.separator,
+        a.name_prefix,
+        a.end,
+        t.function.close,
+        t.format.per_call_end,
+        t.format.section_end,
+    ]
+    return [c for c in dict.fromkeys(candidates) if c and c.strip()]
+
+
+def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict: bool) -> Parser:
+    a = ctx.analysis.tools.arguments
+    ends = _value_end(ctx)
+    if name is None:  # open-ended tool: any argument name, string value
+        name_end = a.name_suffix or a.value_prefix or ">"
+        name_p: Parser = tag(tags.TOOL_ARG_NAME, until(name_end))
+        is_string = True
+        schema: Any = {}
+    else:
+        name_p = tag(tags.TOOL_ARG_NAME, literal(name))
+        schema = tool.properties.get(name, {})
+        is_string = _is_string_param(schema, tool.parameters)
+    header = atomic(seq_of(a.name_prefix, name_p, a.name_suffix))
+    if is_string:
+        raw = until(ends[0]) if len(ends) == 1 else until_one_of(*ends)
+        value: Parser = tag(tags.TOOL_ARG_STRING, raw)
+        body = seq_of(a.value_prefix, value)
+    else:
+        rule = f"{_rule_part(tool.name)}-{_rule_part(name or 'arg')}"
+        value = tag(tags.TOOL_ARG_JSON, json_schema(dict(schema), rule))
+        body = seq_of(a.value_prefix, space(), value, space())
+    suffix = closing(a.value_suffix, strict) if a.value_suffix else None
+    return tag(tags.TOOL_ARG, seq_of(header, body, suffix))
+
+
+def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
+    """``<name markers><arg markers>value...<close>``; string params raw, others JSON."""
+    t = ctx.analysis.tools
+    a = t.arguments
+    names: list[str | None] = [*sorted(tool.properties, key=len, reverse=True)]
+    if not names:
+        names = [None]
+    one = choice_of([_tagged_argument(ctx, tool, n, strict) for n in names])
+    sep: Parser = space()
+    if a.separator and a.separator.strip():
+        sep = space() + optional(literal(a.separator)) + space()
+    args_seq = optional(one + zero_or_more(sep + one))
+    body = seq_of(a.start, space(), args_seq, space(), closing(a.end, strict))
+    return _with_call_id(ctx, _name_part(ctx, tool), body, closing(t.function.close, strict))
+
+
+def single_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
+    mode = ctx.analysis.tools.format.mode
+    if mode == ToolFormat.JSON_NATIVE:
+        return json_native_call(ctx, tool)
+    if mode == ToolFormat.TAG_WITH_JSON:
+        return tag_json_call(ctx, tool, strict)
+    if mode == ToolFormat.TAG_WITH_TAGGED:
+        return tag_tagged_call(ctx, tool, strict)
+    raise ValueError(f"no call parser for tool format {mode.value}")
+
+
+def _effective_markers(ctx: BuildContext) -> tuple[str, str, str, str]:
+    """(section_start, section_end, per_call_start, per_call_end), without double wrapping."""
+    f = ctx.analysis.tools.format
+    prefix = ctx.analysis.tools.function.name_prefix
+    section_start, section_end = f.section_start, f.section_end
+    call_start, call_end = f.per_call_start, f.per_call_end
+    if prefix and call_start == prefix:
+        call_start = ""
+    if prefix and section_start == prefix and not call_start:
+        section_start = ""
+    return section_start, section_end, call_start, call_end
+
+
+def call_trigger_markers(ctx: BuildContext) -> tuple[str, ...]:
+    """Where a tool call can begin in the output (content stops there to try a call)."""
+    f = ctx.analysis.tools.format
+    section_start, _, call_start, _ = _effective_markers(ctx)
+    first = section_start or call_start
+    if not first and f.mode != ToolFormat.JSON_NATIVE:
+        first = ctx.analysis.tools.function.name_prefix
+    if not first and f.mode == ToolFormat.JSON_NATIVE:
+        first = "[" if f.tools_array_wrapped else "{"
+    return (first,) if first else ()
+
+
+def tool_section(
+    ctx: BuildContext, tools: Sequence[ToolSpec], *, strict: bool, parallel: bool
+) -> Parser:
+    """One section of calls: section markers, per-call markers, separators, array wrapping."""
+    f = ctx.analysis.tools.format
+    section_start, section_end, call_start, call_end = _effective_markers(ctx)
+    ordered = sorted(tools, key=lambda t: len(t.name), reverse=True)
+    inner = choice_of([single_call(ctx, t, strict) for t in ordered])
+    call = tag(
+        tags.TOOL,
+        seq_of(
+            call_start,
+            space() if call_start else None,
+            inner,
+            space() if call_end else None,
+            closing(call_end, strict),
+        ),
+    )
+    array = f.mode == ToolFormat.JSON_NATIVE and f.tools_array_wrapped
+    sep_text = "," if array else ctx.analysis.tools.call_separator.strip()
+    sep: Parser = space() + literal(sep_text) + space() if sep_text else space()
+    calls = call + zero_or_more(sep + call) if parallel else call
+    if array:
+        open_b = "" if section_start.endswith("[") else "["
+        close_b = "" if section_end.startswith("]") else "]"
+        calls = seq_of(
+            open_b, space(), calls, space(), closing(close_b, strict) if close_b else None
+        )
+    return seq_of(
+        section_start,
+        space() if section_start else None,
+        calls,
+        space() if section_end else None,
+        closing(section_end, strict),
+    )
+
+
+# --------------------------------------------------------------------------- whole output
+
+
+def content_markers(ctx: BuildContext) -> tuple[str, ...]:
+    c = ctx.analysis.content
+    if c.mode == ContentMode.PLAIN:
+        return ()
+    return tuple(m for m in (c.start, c.end) if m)
+
+
+def lenient_body(ctx: BuildContext, section: Parser | None, triggers: Sequence[str]) -> Parser:
+    """``(tool section | dropped marker | content chunk)*``: never fails, keeps all text.
+
+    End-of-turn and content-wrapper markers are dropped; a trigger that does not start a
+    valid call becomes content one character at a time (then up to the next delimiter).
+    """
+    dropped = [*content_markers(ctx), *ctx.end_markers]
+    delims = list(dict.fromkeys([*triggers, *dropped]))
+    alts: list[Parser] = []
+    if section is not None:
+        alts.append(section)
+    alts.extend(literal(m) for m in sorted(set(dropped), key=len, reverse=True))
+    if delims:
+        chunk = any_char() + (until(delims[0]) if len(delims) == 1 else until_one_of(*delims))
+        alts.append(tag(tags.CONTENT, chunk))
+        return zero_or_more(choice_of(alts))
+    # No delimiter at all: content is everything (still after an optional section).
+    if section is not None:
+        return zero_or_more(section) + tag(tags.CONTENT, rest())
+    return tag(tags.CONTENT, rest())
+
+
+def build_standard(ctx: BuildContext) -> ParserDefinition:
+    """The generated parsers for an analysed template (no hand-written handler)."""
+    req = ctx.request
+    fmt = ctx.analysis.tools.format
+    can_call = req.calls_enabled and fmt.mode != ToolFormat.NONE
+    triggers = call_trigger_markers(ctx) if can_call else ()
+    if can_call and not triggers:
+        can_call = False
+
+    lenient_reasoning = reasoning_parser(ctx, strict=False)
+    section = tool_section(ctx, req.tools, strict=False, parallel=True) if can_call else None
+    body = lenient_body(ctx, section, triggers)
+    parser = seq_of(lenient_reasoning, body, end())
+
+    strict_reasoning = reasoning_parser(ctx, strict=True)
+    grammar_parser: Parser | None = None
+    lazy = False
+    c = ctx.analysis.content
+    if can_call:
+        strict_section = tool_section(
+            ctx, req.grammar_tools, strict=True, parallel=req.parallel_tool_calls
+        )
+        if req.tool_choice == "required":
+            grammar_parser = seq_of(strict_reasoning, space(), strict_section, space(), end())
+        else:
+            lazy = True
+            grammar_parser = seq_of(strict_reasoning, trigger(strict_section), space(), end())
+    elif req.response_schema is not None:
+        wrapped = c.mode == ContentMode.ALWAYS_WRAPPED and bool(c.start)
+        content = tag(tags.CONTENT, json_schema(dict(req.response_schema), "response"))
+        grammar_parser = seq_of(
+            strict_reasoning,
+            space(),
+            c.start if wrapped else None,
+            content,
+            c.end if wrapped else None,
+            space(),
+            end(),
+        )
+
+    string_args = string_arguments(req.tools) if can_call else {}
+    open_tools = frozenset(t.name for t in req.tools if t.open_ended) if can_call else frozenset()
+    cid = ctx.analysis.tools.call_id
+    expects_ids = can_call and (
+        cid.position != CallIdPosition.NONE or bool(fmt.id_field or fmt.gen_id_field)
+    )
+    return ParserDefinition(
+        parser=parser,
+        grammar_parser=grammar_parser,
+        grammar_lazy=lazy,
+        expects_call_ids=expects_ids,
+        string_args=string_args,
+        open_tools=open_tools,
+        trigger_markers=tuple(triggers),
+    )

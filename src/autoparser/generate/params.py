@@ -1,0 +1,223 @@
+"""``generate``: analysis + request -> ChatParams (prompt, parser, grammar, triggers)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from autoparser.analysis.model import ReasoningMode, TemplateAnalysis
+from autoparser.errors import RequestError, SchemaError
+from autoparser.generate.builders import (
+    BuildContext,
+    ParserDefinition,
+    build_standard,
+    should_extract_reasoning,
+)
+from autoparser.generate.request import Request, normalize_request
+from autoparser.message import ChatMessage
+from autoparser.peg import Parser
+from autoparser.stream import CallIds, MapSpec, StreamParser, parse_text
+
+if TYPE_CHECKING:
+    from autoparser.template import ChatTemplate
+
+TRIGGER_KINDS = ("word", "pattern", "pattern_full", "token")
+
+
+@dataclasses.dataclass(frozen=True)
+class GrammarTrigger:
+    """When a lazy grammar switches on: a word, a regex (prefix / full match) or a token."""
+
+    kind: str
+    value: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in TRIGGER_KINDS:
+            raise ValueError(f"GrammarTrigger.kind must be one of {TRIGGER_KINDS}: {self.kind!r}")
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "value": self.value}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ChatParams:
+    """Everything needed to run one request: the prompt, the grammar and the output parser.
+
+    ``parse`` and ``stream`` share one parser definition and one call-id generator, so a
+    stream of the output, however split, ends with the same message ``parse`` returns.
+    """
+
+    prompt: str
+    generation_prompt: str
+    grammar: str | None
+    grammar_lazy: bool
+    grammar_triggers: list[GrammarTrigger]
+    preserved_tokens: list[str]
+    additional_stops: list[str]
+    thinking_forced_open: bool
+    parser: Parser = dataclasses.field(repr=False)
+    map_spec: MapSpec = dataclasses.field(repr=False)
+    definition: ParserDefinition | None = dataclasses.field(default=None, repr=False)
+    request: Request | None = dataclasses.field(default=None, repr=False)
+
+    def parse(self, text: str, partial: bool = False) -> ChatMessage:
+        """The message in ``text`` (the model's whole output; partial: output so far)."""
+        return parse_text(self.parser, self.map_spec, text, partial=partial)
+
+    def stream(self) -> StreamParser:
+        """A new stream parser for one generation."""
+        return StreamParser(self.parser, self.map_spec)
+
+
+def _handler_definition(ctx: BuildContext) -> ParserDefinition:
+    if ctx.analysis.handler:
+        from autoparser.formats import get_handler
+
+        handler = get_handler(ctx.analysis.handler)
+        return handler(ctx)
+    return build_standard(ctx)
+
+
+def _check_tool_schemas(request: Request) -> None:
+    from autoparser.schema import schema_rules
+
+    for i, tool in enumerate(request.tools):
+        try:
+            schema_rules(dict(tool.parameters), f"check-{i}")
+        except SchemaError as exc:
+            raise RequestError(f"tools[{i}].function.parameters: {exc}") from exc
+    if request.response_schema is not None:
+        try:
+            schema_rules(dict(request.response_schema), "check-response")
+        except SchemaError as exc:
+            raise RequestError(f"response_format: {exc}") from exc
+
+
+def is_forced_open(analysis: TemplateAnalysis, prompt: str, enable_thinking: bool | None) -> bool:
+    """Does the output start inside a reasoning block?
+
+    True when the prompt ends with the reasoning start marker (the template opened the
+    block), or for a DELIMITER template (no start marker) unless thinking is disabled.
+    """
+    r = analysis.reasoning
+    if r.mode == ReasoningMode.NONE or not r.end:
+        return False
+    if r.start and r.start.strip():
+        return prompt.rstrip().endswith(r.start.strip())
+    return r.mode == ReasoningMode.DELIMITER and enable_thinking is not False
+
+
+def build_params(
+    analysis: TemplateAnalysis,
+    *,
+    prompt: str = "",
+    generation_prompt: str = "",
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    tool_choice: Any = "auto",
+    parallel_tool_calls: bool | None = None,
+    response_format: Mapping[str, Any] | None = None,
+    enable_thinking: bool | None = None,
+    reasoning_format: str = "auto",
+    call_id_seed: int | None = None,
+) -> ChatParams:
+    """ChatParams from an analysis and an already rendered prompt (no template needed)."""
+    from autoparser.peg import grammar as emit_grammar
+
+    request = normalize_request(
+        tools=tools,
+        tool_choice=tool_choice,
+        parallel_tool_calls=parallel_tool_calls,
+        response_format=response_format,
+        enable_thinking=enable_thinking,
+        reasoning_format=reasoning_format,
+        template_supports_parallel=analysis.tools.parallel_calls,
+    )
+    forced = is_forced_open(analysis, prompt, enable_thinking)
+    ctx = BuildContext(
+        analysis=analysis,
+        request=request,
+        thinking_forced_open=forced,
+        extract_reasoning=should_extract_reasoning(analysis, request, forced),
+    )
+    definition = _handler_definition(ctx)
+
+    grammar_text: str | None = None
+    triggers: list[GrammarTrigger] = []
+    lazy = False
+    if definition.grammar_parser is not None:
+        _check_tool_schemas(request)
+        try:
+            g = emit_grammar(definition.grammar_parser, lazy=definition.grammar_lazy)
+        except SchemaError as exc:
+            raise RequestError(f"tools: schema not expressible as a grammar: {exc}") from exc
+        grammar_text = g.text
+        lazy = definition.grammar_lazy
+        if lazy:
+            triggers = [GrammarTrigger(t.kind, t.value) for t in g.triggers]
+            if not triggers:
+                triggers = [GrammarTrigger("word", m) for m in definition.trigger_markers]
+            if not triggers:
+                lazy = False
+
+    spec = MapSpec(
+        string_args=definition.string_args,
+        open_tools=definition.open_tools,
+        expects_call_ids=definition.expects_call_ids,
+        call_ids=CallIds(call_id_seed),
+    )
+    return ChatParams(
+        prompt=prompt,
+        generation_prompt=generation_prompt,
+        grammar=grammar_text,
+        grammar_lazy=lazy,
+        grammar_triggers=triggers,
+        preserved_tokens=list(analysis.preserved_tokens),
+        additional_stops=[m for m in analysis.end_of_turn if m],
+        thinking_forced_open=forced,
+        parser=definition.parser,
+        map_spec=spec,
+        definition=definition,
+        request=request,
+    )
+
+
+def generate(
+    template: ChatTemplate,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    tool_choice: Any = "auto",
+    parallel_tool_calls: bool | None = None,
+    response_format: Mapping[str, Any] | None = None,
+    enable_thinking: bool | None = None,
+    reasoning_format: str = "auto",
+    add_generation_prompt: bool = True,
+    **template_kwargs: Any,
+) -> ChatParams:
+    """Render the prompt and build the parser and grammar for one request."""
+    call_id_seed = template_kwargs.pop("call_id_seed", None)
+    analysis = template.analyze()
+    if enable_thinking is not None:
+        template_kwargs["enable_thinking"] = enable_thinking
+    render_tools = list(tools) if tools else None
+    prompt = template.render(
+        messages, tools=render_tools, add_generation_prompt=add_generation_prompt, **template_kwargs
+    )
+    generation_prompt = ""
+    if add_generation_prompt:
+        base = template.render(
+            messages, tools=render_tools, add_generation_prompt=False, **template_kwargs
+        )
+        generation_prompt = prompt[len(base) :] if prompt.startswith(base) else ""
+    return build_params(
+        analysis,
+        prompt=prompt,
+        generation_prompt=generation_prompt,
+        tools=tools,
+        tool_choice=tool_choice,
+        parallel_tool_calls=parallel_tool_calls,
+        response_format=response_format,
+        enable_thinking=enable_thinking,
+        reasoning_format=reasoning_format,
+        call_id_seed=call_id_seed,
+    )

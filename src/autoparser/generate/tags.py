@@ -1,0 +1,42 @@
+"""The tag vocabulary shared by parser builders and the tree-to-message mapper.
+
+A parser (generated or hand-written) only has to tag its nodes with these names for the
+stream parser to turn its parse trees into OpenAI messages and deltas. See docs/streaming.md.
+"""
+
+from __future__ import annotations
+
+# Top-level nodes (direct children of the root, in document order).
+REASONING = "reasoning"  # reasoning text (several nodes are concatenated)
+REASONING_CLOSE = "reasoning-close"  # the end marker of a reasoning block (absent = unclosed)
+CONTENT = "content"  # visible answer text (several nodes are concatenated)
+TOOL = "tool"  # one tool call; its children below
+
+# Children of a TOOL node.
+TOOL_NAME = "tool-name"  # the function name (tag it inside atomic() so it appears complete)
+TOOL_ID = "tool-id"  # the model's own call id, when the format has one
+TOOL_ARGS = "tool-args"  # raw JSON object text, streamed as written
+TOOL_ARGS_PY = "tool-args-py"  # python-literal dict text, converted to JSON once complete
+TOOL_ARGS_STR = "tool-args-str"  # a JSON string whose value is the arguments' JSON text
+TOOL_ARG = "tool-arg"  # one tagged argument; children below
+
+# Children of a TOOL_ARG node.
+TOOL_ARG_NAME = "tool-arg-name"  # the argument name (inside atomic())
+TOOL_ARG_STRING = "tool-arg-string"  # raw text value -> JSON string
+TOOL_ARG_JSON = "tool-arg-json"  # JSON value text -> copied as is
+
+ALL = (
+    REASONING,
+    REASONING_CLOSE,
+    CONTENT,
+    TOOL,
+    TOOL_NAME,
+    TOOL_ID,
+    TOOL_ARGS,
+    TOOL_ARGS_PY,
+    TOOL_ARGS_STR,
+    TOOL_ARG,
+    TOOL_ARG_NAME,
+    TOOL_ARG_STRING,
+    TOOL_ARG_JSON,
+)

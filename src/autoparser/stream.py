@@ -1,0 +1,547 @@
+"""Parse trees -> OpenAI messages and streaming deltas, with linear cost.
+
+The stream parser feeds chunks to the PEG incremental parser and, after each chunk, walks
+the (small) tree of tagged nodes. For every output field it keeps how much it has already
+emitted, so it only ever slices the *new* part of a node's span: the cost per chunk is the
+size of the chunk plus the number of tagged nodes, never the length of the text so far.
+Deltas only append; the message is the accumulation of the deltas. See docs/streaming.md.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import random
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from autoparser.errors import RequestError
+from autoparser.generate import tags
+from autoparser.message import ChatMessage, ToolCall
+from autoparser.peg import Node, Parser, ParseStatus
+
+_ID_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
+
+
+class CallIds:
+    """Tool call ids for calls the model gave none: ``call_`` + 24 random characters.
+
+    The k-th generated id depends only on the seed and k, so ``parse`` and ``stream`` of
+    the same ``ChatParams`` agree, while two requests (two seeds) get different ids.
+    """
+
+    def __init__(self, seed: int | None = None) -> None:
+        self.seed = random.SystemRandom().getrandbits(64) if seed is None else seed
+
+    def __call__(self, index: int) -> str:
+        rng = random.Random(f"{self.seed}:{index}")
+        return "call_" + "".join(rng.choice(_ID_ALPHABET) for _ in range(24))
+
+
+def _escape(text: str) -> str:
+    """JSON string-body escaping; escaping pieces separately equals escaping the whole."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def json_closer(prefix: str) -> str:
+    """The text that closes a truncated JSON value prefix (strings, arrays, objects).
+
+    Runs a compiled regex over the string tokens and brackets; a dangling key or ``:``
+    gets ``null`` so the result stays valid JSON where possible.
+    """
+    stack: list[str] = []
+    in_string = False
+    for m in _JSON_TOKENS.finditer(prefix):
+        tok = m.group()
+        if tok[0] == '"':
+            in_string = len(tok) == 1 or not tok.endswith('"') or _odd_backslashes(tok)
+        elif tok in "[{":
+            stack.append("]" if tok == "[" else "}")
+        elif stack:
+            stack.pop()
+    closer = '"' if in_string else ""
+    tail = (prefix + closer).rstrip()
+    if tail.endswith(":"):
+        closer += " null"
+    elif tail.endswith(","):
+        closer = closer.rstrip()  # a trailing comma cannot be closed validly; leave as is
+    elif stack and stack[-1] == "}" and tail.endswith('"') and _dangling_key(tail):
+        closer += ": null"
+    return closer + "".join(reversed(stack))
+
+
+def _odd_backslashes(tok: str) -> bool:
+    body = tok[:-1]
+    return (len(body) - len(body.rstrip("\\"))) % 2 == 1
+
+
+def _dangling_key(tail: str) -> bool:
+    start = tail.rfind('"', 0, len(tail) - 1)
+    while start > 0 and tail[start - 1] == "\\":
+        start = tail.rfind('"', 0, start - 1)
+    before = tail[:start].rstrip()
+    return before.endswith(("{", ","))
+
+
+class _TextField:
+    """One text field (content or reasoning): strips leading/trailing whitespace lazily.
+
+    ``raw_done`` counts raw characters already consumed (over the concatenation of the
+    field's nodes); trailing whitespace is held back until more text follows it, so the
+    final value is ``raw.strip()`` however the text was split.
+    """
+
+    __slots__ = ("held", "key", "pieces", "raw_done", "started")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.raw_done = 0
+        self.started = False
+        self.held = ""
+        self.pieces: list[str] = []
+
+    def push(self, raw: str) -> str:
+        self.raw_done += len(raw)
+        combined = self.held + raw if self.held else raw
+        if not self.started:
+            combined = combined.lstrip()
+        core = combined.rstrip()
+        self.held = combined[len(core) :]
+        if core:
+            self.started = True
+            self.pieces.append(core)
+        return core
+
+    def advance(self, nodes: list[Node], text: str) -> str:
+        total = 0
+        out: list[str] = []
+        for node in nodes:
+            length = node.end - node.start
+            if total + length > self.raw_done:
+                piece = self.push(text[node.start + self.raw_done - total : node.end])
+                if piece:
+                    out.append(piece)
+            total += length
+        return "".join(out)
+
+    def value(self) -> str | None:
+        return "".join(self.pieces) if self.pieces else None
+
+
+class _Call:
+    """Streaming state of one tool call."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.announced = False
+        self.closed = False
+        self.id = ""
+        self.name = ""
+        self.pieces: list[str] = []
+        # JSON-text arguments (tool-args)
+        self.raw_done = 0
+        self.closer = ""
+        self.converted = False  # tool-args-py / tool-args-str: emitted whole when complete
+        # tagged arguments
+        self.tagged = False
+        self.args_done = 0  # tool-arg nodes fully emitted
+        self.cur_named = False
+        self.cur_string = False
+        self.cur_done = 0
+        self.cur_lead = False  # the leading newline check of a string value was made
+        self.cur_held = ""
+        self.cur_closer = ""
+        self.cur_piece = 0  # index in pieces where the current argument's value starts
+
+    def arguments(self) -> str:
+        return "".join(self.pieces)
+
+
+class MapSpec:
+    """What the mapper needs beyond the tree: argument kinds and the call id policy."""
+
+    def __init__(
+        self,
+        *,
+        string_args: Mapping[str, frozenset[str]] | None = None,
+        open_tools: frozenset[str] = frozenset(),
+        expects_call_ids: bool = False,
+        call_ids: Callable[[int], str] | None = None,
+    ) -> None:
+        self.string_args = dict(string_args or {})
+        self.open_tools = open_tools
+        self.expects_call_ids = expects_call_ids
+        self.call_ids: Callable[[int], str] = call_ids or CallIds()
+
+    def is_string(self, tool: str, arg: str) -> bool:
+        return tool in self.open_tools or arg in self.string_args.get(tool, frozenset())
+
+
+class _Mapper:
+    """Turns successive parse trees of a growing text into appended pieces per field."""
+
+    def __init__(self, spec: MapSpec) -> None:
+        self.spec = spec
+        self.reasoning = _TextField("reasoning_content")
+        self.content = _TextField("content")
+        self.calls: list[_Call] = []
+        self.truncated = False
+        self.events: list[tuple[str, int, str]] = []
+
+    # ----------------------------------------------------------------- tree walking
+    def advance(self, tree: Node, text: str) -> None:
+        reasoning: list[Node] = []
+        content: list[Node] = []
+        calls: list[Node] = []
+        for child in tree.children:
+            if child.tag == tags.REASONING:
+                reasoning.append(child)
+            elif child.tag == tags.CONTENT:
+                content.append(child)
+            elif child.tag == tags.TOOL:
+                calls.append(child)
+        if reasoning:
+            piece = self.reasoning.advance(reasoning, text)
+            if piece:
+                self.events.append(("reasoning_content", -1, piece))
+        if content:
+            piece = self.content.advance(content, text)
+            if piece:
+                self.events.append(("content", -1, piece))
+        for i, node in enumerate(calls):
+            if i < len(self.calls) and self.calls[i].closed:
+                continue
+            if not self._advance_call(i, node, text):
+                break
+
+    def _emit_args(self, call: _Call, piece: str) -> None:
+        if piece:
+            call.pieces.append(piece)
+            if call.announced:
+                self.events.append(("args", call.index, piece))
+
+    def _advance_call(self, i: int, node: Node, text: str) -> bool:
+        """Advance call i; False when later calls must wait (this one is not announced)."""
+        if i == len(self.calls):
+            self.calls.append(_Call(i))
+        call = self.calls[i]
+        name_node = id_node = None
+        args_node: Node | None = None
+        arg_nodes: list[Node] = []
+        for child in node.children:
+            if child.tag == tags.TOOL_NAME:
+                name_node = child
+            elif child.tag == tags.TOOL_ID:
+                id_node = child
+            elif child.tag in (tags.TOOL_ARGS, tags.TOOL_ARGS_PY, tags.TOOL_ARGS_STR):
+                args_node = child
+            elif child.tag == tags.TOOL_ARG:
+                arg_nodes.append(child)
+        if not call.announced:
+            if name_node is None or not name_node.complete:
+                return False
+            id_ready = id_node is not None and id_node.complete
+            if self.spec.expects_call_ids and not id_ready and not node.complete:
+                return False
+            call.name = name_node.text(text)
+            call.id = id_node.text(text) if id_ready and id_node else ""
+            if not call.id:
+                call.id = self.spec.call_ids(i)
+            call.tagged = bool(arg_nodes)
+            call.announced = True
+            self.events.append(("call", i, ""))
+            if call.pieces:  # arguments gathered before the announcement
+                self.events.append(("args", i, call.arguments()))
+        if args_node is not None:
+            self._advance_json_args(call, args_node, text)
+        elif arg_nodes or call.tagged:
+            self._advance_tagged(call, arg_nodes, text, node.complete)
+        if node.complete and not call.closed:
+            if call.tagged:
+                if call.cur_named:
+                    return True  # an argument is still open (cannot happen when complete)
+                self._emit_args(call, "{}" if not call.pieces else "}")
+            elif not call.pieces:
+                self._emit_args(call, "{}")
+            call.closed = True
+        return True
+
+    def _advance_json_args(self, call: _Call, node: Node, text: str) -> None:
+        if node.tag == tags.TOOL_ARGS:
+            length = node.end - node.start
+            if length > call.raw_done:
+                self._emit_args(call, text[node.start + call.raw_done : node.end])
+                call.raw_done = length
+            call.closer = "" if node.complete else node.closer
+            return
+        if call.converted or not node.complete:
+            return
+        self._emit_args(call, _convert_args(node.tag or "", node.text(text)))
+        call.converted = True
+
+    def _advance_tagged(self, call: _Call, nodes: list[Node], text: str, done: bool) -> None:
+        call.tagged = True
+        if not call.pieces:
+            self._emit_args(call, "{")
+        for k in range(call.args_done, len(nodes)):
+            arg = nodes[k]
+            name_node = value_node = None
+            for child in arg.children:
+                if child.tag == tags.TOOL_ARG_NAME:
+                    name_node = child
+                elif child.tag in (tags.TOOL_ARG_STRING, tags.TOOL_ARG_JSON):
+                    value_node = child
+            if not call.cur_named:
+                if name_node is None or not name_node.complete:
+                    return
+                arg_name = name_node.text(text)
+                call.cur_string = self.spec.is_string(call.name, arg_name)
+                sep = ", " if k else ""
+                opener = '"' if call.cur_string else ""
+                key = json.dumps(arg_name, ensure_ascii=False)
+                self._emit_args(call, f"{sep}{key}: {opener}")
+                call.cur_named = True
+                call.cur_piece = len(call.pieces)
+            if value_node is not None:
+                length = value_node.end - value_node.start
+                if length > call.cur_done:
+                    raw = text[value_node.start + call.cur_done : value_node.end]
+                    call.cur_done = length
+                    self._emit_args(call, self._value_piece(call, raw))
+                call.cur_closer = "" if value_node.complete else value_node.closer
+            if not arg.complete:
+                return
+            if call.cur_string:
+                self._emit_args(call, '"')
+            elif value_node is None:
+                self._emit_args(call, "null")
+            call.args_done = k + 1
+            call.cur_named = False
+            call.cur_done = 0
+            call.cur_lead = False
+            call.cur_held = ""
+            call.cur_closer = ""
+
+    @staticmethod
+    def _value_piece(call: _Call, raw: str) -> str:
+        if not call.cur_string:
+            return raw
+        if not call.cur_lead and raw:
+            call.cur_lead = True
+            if raw.startswith("\n"):
+                raw = raw[1:]
+        combined = call.cur_held + raw
+        if combined.endswith("\n"):
+            call.cur_held = "\n"
+            combined = combined[:-1]
+        else:
+            call.cur_held = ""
+        return _escape(combined)
+
+    # ----------------------------------------------------------------- end of input
+    def close(self, tree: Node) -> None:
+        """Close whatever is still open at the end of generation (appending only)."""
+        if any(c.tag == tags.REASONING for c in tree.children) and not any(
+            c.tag == tags.REASONING_CLOSE for c in tree.children
+        ):
+            self.truncated = True
+        for call in self.calls:
+            if not call.announced or call.closed:
+                continue
+            self.truncated = True
+            if call.tagged:
+                tail = ""
+                if call.cur_named:
+                    if call.cur_string:
+                        tail = '"'
+                    else:
+                        tail = call.cur_closer or (
+                            json_closer("".join(call.pieces[call.cur_piece :]))
+                            if call.cur_done
+                            else "null"
+                        )
+                self._emit_args(call, tail + "}")
+            elif call.converted or not call.pieces:
+                self._emit_args(call, "{}" if not call.pieces else "")
+            else:
+                args = call.arguments()
+                closer = call.closer
+                if not closer or not _valid_json(args + closer):
+                    closer = json_closer(args)
+                self._emit_args(call, closer)
+            call.closed = True
+
+    # ----------------------------------------------------------------- output
+    def take_deltas(self) -> list[dict[str, Any]]:
+        deltas: list[dict[str, Any]] = []
+        for kind, index, piece in self.events:
+            if kind in ("content", "reasoning_content"):
+                if deltas and set(deltas[-1]) == {kind}:
+                    deltas[-1][kind] += piece
+                else:
+                    deltas.append({kind: piece})
+            elif kind == "call":
+                call = self.calls[index]
+                deltas.append(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": index,
+                                "id": call.id,
+                                "type": "function",
+                                "function": {"name": call.name, "arguments": ""},
+                            }
+                        ]
+                    }
+                )
+            else:
+                last = (
+                    deltas[-1]["tool_calls"][0] if deltas and "tool_calls" in deltas[-1] else None
+                )
+                if last is not None and last["index"] == index:
+                    last["function"]["arguments"] += piece
+                else:
+                    deltas.append(
+                        {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+                    )
+        self.events.clear()
+        return deltas
+
+    def message(self) -> ChatMessage:
+        calls = tuple(
+            ToolCall(id=c.id, name=c.name, arguments=c.arguments())
+            for c in self.calls
+            if c.announced
+        )
+        return ChatMessage(
+            content=self.content.value(),
+            reasoning_content=self.reasoning.value(),
+            tool_calls=calls,
+            truncated=self.truncated,
+        )
+
+    def snapshot(self) -> tuple[str, str, list[tuple[str, str]]]:
+        calls = [(c.name, c.arguments()) for c in self.calls if c.announced]
+        return ("".join(self.reasoning.pieces), "".join(self.content.pieces), calls)
+
+
+def _valid_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _convert_args(kind: str, raw: str) -> str:
+    """Python-literal dicts and JSON-string-encoded arguments -> JSON object text."""
+    try:
+        if kind == tags.TOOL_ARGS_STR:
+            value = json.loads(raw)
+            parsed = json.loads(value) if isinstance(value, str) else value
+        else:
+            parsed = ast.literal_eval(raw)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return "{}"
+    if not isinstance(parsed, dict):
+        return "{}"
+    return json.dumps(parsed, ensure_ascii=False)
+
+
+def _extends(
+    longer: tuple[str, str, list[tuple[str, str]]], shorter: tuple[str, str, list[tuple[str, str]]]
+) -> bool:
+    if not longer[0].startswith(shorter[0]) or not longer[1].startswith(shorter[1]):
+        return False
+    if len(longer[2]) < len(shorter[2]):
+        return False
+    return all(
+        a[0] == b[0] and a[1].startswith(b[1]) for a, b in zip(longer[2], shorter[2], strict=False)
+    )
+
+
+class StreamParser:
+    """Feeds model output chunk by chunk; returns OpenAI ``delta`` dicts that only append.
+
+    ``feed(chunk)`` -> deltas for the text that became certain; ``finish()`` -> the last
+    deltas (held-back text flushed, truncated calls closed); ``message`` -> the message so
+    far (the accumulation of every delta returned).
+    """
+
+    def __init__(self, parser: Parser, spec: MapSpec) -> None:
+        self._parser = parser
+        self._spec = spec
+        self._inc = parser.incremental()
+        self._mapper = _Mapper(spec)
+        self._last_tree: Node | None = None
+        self._finished = False
+
+    def feed(self, chunk: str) -> list[dict[str, Any]]:
+        if self._finished:
+            raise RequestError("StreamParser.feed: the stream is already finished")
+        if not chunk:
+            return []
+        result = self._inc.feed(chunk)
+        if result.status != ParseStatus.FAIL:
+            self._last_tree = result.tree
+            self._mapper.advance(result.tree, self._inc.text)
+        return self._mapper.take_deltas()
+
+    def finish(self) -> list[dict[str, Any]]:
+        if self._finished:
+            return []
+        self._finished = True
+        text = self._inc.text
+        final = self._inc.finish()
+        partial = self._last_tree
+        tree = partial
+        if final.status == ParseStatus.SUCCESS and (
+            partial is None or self._final_extends_partial(final.tree, partial, text)
+        ):
+            tree = final.tree
+        if tree is not None:
+            self._mapper.advance(tree, text)
+            self._mapper.close(tree)
+        elif text:
+            # Nothing parsed at all (cannot happen with generated parsers): keep the text.
+            piece = self._mapper.content.push(text)
+            if piece:
+                self._mapper.events.append(("content", -1, piece))
+        return self._mapper.take_deltas()
+
+    def _final_extends_partial(self, final: Node, partial: Node, text: str) -> bool:
+        quick = _Mapper(_quiet(self._spec))
+        quick.advance(partial, text)
+        if not any(c.announced and not c.closed for c in quick.calls):
+            return True
+        full = _Mapper(_quiet(self._spec))
+        full.advance(final, text)
+        return _extends(full.snapshot(), quick.snapshot())
+
+    @property
+    def message(self) -> ChatMessage:
+        return self._mapper.message()
+
+    @property
+    def text(self) -> str:
+        return str(self._inc.text)
+
+
+def _quiet(spec: MapSpec) -> MapSpec:
+    return MapSpec(
+        string_args=spec.string_args,
+        open_tools=spec.open_tools,
+        expects_call_ids=spec.expects_call_ids,
+        call_ids=lambda _index: "",
+    )
+
+
+def parse_text(parser: Parser, spec: MapSpec, text: str, partial: bool = False) -> ChatMessage:
+    """``parse(text)``: exactly what a stream fed the whole text at once would produce."""
+    stream = StreamParser(parser, spec)
+    stream.feed(text)
+    if not partial:
+        stream.finish()
+    return stream.message
