@@ -36,11 +36,15 @@ def cmd_render(args: argparse.Namespace) -> int:
     if args.enable_thinking is not None:
         kwargs["enable_thinking"] = args.enable_thinking == "true"
     prompt = template.render(
-        messages, tools=tools, add_generation_prompt=not args.no_generation_prompt, **kwargs
+        messages,
+        tools=tools,
+        add_generation_prompt=not args.no_generation_prompt,
+        polyfills=not args.no_polyfills,
+        **kwargs,
     )
     sys.stdout.write(prompt)
-    if not prompt.endswith("\n"):
-        sys.stdout.write("\n")
+    if sys.stdout.isatty() and not prompt.endswith("\n"):
+        sys.stdout.write("\n")  # only for the eye: piped output is the exact prompt
     return 0
 
 
@@ -69,6 +73,9 @@ def build_argument_parser() -> argparse.ArgumentParser:
     render.add_argument("--tools", help="JSON file with a list of OpenAI-style tools")
     render.add_argument("--enable-thinking", choices=["true", "false"], default=None)
     render.add_argument("--no-generation-prompt", action="store_true")
+    render.add_argument(
+        "--no-polyfills", action="store_true", help="render exactly as transformers would"
+    )
     render.set_defaults(func=cmd_render)
 
     caps = sub.add_parser("caps", help="print what the template supports")

@@ -1,0 +1,122 @@
+"""Capabilities found by probing, checked against rows written from reading each template."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import corpus_params, corpus_templates
+
+from autoparser.examples import example_path
+from autoparser.template import ChatTemplate, TemplateCaps
+from autoparser.template.caps import detect_caps
+
+DATA = Path(__file__).parent / "data" / "template_caps_expectations.json"
+OWN = Path(__file__).parent / "templates"
+EXPECTED: dict[str, dict[str, Any]] = json.loads(DATA.read_text(encoding="utf-8"))
+FIELDS = {f.name for f in dataclasses.fields(TemplateCaps)}
+
+
+def true_fields(obj: object) -> set[str]:
+    return {k for k, v in dataclasses.asdict(obj).items() if v}  # type: ignore[call-overload]
+
+
+def test_expectations_name_only_known_fields() -> None:
+    for name, row in EXPECTED.items():
+        assert set(row["caps"]) <= FIELDS, name
+
+
+@pytest.mark.parametrize("path", corpus_params())
+def test_corpus_caps(path: Path) -> None:
+    assert path.stem in EXPECTED, f"no caps row for {path.stem} in {DATA.name}"
+    template = ChatTemplate.from_file(path)
+    row = EXPECTED[path.stem]
+    assert true_fields(template.caps) == set(row["caps"])
+    assert true_fields(template.quirks) == set(row.get("quirks", []))
+
+
+def test_every_row_has_a_corpus_template() -> None:
+    names = {p.stem for p in corpus_templates()}
+    if not names:
+        pytest.skip("template corpus not found")
+    assert set(EXPECTED) == names
+
+
+# Own templates: rows written from the template text in tests/templates.
+OWN_EXPECTED = {
+    "tpl_no_system": set(),
+    "tpl_alnum_ids": {
+        "supports_system_role",
+        "supports_tools",
+        "supports_tool_calls",
+        "supports_parallel_tool_calls",
+        "supports_tool_call_id",
+        "supports_tool_responses",
+        "requires_object_arguments",
+    },
+    "tpl_items_args": {
+        "supports_system_role",
+        "supports_tool_calls",
+        "supports_parallel_tool_calls",
+        "supports_tool_responses",
+        "requires_object_arguments",
+    },
+    "tpl_string_args": {
+        "supports_system_role",
+        "supports_tool_calls",
+        "supports_parallel_tool_calls",
+        "supports_tool_responses",
+    },
+    "tpl_nonnull_content": {
+        "supports_system_role",
+        "supports_tool_calls",
+        "supports_parallel_tool_calls",
+        "supports_tool_responses",
+        "requires_non_null_content",
+    },
+    "tpl_typed_content": {"supports_system_role", "requires_typed_content"},
+    "tpl_reasoning_key": {"supports_system_role"},
+    "tpl_mutates_list": {"supports_system_role"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(OWN_EXPECTED))
+def test_own_template_caps(name: str) -> None:
+    assert true_fields(ChatTemplate.from_file(OWN / f"{name}.jinja").caps) == OWN_EXPECTED[name]
+
+
+def test_example_template_caps() -> None:
+    caps = ChatTemplate.from_file(example_path()).caps
+    assert true_fields(caps) == FIELDS - {
+        "supports_tool_call_id",
+        "requires_object_arguments",
+        "requires_non_null_content",
+        "requires_typed_content",
+    }
+
+
+def test_caps_probed_once_per_template_text() -> None:
+    source = (OWN / "tpl_items_args.jinja").read_text(encoding="utf-8")
+    first = ChatTemplate(source, name="a")
+    second = ChatTemplate(source, name="b")
+    assert first.caps is first.caps
+    assert detect_caps(first) is detect_caps(second)
+
+
+def test_tool_use_variant_supplies_tool_caps(tmp_path: Path) -> None:
+    plain = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
+    tool_use = (OWN / "tpl_alnum_ids.jinja").read_text(encoding="utf-8")
+    config = {
+        "chat_template": [
+            {"name": "default", "template": plain},
+            {"name": "tool_use", "template": tool_use},
+        ]
+    }
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    template = ChatTemplate.from_file(tmp_path)
+    assert not detect_caps(template).supports_tools
+    assert template.caps.supports_tools and template.caps.supports_tool_call_id
+    assert template.caps.supports_system_role == detect_caps(template).supports_system_role

@@ -1,0 +1,194 @@
+"""Each polyfill: applied only where the probed caps say so, switchable off, tested here."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autoparser.errors import TemplateError
+from autoparser.template import ChatTemplate
+from autoparser.template.polyfill import alnum9_id
+
+OWN = Path(__file__).parent / "templates"
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+def own(name: str, **kwargs: Any) -> ChatTemplate:
+    return ChatTemplate.from_file(OWN / f"{name}.jinja", **kwargs)
+
+
+def call(call_id: str | None, name: str, arguments: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "function", "function": {"name": name, "arguments": arguments}}
+    if call_id is not None:
+        out["id"] = call_id
+    return out
+
+
+def tool_conversation(
+    *calls: dict[str, Any], results: list[str | None] | None = None
+) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": None, "tool_calls": list(calls)},
+    ]
+    ids = results if results is not None else [c.get("id") for c in calls]
+    for index, call_id in enumerate(ids):
+        message = {"role": "tool", "content": f"result {index}"}
+        if call_id is not None:
+            message["tool_call_id"] = call_id
+        messages.append(message)
+    return messages
+
+
+def test_system_folded_into_first_user_turn() -> None:
+    template = own("tpl_no_system")
+    assert not template.caps.supports_system_role
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello"},
+        {"role": "user", "content": "Bye"},
+    ]
+    rendered = template.render(messages)
+    assert rendered.startswith("<user>Be brief.\n\nHi</user>\n<assistant>Hello</assistant>\n")
+    assert rendered.count("Be brief.") == 1
+    with pytest.raises(TemplateError, match="System role not supported"):
+        template.render(messages, polyfills=False)
+
+
+def test_system_only_becomes_user_turn() -> None:
+    rendered = own("tpl_no_system").render([{"role": "system", "content": "Only me"}])
+    assert rendered == "<user>Only me</user>\n<assistant>"
+
+
+def test_tool_call_ids_reshaped_consistently() -> None:
+    template = own("tpl_alnum_ids")
+    messages = tool_conversation(
+        call("call_abc", "get_weather", {"city": "Paris"}),
+        call("call_def", "get_weather", {"city": "Rome"}),
+    )
+    rendered = template.render(messages, tools=[WEATHER])
+    call_ids = re.findall(r'"id": "([^"]*)"', rendered)
+    result_ids = re.findall(r"\[RESULT id=([^\]]*)\]", rendered)
+    assert len(call_ids) == 2 and len(set(call_ids)) == 2
+    assert all(re.fullmatch(r"[0-9A-Za-z]{9}", i) for i in call_ids)
+    assert result_ids == call_ids
+    assert template.render(messages, tools=[WEATHER]) == rendered  # deterministic
+    assert call_ids[0] == alnum9_id("call_abc")
+    with pytest.raises(TemplateError, match="length 9"):
+        template.render(messages, tools=[WEATHER], polyfills=False)
+
+
+def test_tool_call_ids_invented_when_missing_and_kept_when_valid() -> None:
+    template = own("tpl_alnum_ids")
+    missing = tool_conversation(call(None, "get_weather", {}), results=[None])
+    rendered = template.render(missing)
+    (call_id,) = re.findall(r'"id": "([^"]*)"', rendered)
+    assert re.findall(r"\[RESULT id=([^\]]*)\]", rendered) == [call_id]
+    valid = tool_conversation(call("abcDEF123", "get_weather", {}))
+    assert '"id": "abcDEF123"' in template.render(valid)
+
+
+def test_string_arguments_parsed_for_templates_needing_objects() -> None:
+    template = own("tpl_items_args")
+    assert template.caps.requires_object_arguments
+    openai = tool_conversation(call("c1", "get_weather", json.dumps({"city": "Paris", "n": 2})))
+    native = tool_conversation(call("c1", "get_weather", {"city": "Paris", "n": 2}))
+    rendered = template.render(openai)
+    assert '<arg name="city">Paris</arg><arg name="n">2</arg>' in rendered
+    assert rendered == template.render(native)
+    with pytest.raises(TemplateError):
+        template.render(openai, polyfills=False)
+
+
+def test_object_arguments_serialised_for_templates_needing_strings() -> None:
+    template = own("tpl_string_args")
+    assert template.quirks.arguments_as_json_string
+    native = tool_conversation(call("c1", "get_weather", {"city": "Zürich"}))
+    openai = tool_conversation(call("c1", "get_weather", '{"city": "Zürich"}'))
+    assert '>>>get_weather\n{"city": "Zürich"}' in template.render(native)
+    assert template.render(native) == template.render(openai)
+    with pytest.raises(TemplateError, match="concatenate"):
+        template.render(native, polyfills=False)
+
+
+def test_tools_described_in_system_turn_when_template_ignores_them() -> None:
+    template = own("tpl_nonnull_content")
+    assert template.caps.supports_system_role and not template.caps.supports_tools
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    rendered = template.render(messages, tools=[WEATHER])
+    system = rendered.split("</system>")[0]
+    assert system.startswith("<system>Be brief.\n\n")
+    assert json.dumps(WEATHER) in system
+    assert "get_weather" not in template.render(messages, tools=[WEATHER], polyfills=False)
+    no_system = template.render([messages[1]], tools=[WEATHER])
+    assert no_system.startswith("<system>") and "get_weather" in no_system
+
+
+def test_tools_description_folded_when_no_system_role() -> None:
+    rendered = own("tpl_no_system").render([{"role": "user", "content": "Hi"}], tools=[WEATHER])
+    assert rendered.startswith("<user>") and "get_weather" in rendered
+    assert rendered.endswith("\n\nHi</user>\n<assistant>")
+
+
+def test_tools_left_alone_when_template_renders_them() -> None:
+    template = own("tpl_alnum_ids")
+    messages = [{"role": "user", "content": "Hi"}]
+    assert template.render(messages, tools=[WEATHER]) == template.render(
+        messages, tools=[WEATHER], polyfills=False
+    )
+
+
+def test_null_content_becomes_empty_string_where_required() -> None:
+    template = own("tpl_nonnull_content")
+    assert template.caps.requires_non_null_content
+    messages = tool_conversation(call("c1", "get_weather", "{}"))
+    assert "<assistant><call>get_weather</call></assistant>" in template.render(messages)
+    with pytest.raises(TemplateError, match="content"):
+        template.render(messages, polyfills=False)
+
+
+def test_string_content_becomes_typed_parts_where_required() -> None:
+    template = own("tpl_typed_content")
+    assert template.caps.requires_typed_content
+    messages = [{"role": "user", "content": "Hi there"}]
+    assert template.render(messages) == "<user>Hi there</user>\n"
+    assert template.render(messages, polyfills=False) == "<user></user>\n"
+
+
+def test_reasoning_also_passed_as_reasoning_key() -> None:
+    template = own("tpl_reasoning_key")
+    messages = [
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "4", "reasoning_content": "adding"},
+    ]
+    assert "<reasoning>adding</reasoning>" in template.render(messages)
+    assert "adding" not in template.render(messages, polyfills=False)
+
+
+def test_constructor_switch_turns_polyfills_off() -> None:
+    template = own("tpl_no_system", polyfills=False)
+    with pytest.raises(TemplateError):
+        template.render([{"role": "system", "content": "x"}, {"role": "user", "content": "y"}])
+    assert "x\n\ny" in template.render(
+        [{"role": "system", "content": "x"}, {"role": "user", "content": "y"}], polyfills=True
+    )
+
+
+def test_polyfills_do_not_mutate_inputs() -> None:
+    messages = tool_conversation(call("call_1", "get_weather", '{"city": "Paris"}'))
+    snapshot = json.loads(json.dumps(messages))
+    own("tpl_alnum_ids").render(messages, tools=[WEATHER])
+    own("tpl_items_args").render(messages)
+    assert messages == snapshot
