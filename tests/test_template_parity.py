@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CORPUS_SKIP_REASON, corpus_templates
+from conftest import CORPUS_SKIP_REASON, corpus_params, corpus_templates
 
 from autoparser.errors import TemplateError
 from autoparser.template import ChatTemplate, environment
@@ -225,3 +225,23 @@ def test_render_parity(capsys: pytest.CaptureFixture[str]) -> None:
             f"\nrender parity: {identical} identical, {differ} differ, {fails} transformers-fails"
         )
     assert not problems, "\n".join(problems)
+
+
+def _with_string_arguments(case: dict[str, Any]) -> dict[str, Any]:
+    copied: dict[str, Any] = json.loads(json.dumps(case))
+    for message in copied["messages"]:
+        for call in message.get("tool_calls") or []:
+            call["function"]["arguments"] = json.dumps(call["function"]["arguments"])
+    return copied
+
+
+@pytest.mark.parametrize("path", corpus_params())
+@pytest.mark.parametrize("conv_name", ["tool_call", "parallel_calls"])
+@pytest.mark.usefixtures("fixed_clock")
+def test_openai_string_arguments_render_like_objects(path: Path, conv_name: str) -> None:
+    """OpenAI-shaped input (arguments as a JSON string) gives the prompt objects give."""
+    template = ChatTemplate.from_file(path)
+    case = CONVERSATIONS[conv_name]
+    native, native_error = _outcome(lambda: ours(template, case, True))
+    openai, openai_error = _outcome(lambda: ours(template, _with_string_arguments(case), True))
+    assert openai == native, (native_error, openai_error)

@@ -187,16 +187,19 @@ def _probe(template: ChatTemplate) -> tuple[TemplateCaps, TemplateQuirks]:
             PROBE_TOOLS,
             shape.with_result,
         )
-        object_ok = _has(as_obj, ARG_KEY, ARG_VALUE)
-        string_clean = _has(as_str, ARG_KEY, ARG_VALUE) and f'\\"{ARG_KEY}\\"' not in (as_str or "")
-        requires_object = object_ok and not string_clean
+        # Objects are the transformers convention: prefer them whenever they render well and
+        # differently from strings (double-encoded JSON, or a native non-JSON format).
+        # (Markers pair key and value: tool definitions also mention the key, never the value.)
+        python_repr = f"'{ARG_KEY}': '{ARG_VALUE}'"
+        double_encoded = f'\\"{ARG_KEY}\\": \\"{ARG_VALUE}\\"'
+        object_ok = _has(as_obj, ARG_KEY, ARG_VALUE) and python_repr not in (as_obj or "")
+        string_ok = _has(as_str, ARG_KEY, ARG_VALUE) and double_encoded not in (as_str or "")
+        requires_object = object_ok and (not string_ok or as_obj != as_str)
         # Objects print as Python reprs or break the render, while JSON strings work.
-        arguments_as_string = (
-            not requires_object and string_clean and (as_obj is None or f"'{ARG_KEY}'" in as_obj)
-        )
+        arguments_as_string = string_ok and not object_ok
         both = prober.render(
             _call_conversation(
-                prober, ids, content, requires_object or not string_clean, shape.with_result, True
+                prober, ids, content, not arguments_as_string, shape.with_result, True
             ),
             PROBE_TOOLS,
             shape.with_result,
