@@ -92,6 +92,17 @@ class ToolFormatAnalysis:
     tools_array_wrapped: bool = False  # [{...}, {...}]
     uses_python_dicts: bool = False  # {'key': 'value'}
     arguments_as_string: bool = False  # "arguments": "{\"a\": 1}"
+    # Added by the analyser (additive, all defaulted):
+    # Fields written with the same value in every call, as (dotted path, JSON-encoded value),
+    # e.g. (("type", '"function"'),) for {"type": "function", "function": {...}}.
+    constant_fields: tuple[tuple[str, str], ...] = ()
+    # With tools_array_wrapped: the array's opening bracket plus the whitespace before the
+    # first call (e.g. "[\n    "), and the whitespace plus closing bracket after the last.
+    array_open: str = ""
+    array_close: str = ""
+    # How each JSON call object is laid out: "spaced" (json.dumps defaults: ", " and ": "),
+    # "compact" ("," and ":"), or "pretty" (indented / anything else).
+    json_style: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,6 +128,9 @@ class CallIdAnalysis:
     position: CallIdPosition = CallIdPosition.NONE
     prefix: str = ""
     suffix: str = ""
+    # Added by the analyser: the template writes the call's position in the turn
+    # (0, 1, ...) here rather than the request's call id (e.g. Kimi-K2 "functions.f:0").
+    generated: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,7 +162,8 @@ class TemplateAnalysis:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TemplateAnalysis:
-        return _from_plain(cls, data)
+        result: TemplateAnalysis = _from_plain(cls, data)
+        return result
 
 
 def _to_plain(value: Any) -> Any:
@@ -176,7 +191,7 @@ def _from_plain(cls: Any, data: dict[str, Any]) -> Any:
         elif isinstance(hint, type) and issubclass(hint, Enum):
             kwargs[f.name] = hint(raw)
         elif typing.get_origin(hint) is tuple:
-            kwargs[f.name] = tuple(raw)
+            kwargs[f.name] = tuple(tuple(v) if isinstance(v, list) else v for v in raw)
         else:
             kwargs[f.name] = raw
     return cls(**kwargs)

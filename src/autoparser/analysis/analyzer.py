@@ -1,0 +1,96 @@
+"""The analysis entry point: run the reasoning, content and tool phases, cache per source."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from autoparser.analysis.content import analyze_content
+from autoparser.analysis.diff import markers_in
+from autoparser.analysis.model import TemplateAnalysis, ToolsAnalysis
+from autoparser.analysis.probe import Probe
+from autoparser.analysis.reasoning import analyze_reasoning, generation_prompts
+from autoparser.analysis.tools import ToolFindings, analyze_tools, renders_tool_calls
+from autoparser.analysis.workarounds import apply_workarounds, detect_handler
+from autoparser.template import ChatTemplate
+
+_CACHE: dict[tuple[str, str, str], TemplateAnalysis] = {}
+
+
+def analyze_template(template: ChatTemplate) -> TemplateAnalysis:
+    """The differential analysis of a template, cached per (source, bos, eos)."""
+    key = (template.source, template.bos_token, template.eos_token)
+    cached = _CACHE.get(key)
+    if cached is None:
+        cached = _CACHE[key] = run_analysis(template)
+    return cached
+
+
+def clear_cache() -> None:
+    _CACHE.clear()
+
+
+def run_analysis(template: ChatTemplate) -> TemplateAnalysis:
+    """Analyse without the cache (for benchmarks and tests)."""
+    probe = Probe(template)
+    prompts = generation_prompts(probe)
+    supports_tools = renders_tool_calls(probe)
+    reasoning, after_reasoning = analyze_reasoning(probe, prompts, supports_tools)
+    content, eot = analyze_content(probe, reasoning, after_reasoning)
+    findings = (
+        analyze_tools(probe, reasoning, eot) if supports_tools else ToolFindings(ToolsAnalysis())
+    )
+    content = dataclasses.replace(
+        content, requires_non_null_content=findings.requires_non_null_content
+    )
+    stops = tuple(dict.fromkeys(s for s in (eot, findings.end_of_turn) if s))
+    analysis = TemplateAnalysis(
+        reasoning=reasoning,
+        content=content,
+        tools=findings.tools,
+        generation_prompt=prompts.default,
+        end_of_turn=stops,
+        handler=detect_handler(template.source),
+    )
+    analysis = apply_workarounds(template.source, analysis)
+    return dataclasses.replace(analysis, preserved_tokens=preserved_tokens(analysis))
+
+
+def preserved_tokens(analysis: TemplateAnalysis) -> tuple[str, ...]:
+    """Every marker, in a stable order, without duplicates.
+
+    A marker string may hold several tokens or trailing text (``"<|tool_call_start|>["``),
+    so each whole ``<...>``/``[...]`` marker inside it is listed; a string that opens a
+    tag it does not close (``"<function="``) is listed as it is. Plain punctuation and
+    whitespace (``">"``, ``", "``) are not tokens to preserve.
+    """
+    r, c, t = analysis.reasoning, analysis.content, analysis.tools
+    candidates = (
+        r.start,
+        r.end,
+        c.start,
+        c.end,
+        t.format.section_start,
+        t.format.section_end,
+        t.format.per_call_start,
+        t.format.per_call_end,
+        t.function.name_prefix,
+        t.function.name_suffix,
+        t.function.close,
+        t.arguments.start,
+        t.arguments.end,
+        t.arguments.name_prefix,
+        t.arguments.name_suffix,
+        t.arguments.separator,
+        t.arguments.value_prefix,
+        t.arguments.value_suffix,
+        t.call_id.prefix,
+        t.call_id.suffix,
+    )
+    tokens: list[str] = []
+    for text in candidates:
+        found = markers_in(text)
+        tokens.extend(found)
+        rest = text.strip()
+        if not found and rest[:1] in ("<", "["):
+            tokens.append(rest)
+    return tuple(dict.fromkeys(tokens))

@@ -1,0 +1,162 @@
+"""Diff machinery: common prefix/suffix of two renders, marker-safe boundaries, segmentation.
+
+Two renders of a template that differ in one controlled detail share a prefix and a suffix;
+what is left in between is what the detail changed. Boundaries are moved so that they never
+fall inside a marker such as ``<tool_call>``, ``[TOOL_CALLS]`` or ``<|im_end|>``: a marker
+is taken whole or not at all. The segmentation rules (what counts as a marker) live here and
+only here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+# A marker: "<...>" or "[...]" on one line, without nested brackets. Square-bracket markers
+# must start like a word or a closing slash, so JSON arrays ("[{", '["a"') never qualify.
+MARKER_RE = re.compile(r"<[^\s<>][^<>\n]{0,126}>|\[[A-Za-z/_|][^\[\]\n{}\"]{0,126}\]")
+# How far around a boundary a marker that straddles it can start.
+_WINDOW = 130
+
+
+@dataclasses.dataclass(frozen=True)
+class DiffSplit:
+    """``a == prefix + left + suffix`` and ``b == prefix + right + suffix``."""
+
+    prefix: str
+    left: str
+    right: str
+    suffix: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Segment:
+    """A piece of text that is either one whole marker or plain text between markers."""
+
+    value: str
+    is_marker: bool
+
+
+def common_prefix_len(a: str, b: str) -> int:
+    """Length of the longest common prefix: binary search over C-speed slice compares."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def common_suffix_len(a: str, b: str, limit: int | None = None) -> int:
+    """Length of the longest common suffix, at most ``limit``."""
+    lo = 0
+    hi = min(len(a), len(b)) if limit is None else min(len(a), len(b), limit)
+    la, lb = len(a), len(b)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[la - mid : la - lo] == b[lb - mid : lb - lo]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _straddling(text: str, pos: int) -> tuple[int, int] | None:
+    """The span of a marker in ``text`` with ``start < pos < end``, if any."""
+    lo = max(0, pos - _WINDOW)
+    for m in MARKER_RE.finditer(text, lo, min(len(text), pos + _WINDOW)):
+        if m.start() >= pos:
+            break
+        if m.end() > pos:
+            return m.start(), m.end()
+    return None
+
+
+def safe_prefix_len(texts: tuple[str, ...], n: int) -> int:
+    """Shrink a common-prefix length until no text has a marker straddling it."""
+    changed = True
+    while changed and n > 0:
+        changed = False
+        for text in texts:
+            span = _straddling(text, n)
+            if span is not None:
+                n = span[0]
+                changed = True
+    return n
+
+
+def safe_suffix_len(texts: tuple[str, ...], n: int) -> int:
+    """Shrink a common-suffix length until no text has a marker straddling its start."""
+    changed = True
+    while changed and n > 0:
+        changed = False
+        for text in texts:
+            span = _straddling(text, len(text) - n)
+            if span is not None:
+                n = len(text) - span[1]
+                changed = True
+    return n
+
+
+def diff_split(a: str, b: str) -> DiffSplit:
+    """Split two renders into common prefix, the two differing middles, and common suffix."""
+    p = safe_prefix_len((a, b), common_prefix_len(a, b))
+    limit = min(len(a), len(b)) - p
+    s = safe_suffix_len((a, b), common_suffix_len(a, b, limit))
+    return DiffSplit(a[:p], a[p : len(a) - s], b[p : len(b) - s], a[len(a) - s :])
+
+
+def safe_common_prefix(a: str, b: str) -> str:
+    """The common prefix of two strings, cut so that it ends on a marker boundary."""
+    return a[: safe_prefix_len((a, b), common_prefix_len(a, b))]
+
+
+def safe_common_suffix(a: str, b: str) -> str:
+    """The common suffix of two strings, cut so that it starts on a marker boundary."""
+    n = safe_suffix_len((a, b), common_suffix_len(a, b))
+    return a[len(a) - n :] if n else ""
+
+
+def segmentize(text: str) -> list[Segment]:
+    """Split text into whole markers and the plain text between them."""
+    out: list[Segment] = []
+    pos = 0
+    for m in MARKER_RE.finditer(text):
+        if m.start() > pos:
+            out.append(Segment(text[pos : m.start()], False))
+        out.append(Segment(m.group(), True))
+        pos = m.end()
+    if pos < len(text):
+        out.append(Segment(text[pos:], False))
+    return out
+
+
+def markers_in(text: str) -> list[str]:
+    """The whole markers in text, in order."""
+    return MARKER_RE.findall(text)
+
+
+def is_single_marker(text: str) -> bool:
+    return MARKER_RE.fullmatch(text) is not None
+
+
+def last_marker_end(text: str) -> int:
+    """End index of the last whole marker in text (0 when there is none)."""
+    end = 0
+    for m in MARKER_RE.finditer(text):
+        end = m.end()
+    return end
+
+
+def split_after_first_close(text: str) -> tuple[str, str]:
+    """Split text after its first closing bracket and the whitespace that follows.
+
+    Used where two adjacent markers meet with no anchor between them, e.g. an argument
+    name's closing ``</arg_key>\\n`` followed by a value opener ``<arg_value>``.
+    """
+    m = re.search(r"[>\]]\s*", text)
+    if m is None:
+        return text, ""
+    return text[: m.end()], text[m.end() :]

@@ -1,0 +1,140 @@
+"""Controlled conversations rendered through a template, with the needles the analysis seeks.
+
+Every variant differs from another in one detail (a reasoning field, a tool call, a function
+name, an argument value, a call id...), so diffing two renders isolates how the template
+writes that detail. Renders are memoised per variant; a variant the template refuses
+(raises, or cannot render) yields ``None``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from autoparser.errors import TemplateError
+from autoparser.template import ChatTemplate
+
+FUN_FIRST = "FFF_FIRST_FUN_F"
+FUN_SECOND = "SSS_SECOND_FUN_S"
+ARG_FIRST = "AA_ARG_FST_AA"
+ARG_SECOND = "BB_ARG_SND_BB"
+VALUE_FIRST = "XXXX"
+VALUE_SECOND = "YYYY"
+USER_MSG = "U_USER_MSG Hello END_U"
+ASSISTANT_MSG = "A_ASST_MSG I can help END_A"
+THINKING = "REASON_PART I am thinking END_R"
+CALL_ID = "call00001"
+CALL_ID_SECOND = "call00002"
+CALL_ID_ALT = "call99999"
+
+_PARAMS = {
+    "type": "object",
+    "properties": {
+        ARG_FIRST: {"type": "string", "description": "First argument"},
+        ARG_SECOND: {"type": "string", "description": "Second argument"},
+    },
+    "required": [],
+}
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {"name": FUN_FIRST, "description": "Test function foo", "parameters": _PARAMS},
+    },
+    {
+        "type": "function",
+        "function": {"name": FUN_SECOND, "description": "Test function bar", "parameters": _PARAMS},
+    },
+]
+
+# A call is described by (function name, ((argument, value), ...), call id).
+CallSpec = tuple[str, tuple[tuple[str, str], ...], str]
+TWO_ARGS = ((ARG_FIRST, VALUE_FIRST), (ARG_SECOND, VALUE_SECOND))
+CALL_1: CallSpec = (FUN_FIRST, TWO_ARGS, CALL_ID)
+CALL_2: CallSpec = (FUN_SECOND, TWO_ARGS, CALL_ID_SECOND)
+
+
+class Probe:
+    """Renders the analysis variants of one template, memoised."""
+
+    def __init__(self, template: ChatTemplate) -> None:
+        self.template = template
+        self._cache: dict[Any, str | None] = {}
+        # Arguments are passed as objects (what most templates index into); a template
+        # that concatenates them as strings gets JSON strings instead.
+        self.args_as_string = False
+
+    def _call(self, spec: CallSpec) -> dict[str, Any]:
+        name, args, call_id = spec
+        arguments: Any = dict(args)
+        if self.args_as_string:
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        return {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": arguments},
+        }
+
+    def _assistant(
+        self,
+        content: str | None,
+        reasoning: str | None,
+        calls: Sequence[CallSpec],
+    ) -> dict[str, Any]:
+        msg: dict[str, Any] = {"role": "assistant", "content": content}
+        if reasoning is not None:
+            msg["reasoning_content"] = reasoning
+        if calls:
+            msg["tool_calls"] = [self._call(c) for c in calls]
+        return msg
+
+    def render(
+        self,
+        *,
+        assistant: tuple[str | None, str | None, tuple[CallSpec, ...]] | None = None,
+        tools: bool = False,
+        gen_prompt: bool = False,
+        thinking: bool | None = True,
+        follow_up: bool = False,
+    ) -> str | None:
+        """Render [user] or [user, assistant(content, reasoning, calls)] (+ [user])."""
+        key = (assistant, tools, gen_prompt, thinking, follow_up, self.args_as_string)
+        if key in self._cache:
+            return self._cache[key]
+        messages: list[dict[str, Any]] = [{"role": "user", "content": USER_MSG}]
+        if assistant is not None:
+            messages.append(self._assistant(*assistant))
+            if follow_up:
+                messages.append({"role": "user", "content": USER_MSG})
+        context: dict[str, Any] = {"messages": messages, "add_generation_prompt": gen_prompt}
+        if tools:
+            context["tools"] = TOOLS
+        if thinking is not None:
+            context["enable_thinking"] = thinking
+        try:
+            out: str | None = self.template.render_raw(context)
+        except TemplateError:
+            out = None
+        self._cache[key] = out
+        return out
+
+    def turn(
+        self,
+        content: str | None,
+        reasoning: str | None = None,
+        calls: tuple[CallSpec, ...] = (),
+        *,
+        tools: bool = False,
+        thinking: bool | None = True,
+    ) -> str | None:
+        return self.render(assistant=(content, reasoning, calls), tools=tools, thinking=thinking)
+
+    def calls(self, calls: tuple[CallSpec, ...], content: str | None = "") -> str | None:
+        """Render a tool-call turn, switching to string arguments if objects are refused."""
+        out = self.turn(content, None, calls, tools=True)
+        if out is None and not self.args_as_string:
+            self.args_as_string = True
+            out = self.turn(content, None, calls, tools=True)
+            if out is None:
+                self.args_as_string = False
+        return out

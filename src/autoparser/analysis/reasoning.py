@@ -1,0 +1,178 @@
+"""Reasoning analysis: how the template marks the model's reasoning, and how thinking toggles.
+
+R1 renders an assistant turn with and without ``reasoning_content``; R2 compares the
+generation prompt with ``enable_thinking`` on and off; R3 compares a reasoning turn that
+answers in text with one that calls a tool (reasoning rendered only with tool calls).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from autoparser.analysis.diff import (
+    diff_split,
+    markers_in,
+    safe_common_prefix,
+    segmentize,
+)
+from autoparser.analysis.model import ReasoningAnalysis, ReasoningMode
+from autoparser.analysis.probe import ASSISTANT_MSG, CALL_1, THINKING, Probe
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationPrompts:
+    """What ``add_generation_prompt`` appends by default, with thinking on, and off."""
+
+    default: str
+    enabled: str
+    disabled: str
+
+
+def generation_prompt(probe: Probe, thinking: bool | None) -> str:
+    without = probe.render(thinking=thinking)
+    with_gp = probe.render(gen_prompt=True, thinking=thinking)
+    if without is None or with_gp is None:
+        return ""
+    return diff_split(without, with_gp).right
+
+
+def generation_prompts(probe: Probe) -> GenerationPrompts:
+    return GenerationPrompts(
+        generation_prompt(probe, None),
+        generation_prompt(probe, True),
+        generation_prompt(probe, False),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Block:
+    """Markers found around the reasoning needle in a render."""
+
+    start: str
+    end: str
+    after_end: str  # text between the end marker and the content (a content opener?)
+
+
+def _block_markers(without: str, with_reasoning: str) -> _Block | None:
+    """Find the markers around THINKING, given renders without and with it."""
+    pos = with_reasoning.find(THINKING)
+    if pos < 0:
+        return None
+    d = diff_split(without, with_reasoning)
+    lo = len(d.prefix)
+    hi = len(with_reasoning) - len(d.suffix)
+    if not lo <= pos <= hi:
+        return None
+    pre = with_reasoning[lo:pos]
+    after = pos + len(THINKING)
+    content_at = with_reasoning.find(ASSISTANT_MSG, after)
+    post_hi = hi if content_at < 0 else content_at
+    post = with_reasoning[after:post_hi]
+    if not pre.strip() and not post.strip():
+        # The template renders the block even without reasoning (e.g. "<think></think>"):
+        # the markers are the ones hugging the needle in the common parts.
+        head = segmentize(d.prefix.rstrip())
+        tail = segmentize(d.suffix.lstrip())
+        if head and tail and head[-1].is_marker and tail[0].is_marker:
+            return _Block(head[-1].value, tail[0].value, "")
+        return None
+    segs = segmentize(post.strip())
+    end = segs[0].value.strip() if segs else ""
+    after_end = post.strip()[len(segs[0].value) :] if segs else ""
+    return _Block(pre.strip(), end, after_end)
+
+
+def _toggle_markers(enabled: str, disabled: str, common: str) -> tuple[str, str]:
+    """Reasoning markers implied by what thinking on/off append to the generation prompt."""
+    on, off = markers_in(enabled), markers_in(disabled)
+    if not on and len(off) >= 2:
+        # Thinking off writes an empty block: "<think>\n\n</think>".
+        end = off[-1]
+        return disabled[: disabled.rfind(end)].strip(), end
+    if len(on) == 1 and len(off) == 1 and on[0] != off[0]:
+        return on[0], off[0]  # on opens "<think>", off closes "</think>"
+    if len(on) == 1 and len(off) == 2 and off[0] == on[0]:
+        return off[0], off[1]
+    if len(on) == 1 and not off:
+        return on[0], ""
+    if not on and len(off) == 1:
+        # Thinking off only closes: the prompt already ended with the opener.
+        head = segmentize(common.rstrip())
+        if head and head[-1].is_marker and head[-1].value != off[0]:
+            return head[-1].value, off[0]
+    return "", ""
+
+
+def analyze_reasoning(
+    probe: Probe, prompts: GenerationPrompts, supports_tools: bool
+) -> tuple[ReasoningAnalysis, str]:
+    """The reasoning analysis, plus any content opener seen right after the reasoning end."""
+    start = end = after_end = ""
+    renders_last = False
+    tools_only = False
+
+    # R1: reasoning_content present vs absent in the last assistant turn.
+    without = probe.turn(ASSISTANT_MSG)
+    with_r = probe.turn(ASSISTANT_MSG, THINKING)
+    block = None
+    if without is not None and with_r is not None and THINKING in with_r:
+        renders_last = True
+        block = _block_markers(without, with_r)
+    # R3: reasoning rendered only in turns that call tools.
+    if not renders_last and supports_tools:
+        plain = probe.turn(ASSISTANT_MSG, THINKING, tools=True)
+        calls_only = probe.turn("", None, (CALL_1,), tools=True)
+        calls_r = probe.turn("", THINKING, (CALL_1,), tools=True)
+        if plain is not None and THINKING not in plain and calls_r and THINKING in calls_r:
+            renders_last = tools_only = True
+            if calls_only is not None:
+                block = _block_markers(calls_only, calls_r)
+    if block is not None:
+        start, end, after_end = block.start, block.end, block.after_end
+
+    # R2: the generation prompt with thinking on vs off.
+    common = safe_common_prefix(prompts.enabled, prompts.disabled)
+    t_start, t_end = _toggle_markers(
+        prompts.enabled[len(common) :], prompts.disabled[len(common) :], common
+    )
+    if not start and not end:
+        start, end = t_start, t_end
+    elif start and not end and t_start == start:
+        end = t_end  # the close only shows when thinking is switched off
+    elif not start and t_start and t_start != end and (not t_end or t_end == end):
+        start = t_start  # a delimiter whose opener only the generation prompt shows
+    if start and not end:
+        start = ""  # an opener with no known close cannot be parsed
+
+    # Express the toggle suffixes from where the reasoning part of the prompt begins.
+    base = common
+    if start:
+        at = base.rfind(start)
+        if at >= 0 and end not in base[at:]:
+            base = base[:at]
+    enabled_suffix = prompts.enabled[len(base) :]
+    disabled_suffix = prompts.disabled[len(base) :]
+
+    if start and enabled_suffix.strip() == start:
+        mode = ReasoningMode.FORCED_OPEN
+        if end and end in disabled_suffix:
+            mode = ReasoningMode.FORCED_CLOSED
+    elif end and not start:
+        mode = ReasoningMode.DELIMITER
+    elif start and end:
+        mode = ReasoningMode.TOOLS_ONLY if tools_only else ReasoningMode.TAG_BASED
+    else:
+        mode = ReasoningMode.NONE
+    if mode is ReasoningMode.NONE:
+        return ReasoningAnalysis(renders_last_reasoning=renders_last), ""
+    return (
+        ReasoningAnalysis(
+            mode=mode,
+            start=start,
+            end=end,
+            disabled_prompt_suffix=disabled_suffix,
+            enabled_prompt_suffix=enabled_suffix,
+            renders_last_reasoning=renders_last,
+        ),
+        after_end,
+    )

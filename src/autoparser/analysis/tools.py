@@ -1,0 +1,453 @@
+"""Tool-call analysis (T1-T7): format, section and per-call markers, names, arguments, ids.
+
+T1 diffs a text turn against a one-call turn to get the tool section and classifies it:
+the function name inside JSON means JSON-native; otherwise arguments inside JSON mean
+tag + JSON arguments; otherwise tag + tagged arguments. T2 adds a second call: what
+repeats around each call (per-call markers) and what separates calls falls out of aligning
+the text between the two calls with the text before and after the single call. The
+argument markers come from aligning the text around two arguments, the call id from
+renders that differ only in the id.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Any
+
+from autoparser.analysis.diff import (
+    MARKER_RE,
+    common_prefix_len,
+    diff_split,
+    last_marker_end,
+    safe_common_prefix,
+    safe_common_suffix,
+    segmentize,
+    split_after_first_close,
+)
+from autoparser.analysis.model import (
+    ArgumentsAnalysis,
+    CallIdAnalysis,
+    CallIdPosition,
+    FunctionAnalysis,
+    ReasoningAnalysis,
+    ToolFormat,
+    ToolFormatAnalysis,
+    ToolsAnalysis,
+)
+from autoparser.analysis.probe import (
+    ARG_FIRST,
+    ARG_SECOND,
+    ASSISTANT_MSG,
+    CALL_1,
+    CALL_2,
+    CALL_ID,
+    CALL_ID_ALT,
+    FUN_FIRST,
+    FUN_SECOND,
+    VALUE_FIRST,
+    VALUE_SECOND,
+    Probe,
+)
+
+_DECODER = json.JSONDecoder()
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolFindings:
+    """The tool analysis plus what the orchestrator needs besides it."""
+
+    tools: ToolsAnalysis
+    end_of_turn: str = ""  # marker ending a tool-call turn when it differs from a text turn
+    requires_non_null_content: bool = False
+
+
+def _json_quote(needle: str, text: str) -> str:
+    """The quote character around ``needle`` where it sits in JSON context, else ""."""
+    m = re.search(r"[{:]\s*(['\"])" + re.escape(needle) + r"\1", text)
+    return m.group(1) if m else ""
+
+
+def _decode_at(text: str, pos: int) -> tuple[Any, int] | None:
+    try:
+        return _DECODER.raw_decode(text, pos)
+    except ValueError:
+        return None
+
+
+def _json_span(text: str, needle_at: int, accept: Any = None) -> tuple[int, int, Any] | None:
+    """The outermost JSON value in ``text`` that starts before and spans ``needle_at``."""
+    for m in re.finditer(r"[\[{]", text[:needle_at]):
+        got = _decode_at(text, m.start())
+        if got is not None and got[1] > needle_at and (accept is None or accept(got[0])):
+            return m.start(), got[1], got[0]
+    return None
+
+
+def _section(probe: Probe, calls: tuple[Any, ...]) -> tuple[str, str] | None:
+    """The tool section of a turn with ``calls`` (diffed against a text turn), and the
+    end-of-turn marker that replaces the text turn's one, if it differs."""
+    base = probe.turn(ASSISTANT_MSG, tools=True)
+    with_calls = probe.calls(calls)
+    if base is None or with_calls is None:
+        return None
+    d = diff_split(base, with_calls)
+    section, left = d.right, d.left.replace(ASSISTANT_MSG, "", 1).strip()
+    eot = ""
+    if left and MARKER_RE.fullmatch(left):
+        # The text turn's closing marker is replaced by another one (e.g. <|eom_id|>),
+        # or sits in the section only because whitespace kept the suffixes apart.
+        segs = segmentize(section.rstrip())
+        if len(segs) > 1 and segs[-1].is_marker:
+            eot = segs[-1].value if segs[-1].value != left else ""
+            section = section.rstrip()[: -len(segs[-1].value)]
+    return section, eot
+
+
+def _strip_reasoning(section: str, reasoning: ReasoningAnalysis) -> str:
+    """Drop an (empty) reasoning block the template writes before the calls."""
+    if reasoning.end:
+        head = section.lstrip()
+        if reasoning.start and head.startswith(reasoning.start):
+            head = head[len(reasoning.start) :].lstrip()
+        if head.startswith(reasoning.end):
+            return head[len(reasoning.end) :]
+    return section
+
+
+def _align(pre: str, between: str, post: str) -> tuple[str, str, str, str, str]:
+    """Split around repeated calls: (section_start, head, separator, tail, section_end).
+
+    ``pre``/``post`` surround the single call's anchor; ``between`` lies between the
+    anchors of two calls, i.e. tail + separator + head. Whitespace at the joins goes to
+    the separator (and to the section markers).
+    """
+    head = safe_common_suffix(between, pre).lstrip()
+    tail = safe_common_prefix(between, post).rstrip()
+    if len(head) + len(tail) > len(between):
+        tail = tail[: max(0, len(between) - len(head))]
+    sep = between[len(tail) : len(between) - len(head)]
+    return pre[: len(pre) - len(head)], head, sep, tail, post[len(tail) :]
+
+
+def _split_head(head: str) -> tuple[str, str]:
+    """Split the text before a function name into (per-call opener, name prefix)."""
+    k = last_marker_end(head)
+    while k < len(head) and head[k].isspace():
+        k += 1
+    return head[:k], head[k:]
+
+
+def _split_tail(tail: str, has_opener: bool) -> tuple[str, str]:
+    """Split the text after a call's body into (body, per-call closer)."""
+    if not has_opener:
+        return tail, ""
+    stripped = tail.rstrip()
+    segs = segmentize(stripped)
+    if len(segs) >= 2 and segs[-1].is_marker:
+        return stripped[: -len(segs[-1].value)], segs[-1].value
+    return tail, ""
+
+
+def _id_split(region: str, id_at: int, id_len: int) -> tuple[str, str, str]:
+    """Split a region holding a call id into (text before, id prefix, id suffix)."""
+    before = region[:id_at]
+    k = 0
+    for m in MARKER_RE.finditer(before):
+        k = m.start()
+    return before[:k], before[k:], region[id_at + id_len :]
+
+
+def _index_id_at(after_first: str, after_second: str) -> int:
+    """Offset of a 0/1 call index the template writes itself (e.g. ``:0``), or -1."""
+    k = common_prefix_len(after_first, after_second)
+    while k > 0 and after_first[k - 1].isdigit():
+        k -= 1
+    digits = re.match(r"\d+", after_first[k:])
+    other = re.match(r"\d+", after_second[k:])
+    if digits and other and digits.group() == "0" and other.group() == "1":
+        return k
+    return -1
+
+
+def _analyze_json_native(
+    probe: Probe, s1: str, s2: str | None, quote: str, name_at: int
+) -> ToolsAnalysis | None:
+    text1 = s1.replace("'", '"') if quote == "'" else s1
+    span = _json_span(text1, name_at)
+    if span is None:
+        return None
+    j_start, j_end, value = span
+    wrapped = isinstance(value, list)
+    call = value[0] if wrapped and value else value
+    if not isinstance(call, dict):
+        return None
+
+    fields: dict[str, Any] = {"field_order": []}
+    constants: list[tuple[str, str]] = []
+
+    def register(obj: dict[str, Any], prefix: str) -> None:
+        for key, val in obj.items():
+            path = prefix + key
+            if key == FUN_FIRST:
+                fields["fun_name_is_key"] = True
+                fields["field_order"].append(path)
+            elif val == FUN_FIRST:
+                fields["name_field"] = key
+                fields["field_order"].append(path)
+            elif isinstance(val, dict) and ARG_FIRST in val:
+                fields["args_field"] = key
+                fields["field_order"].append(path)
+            elif isinstance(val, str) and ARG_FIRST in val:
+                fields["args_field"] = key
+                fields["arguments_as_string"] = True
+                fields["field_order"].append(path)
+            elif isinstance(val, dict) and FUN_FIRST in json.dumps(val):
+                fields["function_field"] = key
+                register(val, path + ".")
+            elif val == CALL_ID:
+                fields["id_field"] = key
+                fields["field_order"].append(path)
+            else:
+                fields["field_order"].append(path)
+                constants.append((path, json.dumps(val, ensure_ascii=False)))
+
+    register(call, "")
+    fmt: dict[str, Any] = {
+        "mode": ToolFormat.JSON_NATIVE,
+        "uses_python_dicts": quote == "'",
+        "tools_array_wrapped": wrapped,
+        "section_start": s1[:j_start],
+        "section_end": s1[j_end:],
+    }
+    call_text = s1[j_start:j_end]
+    if wrapped:
+        first = re.search(r"\{", s1[j_start:])
+        got = _decode_at(text1, j_start + first.start()) if first else None
+        if got is not None:
+            e_start, e_end = j_start + first.start(), got[1]  # type: ignore[union-attr]
+            call_text = s1[e_start:e_end]
+            fmt["array_open"] = s1[j_start:e_start]
+            fmt["array_close"] = s1[e_end:j_end]
+    fmt["json_style"] = _json_style(call, call_text, quote)
+
+    separator = ""
+    parallel = False
+    if s2 is not None and FUN_SECOND in s2:
+        text2 = s2.replace("'", '"') if quote == "'" else s2
+        span2 = _json_span(text2, text2.find(FUN_FIRST))
+        if span2 is not None:
+            second: Any = None
+            if wrapped and isinstance(span2[2], list) and len(span2[2]) == 2:
+                parallel = True
+                inner = s2[span2[0] : span2[1]]
+                e1 = _decode_at(text2, span2[0] + inner.find("{"))
+                e2_at = text2.find("{", e1[1]) if e1 else -1
+                if e1 is not None and e2_at >= 0:
+                    separator = s2[e1[1] : e2_at]
+                second = span2[2][1]
+            elif not wrapped:
+                second_at = text2.find(FUN_SECOND, span2[1])
+                span_b = _json_span(text2[span2[1] :], second_at - span2[1])
+                if span_b is not None:
+                    parallel = True
+                    between = s2[span2[1] : span2[1] + span_b[0]]
+                    start, head, separator, tail, end = _align(s1[:j_start], between, s1[j_end:])
+                    fmt.update(
+                        section_start=start,
+                        per_call_start=head,
+                        per_call_end=tail,
+                        section_end=end,
+                    )
+                    second = span_b[2]
+            if isinstance(second, dict) and isinstance(call, dict):
+                _generated_id(call, second, fields, constants)
+    fmt.update({k: v for k, v in fields.items() if k != "field_order"})
+    fmt["field_order"] = tuple(fields["field_order"])
+    fmt["constant_fields"] = tuple(constants)
+    return ToolsAnalysis(
+        format=ToolFormatAnalysis(**fmt), call_separator=separator, parallel_calls=parallel
+    )
+
+
+def _generated_id(
+    first: dict[str, Any],
+    second: dict[str, Any],
+    fields: dict[str, Any],
+    constants: list[tuple[str, str]],
+) -> None:
+    """A field the template fills with the call's position ("0", "1") is a generated id."""
+    for key, val in first.items():
+        if key in second and str(val) == "0" and str(second[key]) == "1":
+            fields["gen_id_field"] = key
+            constants[:] = [c for c in constants if c[0] != key]
+
+
+def _json_style(call: Any, text: str, quote: str) -> str:
+    if quote == "'":
+        text = text.replace("'", '"')
+    if json.dumps(call, ensure_ascii=False) == text:
+        return "spaced"
+    if json.dumps(call, ensure_ascii=False, separators=(",", ":")) == text:
+        return "compact"
+    return "pretty"
+
+
+def _analyze_tagged(
+    probe: Probe, s1: str, s2: str | None, mode: ToolFormat, quote: str
+) -> ToolsAnalysis | None:
+    n1 = s1.find(FUN_FIRST)
+    pre, post = s1[:n1], s1[n1 + len(FUN_FIRST) :]
+    separator = ""
+    parallel = False
+    head, tail, sec_start, sec_end = pre, post, "", ""
+    after_second = ""
+    if s2 is not None and FUN_SECOND in s2:
+        m1, m2 = s2.find(FUN_FIRST), s2.find(FUN_SECOND)
+        if 0 <= m1 < m2:
+            parallel = True
+            between = s2[m1 + len(FUN_FIRST) : m2]
+            sec_start, head, separator, tail, sec_end = _align(pre, between, post)
+            after_second = s2[m2 + len(FUN_SECOND) :]
+    per_call_start, name_prefix = _split_head(head)
+    if parallel:
+        body, per_call_end = _split_tail(tail, bool(per_call_start))
+    else:
+        # Without a second call nothing tells a per-call opener from a section opener.
+        sec_start, per_call_start, per_call_end = per_call_start, "", ""
+        body, sec_end = _split_tail(tail, bool(sec_start))
+
+    function = FunctionAnalysis(name_prefix=name_prefix)
+    arguments = ArgumentsAnalysis()
+    call_id = CallIdAnalysis()
+
+    # Call ids: renders differing only in the id, or an index the template writes.
+    id_value, id_generated = "", False
+    alt = _section(probe, ((FUN_FIRST, CALL_1[1], CALL_ID_ALT),))
+    if alt is not None and alt[0] != s1 and CALL_ID in body:
+        id_value = CALL_ID
+    elif after_second:
+        k = _index_id_at(tail, after_second)
+        if k >= 0 and k < len(body):
+            id_value, id_generated = "0", True
+            body = body[:k] + "\x00" + body[k + 1 :]
+    id_token = "\x00" if id_generated else id_value
+
+    if mode is ToolFormat.TAG_WITH_JSON:
+        text = body.replace("'", '"') if quote == "'" else body
+        args_span = None
+        for m in re.finditer(r"\{", text):
+            got = _decode_at(text, m.start())
+            if got is not None and isinstance(got[0], dict) and ARG_FIRST in got[0]:
+                args_span = (m.start(), got[1])
+                break
+        if args_span is None:
+            return None
+        name_suffix, close = body[: args_span[0]], body[args_span[1] :]
+    else:
+        parts = _tagged_arguments(body)
+        if parts is None:
+            return None
+        name_suffix, arguments, close = parts
+
+    if id_token and id_token in name_suffix:
+        before, prefix, suffix = _id_split(name_suffix, name_suffix.find(id_token), len(id_token))
+        name_suffix = before
+        call_id = CallIdAnalysis(CallIdPosition.BETWEEN_FUNC_AND_ARGS, prefix, suffix)
+    elif id_token and id_token in close:
+        before, prefix, suffix = _id_split(close, close.find(id_token), len(id_token))
+        close = before
+        call_id = CallIdAnalysis(CallIdPosition.POST_ARGS, prefix, suffix)
+    elif id_value and CALL_ID in name_prefix:
+        before, prefix, suffix = _id_split(name_prefix, name_prefix.find(CALL_ID), len(CALL_ID))
+        name_prefix = suffix
+        call_id = CallIdAnalysis(CallIdPosition.PRE_FUNC_NAME, before + prefix, "")
+    if id_generated:
+        call_id = dataclasses.replace(call_id, generated=True)
+    function = FunctionAnalysis(name_prefix=name_prefix, name_suffix=name_suffix, close=close)
+    fmt = ToolFormatAnalysis(
+        mode=mode,
+        section_start=sec_start,
+        section_end=sec_end,
+        per_call_start=per_call_start,
+        per_call_end=per_call_end,
+        uses_python_dicts=quote == "'",
+    )
+    return ToolsAnalysis(
+        format=fmt,
+        function=function,
+        arguments=arguments,
+        call_id=call_id,
+        call_separator=separator,
+        parallel_calls=parallel,
+    )
+
+
+def _tagged_arguments(body: str) -> tuple[str, ArgumentsAnalysis, str] | None:
+    """Split a tagged call body into (function name suffix, argument markers, close)."""
+    a1 = body.find(ARG_FIRST)
+    v1 = body.find(VALUE_FIRST, a1 + len(ARG_FIRST))
+    a2 = body.find(ARG_SECOND, v1 + len(VALUE_FIRST))
+    v2 = body.find(VALUE_SECOND, a2 + len(ARG_SECOND))
+    if min(a1, v1, a2, v2) < 0:
+        return None
+    h = body[:a1]
+    m1 = body[a1 + len(ARG_FIRST) : v1]
+    g = body[v1 + len(VALUE_FIRST) : a2]
+    m2 = body[a2 + len(ARG_SECOND) : v2]
+    t = body[v2 + len(VALUE_SECOND) :]
+    if m1 != m2:
+        return None
+    name_prefix = safe_common_suffix(g, h).lstrip()
+    value_suffix = safe_common_prefix(g, t)
+    value_suffix = value_suffix[: max(0, len(g) - len(name_prefix))]
+    separator = g[len(value_suffix) : len(g) - len(name_prefix)]
+    name_suffix, value_prefix = split_after_first_close(m1)
+    args = ArgumentsAnalysis(
+        name_prefix=name_prefix,
+        name_suffix=name_suffix,
+        value_prefix=value_prefix,
+        value_suffix=value_suffix,
+        separator=separator,
+    )
+    return h[: len(h) - len(name_prefix)], args, t[len(value_suffix) :]
+
+
+def renders_tool_calls(probe: Probe) -> bool:
+    """Whether a one-call turn renders the call (the template supports tool calls)."""
+    one = _section(probe, (CALL_1,))
+    return one is not None and FUN_FIRST in one[0]
+
+
+def analyze_tools(probe: Probe, reasoning: ReasoningAnalysis, text_eot: str = "") -> ToolFindings:
+    """T1-T7 on a template; ToolFormat.NONE when it renders no tool calls.
+
+    ``text_eot`` is the end-of-turn marker of a text answer: a tool section never
+    extends past it (templates may write more after it, e.g. the next role header).
+    """
+    one = _section(probe, (CALL_1,))
+    if one is None or FUN_FIRST not in one[0]:
+        return ToolFindings(ToolsAnalysis())
+    s1, eot = one
+    s1 = _strip_reasoning(s1, reasoning)
+    two = _section(probe, (CALL_1, CALL_2))
+    s2 = _strip_reasoning(two[0], reasoning) if two is not None else None
+
+    fun_quote = _json_quote(FUN_FIRST, s1)
+    arg_quote = _json_quote(ARG_FIRST, s1)
+    result: ToolsAnalysis | None = None
+    if fun_quote:
+        result = _analyze_json_native(probe, s1, s2, fun_quote, s1.find(FUN_FIRST))
+    if result is None:
+        mode = ToolFormat.TAG_WITH_JSON if arg_quote else ToolFormat.TAG_WITH_TAGGED
+        result = _analyze_tagged(probe, s1, s2, mode, arg_quote)
+    if result is None:
+        return ToolFindings(ToolsAnalysis())
+    fmt = result.format
+    if text_eot and text_eot in fmt.section_end:
+        cut = fmt.section_end[: fmt.section_end.find(text_eot)]
+        result = dataclasses.replace(result, format=dataclasses.replace(fmt, section_end=cut))
+        eot = eot or text_eot
+    requires_content = probe.turn(None, None, (CALL_1,), tools=True) is None
+    return ToolFindings(result, eot, requires_content)

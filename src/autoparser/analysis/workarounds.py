@@ -1,0 +1,104 @@
+"""Fingerprinted fixes for templates that defeat the differential analysis.
+
+Each workaround is one small function: it recognises its template by a distinctive
+substring of the source and patches the analysis, with a comment on why the diffs cannot
+find what it sets. Fewer is better; every one has a test. Hand-written formats (templates
+that are not an instance of the analysed families at all) are flagged through
+``TemplateAnalysis.handler`` instead and implemented in ``autoparser.formats``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from autoparser.analysis.model import (
+    ContentAnalysis,
+    ContentMode,
+    ReasoningAnalysis,
+    ReasoningMode,
+    TemplateAnalysis,
+)
+
+Workaround = Callable[[str, TemplateAnalysis], TemplateAnalysis | None]
+
+
+def granite_think_response(source: str, analysis: TemplateAnalysis) -> TemplateAnalysis | None:
+    """Granite 3.3: the markers exist only in the system prompt's instructions.
+
+    With ``thinking=True`` the template asks the model (in prose) to write
+    ``<think></think>`` then ``<response></response>``, but never renders either around a
+    message, so no diff can reveal them.
+    """
+    fingerprint = "Write your thoughts between <think></think> and write your response between"
+    if fingerprint not in source:
+        return None
+    return dataclasses.replace(
+        analysis,
+        reasoning=ReasoningAnalysis(
+            mode=ReasoningMode.TAG_BASED,
+            start="<think>",
+            end="</think>",
+            renders_last_reasoning=analysis.reasoning.renders_last_reasoning,
+        ),
+        content=ContentAnalysis(
+            mode=ContentMode.WRAPPED_WITH_REASONING, start="<response>", end="</response>"
+        ),
+    )
+
+
+def stripped_think_history(source: str, analysis: TemplateAnalysis) -> TemplateAnalysis | None:
+    """Old DeepSeek-R1 / QwQ style: reasoning is cut from history and never toggled.
+
+    These templates drop everything up to ``</think>`` from assistant content and have no
+    ``reasoning_content`` nor ``enable_thinking``; the generation prompt ends with
+    ``<think>\\n`` unconditionally, which no pair of renders can tell apart from a role
+    header. Applied only when the analysis found no reasoning at all.
+    """
+    if "split('</think>')" not in source or analysis.reasoning.mode is not ReasoningMode.NONE:
+        return None
+    gp = analysis.generation_prompt
+    forced = gp.rstrip().endswith("<think>")
+    return dataclasses.replace(
+        analysis,
+        reasoning=ReasoningAnalysis(
+            mode=ReasoningMode.FORCED_OPEN if forced else ReasoningMode.TAG_BASED,
+            start="<think>",
+            end="</think>",
+            enabled_prompt_suffix=gp[gp.rfind("<think>") :] if forced else "",
+            disabled_prompt_suffix=gp[gp.rfind("<think>") :] if forced else "",
+        ),
+    )
+
+
+WORKAROUNDS: tuple[Workaround, ...] = (granite_think_response, stripped_think_history)
+
+
+# Hand-written formats, by fingerprint: (handler name, substring of the source).
+HANDLERS: tuple[tuple[str, str], ...] = (
+    # gpt-oss "harmony": <|start|>assistant<|channel|>analysis<|message|>...; tool calls are
+    # addressed by "to=functions.f" in the header, so no marker brackets the call.
+    ("harmony", "<|channel|>"),
+    # functionary v3.2: ">>>recipient\n" switches between "all" (text) and a function name;
+    # the name is itself the delimiter, which the tag families cannot express.
+    ("functionary_v3_2", ">>>${recipient}"),
+)
+
+
+def detect_handler(source: str) -> str:
+    for name, fingerprint in HANDLERS:
+        if fingerprint in source:
+            return name
+    return ""
+
+
+def apply_workarounds(source: str, analysis: TemplateAnalysis) -> TemplateAnalysis:
+    applied: list[str] = []
+    for fix in WORKAROUNDS:
+        patched = fix(source, analysis)
+        if patched is not None:
+            analysis = patched
+            applied.append(fix.__name__)
+    if applied:
+        analysis = dataclasses.replace(analysis, workarounds=tuple(applied))
+    return analysis
