@@ -78,7 +78,8 @@ OWN_EXPECTED = {
         "requires_non_null_content",
     },
     "tpl_typed_content": {"supports_system_role", "requires_typed_content"},
-    "tpl_reasoning_key": {"supports_system_role"},
+    "tpl_reasoning_key": {"supports_system_role", "renders_reasoning"},
+    "tpl_thinking_blocks": {"supports_system_role", "renders_reasoning"},
     "tpl_mutates_list": {"supports_system_role"},
 }
 

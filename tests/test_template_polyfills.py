@@ -192,3 +192,16 @@ def test_polyfills_do_not_mutate_inputs() -> None:
     own("tpl_alnum_ids").render(messages, tools=[WEATHER])
     own("tpl_items_args").render(messages)
     assert messages == snapshot
+
+
+def test_reasoning_passed_as_thinking_part() -> None:
+    template = own("tpl_thinking_blocks")
+    assert template.quirks.reasoning_as_thinking_block and template.caps.renders_reasoning
+    messages = [
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "4", "reasoning_content": "adding"},
+    ]
+    assert template.render(messages).endswith("[assistant][THINK]adding[/THINK]4")
+    assert template.render(messages, polyfills=False).endswith("[assistant]4")
+    plain = [messages[0], {"role": "assistant", "content": "4"}]
+    assert template.render(plain) == template.render(plain, polyfills=False)

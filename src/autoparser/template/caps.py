@@ -27,6 +27,7 @@ class TemplateQuirks:
     tool_call_id_alnum9: bool = False  # IDs must be 9 alphanumerics (Mistral)
     arguments_as_json_string: bool = False  # objects would print as Python reprs
     reads_reasoning_key: bool = False  # reasoning read only as ``message.reasoning``
+    reasoning_as_thinking_block: bool = False  # reasoning read only as a typed "thinking" part
 
 
 USER = "PrbUserMsg"
@@ -224,6 +225,16 @@ def _probe(template: ChatTemplate) -> tuple[TemplateCaps, TemplateQuirks]:
         except TemplateError:
             raw = None
         reasoning_key = _has(raw, REASONING)
+    thinking_block = False
+    if not _has(reasoning, REASONING) and not reasoning_key:
+        blocks = [
+            {"type": "thinking", "thinking": REASONING},
+            {"type": "text", "text": ANSWER},
+        ]
+        shown = prober.render([prober.user(), {"role": "assistant", "content": blocks}])
+        # Rendered as reasoning, not as a dump of the part (``{'type': 'thinking', ...}``).
+        dumped = shown is not None and ("'thinking'" in shown or '"thinking"' in shown)
+        thinking_block = _has(shown, REASONING, ANSWER) and not dumped
 
     thinking_on = prober.render([prober.user()], None, True, enable_thinking=True)
     thinking_off = prober.render([prober.user()], None, True, enable_thinking=False)
@@ -238,7 +249,8 @@ def _probe(template: ChatTemplate) -> tuple[TemplateCaps, TemplateQuirks]:
         requires_object_arguments=requires_object,
         requires_non_null_content=shape.works and shape.non_null,
         requires_typed_content=requires_typed,
-        renders_reasoning=_has(reasoning, REASONING),
+        # Native, or under the other name / content shape the polyfills then supply.
+        renders_reasoning=_has(reasoning, REASONING) or reasoning_key or thinking_block,
         supports_thinking_toggle=(
             thinking_on is not None and thinking_off is not None and thinking_on != thinking_off
         ),
@@ -247,6 +259,7 @@ def _probe(template: ChatTemplate) -> tuple[TemplateCaps, TemplateQuirks]:
         tool_call_id_alnum9=shape.works and shape.alnum9,
         arguments_as_json_string=arguments_as_string,
         reads_reasoning_key=reasoning_key,
+        reasoning_as_thinking_block=thinking_block,
     )
     return caps, quirks
 

@@ -180,6 +180,24 @@ def _non_null_content(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def _reasoning_blocks(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Put assistant reasoning first in content as a typed ``thinking`` part (Mistral style)."""
+    result = []
+    for message in messages:
+        reasoning = next((message[k] for k in REASONING_KEYS if message.get(k) is not None), None)
+        if message.get("role") == "assistant" and isinstance(reasoning, str) and reasoning:
+            content = message.get("content")
+            parts: list[Any] = [{"type": "thinking", "thinking": reasoning}]
+            if isinstance(content, list):
+                parts += content
+            elif content:
+                parts.append({"type": "text", "text": str(content)})
+            message = {k: v for k, v in message.items() if k not in REASONING_KEYS}
+            message["content"] = parts
+        result.append(message)
+    return result
+
+
 def apply_polyfills(
     template: ChatTemplate,
     messages: list[dict[str, Any]],
@@ -204,4 +222,6 @@ def apply_polyfills(
         messages = _non_null_content(messages)
     if caps.requires_typed_content:
         messages = _typed_content(messages)
+    if quirks.reasoning_as_thinking_block:
+        messages = _reasoning_blocks(messages)
     return messages, tools
