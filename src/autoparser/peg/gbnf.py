@@ -62,7 +62,7 @@ class Grammar:
 def grammar(parser: Parser | str, lazy: bool = False) -> Grammar:
     """The GBNF grammar of `parser`; lazy: rooted at the parts marked with `trigger()`."""
     root = as_parser(parser)
-    emitter = _Emitter()
+    emitter = _Emitter(_delimiter_heads(root))
     if lazy:
         triggers = _find_triggers(root)
         if triggers:
@@ -114,13 +114,23 @@ _NAME_BAD = re.compile(r"[^a-zA-Z0-9-]+")
 
 
 def sanitize(name: str) -> str:
-    """A GBNF rule name: letters, digits and '-' only."""
-    clean = _NAME_BAD.sub("-", name).strip("-")
+    """A GBNF rule name: lowercase letters, digits and '-' only.
+
+    Lowercase because llguidance folds names to snake case; distinct names here must stay
+    distinct there.
+    """
+    camel = re.sub(r"([a-z0-9])([A-Z])", r"\1-\2", name)
+    clean = _NAME_BAD.sub("-", camel).strip("-").lower()
     return clean or "rule"
 
 
 class _Emitter:
-    def __init__(self) -> None:
+    def __init__(self, split_heads: frozenset[str] = frozenset()) -> None:
+        # Literals starting with one of these characters are written one character per
+        # string: llguidance lexes each string as one greedy token without backtracking, so
+        # "</think>" next to the single-character tokens of an `until` automaton would make
+        # it reject content such as "</b>" (the lexer commits to "</" and cannot go back).
+        self.split_heads = split_heads
         self.rules: dict[str, str] = {}
         self._ref_names: dict[tuple[int, str], str] = {}
         self._until_names: dict[tuple[str, ...], str] = {}
@@ -149,7 +159,7 @@ class _Emitter:
     # Expressions.
     def expr(self, node: Parser, tail: bool) -> str:
         if isinstance(node, Literal):  # also Token
-            return gbnf_literal(node.value)
+            return self.literal(node.value)
         if isinstance(node, Chars):
             return _quantified(node.charset.gbnf(), node.min, node.max)
         if isinstance(node, Seq):
@@ -188,6 +198,11 @@ class _Emitter:
             )
         raise GrammarError(f"no GBNF translation for {node!r}")
 
+    def literal(self, value: str) -> str:
+        if len(value) > 1 and value[0] in self.split_heads:
+            return " ".join(gbnf_literal(ch) for ch in value)
+        return gbnf_literal(value)
+
     def seq(self, items: tuple[Parser, ...], tail: bool) -> str:
         parts: list[str] = []
         i = 0
@@ -215,10 +230,23 @@ class _Emitter:
         key = (id(node.rules), node.name)
         name = self._ref_names.get(key)
         if name is None:
+            target = node.target()
+            if _is_lexeme(target, set()) and self._has_split(target, set()):
+                # llguidance would turn an all-terminal rule back into one greedy token.
+                return _group(self.expr(target, False))
             name = self.fresh(node.name)
             self._ref_names[key] = name
-            self.rules[name] = self.expr(node.target(), False)
+            self.rules[name] = self.expr(target, False)
         return name
+
+    def _has_split(self, node: Parser, seen: set[int]) -> bool:
+        if node._uid in seen:
+            return False
+        seen.add(node._uid)
+        if isinstance(node, Literal):
+            return len(node.value) > 1 and node.value[0] in self.split_heads
+        kids = (node.target(),) if isinstance(node, Ref) else node.children()
+        return any(self._has_split(k, seen) for k in kids)
 
     def until(self, delimiters: tuple[str, ...]) -> str:
         key = tuple(sorted(set(delimiters)))
@@ -405,6 +433,52 @@ def _exclusion_rules(delims: tuple[str, ...], base: str) -> dict[str, str]:
             alts.append(f"{_char_choice(chs)} {names[t]}")
         rules[names[s]] = " | ".join(alts)
     return rules
+
+
+def _walk(root: Parser) -> list[Parser]:
+    """Every node reachable from root, following rule references."""
+    out: list[Parser] = []
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node._uid in seen:
+            continue
+        seen.add(node._uid)
+        out.append(node)
+        stack.extend((node.target(),) if isinstance(node, Ref) else node.children())
+    return out
+
+
+def _delimiter_heads(root: Parser) -> frozenset[str]:
+    """First characters of every `until` delimiter in the grammar."""
+    heads: set[str] = set()
+    for node in _walk(root):
+        if isinstance(node, Until):
+            heads.update(d[0] for d in node.delimiters)
+        elif isinstance(node, Repeat):
+            body = _exclusion_body(node.child)
+            if body:
+                heads.update(d[0] for d in body)
+    return frozenset(heads)
+
+
+def _is_lexeme(node: Parser, visiting: set[int]) -> bool:
+    """Whether llguidance would make a rule with this body a single lexeme (all terminals)."""
+    if isinstance(node, (Literal, Chars, Rest, End)):
+        return True
+    if isinstance(node, JsonSchema | Until):
+        return False
+    if isinstance(node, Json):
+        return node.kind in ("string", "number", "literal")
+    if isinstance(node, Ref):
+        if node._uid in visiting:
+            return False
+        visiting.add(node._uid)
+        return _is_lexeme(node.target(), visiting)
+    if isinstance(node, Repeat) and _exclusion_body(node.child) is not None:
+        return False
+    return all(_is_lexeme(k, visiting) for k in node.children())
 
 
 # --- lazy triggers -------------------------------------------------------------------------
