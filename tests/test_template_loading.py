@@ -162,3 +162,12 @@ def test_from_pretrained_without_huggingface_hub(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)
     with pytest.raises(TemplateError, match="huggingface_hub"):
         ChatTemplate.from_pretrained("org/model")
+
+
+def test_other_special_tokens_passed_like_transformers(tmp_path: Path) -> None:
+    source = "{{ pad_token }}|{{ unk_token }}|{{ mask_token is defined }}"
+    path = write_config(tmp_path, source, pad_token="<pad>", unk_token={"content": "<unk>"})
+    template = ChatTemplate.from_file(path)
+    assert template.special_tokens == {"pad_token": "<pad>", "unk_token": "<unk>"}
+    assert template.render(HELLO) == "<pad>|<unk>|False"
+    assert template.render(HELLO, pad_token="P") == "P|<unk>|False"

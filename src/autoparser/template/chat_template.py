@@ -26,6 +26,7 @@ from autoparser.template.loading import (
     load_path,
     load_pretrained,
 )
+from autoparser.template.polyfill import apply_polyfills, plain_data, transformers_messages
 
 if TYPE_CHECKING:
     from autoparser.template.caps import TemplateQuirks
@@ -68,29 +69,6 @@ def _template_line(tb: TracebackType | None) -> int | None:
     return line
 
 
-def _plain(value: Any) -> Any:
-    """A fresh copy made of plain JSON-like types, so templates never touch caller objects."""
-    if value is None or type(value) in (str, int, float, bool):
-        return value
-    if isinstance(value, str):
-        return str.__str__(value)
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
-        return int.__int__(value)
-    if isinstance(value, float):
-        return float.__float__(value)
-    if isinstance(value, Mapping):
-        return {_plain(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_plain(v) for v in value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    return f"<{type(value).__name__}>"
-
-
 class ChatTemplate:
     """A chat template (Jinja source) plus the special tokens it is rendered with.
 
@@ -108,8 +86,11 @@ class ChatTemplate:
         name: str | None = None,
         variants: Mapping[str, str] | None = None,
         polyfills: bool = True,
+        special_tokens: Mapping[str, str] | None = None,
     ) -> None:
         self.source = source
+        # Other named tokens (unk_token, pad_token...) passed to the template, as transformers does.
+        self.special_tokens: dict[str, str] = dict(special_tokens or {})
         self.bos_token = bos_token
         self.eos_token = eos_token
         self.name = name or "<template>"
@@ -146,6 +127,7 @@ class ChatTemplate:
             name=loaded.name,
             variants=variants,
             polyfills=polyfills,
+            special_tokens=loaded.special_tokens,
         )
 
     @classmethod
@@ -174,6 +156,7 @@ class ChatTemplate:
                 eos_token=self.eos_token,
                 name=f"{self.name}[{name}]",
                 polyfills=self.polyfills,
+                special_tokens=self.special_tokens,
             )
             self._variant_templates[name] = found
         return found
@@ -213,14 +196,19 @@ class ChatTemplate:
         A template that mutates a list, which transformers' immutable sandbox refuses, is
         rendered again in a sandbox that allows it (on a private copy of the variables).
         """
-        variables = {"bos_token": self.bos_token, "eos_token": self.eos_token, **context}
+        variables = {
+            **self.special_tokens,
+            "bos_token": self.bos_token,
+            "eos_token": self.eos_token,
+            **context,
+        }
         try:
             return self._run(self._compiled, variables)
         except TemplateError as exc:
             cause = exc.__cause__
             if not (isinstance(cause, SecurityError) and _MUTATION_REFUSED.search(str(cause))):
                 raise
-        return self._run(_compile(self.source, True), _plain(variables))
+        return self._run(_compile(self.source, True), plain_data(variables))
 
     def render(
         self,
@@ -237,8 +225,6 @@ class ChatTemplate:
         ``apply_chat_template(messages, tools=tools, tokenize=False, ...)``; with them on
         (the default) the messages are first adapted to what the template needs.
         """
-        from autoparser.template.polyfill import apply_polyfills, transformers_messages
-
         template = self.for_tools(tools)
         use_polyfills = template.polyfills if polyfills is None else polyfills
         prepared: list[dict[str, Any]] = [dict(m) for m in messages]
@@ -249,10 +235,10 @@ class ChatTemplate:
                 prepared = [_with_reasoning_key(m) for m in prepared]
         context: dict[str, Any] = {
             "messages": transformers_messages(prepared),
-            "tools": _plain(tool_list),
+            "tools": plain_data(tool_list),
             "documents": None,
             "add_generation_prompt": add_generation_prompt,
-            **_plain(template_kwargs),
+            **plain_data(template_kwargs),
         }
         return template.render_raw(context)
 

@@ -28,6 +28,16 @@ class TemplateSource:
     bos_token: str = ""
     eos_token: str = ""
     name: str = "<template>"
+    special_tokens: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+# Further named tokens transformers passes to every template (see ``special_tokens_map``).
+OTHER_TOKEN_KEYS = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+
+
+def _other_tokens(config: Mapping[str, Any]) -> dict[str, str]:
+    found = {key: _token_text(config.get(key)) for key in OTHER_TOKEN_KEYS}
+    return {key: text for key, text in found.items() if config.get(key) is not None}
 
 
 def _token_text(value: Any) -> str:
@@ -79,6 +89,7 @@ def load_tokenizer_config(path: Path) -> TemplateSource:
         bos_token=_token_text(config.get("bos_token")),
         eos_token=_token_text(config.get("eos_token")),
         name=str(path),
+        special_tokens=_other_tokens(config),
     )
 
 
@@ -104,6 +115,7 @@ def load_directory(path: Path) -> TemplateSource:
         bos_token=_token_text(config.get("bos_token")),
         eos_token=_token_text(config.get("eos_token")),
         name=str(path),
+        special_tokens=_other_tokens(config),
     )
 
 
