@@ -60,6 +60,45 @@ def cmd_caps(args: argparse.Namespace) -> int:
     return 0
 
 
+def _analysis_lines(data: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    """Flatten an analysis dict into (dotted key, shown value); strings repr-quoted so that
+    whitespace and escapes in markers are visible, empty markers shown as -."""
+    rows: list[tuple[str, str]] = []
+    for key, value in data.items():
+        name = prefix + key
+        if isinstance(value, dict):
+            rows.extend(_analysis_lines(value, name + "."))
+        elif isinstance(value, str):
+            rows.append((name, repr(value) if value else "-"))
+        elif isinstance(value, list):
+            shown = ", ".join(repr(v) if isinstance(v, str) else repr(tuple(v)) for v in value)
+            rows.append((name, shown or "-"))
+        else:
+            rows.append((name, "yes" if value is True else "no" if value is False else str(value)))
+    return rows
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    template = _load_template(args.template)
+    analysis = template.analyze()
+    data = analysis.to_dict()
+    if args.json:
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return 0
+    r, c, t = analysis.reasoning, analysis.content, analysis.tools
+    print(f"reasoning: {r.mode.value}   content: {c.mode.value}   tools: {t.format.mode.value}")
+    if analysis.handler:
+        print(f"hand-written format: {analysis.handler}")
+    if analysis.workarounds:
+        print(f"workarounds: {', '.join(analysis.workarounds)}")
+    print()
+    rows = [(k, v) for k, v in _analysis_lines(data) if not k.endswith(".mode")]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    return 0
+
+
 def build_argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="autoparser",
@@ -82,6 +121,11 @@ def build_argument_parser() -> argparse.ArgumentParser:
     caps.add_argument("template")
     caps.add_argument("--json", action="store_true", help="print as JSON")
     caps.set_defaults(func=cmd_caps)
+
+    analyze = sub.add_parser("analyze", help="print the differential analysis of a template")
+    analyze.add_argument("template")
+    analyze.add_argument("--json", action="store_true", help="print the serialised analysis")
+    analyze.set_defaults(func=cmd_analyze)
 
     return parser
 

@@ -129,6 +129,28 @@ class Probe:
     ) -> str | None:
         return self.render(assistant=(content, reasoning, calls), tools=tools, thinking=thinking)
 
+    def block_turn(self, with_thinking: bool) -> str | None:
+        """An assistant turn whose content is typed blocks, optionally with a thinking block
+        first (templates that take reasoning only that way, e.g. Mistral's [THINK])."""
+        key = ("blocks", with_thinking)
+        if key in self._cache:
+            return self._cache[key]
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": ASSISTANT_MSG}]
+        if with_thinking:
+            blocks.insert(0, {"type": "thinking", "thinking": THINKING})
+        messages = [
+            {"role": "user", "content": USER_MSG},
+            {"role": "assistant", "content": blocks},
+        ]
+        try:
+            out: str | None = self.template.render_raw(
+                {"messages": messages, "add_generation_prompt": False, "enable_thinking": True}
+            )
+        except TemplateError:
+            out = None
+        self._cache[key] = out
+        return out
+
     def calls(self, calls: tuple[CallSpec, ...], content: str | None = "") -> str | None:
         """Render a tool-call turn, switching to string arguments if objects are refused."""
         out = self.turn(content, None, calls, tools=True)

@@ -118,8 +118,13 @@ def analyze_reasoning(
     if without is not None and with_r is not None and THINKING in with_r:
         renders_last = True
         block = _block_markers(without, with_r)
+    # R1b: reasoning accepted only as a typed "thinking" content block.
+    if not renders_last:
+        plain_blocks, thinking_blocks = probe.block_turn(False), probe.block_turn(True)
+        if plain_blocks and thinking_blocks and THINKING in thinking_blocks:
+            block = _block_markers(plain_blocks, thinking_blocks)
     # R3: reasoning rendered only in turns that call tools.
-    if not renders_last and supports_tools:
+    if block is None and not renders_last and supports_tools:
         plain = probe.turn(ASSISTANT_MSG, THINKING, tools=True)
         calls_only = probe.turn("", None, (CALL_1,), tools=True)
         calls_r = probe.turn("", THINKING, (CALL_1,), tools=True)

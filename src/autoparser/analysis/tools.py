@@ -445,9 +445,14 @@ def analyze_tools(probe: Probe, reasoning: ReasoningAnalysis, text_eot: str = ""
     if result is None:
         return ToolFindings(ToolsAnalysis())
     fmt = result.format
-    if text_eot and text_eot in fmt.section_end:
-        cut = fmt.section_end[: fmt.section_end.find(text_eot)]
-        result = dataclasses.replace(result, format=dataclasses.replace(fmt, section_end=cut))
+    sec_end = fmt.section_end
+    if text_eot and text_eot in sec_end:
+        sec_end = sec_end[: sec_end.find(text_eot)]
         eot = eot or text_eot
+    # Whitespace alone is layout, not a section marker (it would make a useless trigger).
+    sec_start = fmt.section_start if fmt.section_start.strip() else ""
+    sec_end = sec_end if sec_end.strip() else ""
+    fmt = dataclasses.replace(fmt, section_start=sec_start, section_end=sec_end)
+    result = dataclasses.replace(result, format=fmt)
     requires_content = probe.turn(None, None, (CALL_1,), tools=True) is None
     return ToolFindings(result, eot, requires_content)
