@@ -154,6 +154,7 @@ class _Call:
         self.cur_held = ""
         self.cur_closer = ""
         self.cur_piece = 0  # index in pieces where the current argument's value starts
+        self.cur_typed = False  # the current value's kind (string / JSON) is known
 
     def arguments(self) -> str:
         return "".join(self.pieces)
@@ -296,13 +297,16 @@ class _Mapper:
             if not call.cur_named:
                 if name_node is None or not name_node.complete:
                     return
-                arg_name = name_node.text(text)
-                call.cur_string = self.spec.is_string(call.name, arg_name)
-                sep = ", " if k else ""
-                opener = '"' if call.cur_string else ""
-                key = json.dumps(arg_name, ensure_ascii=False)
-                self._emit_args(call, f"{sep}{key}: {opener}")
+                key = json.dumps(name_node.text(text), ensure_ascii=False)
+                self._emit_args(call, f"{', ' if k else ''}{key}: ")
                 call.cur_named = True
+                call.cur_typed = False
+            if value_node is not None and not call.cur_typed:
+                # The value's node says how it is written: raw text (a JSON string) or JSON.
+                call.cur_typed = True
+                call.cur_string = value_node.tag == tags.TOOL_ARG_STRING
+                if call.cur_string:
+                    self._emit_args(call, '"')
                 call.cur_piece = len(call.pieces)
             if value_node is not None:
                 length = value_node.end - value_node.start
@@ -313,16 +317,17 @@ class _Mapper:
                 call.cur_closer = "" if value_node.complete else value_node.closer
             if not arg.complete:
                 return
-            if call.cur_string:
-                self._emit_args(call, '"')
-            elif value_node is None:
+            if value_node is None:
                 self._emit_args(call, "null")
+            elif call.cur_string:
+                self._emit_args(call, '"')
             call.args_done = k + 1
             call.cur_named = False
             call.cur_done = 0
             call.cur_lead = False
             call.cur_held = ""
             call.cur_closer = ""
+            call.cur_typed = False
 
     @staticmethod
     def _value_piece(call: _Call, raw: str) -> str:
@@ -354,7 +359,9 @@ class _Mapper:
             if call.tagged:
                 tail = ""
                 if call.cur_named:
-                    if call.cur_string:
+                    if not call.cur_typed:
+                        tail = "null"
+                    elif call.cur_string:
                         tail = '"'
                     else:
                         tail = call.cur_closer or (
@@ -450,18 +457,6 @@ def _convert_args(kind: str, raw: str) -> str:
     return json.dumps(parsed, ensure_ascii=False)
 
 
-def _extends(
-    longer: tuple[str, str, list[tuple[str, str]]], shorter: tuple[str, str, list[tuple[str, str]]]
-) -> bool:
-    if not longer[0].startswith(shorter[0]) or not longer[1].startswith(shorter[1]):
-        return False
-    if len(longer[2]) < len(shorter[2]):
-        return False
-    return all(
-        a[0] == b[0] and a[1].startswith(b[1]) for a, b in zip(longer[2], shorter[2], strict=False)
-    )
-
-
 class StreamParser:
     """Feeds model output chunk by chunk; returns OpenAI ``delta`` dicts that only append.
 
@@ -497,8 +492,8 @@ class StreamParser:
         final = self._inc.finish()
         partial = self._last_tree
         tree = partial
-        if final.status == ParseStatus.SUCCESS and (
-            partial is None or self._final_extends_partial(final.tree, partial, text)
+        if final.status == ParseStatus.SUCCESS and not (
+            partial is not None and self._ends_inside_call(partial, text)
         ):
             tree = final.tree
         if tree is not None:
@@ -511,14 +506,16 @@ class StreamParser:
                 self._mapper.events.append(("content", -1, piece))
         return self._mapper.take_deltas()
 
-    def _final_extends_partial(self, final: Node, partial: Node, text: str) -> bool:
-        quick = _Mapper(_quiet(self._spec))
-        quick.advance(partial, text)
-        if not any(c.announced and not c.closed for c in quick.calls):
-            return True
-        full = _Mapper(_quiet(self._spec))
-        full.advance(final, text)
-        return _extends(full.snapshot(), quick.snapshot())
+    def _ends_inside_call(self, partial: Node, text: str) -> bool:
+        """Did generation stop inside an announced call? Then that call is truncated.
+
+        The full-mode parse would close such a call early (its end markers are optional)
+        or turn it into content; the partial-mode tree keeps it open, so it is reported
+        as a truncated call, its arguments closed by appending. Depends only on the text.
+        """
+        probe = _Mapper(_quiet(self._spec))
+        probe.advance(partial, text)
+        return any(c.announced and not c.closed for c in probe.calls)
 
     @property
     def message(self) -> ChatMessage:

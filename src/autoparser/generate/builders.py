@@ -127,7 +127,10 @@ def reasoning_parser(ctx: BuildContext, strict: bool) -> Parser | None:
     if ctx.thinking_forced_open:
         return block
     if not r.start:
-        return None
+        # DELIMITER without a start marker, thinking not forced on: the block is reasoning
+        # only if its end delimiter comes; atomic() holds it back until then (no retraction).
+        strict_block = body + close
+        return optional(atomic(strict_block if not strict else block))
     return optional(space() + literal(r.start) + block)
 
 
@@ -135,7 +138,7 @@ def should_extract_reasoning(analysis: TemplateAnalysis, request: Request, force
     r = analysis.reasoning
     if request.reasoning_format == "none" or r.mode == ReasoningMode.NONE or not r.end:
         return False
-    return forced or bool(r.start)
+    return forced or bool(r.start) or r.mode == ReasoningMode.DELIMITER
 
 
 # --------------------------------------------------------------------------- tool calls
@@ -288,6 +291,18 @@ def _value_end(ctx: BuildContext) -> list[str]:
     return [c for c in dict.fromkeys(candidates) if c and c.strip()]
 
 
+def _allows_null(schema: Any) -> bool:
+    if not isinstance(schema, Mapping):
+        return False
+    kind = schema.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return True
+    return any(
+        isinstance(options, list) and any(_allows_null(o) for o in options)
+        for options in (schema.get("anyOf"), schema.get("oneOf"))
+    )
+
+
 def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict: bool) -> Parser:
     a = ctx.analysis.tools.arguments
     ends = _value_end(ctx)
@@ -304,13 +319,18 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
     if is_string:
         raw = until(ends[0]) if len(ends) == 1 else until_one_of(*ends)
         value: Parser = tag(tags.TOOL_ARG_STRING, raw)
-        body = seq_of(a.value_prefix, value)
-    else:
-        rule = f"{_rule_part(tool.name)}-{_rule_part(name or 'arg')}"
-        value = tag(tags.TOOL_ARG_JSON, json_schema(dict(schema), rule))
-        body = seq_of(a.value_prefix, space(), value, space())
+        suffix = closing(a.value_suffix, strict) if a.value_suffix else None
+        string_arg = seq_of(a.value_prefix, value, suffix)
+        if a.value_suffix and _allows_null(schema):
+            # A nullable string: the bare word null (alone before the suffix) is JSON null.
+            null = tag(tags.TOOL_ARG_JSON, literal("null"))
+            null_arg = atomic(seq_of(a.value_prefix, space(), null, space(), a.value_suffix))
+            return tag(tags.TOOL_ARG, header + choice_of([null_arg, string_arg]))
+        return tag(tags.TOOL_ARG, header + string_arg)
+    rule = f"{_rule_part(tool.name)}-{_rule_part(name or 'arg')}"
+    value = tag(tags.TOOL_ARG_JSON, json_schema(dict(schema), rule))
     suffix = closing(a.value_suffix, strict) if a.value_suffix else None
-    return tag(tags.TOOL_ARG, seq_of(header, body, suffix))
+    return tag(tags.TOOL_ARG, seq_of(header, a.value_prefix, space(), value, space(), suffix))
 
 
 def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:

@@ -98,14 +98,14 @@ def is_forced_open(analysis: TemplateAnalysis, prompt: str, enable_thinking: boo
     """Does the output start inside a reasoning block?
 
     True when the prompt ends with the reasoning start marker (the template opened the
-    block), or for a DELIMITER template (no start marker) unless thinking is disabled.
+    block), or for a DELIMITER template (no start marker) when thinking is explicitly on.
     """
     r = analysis.reasoning
     if r.mode == ReasoningMode.NONE or not r.end:
         return False
     if r.start and r.start.strip():
         return prompt.rstrip().endswith(r.start.strip())
-    return r.mode == ReasoningMode.DELIMITER and enable_thinking is not False
+    return r.mode == ReasoningMode.DELIMITER and enable_thinking is True
 
 
 def build_params(
