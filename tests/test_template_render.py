@@ -167,6 +167,13 @@ HOSTILE = {
     "huge_list_repeat": "{{ ([0] * 100000) * 100000 }}",
     "huge_power": "{{ 10 ** 100000 }}",
     "format_map_attr": "{{ '{0.__class__.__mro__}'.format_map(['']) }}",
+    "huge_ljust": "{{ 'x'.ljust(10**9) }}",
+    "huge_format_width": "{{ '{:>999999999}'.format('x') }}",
+    "huge_printf_width": "{{ '%999999999s' % 'x' }}",
+    "printf_star_width": "{{ '%*s' % (10**9, 'x') }}",
+    "huge_center_filter": "{{ 'x' | center(10**9) }}",
+    "huge_indent_filter": "{{ 'a\nb' | indent(10**9) }}",
+    "huge_format_filter": "{{ '%999999999s' | format('x') }}",
     "deep_recursion": "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
 }
 
@@ -176,6 +183,16 @@ def test_hostile_template_fails_cleanly(name: str) -> None:
     template = ChatTemplate(HOSTILE[name], name=name)
     with pytest.raises(TemplateError, match=name):
         template.render(HELLO)
+
+
+def test_size_guards_leave_ordinary_formatting_alone() -> None:
+    source = (
+        "{{ '**%s**' % 'b' }}|{{ '%5.2f' % 3.14159 }}|{{ '{:>4}'.format('x') }}|"
+        "{{ 'x' | center(5) }}|{{ 'a\nb' | indent(2) }}|{{ '%s-%d' | format('a', 3) }}|"
+        "{{ 'ab' * 3 }}|{{ 2 ** 10 }}|{{ 'abc' | truncate(10) }}"
+    )
+    ours, theirs = both(source, HELLO)
+    assert ours == theirs == "**b**| 3.14|   x|  x  |a\n  b|a-3|ababab|1024|abc"
 
 
 def test_format_cannot_reach_internals() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import operator
+import re
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any, NoReturn
@@ -141,16 +142,69 @@ def _guarded_pow(left: Any, right: Any) -> Any:
     return operator.pow(left, right)
 
 
-_GUARDED_BINOPS: dict[str, Callable[[Any, Any], Any]] = {"*": _guarded_mul, "**": _guarded_pow}
+# A printf-style field with a huge width or precision, or one taken from the arguments.
+_HUGE_PRINTF_FIELD = re.compile(r"%[-#0 +]*(?:\*|\d{8,})|%[-#0 +]*\d*\.(?:\*|\d{8,})")
+# A str.format field with a huge width or precision (``{:>999999999}``).
+_HUGE_FORMAT_FIELD = re.compile(r"\{[^{}]*:[^{}]*\d{8,}[^{}]*\}")
+
+
+def _check_printf(template: object) -> None:
+    if isinstance(template, str) and _HUGE_PRINTF_FIELD.search(template):
+        raise SecurityError("printf-style field width or precision too large (or '*')")
+
+
+def _guarded_mod(left: Any, right: Any) -> Any:
+    _check_printf(left)
+    return operator.mod(left, right)
+
+
+def _check_int_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, int) and not isinstance(value, bool) and value > MAX_REPEAT_SIZE:
+            raise SecurityError(f"argument {value} too large (over {MAX_REPEAT_SIZE})")
+
+
+_GUARDED_BINOPS: dict[str, Callable[[Any, Any], Any]] = {
+    "*": _guarded_mul,
+    "**": _guarded_pow,
+    "%": _guarded_mod,
+}
 
 
 class _GuardedMixin:
-    """Intercept ``*`` and ``**`` so a template cannot build gigantic values."""
+    """Refuse the few operations that let a template build gigantic values.
+
+    ``*`` and ``**`` on huge operands, printf/format fields with huge widths, and huge integer
+    arguments to calls (``'x'.ljust(10**9)``). Real templates never come near these limits.
+    """
 
     intercepted_binops = frozenset(_GUARDED_BINOPS)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         return _GUARDED_BINOPS[operator](left, right)
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        _check_int_arguments(args, kwargs)
+        target = getattr(__obj, "__wrapped__", __obj)
+        bound = getattr(target, "__self__", None)
+        if isinstance(bound, str) and _HUGE_FORMAT_FIELD.search(bound):
+            raise SecurityError("format field width or precision too large")
+        return super().call(__context, __obj, *args, **kwargs)  # type: ignore[misc]
+
+
+def _guard_filter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        _check_int_arguments(args, kwargs)
+        if name == "format" and args:
+            _check_printf(args[0])
+        return original(*args, **kwargs)
+
+    guarded.__name__ = original.__name__
+    # Keep jinja2's pass_context / pass_eval_context markers on the wrapper.
+    guarded.__dict__.update(original.__dict__)
+    if hasattr(original, "jinja_pass_arg"):
+        guarded.jinja_pass_arg = original.jinja_pass_arg  # type: ignore[attr-defined]
+    return guarded
 
 
 class ChatSandbox(_GuardedMixin, ImmutableSandboxedEnvironment):
@@ -165,6 +219,8 @@ class MutableChatSandbox(_GuardedMixin, SandboxedEnvironment):
 
 
 def _configure(env: SandboxedEnvironment) -> SandboxedEnvironment:
+    for name in ("center", "indent", "format", "truncate", "wordwrap"):
+        env.filters[name] = _guard_filter(name, env.filters[name])
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
