@@ -104,6 +104,7 @@ class ChatTemplate:
                 f"{self.name}: syntax error at line {exc.lineno}: {exc.message}"
             ) from exc
         self._variant_templates: dict[str, ChatTemplate] = {}
+        self._mutates = False
 
     def __repr__(self) -> str:
         return f"ChatTemplate(name={self.name!r})"
@@ -202,12 +203,14 @@ class ChatTemplate:
             "eos_token": self.eos_token,
             **context,
         }
-        try:
-            return self._run(self._compiled, variables)
-        except TemplateError as exc:
-            cause = exc.__cause__
-            if not (isinstance(cause, SecurityError) and _MUTATION_REFUSED.search(str(cause))):
-                raise
+        if not self._mutates:
+            try:
+                return self._run(self._compiled, variables)
+            except TemplateError as exc:
+                cause = exc.__cause__
+                if not (isinstance(cause, SecurityError) and _MUTATION_REFUSED.search(str(cause))):
+                    raise
+            self._mutates = True  # later renders go straight to the mutable sandbox
         return self._run(_compile(self.source, True), plain_data(variables))
 
     def render(
@@ -231,8 +234,6 @@ class ChatTemplate:
         tool_list = None if tools is None else [dict(t) for t in tools]
         if use_polyfills:
             prepared, tool_list = apply_polyfills(template, prepared, tool_list)
-            if template.quirks.reads_reasoning_key:
-                prepared = [_with_reasoning_key(m) for m in prepared]
         context: dict[str, Any] = {
             "messages": transformers_messages(prepared),
             "tools": plain_data(tool_list),
@@ -303,11 +304,3 @@ class ChatTemplate:
             add_generation_prompt=add_generation_prompt,
             **template_kwargs,
         )
-
-
-def _with_reasoning_key(message: dict[str, Any]) -> dict[str, Any]:
-    """Also pass reasoning as ``reasoning`` for templates that read only that name."""
-    for key in ("reasoning_content", "thinking"):
-        if message.get(key) is not None and message.get("reasoning") is None:
-            return {**message, "reasoning": message[key]}
-    return message

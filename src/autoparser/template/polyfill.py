@@ -203,6 +203,14 @@ def _non_null_content(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def _with_reasoning_key(message: dict[str, Any]) -> dict[str, Any]:
+    """Also pass reasoning as ``reasoning`` for templates that read only that name."""
+    for key in ("reasoning_content", "thinking"):
+        if message.get(key) is not None and message.get("reasoning") is None:
+            return {**message, "reasoning": message[key]}
+    return message
+
+
 def _reasoning_blocks(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Put assistant reasoning first in content as a typed ``thinking`` part (Mistral style)."""
     result = []
@@ -247,4 +255,6 @@ def apply_polyfills(
         messages = _typed_content(messages)
     if quirks.reasoning_as_thinking_block:
         messages = _reasoning_blocks(messages)
+    if quirks.reads_reasoning_key:
+        messages = [_with_reasoning_key(m) for m in messages]
     return messages, tools
