@@ -329,8 +329,11 @@ def test_json_value_full(doc: object) -> None:
         assert st(json_value(), text) == (OK, len(text))
         assert st(json_value() + "!", text + "!") == (OK, len(text) + 1)
         # The scanner agrees with the fast path on complete documents.
-        r = json_scan.scan(text, 0, "value", False, False)
-        assert (r.status, r.end) == (json_scan.OK, len(text))
+        for fast in (True, False):
+            r = json_scan.scan(text, 0, "value", False, False, fast=fast)
+            assert (r.status, r.end) == (json_scan.OK, len(text))
+            r = json_scan.scan(text + "]", 0, "value", True, False, fast=fast)
+            assert (r.status, r.end) == (json_scan.OK, len(text))
 
 
 @pytest.mark.parametrize("doc", DOCS)
@@ -344,6 +347,14 @@ def test_json_every_prefix_closes_to_valid_json(doc: object) -> None:
             node = r.tree.find("v")
             assert node is not None and not node.complete
             json.loads(prefix + node.closer)  # raises if the closer is wrong
+
+
+def test_json_scanner_without_fast_path_closes_every_prefix() -> None:
+    text = json.dumps(DOCS[0], indent=1)
+    for k in range(len(text)):
+        r = json_scan.scan(text[:k], 0, "value", True, False, fast=False)
+        assert r.status == json_scan.MORE
+        json.loads(text[:k] + r.closer)
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,8 @@ _NUM = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _NUM_INCOMPLETE = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.|(?:\.[0-9]+)?[eE][+-]?)|-")
 _WORDS = {"t": "true", "f": "false", "n": "null"}
 
+_FAST_ATTEMPTS = 4  # C-decoder tries per scan for nested values (see scan)
+
 # What the scanner expects next.
 VALUE, VALUE_OR_CLOSE, KEY_OR_CLOSE, KEY, COLON, COMMA_OR_CLOSE = range(6)
 
@@ -97,8 +99,12 @@ def scan(
     partial: bool,
     single_quotes: bool,
     resume: ScanState | None = None,
+    fast: bool = True,
 ) -> ScanResult:
-    """Scan one JSON value of `kind` starting at pos (no leading whitespace)."""
+    """Scan one JSON value of `kind` starting at pos (no leading whitespace).
+
+    `fast=False` disables skipping nested complete values with the C decoder (for tests).
+    """
     n = len(text)
     if resume is not None:
         p, stack, expect, quote = resume
@@ -111,6 +117,7 @@ def scan(
         if allowed is not None and (first not in allowed or (first == "'" and not single_quotes)):
             return ScanResult(FAIL, p, False, "", None)
     sq = "\"'" if single_quotes else '"'
+    attempts = _FAST_ATTEMPTS if fast else 0
     while True:
         if quote:
             # Inside a string body: continue it.
@@ -179,13 +186,23 @@ def scan(
                 if stack is None:
                     return ScanResult(OK, p, False, "", None)
                 expect = COMMA_OR_CLOSE
-            elif c == "{":
-                stack = ("{", stack)
-                expect = KEY_OR_CLOSE
-                p += 1
-            elif c == "[":
-                stack = ("[", stack)
-                expect = VALUE_OR_CLOSE
+            elif c in "{[":
+                if attempts > 0 and stack is not None:
+                    # Skip a complete nested value at C speed; only the path to the end of
+                    # a truncated document is scanned here. Failed attempts cost a C scan
+                    # of the rest, so they are capped (deep truncated nesting stays linear).
+                    e = fast_complete(text, p, "value")
+                    if e >= 0:
+                        p = e
+                        expect = COMMA_OR_CLOSE
+                        continue
+                    attempts -= 1
+                if c == "{":
+                    stack = ("{", stack)
+                    expect = KEY_OR_CLOSE
+                else:
+                    stack = ("[", stack)
+                    expect = VALUE_OR_CLOSE
                 p += 1
             elif c in sq:
                 quote = c

@@ -1,0 +1,237 @@
+"""GBNF emission: portable syntax, llguidance acceptance, lookahead errors, lazy triggers."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from autoparser.errors import GrammarError
+from autoparser.peg import (
+    Grammar,
+    Parser,
+    ParseStatus,
+    Rules,
+    Trigger,
+    any_char,
+    char_class,
+    chars,
+    choice,
+    end,
+    grammar,
+    json_array,
+    json_literal,
+    json_number,
+    json_object,
+    json_schema,
+    json_string,
+    json_value,
+    literal,
+    negate,
+    one_or_more,
+    optional,
+    peek,
+    repeat,
+    rest,
+    space,
+    tag,
+    token,
+    trigger,
+    until,
+    until_one_of,
+    zero_or_more,
+)
+
+gbnf_oracle = pytest.importorskip("gbnf_oracle", reason="llguidance oracle unavailable")
+accepts = gbnf_oracle.accepts
+
+RULE_LINE = re.compile(r"^([a-z0-9-]+) ::= (.+)$")
+
+
+def assert_portable(text: str) -> None:
+    """The house rules for GBNF that must run unchanged in llama.cpp, xgrammar, llguidance."""
+    assert text.startswith("root ::= ")
+    for line in text.splitlines():
+        m = RULE_LINE.match(line)
+        assert m, line
+        body = m.group(2)
+        outside = re.sub(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]', "X", body)
+        assert "." not in outside, line
+        assert not re.search(r"(^|\|)\s*(\||\)|$)|\(\s*\|", outside), f"empty alternative: {line}"
+        assert not re.search(r"\{,", outside), line
+        assert "\\u" not in body and "\\U" not in body, line
+    gbnf_oracle.check_grammar(text)
+
+
+def agree(p: Parser, accepted: list[str], rejected: list[str]) -> str:
+    """Parser (anchored) and grammar agree on these strings; returns the grammar text."""
+    anchored = p + end()
+    text = grammar(anchored).text
+    assert_portable(text)
+    for s in accepted:
+        assert anchored.parse(s).status is ParseStatus.SUCCESS, s
+        assert accepts(text, s), (s, text)
+    for s in rejected:
+        assert anchored.parse(s).status is not ParseStatus.SUCCESS, s
+        assert not accepts(text, s), (s, text)
+    return text
+
+
+def test_literal_and_token_utf8_and_escapes() -> None:
+    text = agree(
+        literal('héllo "→" \\ \n\t') + token("<|end|>"),
+        ['héllo "→" \\ \n\t<|end|>'],
+        ["héllo", 'hello "→" \\ \n\t<|end|>'],
+    )
+    assert "é" in text and "→" in text
+    agree(literal(""), [""], ["a"])
+
+
+def test_char_classes_and_chars() -> None:
+    agree(char_class("a-c\\-\\]^") + char_class("^a-z"), ["b!", "-é", "]Z", "^0"], ["ba", "d!"])
+    agree(chars("0-9", 2, 3), ["12", "123"], ["1", "1234", "a1"])
+    agree(chars("x", 0, -1) + "y", ["y", "xxxy"], ["xx"])
+    agree(chars("α-ω", 1), ["αβω"], [""])
+    agree(any_char() + any_char(), ["a😀", "\x00\n"], ["a", "abc"])
+
+
+def test_combinators() -> None:
+    p = ("a" + choice("b", "cd")) | "x"
+    agree(p, ["ab", "acd", "x"], ["a", "ac", "xb"])
+    agree(repeat("ab", 2, 3), ["abab", "ababab"], ["ab", "abababab"])
+    agree(optional("a") + one_or_more("b") + zero_or_more("c"), ["b", "abbcc"], ["a", "ac"])
+    agree(repeat("a", 0, 0) + "b", ["b"], ["ab"])
+    agree(repeat("a", 2, None), ["aa", "aaaa"], ["a"])
+
+
+def test_space_end_rest() -> None:
+    agree("a" + space() + "b", ["ab", "a \t\r\n b"], ["a-b"])
+    agree("a" + rest(), ["a", "a anything é"], ["b"])
+    with pytest.raises(GrammarError, match="end"):
+        grammar(end() + "a")
+
+
+@pytest.mark.parametrize(
+    "delims",
+    [("</think>",), ("<tool_call>",), ("<|im_end|>", "</s>"), ("→|",), ("aab",), ("abab",)],
+)
+def test_until_automaton_is_exact_when_followed_by_its_delimiter(delims: tuple[str, ...]) -> None:
+    p = until_one_of(*delims) + choice(*delims) + end()
+    text = grammar(p).text
+    assert_portable(text)
+    candidates = {""}
+    for d in delims:
+        for k in range(len(d) + 1):
+            for filler in ("", "x", "é", d[:k]):
+                candidates |= {d[:k] + filler + d, filler + d[:k] + d, d[:k] + d + d, d[:k]}
+    accepted = 0
+    for s in sorted(candidates):
+        ours = p.parse(s).success
+        assert ours == accepts(text, s), (s, ours, text)
+        accepted += ours
+    assert accepted >= 3
+
+
+def test_until_at_the_end_is_exact_for_border_free_delimiters() -> None:
+    agree(until("</think>"), ["", "abc", "a</thin", "<<//"], ["a</think>", "</think>b"])
+
+
+def test_exclusion_idiom_becomes_until() -> None:
+    p = zero_or_more(negate(literal("*/") | "?>") + any_char()) + "*/"
+    text = agree(p, ["abc*/", "*?*/", "?*/"], ["abc", "a*/b*/", "a?>*/"])
+    assert "until-" in text
+
+
+def test_negate_class_difference() -> None:
+    p = negate(char_class("aeiou")) + char_class("a-z")
+    text = agree(p, ["b", "z"], ["a", "u", "B"])
+    assert "[b-df-hj-np-tv-z]" in text
+    agree(negate("x") + char_class("^y"), ["a", "é"], ["x", "y"])
+
+
+def test_untranslatable_lookaheads_name_the_node() -> None:
+    with pytest.raises(GrammarError, match=r"peek\(literal\('a'\)\)"):
+        grammar(peek("a") + "ab")
+    with pytest.raises(GrammarError, match=r"negate\(literal\('ab'\)\)"):
+        grammar(negate("ab") + "x")
+    with pytest.raises(GrammarError, match="negate"):
+        grammar(negate("ab"))
+
+
+def test_tags_atomic_trigger_are_transparent() -> None:
+    p = tag("t", "a" + trigger(token("<x>")) + literal("b").atomic())
+    agree(p, ["a<x>b"], ["a<x>"])
+
+
+def test_rules_become_named_rules_with_sanitised_names() -> None:
+    rules = Rules()
+    rules["my_rule.Item"] = "(" + zero_or_more(rules.ref("my_rule.Item")) + ")"
+    rules["getWeather"] = "w"
+    p = rules.ref("my_rule.Item") + rules.ref("getWeather")
+    text = agree(p, ["()w", "(()(()))w"], ["(w", "()"])
+    assert "my-rule-item ::= " in text
+    assert "get-weather ::= " in text
+
+
+def test_rules_named_root_do_not_clash() -> None:
+    rules = Rules()
+    rules["root"] = literal("r")
+    text = agree(rules.ref("root") + "x", ["rx"], ["x"])
+    assert text.count("root ::=") == 1
+
+
+@pytest.mark.parametrize(
+    ("p", "good", "bad"),
+    [
+        (json_value(), ['{"a": [1, -2.5e3, true, null, "x\\n\\u00e9"]}', "0", '"é"'], ["{", "01"]),
+        (json_object(), ["{}", '{ "a" : 1 }'], ["[]", "{'a': 1}"]),
+        (json_array(), ["[]", "[ 1 , [ ] ]"], ["{}", "[1,]"]),
+        (json_string(), ['"a\\"b"', '""'], ['"a', "'a'"]),
+        (json_number(), ["-0.5E+3", "10"], ["-", "1."]),
+        (json_literal(), ["true", "null"], ["nil"]),
+        (json_value(allow_single_quotes=True), ["{'a': ['b', \"c\"]}", "'it\\'s'"], ["{'a}"]),
+    ],
+)
+def test_json_rules(p: Parser, good: list[str], bad: list[str]) -> None:
+    agree(p, good, bad)
+
+
+def test_json_schema_delegates_to_the_schema_converter() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    p = "<args>" + json_schema(schema, "get_weather") + "</args>"
+    text = grammar(p).text
+    assert_portable(text)
+    assert accepts(text, '<args>{"n": 3}</args>')
+    assert not accepts(text, '<args>{"n": "3"}</args>')
+    assert not accepts(text, "<args>{}</args>")
+    # Parsing is plain JSON (the schema is for the grammar).
+    assert p.parse('<args>{"n": "3"}</args>').success
+
+
+def test_literals_next_to_until_are_split_for_greedy_lexers() -> None:
+    rules = Rules()
+    rules["close"] = literal("</think>")
+    p = "<think>" + until("</think>") + rules.ref("close")
+    text = agree(p, ["<think>a</b></thi</think>", "<think></think>"], ["<think>a"])
+    assert '"<" "/" "t"' in text
+
+
+def test_lazy_grammar_triggers() -> None:
+    call = trigger(token("<tool_call>") + json_object() + "</tool_call>")
+    alt = trigger(space() + literal("[TOOL_CALLS]") + json_array())
+    p = until_one_of("<tool_call>", "[TOOL_CALLS]") + zero_or_more(call | alt)
+    g = grammar(p, lazy=True)
+    assert isinstance(g, Grammar)
+    assert g.triggers == (Trigger("token", "<tool_call>"), Trigger("word", "[TOOL_CALLS]"))
+    assert_portable(g.text)
+    assert accepts(g.text, '<tool_call>{"a": 1}</tool_call>')
+    assert accepts(g.text, " [TOOL_CALLS][1]")
+    assert not accepts(g.text, 'hello <tool_call>{"a": 1}</tool_call>')
+    full = grammar(p)
+    assert full.triggers == ()
+    assert accepts(full.text, 'hello <tool_call>{"a": 1}</tool_call>')
+    # No trigger marked: the lazy grammar is the full grammar.
+    assert grammar(until("x"), lazy=True).text == grammar(until("x")).text
+    with pytest.raises(GrammarError, match="trigger"):
+        grammar(trigger(chars("a-z")), lazy=True)
+    assert str(full) == full.text
