@@ -301,3 +301,19 @@ def test_invalid_requests_raise_naming_the_field(options: dict[str, Any], field:
     with pytest.raises(RequestError) as info:
         case.params(tools, **options)
     assert field in str(info.value)
+
+
+# ------------------------------------------------------------------ end to end with the analyser
+
+
+@pytest.mark.parametrize(("case", "scenario", "message"), SCENARIOS)
+def test_apply_with_analysed_template(case: Case, scenario: str, message: dict[str, Any]) -> None:
+    """template.apply: the template's own analysis (not the hand-written one) parses back."""
+    tools = _tools(case)
+    text = case.output(message, tools)
+    params = case.load().apply([{"role": "user", "content": "Hi"}], tools=tools)
+    assert params.prompt == case.load().render(
+        [{"role": "user", "content": "Hi"}], tools=tools, add_generation_prompt=True
+    )
+    assert params.prompt.endswith(params.generation_prompt)
+    assert normalized(params.parse(text), ids=case.ids) == expected(message, ids=case.ids)

@@ -106,6 +106,57 @@ def choice_of(parsers: Sequence[Parser]) -> Parser:
     return parsers[0] if len(parsers) == 1 else peg_choice(*parsers)
 
 
+def _strip_fields(obj: Any, names: Sequence[str]) -> Any:
+    return dataclasses.replace(obj, **{n: getattr(obj, n).strip() for n in names})
+
+
+def normalize_markers(analysis: TemplateAnalysis) -> TemplateAnalysis:
+    """The analysis with whitespace stripped from every marker.
+
+    Renders put newlines around markers ("<tool_call>\n", "\n</parameter>\n"); the
+    builders allow any whitespace around markers instead (``space()``), so a model that
+    writes the marker without the newline, or with two, still parses. Whitespace-only
+    markers become absent.
+    """
+    t = analysis.tools
+    tools = dataclasses.replace(
+        t,
+        format=_strip_fields(
+            t.format,
+            (
+                "section_start",
+                "section_end",
+                "per_call_start",
+                "per_call_end",
+                "array_open",
+                "array_close",
+            ),
+        ),
+        function=_strip_fields(t.function, ("name_prefix", "name_suffix", "close")),
+        arguments=_strip_fields(
+            t.arguments,
+            (
+                "start",
+                "end",
+                "name_prefix",
+                "name_suffix",
+                "value_prefix",
+                "value_suffix",
+                "separator",
+            ),
+        ),
+        call_id=_strip_fields(t.call_id, ("prefix", "suffix")),
+        call_separator=t.call_separator.strip(),
+    )
+    return dataclasses.replace(
+        analysis,
+        reasoning=_strip_fields(analysis.reasoning, ("start", "end")),
+        content=_strip_fields(analysis.content, ("start", "end")),
+        tools=tools,
+        end_of_turn=tuple(m.strip() for m in analysis.end_of_turn if m.strip()),
+    )
+
+
 # --------------------------------------------------------------------------- reasoning
 
 
@@ -188,49 +239,73 @@ def _json_object(pairs: Sequence[Parser]) -> Parser:
     return literal("{") + space() + body + space() + literal("}")
 
 
+def _field_paths(ctx: BuildContext) -> list[str]:
+    """Dotted paths of the fields of one JSON call, in the order the model writes them."""
+    fmt = ctx.analysis.tools.format
+    name_key = fmt.name_field or "name"
+    args_key = fmt.args_field or "arguments"
+    nest = f"{fmt.function_field}." if fmt.function_field else ""
+    name_path, args_path = nest + name_key, nest + args_key
+    paths: list[str] = []
+    for field in fmt.field_order:
+        if not field:
+            continue
+        if nest and "." not in field and field in (name_key, args_key):
+            field = nest + field  # legacy form: inner keys listed without their parent
+        if nest and field == fmt.function_field:
+            continue  # the parent comes from its children's paths
+        if field not in paths:
+            paths.append(field)
+    if not paths:
+        paths = [k for k in (fmt.id_field, fmt.gen_id_field) if k]
+    for required in (name_path, args_path):
+        if required not in paths:
+            paths.append(required)
+    return paths
+
+
+def _object_from_paths(paths: list[str], leaf: Any, prefix: str = "") -> Parser:
+    """A JSON object parser whose keys follow the paths (grouped by first component)."""
+    groups: dict[str, list[str]] = {}
+    for path in paths:
+        head, _, tail = path.partition(".")
+        groups.setdefault(head, [])
+        if tail:
+            groups[head].append(tail)
+    pairs = []
+    for head, tails in groups.items():
+        full = prefix + head
+        value = _object_from_paths(tails, leaf, full + ".") if tails else leaf(full)
+        pairs.append(_json_key(head) + value)
+    return _json_object(pairs)
+
+
 def json_native_call(ctx: BuildContext, tool: ToolSpec) -> Parser:
     """One call written as a JSON object (flat, nested under a key, or name-as-key)."""
     fmt = ctx.analysis.tools.format
-    name_quoted = json.dumps(tool.name, ensure_ascii=False)
     args = _json_args_value(ctx, tool)
     if fmt.fun_name_is_key:
         name = atomic(literal('"') + tag(tags.TOOL_NAME, literal(tool.name)) + literal('"'))
         return _json_object([name + space() + literal(":") + space() + args])
-    name_key = fmt.name_field or "name"
-    args_key = fmt.args_field or "arguments"
+    nest = f"{fmt.function_field}." if fmt.function_field else ""
+    name_path = nest + (fmt.name_field or "name")
+    args_path = nest + (fmt.args_field or "arguments")
+    id_names = {k for k in (fmt.id_field, fmt.gen_id_field) if k}
+    constants = dict(fmt.constant_fields)
     name_value = literal('"') + atomic(tag(tags.TOOL_NAME, literal(tool.name)) + literal('"'))
-    del name_quoted
-    known: dict[str, Parser] = {
-        name_key: _json_key(name_key) + name_value,
-        args_key: _json_key(args_key) + args,
-    }
-    id_keys = [k for k in (fmt.id_field, fmt.gen_id_field) if k]
-    for key in id_keys:
-        known.setdefault(key, _json_key(key) + _id_value_json())
-    order = [k for k in fmt.field_order if k]
-    if fmt.function_field:
-        inner_keys = [k for k in order if k in (name_key, args_key)] or [name_key, args_key]
-        inner = _json_object([known[k] for k in inner_keys])
-        outer: list[Parser] = []
-        outer_keys = [k for k in order if k not in (name_key, args_key)] or [fmt.function_field]
-        if fmt.function_field not in outer_keys:
-            outer_keys.append(fmt.function_field)
-        for key in outer_keys:
-            if key == fmt.function_field:
-                outer.append(_json_key(key) + inner)
-            elif key in known:
-                outer.append(known[key])
-            else:
-                outer.append(_json_key(key) + json_value())
-        return _json_object(outer)
-    keys = [k for k in order if k in known or k not in ("",)]
-    if not keys:
-        keys = [*(k for k in id_keys), name_key, args_key]
-    if name_key not in keys:
-        keys.append(name_key)
-    if args_key not in keys:
-        keys.append(args_key)
-    return _json_object([known[k] if k in known else _json_key(k) + json_value() for k in keys])
+
+    def leaf(path: str) -> Parser:
+        if path == name_path:
+            return name_value
+        if path == args_path:
+            return args
+        if path in constants:
+            return literal(constants[path])
+        if path.rpartition(".")[2] in id_names:
+            return _id_value_json()
+        return json_value()
+
+    return _object_from_paths(_field_paths(ctx), leaf)
 
 
 def _call_id(ctx: BuildContext) -> Parser:
@@ -320,17 +395,19 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
         raw = until(ends[0]) if len(ends) == 1 else until_one_of(*ends)
         value: Parser = tag(tags.TOOL_ARG_STRING, raw)
         suffix = closing(a.value_suffix, strict) if a.value_suffix else None
-        string_arg = seq_of(a.value_prefix, value, suffix)
+        lead = space() if a.value_prefix else None  # whitespace between name and value markers
+        string_arg = seq_of(lead, a.value_prefix, value, suffix)
         if a.value_suffix and _allows_null(schema):
             # A nullable string: the bare word null (alone before the suffix) is JSON null.
             null = tag(tags.TOOL_ARG_JSON, literal("null"))
-            null_arg = atomic(seq_of(a.value_prefix, space(), null, space(), a.value_suffix))
+            null_arg = atomic(seq_of(lead, a.value_prefix, space(), null, space(), a.value_suffix))
             return tag(tags.TOOL_ARG, header + choice_of([null_arg, string_arg]))
         return tag(tags.TOOL_ARG, header + string_arg)
     rule = f"{_rule_part(tool.name)}-{_rule_part(name or 'arg')}"
     value = tag(tags.TOOL_ARG_JSON, json_schema(dict(schema), rule))
     suffix = closing(a.value_suffix, strict) if a.value_suffix else None
-    return tag(tags.TOOL_ARG, seq_of(header, a.value_prefix, space(), value, space(), suffix))
+    lead = space() if a.value_prefix else None
+    return tag(tags.TOOL_ARG, seq_of(header, lead, a.value_prefix, space(), value, space(), suffix))
 
 
 def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
@@ -408,8 +485,8 @@ def tool_section(
     sep: Parser = space() + literal(sep_text) + space() if sep_text else space()
     calls = call + zero_or_more(sep + call) if parallel else call
     if array:
-        open_b = "" if section_start.endswith("[") else "["
-        close_b = "" if section_end.startswith("]") else "]"
+        open_b = "" if section_start.endswith("[") else (f.array_open or "[")
+        close_b = "" if section_end.startswith("]") else (f.array_close or "]")
         calls = seq_of(
             open_b, space(), calls, space(), closing(close_b, strict) if close_b else None
         )

@@ -12,6 +12,7 @@ from autoparser.generate.builders import (
     BuildContext,
     ParserDefinition,
     build_standard,
+    normalize_markers,
     should_extract_reasoning,
 )
 from autoparser.generate.request import Request, normalize_request
@@ -135,7 +136,7 @@ def build_params(
     )
     forced = is_forced_open(analysis, prompt, enable_thinking)
     ctx = BuildContext(
-        analysis=analysis,
+        analysis=normalize_markers(analysis),
         request=request,
         thinking_forced_open=forced,
         extract_reasoning=should_extract_reasoning(analysis, request, forced),

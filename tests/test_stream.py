@@ -1,0 +1,284 @@
+"""Streaming: deltas only append, markers never leak, any split equals parse(full text)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+from typing import Any
+
+import pytest
+from generate_cases import (
+    CASE_BY_NAME,
+    CASES,
+    TOOLS,
+    Case,
+    accumulate,
+    call,
+    message_dict,
+    scenarios,
+)
+
+from autoparser.errors import RequestError
+from autoparser.generate import ChatParams
+
+SCENARIOS = [
+    pytest.param(case, name, msg, id=f"{case.name}-{name}")
+    for case in CASES
+    for name, msg in scenarios(case).items()
+]
+
+
+def _tools(case: Case) -> list[dict[str, Any]] | None:
+    return TOOLS if case.calls else None
+
+
+def splits(text: str, rng: random.Random) -> list[str]:
+    """A random split of text into chunks of 1..12 characters."""
+    chunks = []
+    i = 0
+    while i < len(text):
+        n = rng.randint(1, 12)
+        chunks.append(text[i : i + n])
+        i += n
+    return chunks
+
+
+def _is_prefix_state(part: dict[str, Any], full: dict[str, Any]) -> bool:
+    for key in ("content", "reasoning_content"):
+        if part[key] is not None and not (full[key] or "").startswith(part[key]):
+            return False
+    if len(part["tool_calls"]) > len(full["tool_calls"]):
+        return False
+    for a, b in zip(part["tool_calls"], full["tool_calls"], strict=False):
+        if a["id"] != b["id"] or a["name"] != b["name"]:
+            return False
+        if not b["arguments"].startswith(a["arguments"]):
+            return False
+    return True
+
+
+def run_stream(params: ChatParams, chunks: list[str]) -> list[dict[str, Any]]:
+    """Feed the chunks; check every intermediate state against the final parse."""
+    full = message_dict(params.parse("".join(chunks)))
+    stream = params.stream()
+    deltas: list[dict[str, Any]] = []
+    announced: set[int] = set()
+    for chunk in chunks:
+        new = stream.feed(chunk)
+        for delta in new:
+            assert delta, "empty delta"
+            for tc in delta.get("tool_calls", []):
+                if tc["index"] in announced:
+                    assert set(tc) == {"index", "function"}, tc
+                    assert set(tc["function"]) == {"arguments"}, tc
+                else:
+                    assert tc["index"] == len(announced), "calls announced out of order"
+                    assert tc["type"] == "function" and tc["id"] and tc["function"]["name"]
+                    announced.add(tc["index"])
+        deltas.extend(new)
+        state = accumulate(deltas)
+        assert _is_prefix_state(state, full), (state, full)
+        assert message_dict(stream.message) == state
+    deltas.extend(stream.finish())
+    final = accumulate(deltas)
+    assert final == message_dict(stream.message) == full
+    assert stream.finish() == []
+    return deltas
+
+
+@pytest.mark.parametrize(("case", "scenario", "message"), SCENARIOS)
+def test_one_char_stream_equals_parse(case: Case, scenario: str, message: dict[str, Any]) -> None:
+    tools = _tools(case)
+    text = case.output(message, tools)
+    run_stream(case.params(tools), list(text))
+
+
+@pytest.mark.parametrize(("case", "scenario", "message"), SCENARIOS)
+def test_random_splits_equal_parse(case: Case, scenario: str, message: dict[str, Any]) -> None:
+    tools = _tools(case)
+    text = case.output(message, tools)
+    params = case.params(tools)
+    rng = random.Random(f"{case.name}-{scenario}")
+    for _ in range(20):
+        run_stream(params, splits(text, rng))
+
+
+@pytest.mark.parametrize(("case", "scenario", "message"), SCENARIOS)
+def test_markers_never_leak(case: Case, scenario: str, message: dict[str, Any]) -> None:
+    tools = _tools(case)
+    text = case.output(message, tools)
+    params = case.params(tools)
+    a = case.analysis
+    markers = [
+        m
+        for m in (
+            a.reasoning.start,
+            a.reasoning.end,
+            a.tools.format.section_start,
+            a.tools.format.per_call_start,
+            a.tools.format.per_call_end,
+            *a.end_of_turn,
+        )
+        if len(m.strip()) > 1
+    ]
+    stream = params.stream()
+    seen = {"content": "", "reasoning_content": ""}
+    for ch in text + (a.end_of_turn[0] if a.end_of_turn else ""):
+        for delta in stream.feed(ch):
+            for key in seen:
+                seen[key] += delta.get(key, "")
+        for key, value in seen.items():
+            for marker in markers:
+                for k in range(1, len(marker) + 1):
+                    # No marker, nor the start of one, at the end of what was emitted.
+                    assert not value.endswith(marker[:k]) or marker[:k].isspace(), (
+                        key,
+                        value,
+                        marker,
+                    )
+
+
+# ------------------------------------------------------------------ truncation / malformed
+
+
+@pytest.mark.parametrize("name", ["hermes", "qwen3coder", "glm", "mistral", "bracket_callid"])
+def test_every_prefix_streams_like_it_parses(name: str) -> None:
+    case = CASE_BY_NAME[name]
+    key = "two_calls" if case.parallel else "complex_args"
+    text = case.output(scenarios(case)[key], TOOLS)
+    params = case.params(TOOLS)
+    rng = random.Random(name)
+    for cut in range(1, len(text), 3):
+        prefix = text[:cut]
+        deltas = run_stream(params, splits(prefix, rng))
+        message = params.parse(prefix)
+        for c in message.tool_calls:
+            assert isinstance(json.loads(c.arguments), dict), (prefix, c.arguments)
+        assert accumulate(deltas)["tool_calls"] == message_dict(message)["tool_calls"]
+
+
+def test_truncated_stream_flags_and_closes_the_call() -> None:
+    params = CASE_BY_NAME["hermes"].params(TOOLS)
+    text = '<tool_call>\n{"name": "search", "arguments": {"query": "a\\"b", "tags": ["x", "y'
+    stream = params.stream()
+    deltas: list[dict[str, Any]] = []
+    for ch in text:
+        deltas += stream.feed(ch)
+    before = accumulate(deltas)["tool_calls"][0]["arguments"]
+    deltas += stream.finish()
+    after = accumulate(deltas)["tool_calls"][0]["arguments"]
+    assert after.startswith(before) and after != before
+    assert json.loads(after) == {"query": 'a"b', "tags": ["x", "y"]}
+    assert stream.message.truncated
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Use <tool_call> like this, or <tool_c",
+        '<tool_call>\n{"name": "nope", "arguments": {}}\n</tool_call> and more',
+        "<tool_call>\n[1, 2]\n</tool_call>",
+        "a < b and <tool_call",
+    ],
+)
+def test_malformed_output_streams_as_content(text: str) -> None:
+    params = CASE_BY_NAME["hermes"].params(TOOLS)
+    for chunks in (list(text), [text]):
+        deltas = run_stream(params, chunks)
+        assert accumulate(deltas) == {
+            "content": text.strip(),
+            "reasoning_content": None,
+            "tool_calls": [],
+        }
+
+
+def test_feed_after_finish_raises() -> None:
+    stream = CASE_BY_NAME["plain"].params(None).stream()
+    stream.feed("hi")
+    stream.finish()
+    with pytest.raises(RequestError):
+        stream.feed("more")
+
+
+def test_generated_ids_are_stable_and_differ_between_requests() -> None:
+    case = CASE_BY_NAME["hermes"]
+    text = case.output(scenarios(case)["two_calls"], TOOLS)
+    params = case.params(TOOLS, call_id_seed=None)
+    ids = [c.id for c in params.parse(text).tool_calls]
+    assert len(set(ids)) == 2 and all(i.startswith("call_") for i in ids)
+    assert [c.id for c in params.parse(text).tool_calls] == ids
+    other = case.params(TOOLS, call_id_seed=None)
+    assert [c.id for c in other.parse(text).tool_calls] != ids
+
+
+def test_model_ids_are_kept() -> None:
+    for name in ("mistral", "bracket_callid", "nested"):
+        case = CASE_BY_NAME[name]
+        text = case.output(scenarios(case)["one_call"], TOOLS)
+        assert [c.id for c in case.params(TOOLS).parse(text).tool_calls] == ["abcdefghi"]
+
+
+# ------------------------------------------------------------------ needles (seed 003)
+
+
+def _needles(tag: str, count: int) -> list[str]:
+    return [f"$N{i}{tag}$" for i in range(1, count + 1)]
+
+
+def _check_needles(history: list[str], needles: list[str]) -> None:
+    """Every needle appears, in order, and a needle once seen never disappears."""
+    found_at: list[int] = []
+    for needle in needles:
+        step = next((i for i, text in enumerate(history) if needle in text), None)
+        assert step is not None, f"needle {needle} never appeared"
+        found_at.append(step)
+    assert found_at == sorted(found_at), f"needles out of order: {found_at}"
+    for earlier, later in itertools.pairwise(history):
+        assert later.startswith(earlier), "a field regressed while streaming"
+
+
+NEEDLE_CASES = [c for c in CASES if c.calls or c.reasoning]
+
+
+@pytest.mark.parametrize("case", NEEDLE_CASES, ids=[c.name for c in NEEDLE_CASES])
+def test_needles_stream_in_order(case: Case) -> None:
+    r = _needles("R", 3)
+    c = _needles("C", 3)
+    a = _needles("A", 3)
+    message: dict[str, Any] = {"role": "assistant"}
+    if case.reasoning:
+        message["reasoning_content"] = f"Thinking {r[0]} deeply {r[1]} and {r[2]}."
+    if not case.calls or case.content_with_calls:
+        message["content"] = f"Content {c[0]} here {c[1]} and {c[2]}."
+    if case.calls:
+        args = {"query": f"find {a[0]} then {a[1]}", "tags": [a[2]]}
+        message["tool_calls"] = [call("search", args, "abcdefghi" if case.ids else "")]
+    tools = _tools(case)
+    text = case.output(message, tools)
+    params = case.params(tools)
+    stream = params.stream()
+    history: dict[str, list[str]] = {"content": [], "reasoning_content": [], "arguments": []}
+    for ch in text:
+        stream.feed(ch)
+        m = stream.message
+        history["content"].append(m.content or "")
+        history["reasoning_content"].append(m.reasoning_content or "")
+        history["arguments"].append(m.tool_calls[0].arguments if m.tool_calls else "")
+    stream.finish()
+    if "reasoning_content" in message:
+        _check_needles(history["reasoning_content"], r)
+    if "content" in message:
+        _check_needles(history["content"], c)
+    if case.calls:
+        _check_needles(history["arguments"], a)
+        assert json.loads(stream.message.tool_calls[0].arguments) == args
+
+
+@pytest.mark.parametrize(("case", "scenario", "message"), SCENARIOS)
+def test_stream_with_analysed_template(case: Case, scenario: str, message: dict[str, Any]) -> None:
+    tools = _tools(case)
+    text = case.output(message, tools)
+    params = case.load().apply([{"role": "user", "content": "Hi"}], tools=tools)
+    run_stream(params, list(text))
+    run_stream(params, splits(text, random.Random(scenario)))
