@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 from conftest import CORPUS_SKIP_REASON, corpus_params, corpus_templates
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from autoparser.errors import TemplateError
 from autoparser.template import ChatTemplate, environment
@@ -245,3 +247,53 @@ def test_openai_string_arguments_render_like_objects(path: Path, conv_name: str)
     native, native_error = _outcome(lambda: ours(template, case, True))
     openai, openai_error = _outcome(lambda: ours(template, _with_string_arguments(case), True))
     assert openai == native, (native_error, openai_error)
+
+
+_TEXT = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=0, max_size=30
+)
+_JSON_SCALAR = st.one_of(st.none(), st.booleans(), st.integers(-1000, 1000), _TEXT)
+_ARGS = st.dictionaries(st.text("abcdefgh_", min_size=1, max_size=8), _JSON_SCALAR, max_size=3)
+
+
+@pytest.mark.skipif(not corpus_templates(), reason=CORPUS_SKIP_REASON)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    path=st.sampled_from(corpus_templates() or [Path("none")]),
+    texts=st.lists(_TEXT, min_size=3, max_size=3),
+    args=_ARGS,
+    with_call=st.booleans(),
+    add_generation_prompt=st.booleans(),
+)
+def test_random_conversations_match_transformers(
+    path: Path, texts: list[str], args: dict[str, Any], with_call: bool, add_generation_prompt: bool
+) -> None:
+    """Any text and arguments render as transformers does (polyfills off) where it renders."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": texts[0]},
+        {"role": "user", "content": texts[1]},
+    ]
+    if with_call:
+        messages += [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [_call("abcDEF123", "get_weather", args)],
+            },
+            {"role": "tool", "tool_call_id": "abcDEF123", "content": texts[2]},
+        ]
+    case = {
+        "messages": messages,
+        "tools": [WEATHER],
+        "add_generation_prompt": add_generation_prompt,
+    }
+    source = path.read_text(encoding="utf-8")
+    with pytest.MonkeyPatch.context() as patch:  # both engines see the same date
+        patch.setattr(chat_template_utils, "datetime", _FixedDatetime)
+        patch.setattr(environment, "clock", lambda: FIXED_NOW)
+        want, _ = _outcome(lambda: oracle(source, case))
+        if want is None:
+            return  # transformers cannot render this one; covered by the expectations above
+        template = ChatTemplate(source, bos_token=BOS, eos_token=EOS, name=path.stem)
+        got, error = _outcome(lambda: ours(template, case, False))
+    assert got == want, error
