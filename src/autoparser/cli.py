@@ -99,6 +99,88 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def _request_options(args: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {"tools": _load_json_file(args.tools)}
+    choice = getattr(args, "tool_choice", None)
+    if choice is not None:
+        known = ("none", "auto", "required")
+        options["tool_choice"] = (
+            choice if choice in known else {"type": "function", "function": {"name": choice}}
+        )
+    if args.enable_thinking is not None:
+        options["enable_thinking"] = args.enable_thinking == "true"
+    if getattr(args, "no_parallel", False):
+        options["parallel_tool_calls"] = False
+    if getattr(args, "response_schema", None):
+        schema = _load_json_file(args.response_schema)
+        options["response_format"] = {"type": "json_schema", "json_schema": {"schema": schema}}
+    messages = _load_json_file(args.messages) or [{"role": "user", "content": "Hello!"}]
+    options["messages"] = messages
+    return options
+
+
+def cmd_parse(args: argparse.Namespace) -> int:
+    """Parse model output (stdin) into a message; --stream prints the deltas instead."""
+    template = _load_template(args.template)
+    options = _request_options(args)
+    if args.reasoning_format:
+        options["reasoning_format"] = args.reasoning_format
+    params = template.apply(options.pop("messages"), **options)
+    text = sys.stdin.read()
+    if not args.stream:
+        print(json.dumps(params.parse(text).to_openai(), ensure_ascii=False, indent=2))
+        return 0
+    stream = params.stream()
+    size = max(1, args.chunk_size)
+    for start in range(0, len(text), size):
+        for delta in stream.feed(text[start : start + size]):
+            print(json.dumps(delta, ensure_ascii=False))
+    for delta in stream.finish():
+        print(json.dumps(delta, ensure_ascii=False))
+    if stream.message.truncated:
+        print("autoparser: note: the output ends inside a call or reasoning", file=sys.stderr)
+    return 0
+
+
+def cmd_grammar(args: argparse.Namespace) -> int:
+    """Print the grammar, its laziness and triggers for a request."""
+    template = _load_template(args.template)
+    options = _request_options(args)
+    params = template.apply(options.pop("messages"), **options)
+    if args.json:
+        data = {
+            "grammar": params.grammar,
+            "grammar_lazy": params.grammar_lazy,
+            "grammar_triggers": [t.to_dict() for t in params.grammar_triggers],
+            "preserved_tokens": params.preserved_tokens,
+            "additional_stops": params.additional_stops,
+            "thinking_forced_open": params.thinking_forced_open,
+        }
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+        return 0
+    if params.grammar is None:
+        print("# no grammar for this request (no tools, tool_choice none, no response format)")
+        return 0
+    print(f"# lazy: {'yes' if params.grammar_lazy else 'no'}")
+    for trigger in params.grammar_triggers:
+        print(f"# trigger ({trigger.kind}): {json.dumps(trigger.value, ensure_ascii=False)}")
+    if params.preserved_tokens:
+        print(f"# preserved tokens: {json.dumps(params.preserved_tokens, ensure_ascii=False)}")
+    sys.stdout.write(params.grammar if params.grammar.endswith("\n") else params.grammar + "\n")
+    return 0
+
+
+def _add_request_arguments(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("template", help=".jinja, tokenizer_config.json, directory or .gguf")
+    sub.add_argument("--tools", help="JSON file with a list of OpenAI-style tools")
+    sub.add_argument("--messages", help="JSON file with the conversation (default: one user turn)")
+    sub.add_argument(
+        "--tool-choice", default=None, help="none | auto | required | the name of one tool"
+    )
+    sub.add_argument("--no-parallel", action="store_true", help="parallel_tool_calls=false")
+    sub.add_argument("--enable-thinking", choices=["true", "false"], default=None)
+
+
 def build_argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="autoparser",
@@ -126,6 +208,19 @@ def build_argument_parser() -> argparse.ArgumentParser:
     analyze.add_argument("template")
     analyze.add_argument("--json", action="store_true", help="print the serialised analysis")
     analyze.set_defaults(func=cmd_analyze)
+
+    parse = sub.add_parser("parse", help="parse model output from stdin into an OpenAI message")
+    _add_request_arguments(parse)
+    parse.add_argument("--stream", action="store_true", help="print the streaming deltas")
+    parse.add_argument("--chunk-size", type=int, default=4, help="characters per fed chunk")
+    parse.add_argument("--reasoning-format", choices=["auto", "deepseek", "none"], default=None)
+    parse.set_defaults(func=cmd_parse)
+
+    grammar = sub.add_parser("grammar", help="print the GBNF grammar and triggers of a request")
+    _add_request_arguments(grammar)
+    grammar.add_argument("--response-schema", help="JSON schema file constraining the content")
+    grammar.add_argument("--json", action="store_true", help="print everything as JSON")
+    grammar.set_defaults(func=cmd_grammar)
 
     return parser
 
