@@ -171,3 +171,27 @@ def test_other_special_tokens_passed_like_transformers(tmp_path: Path) -> None:
     assert template.special_tokens == {"pad_token": "<pad>", "unk_token": "<unk>"}
     assert template.render(HELLO) == "<pad>|<unk>|False"
     assert template.render(HELLO, pad_token="P") == "P|<unk>|False"
+
+
+def test_gguf_without_vocabulary_or_with_bad_ids(tmp_path: Path) -> None:
+    path = tmp_path / "novocab.gguf"
+    writer = gguf.GGUFWriter(str(path), arch="llama")
+    writer.add_chat_template(DEFAULT)
+    writer.add_bos_token_id(7)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    assert ChatTemplate.from_file(path).bos_token == ""
+    path = tmp_path / "badid.gguf"
+    writer = gguf.GGUFWriter(str(path), arch="llama")
+    writer.add_chat_template(DEFAULT)
+    writer.add_token_list(["<unk>", "<s>"])
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(99)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    template = ChatTemplate.from_file(path)
+    assert (template.bos_token, template.eos_token) == ("<s>", "")

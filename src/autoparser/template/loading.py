@@ -141,15 +141,15 @@ def load_gguf(path: Path) -> TemplateSource:
             variants[key[len(prefix) + 1 :]] = str(_gguf_value(field))
     if not variants:
         raise TemplateError(f"{path}: GGUF has no tokenizer.chat_template")
-    tokens_field = fields.get("tokenizer.ggml.tokens")
-    tokens: list[Any] = _gguf_value(tokens_field) if tokens_field is not None else []
+    tokens = fields.get("tokenizer.ggml.tokens")
 
     def token(key: str) -> str:
         field = fields.get(key)
-        if field is None:
+        if field is None or tokens is None:
             return ""
         index = int(_gguf_value(field))
-        return str(tokens[index]) if 0 <= index < len(tokens) else ""
+        # Decode just this entry: vocabularies hold 100k+ tokens.
+        return str(tokens.contents(index)) if 0 <= index < len(tokens.data) else ""
 
     return TemplateSource(
         variants=variants,
