@@ -60,8 +60,13 @@ class ReasoningAnalysis:
     disabled_prompt_suffix: str = ""
     # What enable_thinking=True appends (e.g. "<think>\n" for FORCED_OPEN).
     enabled_prompt_suffix: str = ""
-    # Whether reasoning_content of the last assistant turn appears in the render.
+    # Whether the last assistant turn's reasoning appears in the render (passed as
+    # reasoning_content, or as the history_field below when the template reads another key).
     renders_last_reasoning: bool = False
+    # Added by the analyser: how the template takes an assistant turn's reasoning:
+    # "reasoning_content", "reasoning" or "thinking" (message key), "thinking_block"
+    # (a {"type": "thinking", "thinking": ...} content block), or "" (never rendered).
+    history_field: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

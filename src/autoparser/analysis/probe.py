@@ -80,10 +80,11 @@ class Probe:
         content: str | None,
         reasoning: str | None,
         calls: Sequence[CallSpec],
+        reasoning_key: str = "reasoning_content",
     ) -> dict[str, Any]:
         msg: dict[str, Any] = {"role": "assistant", "content": content}
         if reasoning is not None:
-            msg["reasoning_content"] = reasoning
+            msg[reasoning_key] = reasoning
         if calls:
             msg["tool_calls"] = [self._call(c) for c in calls]
         return msg
@@ -96,14 +97,23 @@ class Probe:
         gen_prompt: bool = False,
         thinking: bool | None = True,
         follow_up: bool = False,
+        reasoning_key: str = "reasoning_content",
     ) -> str | None:
         """Render [user] or [user, assistant(content, reasoning, calls)] (+ [user])."""
-        key = (assistant, tools, gen_prompt, thinking, follow_up, self.args_as_string)
+        key = (
+            assistant,
+            tools,
+            gen_prompt,
+            thinking,
+            follow_up,
+            reasoning_key,
+            self.args_as_string,
+        )
         if key in self._cache:
             return self._cache[key]
         messages: list[dict[str, Any]] = [{"role": "user", "content": USER_MSG}]
         if assistant is not None:
-            messages.append(self._assistant(*assistant))
+            messages.append(self._assistant(*assistant, reasoning_key=reasoning_key))
             if follow_up:
                 messages.append({"role": "user", "content": USER_MSG})
         context: dict[str, Any] = {"messages": messages, "add_generation_prompt": gen_prompt}
@@ -126,8 +136,14 @@ class Probe:
         *,
         tools: bool = False,
         thinking: bool | None = True,
+        reasoning_key: str = "reasoning_content",
     ) -> str | None:
-        return self.render(assistant=(content, reasoning, calls), tools=tools, thinking=thinking)
+        return self.render(
+            assistant=(content, reasoning, calls),
+            tools=tools,
+            thinking=thinking,
+            reasoning_key=reasoning_key,
+        )
 
     def block_turn(self, with_thinking: bool) -> str | None:
         """An assistant turn whose content is typed blocks, optionally with a thinking block

@@ -18,6 +18,9 @@ from autoparser.analysis.diff import (
 from autoparser.analysis.model import ReasoningAnalysis, ReasoningMode
 from autoparser.analysis.probe import ASSISTANT_MSG, CALL_1, THINKING, Probe
 
+# Message keys a template may read an assistant turn's reasoning from.
+REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
+
 
 @dataclasses.dataclass(frozen=True)
 class GenerationPrompts:
@@ -111,18 +114,31 @@ def analyze_reasoning(
     renders_last = False
     tools_only = False
 
-    # R1: reasoning_content present vs absent in the last assistant turn.
+    # R1: reasoning present vs absent in the last assistant turn, under the message keys
+    # templates read it from (OpenAI-compatible servers use all three).
     without = probe.turn(ASSISTANT_MSG)
-    with_r = probe.turn(ASSISTANT_MSG, THINKING)
     block = None
-    if without is not None and with_r is not None and THINKING in with_r:
-        renders_last = True
-        block = _block_markers(without, with_r)
+    field = ""
+    for key in REASONING_KEYS:
+        with_r = probe.turn(ASSISTANT_MSG, THINKING, reasoning_key=key)
+        if without is not None and with_r is not None and THINKING in with_r:
+            renders_last, field = True, key
+            block = _block_markers(without, with_r)
+            break
     # R1b: reasoning accepted only as a typed "thinking" content block.
     if not renders_last:
         plain_blocks, thinking_blocks = probe.block_turn(False), probe.block_turn(True)
-        if plain_blocks and thinking_blocks and THINKING in thinking_blocks:
+        # Only for templates that understand typed blocks: a text block must render
+        # exactly like string content (not as the list's repr).
+        if (
+            plain_blocks is not None
+            and plain_blocks == without
+            and thinking_blocks is not None
+            and THINKING in thinking_blocks
+            and thinking_blocks[thinking_blocks.find(THINKING) - 1] not in "\"'"
+        ):
             block = _block_markers(plain_blocks, thinking_blocks)
+            renders_last, field = True, "thinking_block"
     # R3: reasoning rendered only in turns that call tools.
     if block is None and not renders_last and supports_tools:
         plain = probe.turn(ASSISTANT_MSG, THINKING, tools=True)
@@ -130,6 +146,7 @@ def analyze_reasoning(
         calls_r = probe.turn("", THINKING, (CALL_1,), tools=True)
         if plain is not None and THINKING not in plain and calls_r and THINKING in calls_r:
             renders_last = tools_only = True
+            field = "reasoning_content"
             if calls_only is not None:
                 block = _block_markers(calls_only, calls_r)
     if block is not None:
@@ -178,6 +195,7 @@ def analyze_reasoning(
             disabled_prompt_suffix=disabled_suffix,
             enabled_prompt_suffix=enabled_suffix,
             renders_last_reasoning=renders_last,
+            history_field=field,
         ),
         after_end,
     )

@@ -450,7 +450,7 @@ def analyze_tools(probe: Probe, reasoning: ReasoningAnalysis, text_eot: str = ""
         sec_end = sec_end[: sec_end.find(text_eot)]
         eot = eot or text_eot
     # Whitespace alone is layout, not a section marker (it would make a useless trigger).
-    sec_start = fmt.section_start if fmt.section_start.strip() else ""
+    sec_start = fmt.section_start.lstrip()
     sec_end = sec_end if sec_end.strip() else ""
     fmt = dataclasses.replace(fmt, section_start=sec_start, section_end=sec_end)
     result = dataclasses.replace(result, format=fmt)

@@ -1,0 +1,273 @@
+"""The differential analysis: diff helpers, expected analyses of own and corpus templates,
+workarounds, handlers, caching, serialisation and the ``analyze`` CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import OWN_TEMPLATES, corpus_params
+
+from autoparser.analysis import (
+    ReasoningAnalysis,
+    ReasoningMode,
+    TemplateAnalysis,
+    ToolFormat,
+)
+from autoparser.analysis.analyzer import analyze_template, clear_cache, run_analysis
+from autoparser.analysis.diff import (
+    diff_split,
+    markers_in,
+    safe_common_prefix,
+    safe_common_suffix,
+    segmentize,
+)
+from autoparser.analysis.workarounds import (
+    WORKAROUNDS,
+    detect_handler,
+    granite_think_response,
+    stripped_think_history,
+)
+from autoparser.cli import main
+from autoparser.template import ChatTemplate
+
+DATA = Path(__file__).parent / "data" / "analysis"
+
+
+def _load(path: Path) -> ChatTemplate:
+    return ChatTemplate(path.read_text(encoding="utf-8"), bos_token="<s>", eos_token="</s>")
+
+
+def _expected(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def _field(analysis: dict[str, Any], dotted: str) -> Any:
+    value: Any = analysis
+    for key in dotted.split("."):
+        value = value[key]
+    return value
+
+
+# --- diff machinery -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "left", "right"),
+    [
+        # The common prefix "<tool_" must not split the marker.
+        ("x<tool_call>y", "x<tool_result>y", "<tool_call>", "<tool_result>"),
+        ("[TOOL_CALLS]a", "[TOOL_RESULTS]a", "[TOOL_CALLS]", "[TOOL_RESULTS]"),
+        ("<|im_end|>\n", "<|im_sep|>\n", "<|im_end|>", "<|im_sep|>"),
+        (
+            "<｜tool▁calls▁begin｜>",
+            "<｜tool▁call▁begin｜>",
+            "<｜tool▁calls▁begin｜>",
+            "<｜tool▁call▁begin｜>",
+        ),
+        # Common suffix "_call>" is pulled back so both markers stay whole.
+        ("A<tool_call>", "B<func_call>", "A<tool_call>", "B<func_call>"),
+        # Plain text is split at the first difference.
+        ("hello world", "hello there", "world", "there"),
+    ],
+)
+def test_diff_split_keeps_markers_whole(a: str, b: str, left: str, right: str) -> None:
+    d = diff_split(a, b)
+    assert d.prefix + d.left + d.suffix == a
+    assert d.prefix + d.right + d.suffix == b
+    assert (d.left, d.right) == (left, right)
+
+
+def test_diff_split_identical_and_disjoint() -> None:
+    d = diff_split("same", "same")
+    assert (d.prefix, d.left, d.right, d.suffix) == ("same", "", "", "")
+    d = diff_split("abc", "xyz")
+    assert (d.prefix, d.left, d.right, d.suffix) == ("", "abc", "xyz", "")
+
+
+def test_safe_common_affixes() -> None:
+    assert safe_common_prefix("</parameter>\n<parameter=", "</parameter>\n</function>") == (
+        "</parameter>\n"
+    )
+    assert safe_common_suffix("</parameter>\n<parameter=", ">\n<parameter=") == "\n<parameter="
+
+
+def test_segmentize_and_markers() -> None:
+    text = '<tool_call>\n{"a": [1]}[ARGS]x<|im_end|>'
+    segs = segmentize(text)
+    assert "".join(s.value for s in segs) == text
+    assert [s.value for s in segs if s.is_marker] == ["<tool_call>", "[ARGS]", "<|im_end|>"]
+    # JSON arrays are not markers.
+    assert markers_in('["a", "b"] [{"x": 1}]') == []
+    assert markers_in("[BEGIN FINAL RESPONSE] [/THINK]") == ["[BEGIN FINAL RESPONSE]", "[/THINK]"]
+
+
+# --- expected analyses ------------------------------------------------------------------
+
+
+OWN_PATHS = sorted(OWN_TEMPLATES.glob("own_*.jinja"))
+
+
+@pytest.mark.parametrize("path", OWN_PATHS, ids=lambda p: p.stem)
+def test_own_template_analysis(path: Path) -> None:
+    expected = _expected(DATA / "own" / f"{path.stem}.json")
+    assert run_analysis(_load(path)).to_dict() == expected["analysis"]
+
+
+def test_own_templates_cover_every_family_and_mode() -> None:
+    found = [_expected(DATA / "own" / f"{p.stem}.json")["analysis"] for p in OWN_PATHS]
+    tool_modes = {a["tools"]["format"]["mode"] for a in found}
+    reasoning_modes = {a["reasoning"]["mode"] for a in found}
+    assert tool_modes == {m.value for m in ToolFormat}
+    assert reasoning_modes >= {"none", "tag_based", "forced_open", "delimiter", "tools_only"}
+
+
+@pytest.mark.parametrize("path", corpus_params())
+def test_corpus_template_analysis(path: Path) -> None:
+    expected = _expected(DATA / f"{path.stem}.json")
+    assert run_analysis(_load(path)).to_dict() == expected["analysis"]
+
+
+def _xfail_params() -> list[Any]:
+    params = []
+    for p in corpus_params():
+        path = p.values[0]  # type: ignore[attr-defined]
+        if path is None:
+            params.append(pytest.param(None, None, marks=p.marks, id="no-corpus"))  # type: ignore[attr-defined]
+            continue
+        xfail = _expected(DATA / f"{path.stem}.json").get("xfail")
+        if xfail:
+            mark = pytest.mark.xfail(reason=xfail["reason"], strict=True)
+            params.append(pytest.param(path, xfail["expected_fields"], marks=mark, id=path.stem))
+    return params
+
+
+@pytest.mark.parametrize(("path", "fields"), _xfail_params())
+def test_corpus_known_gaps(path: Path, fields: dict[str, Any]) -> None:
+    """What the analysis should find but does not (strict xfail: fixing one flags it)."""
+    actual = run_analysis(_load(path)).to_dict()
+    for dotted, value in fields.items():
+        assert _field(actual, dotted) == value, dotted
+
+
+def test_expected_data_has_no_strays() -> None:
+    """Every expected-analysis file names an existing own template (corpus files are
+    checked against the corpus when it is present)."""
+    own = {p.stem for p in OWN_PATHS}
+    assert {p.stem for p in (DATA / "own").glob("*.json")} == own
+
+
+# --- workarounds and handlers -----------------------------------------------------------
+
+
+def test_workaround_count() -> None:
+    # Fewer is better: adding one must be deliberate (update this count and the report).
+    assert len(WORKAROUNDS) == 2
+
+
+def test_granite_think_response_workaround() -> None:
+    source = (
+        "... Write your thoughts between <think></think> and write your response between"
+        " <response></response> ..."
+    )
+    patched = granite_think_response(source, TemplateAnalysis())
+    assert patched is not None
+    assert (patched.reasoning.start, patched.reasoning.end) == ("<think>", "</think>")
+    assert (patched.content.start, patched.content.end) == ("<response>", "</response>")
+    assert granite_think_response("{{ messages }}", TemplateAnalysis()) is None
+
+
+def test_stripped_think_history_workaround() -> None:
+    source = "{% set content = content.split('</think>')[-1] %}"
+    base = TemplateAnalysis(generation_prompt="<|Assistant|><think>\n")
+    patched = stripped_think_history(source, base)
+    assert patched is not None
+    assert patched.reasoning.mode is ReasoningMode.FORCED_OPEN
+    assert patched.reasoning.enabled_prompt_suffix == "<think>\n"
+    # Not applied when the diffs already found reasoning, nor without the fingerprint.
+    found = dataclasses.replace(
+        base, reasoning=ReasoningAnalysis(mode=ReasoningMode.TAG_BASED, start="<t>", end="</t>")
+    )
+    assert stripped_think_history(source, found) is None
+    assert stripped_think_history("{{ content }}", base) is None
+
+
+def test_workarounds_applied_are_named_in_the_analysis() -> None:
+    source = (
+        "{{ bos_token }}{% for m in messages %}{{ m.content.split('</think>')[-1] }}{% endfor %}"
+        "{% if add_generation_prompt %}<|A|><think>\n{% endif %}"
+    )
+    analysis = run_analysis(ChatTemplate(source))
+    assert analysis.workarounds == ("stripped_think_history",)
+    assert analysis.reasoning.mode is ReasoningMode.FORCED_OPEN
+    assert "<think>" in analysis.preserved_tokens
+
+
+def test_handlers_by_fingerprint() -> None:
+    assert detect_handler("{{ '<|start|>assistant<|channel|>final<|message|>' }}") == "harmony"
+    assert detect_handler("Respond in this format:\n>>>${recipient}\n${content}") == (
+        "functionary_v3_2"
+    )
+    assert detect_handler("{{ messages }}") == ""
+
+
+# --- caching and serialisation -----------------------------------------------------------
+
+
+def test_analyze_is_cached_per_source_and_tokens() -> None:
+    clear_cache()
+    source = (OWN_TEMPLATES / "own_chatml_hermes.jinja").read_text(encoding="utf-8")
+    first = ChatTemplate(source).analyze()
+    assert ChatTemplate(source).analyze() is first
+    assert analyze_template(ChatTemplate(source, eos_token="</s>")) is not first
+
+
+@pytest.mark.parametrize("path", OWN_PATHS, ids=lambda p: p.stem)
+def test_analysis_serialisation_round_trips(path: Path) -> None:
+    analysis = run_analysis(_load(path))
+    again = TemplateAnalysis.from_dict(json.loads(analysis.to_json()))
+    assert again == analysis
+
+
+def test_preserved_tokens_are_markers() -> None:
+    analysis = run_analysis(_load(OWN_TEMPLATES / "own_qwen3coder_like.jinja"))
+    assert analysis.preserved_tokens == (
+        "<tool_call>",
+        "</tool_call>",
+        "<function=",
+        "</function>",
+        "<parameter=",
+        "</parameter>",
+    )
+
+
+def test_template_without_tools_or_reasoning_says_so() -> None:
+    analysis = run_analysis(_load(OWN_TEMPLATES / "own_plain.jinja"))
+    assert analysis.tools.format.mode is ToolFormat.NONE
+    assert analysis.reasoning.mode is ReasoningMode.NONE
+    assert analysis.end_of_turn == ("<end_of_turn>",)
+    assert analysis.generation_prompt == "<start_of_turn>model\n"
+
+
+# --- CLI ----------------------------------------------------------------------------------
+
+
+def test_cli_analyze_json(capsys: pytest.CaptureFixture[str]) -> None:
+    path = OWN_TEMPLATES / "own_qwen3coder_like.jinja"
+    assert main(["analyze", str(path), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == ChatTemplate.from_file(path).analyze().to_dict()
+
+
+def test_cli_analyze_readable(capsys: pytest.CaptureFixture[str]) -> None:
+    path = OWN_TEMPLATES / "own_qwen3coder_like.jinja"
+    assert main(["analyze", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "tools: tag_with_tagged" in out
+    assert repr("<tool_call>\n") in out  # escapes visible
+    assert "generation_prompt" in out and repr("<|im_start|>assistant\n") in out
+    assert "end_of_turn" in out and "'<|im_end|>'" in out
