@@ -1,0 +1,129 @@
+"""functionary v3.2: ``>>>recipient`` segments; ``all`` is text, a function name is a call.
+
+The prompt ends with ``>>>``, so the output starts with a recipient: ``all\\n`` then text,
+or ``NAME\\n`` then the JSON arguments. Every later segment starts with ``>>>`` again::
+
+    all\\nLet me check.>>>get_weather\\n{"city": "Paris"}>>>get_time\\n{}
+
+The function name is itself the call's opening delimiter (there is no marker of its own),
+which the tag families of the differential analysis cannot express. A segment addressed to
+an unknown function, and any text outside the format, stays content.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from autoparser.formats import register
+from autoparser.generate import tags
+from autoparser.generate.builders import BuildContext, ParserDefinition
+from autoparser.generate.request import ToolSpec
+from autoparser.peg import (
+    Parser,
+    any_char,
+    atomic,
+    choice,
+    end,
+    json_schema,
+    literal,
+    optional,
+    peek,
+    seq,
+    space,
+    tag,
+    trigger,
+    zero_or_more,
+)
+from autoparser.peg import until_one_of as _until_one_of
+
+RECIPIENT = ">>>"
+TEXT = "all\n"  # the recipient of text meant for the user
+_DEFAULT_END = "<|eot_id|>"
+
+
+def _rule(name: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9]+", "-", name).strip("-") or "x"
+
+
+def _args(tool: ToolSpec) -> Parser:
+    return json_schema(dict(tool.parameters), f"{_rule(tool.name)}-args")
+
+
+def _by_name(tools: Sequence[ToolSpec]) -> list[ToolSpec]:
+    """Longest names first, so a name that prefixes another cannot shadow it."""
+    return sorted(tools, key=lambda t: len(t.name), reverse=True)
+
+
+def _end_markers(ctx: BuildContext) -> tuple[str, ...]:
+    return ctx.end_markers or (_DEFAULT_END,)
+
+
+def _stops(ends: Sequence[str]) -> Parser:
+    return _until_one_of(RECIPIENT, *ends)
+
+
+# --------------------------------------------------------------------------- lenient parser
+
+
+def _lenient_call(tool: ToolSpec) -> Parser:
+    """``NAME\\n{...}``: announced once the name, its newline and the ``{`` are there."""
+    header = tag(tags.TOOL_NAME, literal(tool.name)) + literal("\n") + space()
+    return tag(tags.TOOL, atomic(header + peek(literal("{"))) + tag(tags.TOOL_ARGS, _args(tool)))
+
+
+def lenient_parser(tools: Sequence[ToolSpec], ends: Sequence[str]) -> Parser:
+    """``(segment | end marker | stray text)*``: never fails, keeps every character."""
+    text = literal(TEXT) + tag(tags.CONTENT, _stops(ends))
+    calls = [_lenient_call(t) + space() for t in _by_name(tools)]
+    segment = optional(literal(RECIPIENT)) + choice(*calls, text)
+    stray = tag(tags.CONTENT, any_char() + _stops(ends))
+    return zero_or_more(choice(segment, *[literal(m) for m in ends], stray)) + end()
+
+
+# --------------------------------------------------------------------------- grammar
+
+
+def _calls(tools: Sequence[ToolSpec], parallel: bool, *, lazy: bool) -> Parser:
+    """The calls. The first follows the prompt's ``>>>`` or, lazily, content's ``>>>``.
+
+    Each alternative starts with a literal of its own (``NAME\\n``, ``>>>NAME\\n``), so the
+    lazy grammar's trigger words are exactly the call openings, never ``>>>all``.
+    """
+    ordered = [(t, _args(t)) for t in _by_name(tools)]
+    first_alts = [literal(t.name + "\n") + a for t, a in ordered]
+    later_alts = [literal(RECIPIENT + t.name + "\n") + a for t, a in ordered]
+    first = choice(*first_alts, *later_alts) if lazy else choice(*first_alts)
+    if not parallel:
+        return first
+    return first + zero_or_more(space() + choice(*later_alts))
+
+
+def grammar_parser(ctx: BuildContext) -> tuple[Parser | None, bool]:
+    """The strict parser the grammar is emitted from, and whether the grammar is lazy."""
+    req = ctx.request
+    if req.calls_enabled:
+        calls = _calls(
+            req.grammar_tools, req.parallel_tool_calls, lazy=req.tool_choice != "required"
+        )
+        if req.tool_choice == "required":
+            return seq(calls, end()), False
+        return trigger(calls), True
+    if req.response_schema is not None:
+        answer = json_schema(dict(req.response_schema), "response")
+        return seq(literal(TEXT), answer, end()), False
+    return None, False
+
+
+@register("functionary_v3_2")
+def build(ctx: BuildContext) -> ParserDefinition:
+    """Parsers for functionary v3.2 output (see the module docstring)."""
+    req = ctx.request
+    tools = req.tools if req.calls_enabled else ()
+    strict, lazy = grammar_parser(ctx)
+    return ParserDefinition(
+        parser=lenient_parser(tools, _end_markers(ctx)),
+        grammar_parser=strict,
+        grammar_lazy=lazy,
+        trigger_markers=tuple(RECIPIENT + t.name + "\n" for t in tools),
+    )

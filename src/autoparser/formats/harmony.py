@@ -1,0 +1,205 @@
+"""gpt-oss "harmony": messages on channels, tool calls addressed by a recipient in the header.
+
+After the prompt's ``<|start|>assistant`` the model writes one or more messages, each later
+one opened by ``<|start|>assistant`` again:
+
+- ``<|channel|>analysis<|message|>...<|end|>``: reasoning;
+- ``<|channel|>commentary<|message|>...<|end|>``: a preamble, shown to the user (content);
+- ``<|channel|>final<|message|>...<|return|>``: the answer (content);
+- `` to=functions.NAME<|channel|>commentary json<|message|>{...}<|call|>``: a tool call; the
+  recipient may also follow the channel (``<|channel|>commentary to=functions.NAME json``),
+  and the content type may be written ``<|constrain|>json``.
+
+The name of the called function sits inside the message header rather than between markers
+of its own, which the tag families of the differential analysis cannot express. Messages
+addressed to unknown recipients, unknown channels and stray text stay content, markers
+included, so nothing the model wrote is lost.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from autoparser.formats import register
+from autoparser.generate import tags
+from autoparser.generate.builders import BuildContext, ParserDefinition
+from autoparser.generate.request import ToolSpec
+from autoparser.peg import (
+    Parser,
+    any_char,
+    atomic,
+    chars,
+    choice,
+    end,
+    json_schema,
+    literal,
+    optional,
+    peek,
+    seq,
+    space,
+    tag,
+    trigger,
+    until,
+    until_one_of,
+    zero_or_more,
+)
+
+START = "<|start|>"
+ASSISTANT = "<|start|>assistant"
+CHANNEL = "<|channel|>"
+MESSAGE = "<|message|>"
+CONSTRAIN = "<|constrain|>"
+END = "<|end|>"
+RETURN = "<|return|>"
+CALL = "<|call|>"
+RECIPIENT = " to=functions."
+
+# Where the body of a message stops: its own end, or the start of anything else.
+_BODY_STOPS = (END, RETURN, CALL, START, CHANNEL)
+# Markers between messages, dropped from the output.
+_DROPPED = (ASSISTANT, END, RETURN, CALL)
+_TYPE_CHARS = "a-zA-Z0-9_\\-"
+
+
+def _rule(name: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9]+", "-", name).strip("-") or "x"
+
+
+def _constraint() -> Parser:
+    """The optional content type after a channel or recipient: `` json``, `` <|constrain|>json``."""
+    return optional(literal(" ") + optional(literal(CONSTRAIN)) + chars(_TYPE_CHARS, 1, 32))
+
+
+def _args(tool: ToolSpec) -> Parser:
+    return json_schema(dict(tool.parameters), f"{_rule(tool.name)}-args")
+
+
+def _by_name(tools: Sequence[ToolSpec]) -> list[ToolSpec]:
+    """Longest names first, so a name that prefixes another cannot shadow it."""
+    return sorted(tools, key=lambda t: len(t.name), reverse=True)
+
+
+# --------------------------------------------------------------------------- lenient parser
+
+
+def _lenient_call(tool: ToolSpec) -> Parser:
+    """One call message; the header (with the name) appears only once it is complete."""
+    name = tag(tags.TOOL_NAME, literal(tool.name))
+    channel = literal(CHANNEL) + choice(literal("commentary"), literal("analysis"))
+    recipient_first = literal(RECIPIENT) + name + channel + _constraint()
+    channel_first = channel + literal(RECIPIENT) + name + _constraint()
+    header = choice(recipient_first, channel_first) + literal(MESSAGE) + space()
+    opened = atomic(header + peek(literal("{")))
+    return tag(tags.TOOL, opened + tag(tags.TOOL_ARGS, _args(tool)))
+
+
+def _channel_header(channel: str) -> Parser:
+    return literal(CHANNEL + channel) + _constraint() + literal(MESSAGE)
+
+
+def _analysis(extract: bool) -> Parser:
+    header = _channel_header("analysis")
+    body = until_one_of(*_BODY_STOPS)
+    if extract:
+        close = tag(tags.REASONING_CLOSE, literal(END))
+        return header + tag(tags.REASONING, body) + optional(close)
+    # Reasoning kept as content: the message as written, markers included (atomic, so a
+    # marker is never shown before it is complete).
+    return (
+        atomic(tag(tags.CONTENT, header))
+        + tag(tags.CONTENT, body)
+        + optional(atomic(tag(tags.CONTENT, literal(END))))
+    )
+
+
+def _text_message(channel: str) -> Parser:
+    return _channel_header(channel) + tag(tags.CONTENT, until_one_of(*_BODY_STOPS))
+
+
+def lenient_parser(tools: Sequence[ToolSpec], extract_reasoning: bool) -> Parser:
+    """``(message | marker | stray text)*``: never fails, keeps every character."""
+    items: list[Parser] = [_lenient_call(t) for t in _by_name(tools)]
+    items += [_analysis(extract_reasoning), _text_message("final"), _text_message("commentary")]
+    items += [literal(m) for m in _DROPPED]
+    items.append(tag(tags.CONTENT, any_char() + until_one_of(*_BODY_STOPS)))
+    return zero_or_more(choice(*items)) + end()
+
+
+# --------------------------------------------------------------------------- grammar
+
+
+def _after_recipient(tool: ToolSpec, args: Parser, channel_follows: bool) -> Parser:
+    """From the function name to the end of the arguments, as the template writes it."""
+    parts: list[Parser] = [literal(tool.name)]
+    if channel_follows:
+        parts.append(literal(CHANNEL + "commentary"))
+    parts += [_constraint(), literal(MESSAGE), args]
+    return seq(*parts)
+
+
+def _call_message(tools: Sequence[tuple[ToolSpec, Parser]]) -> Parser:
+    """A whole call header and arguments, after ``<|start|>assistant``."""
+    recipient_first = literal(RECIPIENT) + choice(*[_after_recipient(t, a, True) for t, a in tools])
+    channel_first = literal(CHANNEL + "commentary" + RECIPIENT) + choice(
+        *[_after_recipient(t, a, False) for t, a in tools]
+    )
+    return choice(recipient_first, channel_first)
+
+
+def _calls(tools: Sequence[ToolSpec], parallel: bool, *, lazy: bool) -> Parser:
+    """The calls: the first, then (parallel) more call messages, then ``<|call|>``.
+
+    Lazy: the grammar starts at the trigger, the first recipient, so the first call's header
+    may have begun before it (``<|channel|>commentary`` when the recipient follows the
+    channel); both header orders continue from there.
+    """
+    ordered = [(t, _args(t)) for t in _by_name(tools)]
+    if lazy:
+        first = literal(RECIPIENT) + choice(
+            *[_after_recipient(t, a, True) for t, a in ordered],
+            *[_after_recipient(t, a, False) for t, a in ordered],
+        )
+    else:
+        first = _call_message(ordered)
+    if not parallel:
+        return first + optional(literal(CALL))
+    following = optional(literal(CALL)) + literal(ASSISTANT) + _call_message(ordered)
+    return first + zero_or_more(following) + optional(literal(CALL))
+
+
+def _reasoning_prefix() -> Parser:
+    """An optional analysis message, then the header of the next message."""
+    return optional(literal(CHANNEL + "analysis" + MESSAGE) + until(END) + literal(END + ASSISTANT))
+
+
+def grammar_parser(ctx: BuildContext) -> tuple[Parser | None, bool]:
+    """The strict parser the grammar is emitted from, and whether the grammar is lazy."""
+    req = ctx.request
+    if req.calls_enabled:
+        tools = req.grammar_tools
+        if req.tool_choice == "required":
+            calls = _calls(tools, req.parallel_tool_calls, lazy=False)
+            return seq(_reasoning_prefix(), calls, end()), False
+        return trigger(_calls(tools, req.parallel_tool_calls, lazy=True)), True
+    if req.response_schema is not None:
+        answer = json_schema(dict(req.response_schema), "response")
+        final = literal(CHANNEL + "final") + _constraint() + literal(MESSAGE)
+        ending = optional(choice(literal(RETURN), literal(END)))
+        return seq(_reasoning_prefix(), final, answer, ending, end()), False
+    return None, False
+
+
+@register("harmony")
+def build(ctx: BuildContext) -> ParserDefinition:
+    """Parsers for gpt-oss output (see the module docstring)."""
+    req = ctx.request
+    tools = req.tools if req.calls_enabled else ()
+    extract = req.reasoning_format != "none"
+    strict, lazy = grammar_parser(ctx)
+    return ParserDefinition(
+        parser=lenient_parser(tools, extract),
+        grammar_parser=strict,
+        grammar_lazy=lazy,
+        trigger_markers=(RECIPIENT,) if tools else (),
+    )
