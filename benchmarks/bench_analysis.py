@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import statistics
 import sys
 import time
@@ -72,8 +73,8 @@ def main() -> int:
     rows: list[tuple[float, float, str]] = []
     for path in paths:
         source = path.read_text(encoding="utf-8")
-        base = _best_of(repeats, lambda s=source: _baseline(s))
-        cold = _best_of(repeats, lambda s=source: _cold(s))
+        base = _best_of(repeats, functools.partial(_baseline, source))
+        cold = _best_of(repeats, functools.partial(_cold, source))
         rows.append((cold, base, path.stem))
     rows.sort()
     colds = [r[0] for r in rows]
