@@ -1,5 +1,6 @@
 """Differential template analysis: render controlled variants, diff them, find markers."""
 
+from autoparser.analysis.analyzer import analyze_template, clear_cache, run_analysis
 from autoparser.analysis.model import (
     ArgumentsAnalysis,
     CallIdAnalysis,
@@ -28,4 +29,7 @@ __all__ = [
     "ToolFormat",
     "ToolFormatAnalysis",
     "ToolsAnalysis",
+    "analyze_template",
+    "clear_cache",
+    "run_analysis",
 ]
