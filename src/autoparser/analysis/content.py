@@ -63,7 +63,7 @@ def split_post(post: str, user_end: list[str]) -> tuple[str, str]:
 
 def _next_turn_marker(probe: Probe, user_end: list[str]) -> str:
     """When a turn has no closing marker, what starts the next (user) turn ends it."""
-    text = probe.render(assistant=(ASSISTANT_MSG, None, ()), follow_up=True)
+    text = probe.render(assistant=(ASSISTANT_MSG, None, ()), follow_up="user")
     if text is None or ASSISTANT_MSG not in text:
         return ""
     at = text.find(ASSISTANT_MSG) + len(ASSISTANT_MSG)

@@ -4,6 +4,11 @@ These frozen dataclasses are the contract between ``autoparser.analysis`` (which
 them by diffing renders) and ``autoparser.generate`` (which builds parsers and grammars
 from them). Field names are stable: they are serialised with ``to_dict``/``to_json``.
 An empty string always means "no such marker".
+
+Markers keep the template's exact whitespace (e.g. ``per_call_start == "<tool_call>\n"``),
+so writing calls with them reproduces the template's render; a parser should accept
+whitespace around markers loosely. Reasoning ``start``/``end`` and end-of-turn markers are
+whitespace-trimmed.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ class ReasoningMode(str, Enum):
     TAG_BASED = "tag_based"  # optional <think>...</think> the model writes itself
     DELIMITER = "delimiter"  # no start marker: reasoning runs until an end delimiter
     FORCED_OPEN = "forced_open"  # the generation prompt opens the reasoning block
-    FORCED_CLOSED = "forced_closed"  # thinking off emits start+end, thinking on only start
+    # Thinking on: the prompt opens the block; thinking off: the prompt closes it
+    # (start+end, or only end), see ReasoningAnalysis.disabled_prompt_suffix.
+    FORCED_CLOSED = "forced_closed"
     TOOLS_ONLY = "tools_only"  # reasoning is rendered only in tool-call turns
 
 

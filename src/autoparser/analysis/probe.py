@@ -24,6 +24,7 @@ VALUE_SECOND = "YYYY"
 USER_MSG = "U_USER_MSG Hello END_U"
 ASSISTANT_MSG = "A_ASST_MSG I can help END_A"
 THINKING = "REASON_PART I am thinking END_R"
+TOOL_RESULT = "T_TOOL_RESULT sunny END_T"
 CALL_ID = "call00001"
 CALL_ID_SECOND = "call00002"
 CALL_ID_ALT = "call99999"
@@ -96,10 +97,11 @@ class Probe:
         tools: bool = False,
         gen_prompt: bool = False,
         thinking: bool | None = True,
-        follow_up: bool = False,
+        follow_up: str = "",
         reasoning_key: str = "reasoning_content",
     ) -> str | None:
-        """Render [user] or [user, assistant(content, reasoning, calls)] (+ [user])."""
+        """Render [user] or [user, assistant(content, reasoning, calls)], optionally followed
+        by a "user" or a "tool" message."""
         key = (
             assistant,
             tools,
@@ -114,8 +116,10 @@ class Probe:
         messages: list[dict[str, Any]] = [{"role": "user", "content": USER_MSG}]
         if assistant is not None:
             messages.append(self._assistant(*assistant, reasoning_key=reasoning_key))
-            if follow_up:
+            if follow_up == "user":
                 messages.append({"role": "user", "content": USER_MSG})
+            elif follow_up == "tool":
+                messages.append({"role": "tool", "tool_call_id": CALL_ID, "content": TOOL_RESULT})
         context: dict[str, Any] = {"messages": messages, "add_generation_prompt": gen_prompt}
         if tools:
             context["tools"] = TOOLS

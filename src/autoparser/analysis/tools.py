@@ -46,6 +46,7 @@ from autoparser.analysis.probe import (
     CALL_ID_ALT,
     FUN_FIRST,
     FUN_SECOND,
+    TOOL_RESULT,
     VALUE_FIRST,
     VALUE_SECOND,
     Probe,
@@ -414,6 +415,23 @@ def _tagged_arguments(body: str) -> tuple[str, ArgumentsAnalysis, str] | None:
     return h[: len(h) - len(name_prefix)], args, t[len(value_suffix) :]
 
 
+def _next_turn_after_calls(probe: Probe, section: str) -> str:
+    """When a tool-call turn has no closing marker of its own, the marker that opens the
+    tool result's turn ends it (e.g. GLM's <|observation|>)."""
+    text_turn = probe.turn(ASSISTANT_MSG, tools=True)
+    if text_turn is None or not text_turn.rstrip().endswith(ASSISTANT_MSG):
+        return ""  # turns have closing markers of their own
+    alone = probe.calls((CALL_1,))
+    followed = probe.render(assistant=("", None, (CALL_1,)), tools=True, follow_up="tool")
+    if alone is None or followed is None or not alone.rstrip().endswith(section.rstrip()):
+        return ""
+    added = diff_split(alone, followed).right
+    cut = added.find(TOOL_RESULT)
+    segs = segmentize(added[:cut] if cut >= 0 else added)
+    first = next((seg for seg in segs if seg.value.strip()), None)
+    return first.value if first is not None and first.is_marker else ""
+
+
 def renders_tool_calls(probe: Probe) -> bool:
     """Whether a one-call turn renders the call (the template supports tool calls)."""
     one = _section(probe, (CALL_1,))
@@ -454,5 +472,7 @@ def analyze_tools(probe: Probe, reasoning: ReasoningAnalysis, text_eot: str = ""
     sec_end = sec_end if sec_end.strip() else ""
     fmt = dataclasses.replace(fmt, section_start=sec_start, section_end=sec_end)
     result = dataclasses.replace(result, format=fmt)
+    if not eot:
+        eot = _next_turn_after_calls(probe, s1)
     requires_content = probe.turn(None, None, (CALL_1,), tools=True) is None
     return ToolFindings(result, eot, requires_content)
