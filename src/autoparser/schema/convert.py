@@ -458,7 +458,7 @@ class _Converter:
             if has_length:
                 self.unsupported("minLength/maxLength", pointer, "pattern combined with")
             body, uses_dot = translate_pattern(pattern, pointer + "/pattern")
-            self.primitive("json-string")
+            self.primitive("json-char")
             if uses_dot:
                 self.shared(*DOT_RULE)
             return self.define(_child(hint, "string"), f"{quote} {body} {quote}")
@@ -469,7 +469,7 @@ class _Converter:
             return f"( {quote} {self.shared(name, body)} {quote} )"
         if not has_length:
             return self.primitive("json-string")
-        self.primitive("json-string")
+        self.primitive("json-char")
         return f"( {quote} {repeat('json-char', low, high)} {quote} )"
 
     def count(self, node: dict[str, Any], key: str, pointer: str) -> int | None:
@@ -597,8 +597,8 @@ class _Converter:
             firsts = [_seq(item, tails[i + 1]) for i, item in enumerate(optional)]
             if extra_member is not None:
                 firsts.append(_seq(extra_member, tails[-1]))
-            inner = f"( {' | '.join(firsts)} )" if firsts else None
-            body = self.container("{", inner, "}", optional=True)
+            choices = f"( {' | '.join(firsts)} )" if firsts else None
+            body = self.container("{", choices, "}", optional=True)
         return self.define(hint or "object", body)
 
     # ----------------------------------------------------------------- arrays

@@ -10,6 +10,8 @@ lookarounds, word boundaries, inline flags) raise SchemaError.
 from __future__ import annotations
 
 import json
+import re
+from functools import lru_cache
 
 from autoparser.errors import SchemaError
 from autoparser.schema.gbnf import alternatives, char_class, literal, merge_ranges, repeat
@@ -19,16 +21,25 @@ _SURROGATES = (0xD800, 0xDFFF)
 # Characters that never appear raw inside a JSON string.
 _JSON_SPECIAL = merge_ranges([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)])
 
-_DIGIT = [(0x30, 0x39)]
-_WORD = [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)]
-_SPACE = merge_ranges(
-    [
-        *[(0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A)],
-        *[(0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000)],
-        (0xFEFF, 0xFEFF),
-    ]
-)
-_CLASS_ESCAPES = {"d": _DIGIT, "w": _WORD, "s": _SPACE}
+
+@lru_cache(maxsize=4)
+def python_class(escape: str) -> list[tuple[int, int]]:
+    """Code-point ranges of `\\d`, `\\w` or `\\s` as Python's `re` (Unicode) defines them.
+
+    The jsonschema validator matches patterns with `re`, so the grammar uses the same
+    classes. Computed once by letting `re` scan every code point (C speed).
+    """
+    runs = re.finditer(f"\\{escape}+", _all_scalars())
+    ranges = [(ord(m.group()[0]), ord(m.group()[-1])) for m in runs]
+    return _without_surrogates(merge_ranges(ranges))
+
+
+@lru_cache(maxsize=1)
+def _all_scalars() -> str:
+    low = "".join(map(chr, range(_SURROGATES[0])))
+    return low + "".join(map(chr, range(_SURROGATES[1] + 1, MAX_CODE + 1)))
+
+
 _CONTROL_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0"}
 
 ANY_TEXT = "json-char*"
@@ -96,7 +107,9 @@ def set_expression(ranges: list[tuple[int, int]], *, negated: bool = False) -> s
         special = _subtract(_JSON_SPECIAL, ranges)
     else:
         plain = _without_surrogates(_subtract(ranges, _JSON_SPECIAL))
-        if plain:
+        if len(plain) == 1 and plain[0][0] == plain[0][1]:
+            options.append(literal(chr(plain[0][0])))
+        elif plain:
             options.append(char_class(plain))
         special = _subtract(ranges, _subtract(ranges, _JSON_SPECIAL))
     for lo, hi in special:
@@ -255,11 +268,11 @@ class _PatternParser:
         if not char:
             raise self.fail("trailing backslash")
         ranges: list[tuple[int, int]]
-        if char.lower() in _CLASS_ESCAPES:
-            ranges = _CLASS_ESCAPES[char.lower()]
+        if char.lower() in "dws":
+            ranges = python_class(char.lower())
             if char.isupper():
                 ranges = complement(ranges)
-            return ranges, set_expression(_CLASS_ESCAPES[char.lower()], negated=char.isupper())
+            return ranges, set_expression(python_class(char.lower()), negated=char.isupper())
         if char == "b" and in_class:
             ranges = [(8, 8)]
         elif char in "bBAZz":
