@@ -6,6 +6,7 @@ rendered assistant turn must give back the message, and the grammar must accept 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -317,3 +318,25 @@ def test_apply_with_analysed_template(case: Case, scenario: str, message: dict[s
     )
     assert params.prompt.endswith(params.generation_prompt)
     assert normalized(params.parse(text), ids=case.ids) == expected(message, ids=case.ids)
+
+
+def test_text_after_end_of_turn_is_not_part_of_the_message() -> None:
+    params = CASE_BY_NAME["hermes"].params(TOOLS)
+    message = params.parse("Hello.<|im_end|>\n<|im_start|>user\nMore<|im_end|>")
+    assert message.content == "Hello." and message.tool_calls == ()
+
+
+def test_content_wrappers_are_dropped() -> None:
+    from autoparser.analysis.model import ContentAnalysis, ContentMode
+
+    base = CASE_BY_NAME["think_tag"]
+    analysis = dataclasses.replace(
+        base.analysis,
+        content=ContentAnalysis(
+            mode=ContentMode.ALWAYS_WRAPPED, start="<response>", end="</response>"
+        ),
+    )
+    case = dataclasses.replace(base, analysis=analysis)
+    params = case.params(None)
+    message = params.parse("<think>Hmm</think>\n<response>Answer.</response>")
+    assert (message.reasoning_content, message.content) == ("Hmm", "Answer.")

@@ -512,15 +512,20 @@ def content_markers(ctx: BuildContext) -> tuple[str, ...]:
 def lenient_body(ctx: BuildContext, section: Parser | None, triggers: Sequence[str]) -> Parser:
     """``(tool section | dropped marker | content chunk)*``: never fails, keeps all text.
 
-    End-of-turn and content-wrapper markers are dropped; a trigger that does not start a
-    valid call becomes content one character at a time (then up to the next delimiter).
+    Content-wrapper markers are dropped; an end-of-turn marker ends the message (the rest
+    is ignored); a trigger that does not start a valid call becomes content one character
+    at a time (then up to the next delimiter).
     """
-    dropped = [*content_markers(ctx), *ctx.end_markers]
+    wrappers = [m for m in content_markers(ctx) if m not in ctx.end_markers]
+    dropped = [*wrappers, *ctx.end_markers]
     delims = list(dict.fromkeys([*triggers, *dropped]))
     alts: list[Parser] = []
     if section is not None:
         alts.append(section)
-    alts.extend(literal(m) for m in sorted(set(dropped), key=len, reverse=True))
+    # The end of turn ends the message: whatever a template or engine appends after it
+    # (the next turn's header) is not part of it.
+    alts.extend(literal(m) + rest() for m in sorted(set(ctx.end_markers), key=len, reverse=True))
+    alts.extend(literal(m) for m in sorted(set(wrappers), key=len, reverse=True))
     if delims:
         chunk = any_char() + (until(delims[0]) if len(delims) == 1 else until_one_of(*delims))
         alts.append(tag(tags.CONTENT, chunk))
