@@ -323,6 +323,12 @@ def test_prefixes_of_accepted_strings_never_fail(data: st.DataObject) -> None:
     for k in range(len(s) + 1):
         r = p.parse(s[:k], partial=True)
         assert r.status is not ParseStatus.FAIL, (s[:k], s)
+    # More generally: any prefix llguidance can still complete must not FAIL here.
+    text = grammar(p).text
+    m = data.draw(mutated(s))
+    for k in range(len(m) + 1):
+        if gbnf_oracle.accepts_prefix(text, m[:k]):
+            assert p.parse(m[:k], partial=True).status is not ParseStatus.FAIL, (m[:k], text)
 
 
 @SETTINGS

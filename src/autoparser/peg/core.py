@@ -207,7 +207,7 @@ class Parser:
         return Atomic(self)
 
     def trigger(self) -> Parser:
-        return Trigger_(self)
+        return TriggerMark(self)
 
     def children(self) -> tuple[Parser, ...]:
         """Direct sub-parsers (rule references are not followed)."""
@@ -306,12 +306,12 @@ class Literal(Parser):
 
 
 class Token(Literal):
-    """A special token such as ``<tool_call>``: matched as its text, reported whole."""
+    """A special token such as ``<tool_call>``: matched as its text.
+
+    Kept distinct from Literal so a grammar can report it as a token trigger.
+    """
 
     __slots__ = ()
-
-    def _match(self, ctx: _Ctx, pos: int) -> Res:
-        return super()._match(ctx, pos)
 
     def __repr__(self) -> str:
         return f"token({self.value!r})"
@@ -700,7 +700,7 @@ class Atomic(_Wrapper):
         return f"atomic({self.child!r})"
 
 
-class Trigger_(_Wrapper):
+class TriggerMark(_Wrapper):
     """Marks the child as a lazy-grammar trigger; transparent when parsing."""
 
     __slots__ = ()
@@ -777,7 +777,7 @@ def literal(s: str) -> Parser:
 
 
 def token(s: str) -> Parser:
-    """A special token (e.g. ``<tool_call>``) matched whole; its tagged nodes are atomic."""
+    """A special token (e.g. ``<tool_call>``): matched like a literal, a "token" trigger."""
     return Token(s)
 
 
@@ -926,4 +926,4 @@ def atomic(p: ParserLike) -> Parser:
 
 def trigger(p: ParserLike) -> Parser:
     """Mark p as the start of a lazy-grammar trigger."""
-    return Trigger_(as_parser(p))
+    return TriggerMark(as_parser(p))

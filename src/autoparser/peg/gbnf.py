@@ -32,7 +32,7 @@ from autoparser.peg.core import (
     Seq,
     Tag,
     Token,
-    Trigger_,
+    TriggerMark,
     Until,
     as_parser,
 )
@@ -173,7 +173,7 @@ class _Emitter:
                 return self.until(body)
             inner = self.expr(node.child, False)
             return _quantified(_group(inner), node.min, node.max)
-        if isinstance(node, (Tag, Atomic, Trigger_)):
+        if isinstance(node, (Tag, Atomic, TriggerMark)):
             return self.expr(node.child, tail)
         if isinstance(node, Ref):
             return self.ref(node)
@@ -236,7 +236,7 @@ class _Emitter:
                 return _group(self.expr(target, False))
             name = self.fresh(node.name)
             self._ref_names[key] = name
-            self.rules[name] = self.expr(target, False)
+            self.rules[name] = _unwrap(self.expr(target, False))
         return name
 
     def _has_split(self, node: Parser, seen: set[int]) -> bool:
@@ -275,6 +275,36 @@ class _Emitter:
         self.add_rules(rules, repr(node))
         self._schema_names[node._uid] = str(root)
         return str(root)
+
+
+def _unwrap(expr: str) -> str:
+    """A rule body without a redundant outer group: ``( a | b )`` -> ``a | b``."""
+    if not (expr.startswith("( ") and expr.endswith(" )")):
+        return expr
+    depth = 0
+    in_str = in_cls = False
+    i = 0
+    while i < len(expr):
+        ch = expr[i]
+        if ch == "\\" and (in_str or in_cls):
+            i += 2
+            continue
+        if in_str:
+            in_str = ch != '"'
+        elif in_cls:
+            in_cls = ch != "]"
+        elif ch == '"':
+            in_str = True
+        elif ch == "[":
+            in_cls = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0 and i != len(expr) - 1:
+                return expr  # the first group closes before the end: "( a ) ( b )"
+        i += 1
+    return expr[2:-2]
 
 
 def _group(expr: str) -> str:
@@ -484,9 +514,9 @@ def _is_lexeme(node: Parser, visiting: set[int]) -> bool:
 # --- lazy triggers -------------------------------------------------------------------------
 
 
-def _find_triggers(root: Parser) -> list[Trigger_]:
+def _find_triggers(root: Parser) -> list[TriggerMark]:
     """Trigger nodes reachable from root (following rule references), in order."""
-    found: list[Trigger_] = []
+    found: list[TriggerMark] = []
     seen: set[int] = set()
     stack: list[Parser] = [root]
     while stack:
@@ -494,7 +524,7 @@ def _find_triggers(root: Parser) -> list[Trigger_]:
         if node._uid in seen:
             continue
         seen.add(node._uid)
-        if isinstance(node, Trigger_):
+        if isinstance(node, TriggerMark):
             found.append(node)
             continue
         kids: tuple[Parser, ...] = node.children()
@@ -504,13 +534,13 @@ def _find_triggers(root: Parser) -> list[Trigger_]:
     return found
 
 
-def _leading_words(node: Parser, trig: Trigger_) -> list[Trigger]:
+def _leading_words(node: Parser, trig: TriggerMark) -> list[Trigger]:
     """The trigger words a match of `node` must start with."""
     if isinstance(node, Token):
         return [Trigger("token", node.value)]
     if isinstance(node, Literal) and node.value:
         return [Trigger("word", node.value)]
-    if isinstance(node, (Tag, Atomic, Trigger_)):
+    if isinstance(node, (Tag, Atomic, TriggerMark)):
         return _leading_words(node.child, trig)
     if isinstance(node, Ref):
         return _leading_words(node.target(), trig)
