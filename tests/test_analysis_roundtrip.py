@@ -69,12 +69,10 @@ def _json_call(a: TemplateAnalysis, index: int, call: tuple[str, dict[str, str],
     fmt = a.tools.format
     name, args, call_id = call
     constants = dict(fmt.constant_fields)
-    obj: dict[str, Any] = {}
+    obj: dict[str, Any] = {name: args} if fmt.fun_name_is_key else {}
     for path in fmt.field_order:
         leaf = path.rsplit(".", 1)[-1]
-        if fmt.fun_name_is_key:
-            obj[name] = args
-        elif leaf == fmt.name_field:
+        if leaf == fmt.name_field:
             _set_path(obj, path, name)
         elif leaf == fmt.args_field:
             _set_path(obj, path, json.dumps(args) if fmt.arguments_as_string else args)

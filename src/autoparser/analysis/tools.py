@@ -192,8 +192,7 @@ def _analyze_json_native(
         for key, val in obj.items():
             path = prefix + key
             if key == FUN_FIRST:
-                fields["fun_name_is_key"] = True
-                fields["field_order"].append(path)
+                fields["fun_name_is_key"] = True  # no named fields: {"f": {args}}
             elif val == FUN_FIRST:
                 fields["name_field"] = key
                 fields["field_order"].append(path)
@@ -405,14 +404,26 @@ def _tagged_arguments(body: str) -> tuple[str, ArgumentsAnalysis, str] | None:
     value_suffix = value_suffix[: max(0, len(g) - len(name_prefix))]
     separator = g[len(value_suffix) : len(g) - len(name_prefix)]
     name_suffix, value_prefix = split_after_first_close(m1)
+    head, close = h[: len(h) - len(name_prefix)], t[len(value_suffix) :]
+    # An opening bracket right before the first argument and its mirror after the last
+    # one contain the arguments (f(a='v'), f{a:v}); markers stay with the function.
+    opener = re.search(r"[{(\[]\s*$", head)
+    start = end = ""
+    if opener is not None:
+        closer = re.match(r"\s*[})\]]", close)
+        if closer is not None:
+            start, end = opener.group(), closer.group()
+            head, close = head[: opener.start()], close[closer.end() :]
     args = ArgumentsAnalysis(
+        start=start,
+        end=end,
         name_prefix=name_prefix,
         name_suffix=name_suffix,
         value_prefix=value_prefix,
         value_suffix=value_suffix,
         separator=separator,
     )
-    return h[: len(h) - len(name_prefix)], args, t[len(value_suffix) :]
+    return head, args, close
 
 
 def _next_turn_after_calls(probe: Probe, section: str) -> str:
