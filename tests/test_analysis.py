@@ -123,7 +123,7 @@ def test_own_templates_cover_every_family_and_mode() -> None:
     tool_modes = {a["tools"]["format"]["mode"] for a in found}
     reasoning_modes = {a["reasoning"]["mode"] for a in found}
     assert tool_modes == {m.value for m in ToolFormat}
-    assert reasoning_modes >= {"none", "tag_based", "forced_open", "delimiter", "tools_only"}
+    assert reasoning_modes == {m.value for m in ReasoningMode}
 
 
 @pytest.mark.parametrize("path", corpus_params())
