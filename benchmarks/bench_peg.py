@@ -94,6 +94,15 @@ def chat_output(size: int) -> str:
     )
 
 
+def jsonl(size: int) -> str:
+    lines: list[str] = []
+    total = 0
+    while total < size:
+        lines.append(json.dumps({"i": len(lines), "text": "x" * 20, "ok": True}) + "\n")
+        total += len(lines[-1])
+    return "".join(lines)
+
+
 def stream(parser: Parser, text: str, step: int) -> None:
     inc = parser.incremental()
     for i in range(0, len(text), step):
@@ -163,6 +172,17 @@ def main() -> None:
         f"({t_large / (len(large) / 4) * 1e6:5.1f} us/feed)"
     )
     print(f"incremental scaling 4x input -> {t_large / t_small:5.2f}x time (linear: ~4x)")
+
+    lines = zero_or_more(json_object() + "\n") + end_of_input()
+    small = jsonl(stream_size)
+    large = jsonl(stream_size * 4)
+    t_small = best_of(lambda: stream(lines, small, 4), max(1, repeats // 2))
+    t_large = best_of(lambda: stream(lines, large, 4), max(1, repeats // 2))
+    print(
+        f"incremental JSONL {len(small) / 1e3:5.0f} kB {t_small * 1e3:8.1f} ms, "
+        f"{len(large) / 1e3:5.0f} kB {t_large * 1e3:8.1f} ms: 4x input -> "
+        f"{t_large / t_small:5.2f}x time (many repetition items)"
+    )
 
 
 if __name__ == "__main__":

@@ -582,13 +582,21 @@ class Repeat(Parser):
         return (self.child,)
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
-        nodes: list[Node] = []
+        # Iterations whose results were final are not replayed on the next incremental
+        # run: the hint holds (position, count, nodes) after the last of them.
+        key = (self._uid, pos)
+        hint: tuple[int, int, tuple[Node, ...]] | None = ctx.hints.get(key)
+        if hint is None:
+            p, got, nodes = pos, 0, []
+        else:
+            p, got, nodes = hint[0], hint[1], list(hint[2])
+        stable: tuple[int, int, int] | None = None  # (pos, count, len(nodes)) if advanced
         hit = False
-        p = pos
-        got = 0
         child = self.child
         run = ctx.run
         limit = self.max
+        status = _OK
+        closer = ""
         while limit is None or got < limit:
             st, e, ns, h, cl = run(child, p)
             hit = hit or h
@@ -597,12 +605,19 @@ class Repeat(Parser):
             if ns:
                 nodes.extend(ns)
             if st == _MORE:
-                return (_MORE, e, tuple(nodes), True, cl)
+                status, closer, p = _MORE, cl, e
+                break
             if e == p:  # an empty match repeats forever: the remaining count is satisfied
                 got = max(got, self.min)
                 break
             p = e
             got += 1
+            if not hit:
+                stable = (p, got, len(nodes))
+        if stable is not None:
+            ctx.hints[key] = (stable[0], stable[1], tuple(nodes[: stable[2]]))
+        if status == _MORE:
+            return (_MORE, p, tuple(nodes), True, closer)
         if got < self.min:
             return (_FAIL, p, _NO_NODES, hit, "")
         return (_OK, p, tuple(nodes), hit, "")
