@@ -340,3 +340,26 @@ def test_content_wrappers_are_dropped() -> None:
     params = case.params(None)
     message = params.parse("<think>Hmm</think>\n<response>Answer.</response>")
     assert (message.reasoning_content, message.content) == ("Hmm", "Answer.")
+
+
+def test_forced_open_triggers_fire_only_after_reasoning() -> None:
+    import re
+
+    base = CASE_BY_NAME["forced_open"]
+    case = dataclasses.replace(
+        base,
+        analysis=dataclasses.replace(base.analysis, tools=CASE_BY_NAME["hermes"].analysis.tools),
+    )
+    params = case.params(TOOLS)
+    assert params.thinking_forced_open and params.grammar_lazy
+    (trigger,) = params.grammar_triggers
+    assert trigger.kind == "pattern_full"
+    rx = re.compile(trigger.value)
+    assert rx.fullmatch("I could use <tool_call> here") is None
+    call_text = '<tool_call>\n{"name": "ping", "arguments": {}}\n</tool_call>'
+    match = rx.fullmatch("I could use <tool_call> here</think>\n\n" + call_text)
+    assert match is not None and match.group(1) == "<tool_call>"
+    assert params.grammar is not None and accepts(params.grammar, call_text)
+    message = params.parse("Mention <tool_call> while thinking.</think>\n" + call_text)
+    assert message.reasoning_content == "Mention <tool_call> while thinking."
+    assert [c.name for c in message.tool_calls] == ["ping"]

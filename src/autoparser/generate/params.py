@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -95,6 +96,27 @@ def _check_tool_schemas(request: Request) -> None:
             raise RequestError(f"response_format: {exc}") from exc
 
 
+def _after_reasoning(triggers: list[GrammarTrigger], reasoning_end: str) -> list[GrammarTrigger]:
+    """Triggers that fire only after the reasoning block the prompt opened has closed.
+
+    A call marker the model mentions while thinking must not switch the grammar on, so
+    word triggers become full-match patterns: anything, the end marker, then the word
+    (its start is the first capture group, where the grammar takes over).
+    """
+    out = []
+    for t in triggers:
+        if t.kind == "word":
+            body = re.escape(t.value)
+        elif t.kind == "pattern":
+            body = t.value
+        else:
+            out.append(t)
+            continue
+        pattern = rf"[\s\S]*?{re.escape(reasoning_end)}\s*({body})[\s\S]*"
+        out.append(GrammarTrigger("pattern_full", pattern))
+    return out
+
+
 def is_forced_open(analysis: TemplateAnalysis, prompt: str, enable_thinking: bool | None) -> bool:
     """Does the output start inside a reasoning block?
 
@@ -160,6 +182,8 @@ def build_params(
                 triggers = [GrammarTrigger("word", m) for m in definition.trigger_markers]
             if not triggers:
                 lazy = False
+            elif ctx.thinking_forced_open and ctx.extract_reasoning:
+                triggers = _after_reasoning(triggers, ctx.analysis.reasoning.end)
 
     spec = MapSpec(
         string_args=definition.string_args,
