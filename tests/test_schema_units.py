@@ -371,3 +371,35 @@ def test_parameter_is_string_follows_refs() -> None:
     assert parameter_is_string({"$ref": "#/$defs/name"}, root)
     assert not parameter_is_string({"$ref": "#/$defs/n"}, root)
     assert not parameter_is_string({"$ref": "#/$defs/missing"}, root)
+
+
+def test_undeclared_required_key() -> None:
+    open_value = schema_to_gbnf({"type": "object", "properties": {"b": {}}, "required": ["a"]})
+    assert accepts(open_value, '{"a": [1], "b": 2}') and not accepts(open_value, '{"b": 2}')
+    typed = {
+        "properties": {"b": {}},
+        "required": ["a"],
+        "additionalProperties": {"type": "integer"},
+    }
+    grammar = schema_to_gbnf({"type": "object", **typed})
+    assert accepts(grammar, '{"a": 1}') and not accepts(grammar, '{"a": "x"}')
+
+
+def test_recursive_refs_and_root_ref() -> None:
+    tree = {
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+                "additionalProperties": False,
+            }
+        },
+        "$ref": "#/$defs/node",
+    }
+    grammar = schema_to_gbnf(tree)
+    assert_portable(grammar)
+    deep = {"kids": [{"kids": [{"kids": [{}]}]}, {}]}
+    assert accepts(grammar, json.dumps(deep)) and not accepts(grammar, '{"kids": [1]}')
+    lst = {"type": "array", "items": {"anyOf": [{"type": "integer"}, {"$ref": "#"}]}}
+    grammar = schema_to_gbnf(lst)
+    assert accepts(grammar, "[1, [2, [[]]], 3]") and not accepts(grammar, '[1, ["x"]]')

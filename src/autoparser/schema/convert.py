@@ -562,7 +562,10 @@ class _Converter:
         required_names += [k for k in dict.fromkeys(required) if k not in properties]
         members: list[str] = []
         for name in required_names:
-            schema = properties.get(name, extra_schema)
+            # an undeclared required key takes additionalProperties' schema; when that
+            # keyword is absent any value is valid, although other extra keys are not
+            fallback = True if "additionalProperties" not in node else extra_schema
+            schema = properties.get(name, fallback)
             if schema is None or schema is False:
                 where = pointer or "#"
                 raise SchemaError(f"required property {name!r} at {where} can never be valid")
