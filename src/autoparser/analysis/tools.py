@@ -49,6 +49,7 @@ from autoparser.analysis.probe import (
     TOOL_RESULT,
     VALUE_FIRST,
     VALUE_SECOND,
+    CallSpec,
     Probe,
 )
 
@@ -77,16 +78,16 @@ def _decode_at(text: str, pos: int) -> tuple[Any, int] | None:
         return None
 
 
-def _json_span(text: str, needle_at: int, accept: Any = None) -> tuple[int, int, Any] | None:
+def _json_span(text: str, needle_at: int) -> tuple[int, int, Any] | None:
     """The outermost JSON value in ``text`` that starts before and spans ``needle_at``."""
     for m in re.finditer(r"[\[{]", text[:needle_at]):
         got = _decode_at(text, m.start())
-        if got is not None and got[1] > needle_at and (accept is None or accept(got[0])):
+        if got is not None and got[1] > needle_at:
             return m.start(), got[1], got[0]
     return None
 
 
-def _section(probe: Probe, calls: tuple[Any, ...]) -> tuple[str, str] | None:
+def _section(probe: Probe, calls: tuple[CallSpec, ...]) -> tuple[str, str] | None:
     """The tool section of a turn with ``calls`` (diffed against a text turn), and the
     end-of-turn marker that replaces the text turn's one, if it differs."""
     base = probe.turn(ASSISTANT_MSG, tools=True)
@@ -135,9 +136,8 @@ def _align(pre: str, between: str, post: str) -> tuple[str, str, str, str, str]:
 def _split_head(head: str) -> tuple[str, str]:
     """Split the text before a function name into (per-call opener, name prefix)."""
     k = last_marker_end(head)
-    while k < len(head) and head[k].isspace():
-        k += 1
-    return head[:k], head[k:]
+    rest = head[k:].lstrip()
+    return head[: len(head) - len(rest)], rest
 
 
 def _split_tail(tail: str, has_opener: bool) -> tuple[str, str]:
