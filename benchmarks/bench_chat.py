@@ -21,7 +21,9 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent.parent.parent / "shared" / "bench"
 TEMPLATES = BENCH.parent / "templates"
@@ -72,6 +74,13 @@ def baseline_stream(chunks: list[str], marker: str) -> None:
         pos = found if found >= 0 else max(0, len(text) - len(marker))
 
 
+def run_stream(params: Any, chunks: list[str]) -> None:
+    stream = params.stream()
+    for chunk in chunks:
+        stream.feed(chunk)
+    stream.finish()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--smoke", action="store_true", help="quick run (3 templates, 1 repeat)")
@@ -110,19 +119,12 @@ def main() -> int:
             continue
         text1 = (BENCH / f"{name}.1x.txt").read_text(encoding="utf-8")
         text8 = (BENCH / f"{name}.8x.txt").read_text(encoding="utf-8")
-        parse1 = timed(lambda t=text1: params.parse(t), repeats * 3)
-
-        def stream(chunks: list[str]) -> None:
-            s = params.stream()
-            for c in chunks:
-                s.feed(c)
-            s.finish()
-
+        parse1 = timed(partial(params.parse, text1), repeats * 3)
         c1, c8 = chunks_of(text1), chunks_of(text8)
-        s1 = timed(lambda: stream(c1), repeats)
-        s8 = timed(lambda: stream(c8), repeats)
+        s1 = timed(partial(run_stream, params, c1), repeats)
+        s8 = timed(partial(run_stream, params, c8), repeats)
         marker = params.grammar_triggers[0].value if params.grammar_triggers else "\x00"
-        floor = timed(lambda: baseline_stream(c8, marker), repeats)
+        floor = timed(partial(baseline_stream, c8, marker), repeats)
         ratio = s8 / s1
         worst = max(worst, ratio)
         ref = refs.get(name)
