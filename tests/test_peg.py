@@ -473,3 +473,28 @@ def test_incremental_finish_on_truncated_input() -> None:
     inc = p.incremental()
     inc.feed('<tool_call>{"a": ')
     assert inc.finish() == p.parse('<tool_call>{"a": ')
+
+
+@pytest.mark.parametrize("limit", [None, 3])
+def test_incremental_repetition_resumes_with_tags_and_bounds(limit: int | None) -> None:
+    item = tag("item", "<" + tag("n", chars("0-9")) + ">" + json_object()) + "\n"
+    p = tag("all", repeat(item, 1, limit)) + until("$") + end()
+    text = "".join(f'<{i}>{{"k": [{i}, "é"]}}\n' for i in range(5)) + "tail"
+    inc = p.incremental()
+    for i, ch in enumerate(text):
+        assert inc.feed(ch) == p.parse(text[: i + 1], partial=True), text[: i + 1]
+    final = inc.finish()
+    assert final == p.parse(text) and final.success
+    assert len(final.tree.find_all("item")) == (limit or 5)
+
+
+def test_incremental_until_resumes_across_delimiter_split() -> None:
+    p = tag("a", until_one_of("</think>", "<|end|>")) + choice("</think>", "<|end|>") + rest()
+    text = "x" * 50 + "</thi" + "y" * 10 + "<|en" + "d|>" + "after"
+    for step in (1, 2, 3, 7):
+        inc = p.incremental()
+        for i in range(0, len(text), step):
+            got = inc.feed(text[i : i + step])
+            assert got == p.parse(text[: i + step], partial=True)
+        node = inc.finish().tree.find("a")
+        assert node is not None and node.text(text) == "x" * 50 + "</thi" + "y" * 10
