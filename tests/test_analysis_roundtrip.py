@@ -33,7 +33,10 @@ TOOLS = [
             "description": "Weather in a city",
             "parameters": {
                 "type": "object",
-                "properties": {"city": {"type": "string"}, "unit": {"type": "string"}},
+                "properties": {
+                    "city": {"type": "string", "description": "City name"},
+                    "unit": {"type": "string", "description": "celsius or fahrenheit"},
+                },
                 "required": ["city"],
             },
         },
@@ -45,7 +48,7 @@ TOOLS = [
             "description": "Time in a zone",
             "parameters": {
                 "type": "object",
-                "properties": {"timezone": {"type": "string"}},
+                "properties": {"timezone": {"type": "string", "description": "IANA zone"}},
                 "required": ["timezone"],
             },
         },
@@ -53,9 +56,7 @@ TOOLS = [
 ]
 
 # Layouts the helper below does not write (it is a test helper, not a formatter).
-ROUNDTRIP_XFAIL = {
-    "CohereForAI-c4ai-command-r-plus-tool_use": "calls are pretty-printed JSON (indent=4)",
-}
+ROUNDTRIP_XFAIL: dict[str, str] = {}
 
 
 def _set_path(obj: dict[str, Any], path: str, value: Any) -> None:
@@ -65,7 +66,7 @@ def _set_path(obj: dict[str, Any], path: str, value: Any) -> None:
     obj[leaf] = value
 
 
-def _json_call(a: TemplateAnalysis, index: int, call: tuple[str, dict[str, str], str]) -> str:
+def _json_obj(a: TemplateAnalysis, index: int, call: tuple[str, dict[str, str], str]) -> Any:
     fmt = a.tools.format
     name, args, call_id = call
     constants = dict(fmt.constant_fields)
@@ -82,8 +83,16 @@ def _json_call(a: TemplateAnalysis, index: int, call: tuple[str, dict[str, str],
             _set_path(obj, path, str(index))
         else:
             _set_path(obj, path, json.loads(constants[path]))
-    seps = (",", ":") if fmt.json_style == "compact" else (", ", ": ")
-    text = json.dumps(obj, ensure_ascii=False, separators=seps)
+    return obj
+
+
+def _dump(a: TemplateAnalysis, value: Any) -> str:
+    fmt = a.tools.format
+    if fmt.json_indent:
+        text = json.dumps(value, ensure_ascii=False, indent=fmt.json_indent)
+    else:
+        seps = (",", ":") if fmt.json_style == "compact" else (", ", ": ")
+        text = json.dumps(value, ensure_ascii=False, separators=seps)
     return text.replace('"', "'") if fmt.uses_python_dicts else text
 
 
@@ -125,8 +134,11 @@ def render_calls(a: TemplateAnalysis, calls: list[tuple[str, dict[str, str], str
     """The tool section for ``calls``, written from the analysis alone."""
     fmt = a.tools.format
     if fmt.mode is ToolFormat.JSON_NATIVE:
-        objs = [_json_call(a, i, c) for i, c in enumerate(calls)]
-        if fmt.tools_array_wrapped:
+        values = [_json_obj(a, i, c) for i, c in enumerate(calls)]
+        objs = [_dump(a, v) for v in values]
+        if fmt.tools_array_wrapped and fmt.json_indent:
+            inner = _dump(a, values)  # the whole array is laid out by one indent
+        elif fmt.tools_array_wrapped:
             inner = fmt.array_open + a.tools.call_separator.join(objs) + fmt.array_close
         else:
             inner = a.tools.call_separator.join(

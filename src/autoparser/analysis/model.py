@@ -115,6 +115,9 @@ class ToolFormatAnalysis:
     # How each JSON call object is laid out: "spaced" (json.dumps defaults: ", " and ": "),
     # "compact" ("," and ":"), or "pretty" (indented / anything else).
     json_style: str = ""
+    # With json_style "pretty": the indent that json.dumps(..., indent=n) needs to write the
+    # whole JSON value (the array, when wrapped) exactly as the template does; 0 = other.
+    json_indent: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -231,6 +231,8 @@ def _analyze_json_native(
             fmt["array_open"] = s1[j_start:e_start]
             fmt["array_close"] = s1[e_end:j_end]
     fmt["json_style"] = _json_style(call, call_text, quote)
+    if fmt["json_style"] == "pretty":
+        fmt["json_indent"] = _json_indent(value, s1[j_start:j_end], quote)
 
     separator = ""
     parallel = False
@@ -282,6 +284,16 @@ def _generated_id(
         if key in second and str(val) == "0" and str(second[key]) == "1":
             fields["gen_id_field"] = key
             constants[:] = [c for c in constants if c[0] != key]
+
+
+def _json_indent(value: Any, text: str, quote: str) -> int:
+    """The ``indent`` that json.dumps needs to write the whole value as the template does."""
+    if quote == "'":
+        text = text.replace("'", '"')
+    for indent in range(1, 9):
+        if json.dumps(value, ensure_ascii=False, indent=indent) == text:
+            return indent
+    return 0
 
 
 def _json_style(call: Any, text: str, quote: str) -> str:
