@@ -22,6 +22,17 @@ def corpus_dir() -> Path | None:
     return None
 
 
+def bench_dir() -> Path | None:
+    """The reference model outputs: $AUTOPARSER_BENCH or ../shared/bench, if present."""
+    env = os.environ.get("AUTOPARSER_BENCH")
+    candidates = [Path(env)] if env else []
+    candidates.append(TESTS_DIR.parent.parent / "shared" / "bench")
+    for path in candidates:
+        if path.is_dir() and any(path.glob("*.meta.json")):
+            return path
+    return None
+
+
 def corpus_templates() -> list[Path]:
     root = corpus_dir()
     return sorted(root.glob("*.jinja")) if root else []
@@ -38,3 +49,6 @@ def corpus_params() -> list[object]:
     if not paths:
         return [pytest.param(None, marks=pytest.mark.skip(reason=CORPUS_SKIP_REASON), id="no-corpus")]
     return [pytest.param(p, id=p.stem) for p in paths]
+
+# The round-trip summary table (tests/roundtrip_report.py).
+pytest_plugins = ["roundtrip_report"]

@@ -162,10 +162,12 @@ def _calls(tools: Sequence[ToolSpec], parallel: bool, *, lazy: bool) -> Parser:
         )
     else:
         first = _call_message(ordered)
+    first = first + optional(literal(CALL))
     if not parallel:
-        return first + optional(literal(CALL))
-    following = optional(literal(CALL)) + literal(ASSISTANT) + _call_message(ordered)
-    return first + zero_or_more(following) + optional(literal(CALL))
+        return first
+    return first + zero_or_more(
+        literal(ASSISTANT) + _call_message(ordered) + optional(literal(CALL))
+    )
 
 
 def _reasoning_prefix() -> Parser:

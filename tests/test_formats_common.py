@@ -1,0 +1,295 @@
+"""Helpers shared by the hand-written format tests, and tests of the format registry itself.
+
+The helpers render what a model would generate for a message (the template's own render of
+the assistant turn, minus the prompt, minus the end of turn), fold streaming deltas the way a
+client does, and check that streaming however split gives what ``parse`` gives.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import OWN_TEMPLATES
+
+from autoparser import ChatTemplate
+from autoparser.errors import TemplateError
+from autoparser.formats import get_handler, registered
+from autoparser.generate import ChatParams
+from autoparser.message import ChatMessage
+
+USER = [{"role": "user", "content": "Hi"}]
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            },
+            "required": ["city"],
+        },
+    },
+}
+SEARCH = {
+    "type": "function",
+    "function": {
+        "name": "search",
+        "description": "Search the web",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string"},
+                "filters": {"type": "object"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "limit": {"type": "integer"},
+                "exact": {"type": "boolean"},
+                "cursor": {"type": ["string", "null"]},
+            },
+            "required": ["query"],
+        },
+    },
+}
+PING = {
+    "type": "function",
+    "function": {"name": "ping", "description": "Check the connection", "parameters": {}},
+}
+TOOLS = [WEATHER, SEARCH, PING]
+
+
+def call(name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "arguments": dict(arguments)}}
+
+
+def complex_args(marker: str) -> dict[str, Any]:
+    """Arguments with every JSON kind, unicode, newlines, quotes, braces and a marker inside."""
+    return {
+        "query": f'a "quoted" {{brace}} {marker} ünïcödé ✓',
+        "filters": {"nested": {"list": [1, 2.5, None, True, False]}, "empty": {}},
+        "tags": ["x", "y\nz"],
+        "limit": 10,
+        "exact": False,
+        "cursor": None,
+    }
+
+
+def scenarios(marker: str, *, parallel: bool = True) -> dict[str, dict[str, Any]]:
+    """The assistant messages of the round-trip scenarios, by name."""
+    weather = call("get_weather", {"city": "Paris", "unit": "celsius"})
+    out: dict[str, dict[str, Any]] = {
+        "content": {"role": "assistant", "content": "The answer is 42."},
+        "reasoning_content": {
+            "role": "assistant",
+            "reasoning_content": "Let me think.\nStep 1.",
+            "content": "Done: 42.",
+        },
+        "one_call": {"role": "assistant", "content": None, "tool_calls": [weather]},
+        "content_call": {"role": "assistant", "content": "Let me check.", "tool_calls": [weather]},
+        "reasoning_call": {
+            "role": "assistant",
+            "reasoning_content": "I need the weather.",
+            "content": None,
+            "tool_calls": [weather],
+        },
+        "complex_args": {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [call("search", complex_args(marker))],
+        },
+        "no_params": {"role": "assistant", "content": None, "tool_calls": [call("ping", {})]},
+    }
+    if parallel:
+        out["two_calls"] = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [weather, call("search", {"query": "news", "limit": 3})],
+        }
+    return out
+
+
+def own_template(name: str) -> ChatTemplate:
+    path = OWN_TEMPLATES / name
+    return ChatTemplate(path.read_text(encoding="utf-8"), bos_token="<s>", name=name)
+
+
+def model_output(
+    template: ChatTemplate,
+    message: Mapping[str, Any],
+    tools: Sequence[Mapping[str, Any]] | None,
+    end_markers: Iterable[str],
+) -> str:
+    """What the model generates for ``message``: render minus prompt minus the end of turn."""
+    prompt = template.render(USER, tools=tools, add_generation_prompt=True)
+    full = template.render([*USER, message], tools=tools, add_generation_prompt=False)
+    assert full.startswith(prompt), "the render of the turn does not extend the prompt"
+    text = full[len(prompt) :]
+    for marker in end_markers:
+        if marker and text.endswith(marker):
+            return text[: -len(marker)]
+    return text
+
+
+def expected(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A message dict as comparable data (text stripped, arguments as JSON values)."""
+    calls = []
+    for c in message.get("tool_calls") or []:
+        args = c["function"]["arguments"]
+        calls.append({"name": c["function"]["name"], "arguments": args})
+    content = message.get("content")
+    reasoning = message.get("reasoning_content")
+    return {
+        "content": content.strip() if content else None,
+        "reasoning_content": reasoning.strip() if reasoning else None,
+        "tool_calls": calls,
+    }
+
+
+def normalized(message: ChatMessage) -> dict[str, Any]:
+    return {
+        "content": message.content,
+        "reasoning_content": message.reasoning_content,
+        "tool_calls": [
+            {"name": c.name, "arguments": json.loads(c.arguments)} for c in message.tool_calls
+        ],
+    }
+
+
+def accumulate(deltas: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Fold deltas the way a client does; asserts the shape of tool-call deltas."""
+    content: list[str] = []
+    reasoning: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    for delta in deltas:
+        if "content" in delta:
+            content.append(delta["content"])
+        if "reasoning_content" in delta:
+            reasoning.append(delta["reasoning_content"])
+        for tc in delta.get("tool_calls", []):
+            entry = calls.setdefault(tc["index"], {"id": None, "name": None, "arguments": ""})
+            if "id" in tc:
+                assert entry["id"] is None, "a call was announced twice"
+                assert tc["type"] == "function" and tc["function"]["name"]
+                entry["id"] = tc["id"]
+                entry["name"] = tc["function"]["name"]
+            else:
+                assert entry["name"] is not None, "arguments before the call was announced"
+                assert set(tc) == {"index", "function"} and set(tc["function"]) == {"arguments"}
+            entry["arguments"] += tc["function"].get("arguments", "")
+    return {
+        "content": "".join(content) if content else None,
+        "reasoning_content": "".join(reasoning) if reasoning else None,
+        "tool_calls": [calls[i] for i in sorted(calls)],
+    }
+
+
+def as_dict(message: ChatMessage) -> dict[str, Any]:
+    return {
+        "content": message.content,
+        "reasoning_content": message.reasoning_content,
+        "tool_calls": [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
+        ],
+    }
+
+
+def splits(text: str, count: int, seed: int) -> list[list[str]]:
+    """1-character chunks, then ``count`` random splittings of ``text``."""
+    out = [list(text)]
+    rng = random.Random(seed)
+    for _ in range(count):
+        cuts = sorted(rng.sample(range(1, len(text)), min(len(text) - 1, rng.randint(1, 12))))
+        bounds = [0, *cuts, len(text)]
+        out.append([text[a:b] for a, b in itertools.pairwise(bounds)])
+    return out
+
+
+def stream(params: ChatParams, pieces: Iterable[str]) -> tuple[list[dict[str, Any]], ChatMessage]:
+    parser = params.stream()
+    deltas: list[dict[str, Any]] = []
+    for piece in pieces:
+        deltas += parser.feed(piece)
+    deltas += parser.finish()
+    return deltas, parser.message
+
+
+def check_streaming(params: ChatParams, text: str, *, count: int = 20, seed: int = 0) -> None:
+    """However ``text`` is split, the deltas fold into ``parse(text)`` (ids included)."""
+    whole = as_dict(params.parse(text))
+    for pieces in splits(text, count, seed):
+        deltas, message = stream(params, pieces)
+        assert accumulate(deltas) == whole, pieces
+        assert as_dict(message) == whole
+
+
+def needle_text_grows(params: ChatParams, text: str, needles: Sequence[str]) -> None:
+    """Streaming char by char: needles appear in order across fields and never go away."""
+    parser = params.stream()
+    seen: list[str] = []
+    folded = ""
+    for ch in [*text, None]:
+        deltas = parser.feed(ch) if ch is not None else parser.finish()
+        for delta in deltas:
+            folded += delta.get("reasoning_content", "") + delta.get("content", "")
+            for tc in delta.get("tool_calls", []):
+                folded += tc["function"].get("arguments", "")
+        now = [n for n in needles if n in folded]
+        assert now[: len(seen)] == seen, "a needle disappeared"
+        seen = now
+    assert seen == list(needles)
+    positions = [folded.index(n) for n in needles]
+    assert positions == sorted(positions), "needles out of order"
+
+
+# --------------------------------------------------------------------------- registry tests
+
+
+def test_handlers_are_registered_on_demand() -> None:
+    assert get_handler("harmony") is get_handler("harmony")
+    assert get_handler("functionary_v3_2")
+    assert {"harmony", "functionary_v3_2"} <= set(registered())
+
+
+def test_unknown_handler_is_a_template_error() -> None:
+    with pytest.raises(TemplateError, match="no_such_format"):
+        get_handler("no_such_format")
+
+
+@pytest.mark.parametrize(
+    ("name", "handler"),
+    [("fmt_harmony_like.jinja", "harmony"), ("fmt_functionary_like.jinja", "functionary_v3_2")],
+)
+def test_own_templates_are_fingerprinted(name: str, handler: str) -> None:
+    assert own_template(name).analyze().handler == handler
+
+
+def test_helpers_fold_deltas() -> None:
+    deltas = [
+        {"content": "a"},
+        {
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": "x",
+                    "type": "function",
+                    "function": {"name": "f", "arguments": ""},
+                }
+            ]
+        },
+        {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]},
+    ]
+    folded = accumulate(deltas)
+    assert folded == {
+        "content": "a",
+        "reasoning_content": None,
+        "tool_calls": [{"id": "x", "name": "f", "arguments": "{}"}],
+    }
+    assert Path(OWN_TEMPLATES).is_dir()
