@@ -28,6 +28,7 @@ from autoparser.peg import (
     Parser,
     any_char,
     atomic,
+    chars,
     end,
     json_schema,
     json_string,
@@ -176,7 +177,8 @@ def reasoning_parser(ctx: BuildContext, strict: bool) -> Parser | None:
     close = tag(tags.REASONING_CLOSE, literal(r.end))
     block = body + (close if strict else optional(close))
     if ctx.thinking_forced_open:
-        return block
+        # Some models repeat the start marker the prompt already wrote.
+        return (optional(space() + literal(r.start)) + block) if r.start else block
     if not r.start:
         # DELIMITER without a start marker, thinking not forced on: the block is reasoning
         # only if its end delimiter comes; atomic() holds it back until then (no retraction).
@@ -313,8 +315,6 @@ def _call_id(ctx: BuildContext) -> Parser:
     if cid.suffix:
         value = tag(tags.TOOL_ID, until(cid.suffix))
     else:
-        from autoparser.peg import chars
-
         value = tag(tags.TOOL_ID, chars("a-zA-Z0-9_\\-", 1, 64))
     return seq_of(cid.prefix, value, cid.suffix)
 
@@ -381,9 +381,8 @@ def _allows_null(schema: Any) -> bool:
 def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict: bool) -> Parser:
     a = ctx.analysis.tools.arguments
     ends = _value_end(ctx)
-    if name is None:  # open-ended tool: any argument name, string value
-        name_end = a.name_suffix or a.value_prefix or ">"
-        name_p: Parser = tag(tags.TOOL_ARG_NAME, until(name_end))
+    if name is None:  # open-ended tool: any identifier as argument name, string value
+        name_p: Parser = tag(tags.TOOL_ARG_NAME, chars("a-zA-Z0-9_.\\-", 1, 128))
         is_string = True
         schema: Any = {}
     else:
@@ -562,7 +561,7 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
             grammar_parser = seq_of(strict_reasoning, space(), strict_section, space(), end())
         else:
             lazy = True
-            grammar_parser = seq_of(strict_reasoning, trigger(strict_section), space(), end())
+            grammar_parser = seq_of(strict_reasoning, trigger(strict_section + space()), end())
     elif req.response_schema is not None:
         wrapped = c.mode == ContentMode.ALWAYS_WRAPPED and bool(c.start)
         content = tag(tags.CONTENT, json_schema(dict(req.response_schema), "response"))

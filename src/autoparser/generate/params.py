@@ -112,7 +112,7 @@ def _after_reasoning(triggers: list[GrammarTrigger], reasoning_end: str) -> list
         else:
             out.append(t)
             continue
-        pattern = rf"[\s\S]*?{re.escape(reasoning_end)}\s*({body})[\s\S]*"
+        pattern = rf"[\s\S]*?{re.escape(reasoning_end)}[\s\S]*?({body})[\s\S]*"
         out.append(GrammarTrigger("pattern_full", pattern))
     return out
 
