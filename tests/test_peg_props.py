@@ -8,8 +8,11 @@ grammars are drawn from a fragment where they agree, by construction:
   alone decides it and nothing that may follow can start the same way (LL(1));
 - non-decision classes never contain fresh characters or whitespace (they may follow a
   greedy construct); literals never start with whitespace (they may follow `space()`);
-- `until(d)` is always followed by its delimiter, delimiters are border-free and none is a
+- `until(d)` is always preceded by a literal (its free-form content must not be what follows
+  a decision point) and followed by its delimiter; delimiters are border-free and none is a
   substring of another (where the exclusion automaton is exact);
+- recursion goes through named rules of the shape ``open (self)? inner close`` with fresh
+  open/close characters;
 - a JSON value is always followed by ``!`` (a number must not be extended by what follows).
 
 Oracle: llguidance with the byte tokenizer, whole-string match (tests/gbnf_oracle.py).
@@ -28,6 +31,7 @@ from hypothesis.strategies import DrawFn, composite
 from autoparser.peg import (
     Parser,
     ParseStatus,
+    Rules,
     char_class,
     chars,
     choice,
@@ -35,6 +39,7 @@ from autoparser.peg import (
     grammar,
     json_value,
     literal,
+    optional,
     repeat,
     seq,
     space,
@@ -149,10 +154,14 @@ class Rep(G):
 
 @dataclass
 class Until(G):
+    """lead + until(delims) + one delimiter; the lead literal keeps the free-form content
+    out of the follow set of any decision point."""
+
+    lead: str
     delims: tuple[str, ...]
 
     def parser(self) -> Parser:
-        return until_one_of(*self.delims) + choice(*self.delims)
+        return self.lead + until_one_of(*self.delims) + choice(*self.delims)
 
     def sample(self, draw: DrawFn) -> str:
         body = str(draw(st.text(alphabet=SHARED + WS + "|tEND" + FRESH[:3], max_size=12)))
@@ -160,7 +169,7 @@ class Until(G):
             for d in self.delims:
                 body = body.replace(d, "")
         d = draw(st.sampled_from(self.delims))
-        return body + d
+        return self.lead + body + d
 
 
 @dataclass
@@ -173,6 +182,40 @@ class Json(G):
         indent = draw(st.sampled_from([None, 1]))
         ascii_ = draw(st.booleans())
         return json.dumps(doc, indent=indent, ensure_ascii=ascii_) + "!"
+
+
+@dataclass
+class Named(G):
+    """A child behind a named rule (each in its own registry, so names collide)."""
+
+    child: G
+
+    def parser(self) -> Parser:
+        rules = Rules()
+        rules["item"] = self.child.parser()
+        return rules.ref("item")
+
+    def sample(self, draw: DrawFn) -> str:
+        return self.child.sample(draw)
+
+
+@dataclass
+class Nested(G):
+    """A recursive rule: open + optional(self) + inner + close (balanced nesting)."""
+
+    open: str
+    inner: G
+    close: str
+
+    def parser(self) -> Parser:
+        rules = Rules()
+        rules["nest"] = self.open + optional(rules.ref("nest")) + self.inner.parser() + self.close
+        return rules.ref("nest")
+
+    def sample(self, draw: DrawFn) -> str:
+        depth = draw(st.integers(1, 4))
+        inner = [self.inner.sample(draw) for _ in range(depth)]
+        return self.open * depth + "".join(i + self.close for i in inner)
 
 
 @dataclass
@@ -216,9 +259,10 @@ class Fresh:
 def nodes(draw: DrawFn, fresh: Fresh, depth: int) -> G:
     """A node whose first character set avoids every fresh character and whitespace."""
     leaf_kinds = ["lit", "cls", "neg", "until", "json"]
-    kinds = leaf_kinds + (["seq", "alt", "rep", "opt", "chars", "tag"] if depth > 0 else [])
+    inner_kinds = ["seq", "alt", "rep", "opt", "chars", "tag", "named", "nested"]
+    kinds = leaf_kinds + (inner_kinds if depth > 0 else [])
     kind = draw(st.sampled_from(kinds))
-    if kind in ("alt", "rep", "opt", "chars") and len(fresh.pool) < 4:
+    if kind in ("alt", "rep", "opt", "chars", "nested") and len(fresh.pool) < 4:
         kind = "lit"
     if kind == "lit":
         head = draw(st.sampled_from(SHARED))
@@ -231,11 +275,19 @@ def nodes(draw: DrawFn, fresh: Fresh, depth: int) -> G:
         allowed = "".join(c for c in SHARED + "xyz0" if c not in excluded)
         return Cls("^" + excluded + FRESH + "\\ \\t\\n\\r", allowed)
     if kind == "until":
-        return Until(draw(st.sampled_from(DELIMITER_SETS)))
+        return Until(draw(st.sampled_from(SHARED)), draw(st.sampled_from(DELIMITER_SETS)))
     if kind == "json":
         return Json()
     if kind == "tag":
         return Tagged(draw(st.sampled_from(["t1", "t2"])), draw(nodes(fresh, depth - 1)))
+    if kind == "named":
+        return Named(draw(nodes(fresh, depth - 1)))
+    if kind == "nested":
+        # The open char decides the optional recursion; the close char follows it, so
+        # neither may appear anywhere else: both are fresh. The inner part must not
+        # start with the open char (it is built from non-fresh items).
+        opener, closer = fresh.take(), fresh.take()
+        return Nested(opener, draw(nodes(fresh, depth - 1)), closer)
     if kind == "seq":
         return Seq(draw(st.lists(items(fresh, depth - 1), min_size=2, max_size=4)))
     if kind == "alt":
