@@ -34,7 +34,7 @@ from autoparser.schema import schema_to_gbnf
 
 CORPUS_FILE = Path(__file__).parent / "data" / "schemas" / "corpus.json"
 INSTANCES = 100
-MUTATED_PER_SCHEMA = 12  # instances per schema whose mutations are checked
+MUTATED_PER_SCHEMA = 10  # instances per schema whose mutations are checked
 
 ENFORCED = (
     "type", "enum", "const", "properties", "required", "additionalProperties", "$ref",

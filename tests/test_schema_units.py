@@ -403,3 +403,16 @@ def test_recursive_refs_and_root_ref() -> None:
     lst = {"type": "array", "items": {"anyOf": [{"type": "integer"}, {"$ref": "#"}]}}
     grammar = schema_to_gbnf(lst)
     assert accepts(grammar, "[1, [2, [[]]], 3]") and not accepts(grammar, '[1, ["x"]]')
+
+
+def test_built_in_whitespace_tags_are_reserved() -> None:
+    with pytest.raises(ValueError):
+        Whitespace("pretty", '" "')
+    with pytest.raises(ValueError):
+        Whitespace("bad tag", None)
+    assert Whitespace("compact", None) == Whitespace("compact", None)
+
+
+def test_allof_type_intersection() -> None:
+    grammar = schema_to_gbnf({"allOf": [{"type": ["number", "string"]}, {"type": "integer"}]})
+    assert accepts(grammar, "3") and not accepts(grammar, "3.5") and not accepts(grammar, '"x"')

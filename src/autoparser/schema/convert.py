@@ -72,11 +72,14 @@ class Whitespace:
     def __post_init__(self) -> None:
         if not _PREFIX_OK.match(self.tag):
             raise ValueError(f"whitespace tag {self.tag!r}: letters, digits and '-' only")
+        if self.tag in _BUILT_IN_WHITESPACE and self.body != _BUILT_IN_WHITESPACE[self.tag]:
+            raise ValueError(f"whitespace tag {self.tag!r} is built in: choose another tag")
 
 
+_BUILT_IN_WHITESPACE = {"compact": None, "pretty": '"" | " " | "\\n" [ \\t]{0,40}'}
 COMPACT = Whitespace("compact", None)
 """No whitespace between tokens: `{"a":1,"b":[1,2]}` (json.dumps separators=(',', ':'))."""
-PRETTY = Whitespace("pretty", '"" | " " | "\\n" [ \\t]{0,40}')
+PRETTY = Whitespace("pretty", _BUILT_IN_WHITESPACE["pretty"])
 """One space, or a newline and indentation: json.dumps default and indent=N output."""
 
 WhitespaceSpec = Literal["compact", "pretty"] | Whitespace
@@ -297,11 +300,14 @@ class _Converter:
         if key == "type":
             old_types = [old] if isinstance(old, str) else list(old)
             new_types = [new] if isinstance(new, str) else list(new)
-            if "number" in old_types:
-                old_types.append("integer")
-            common = [t for t in new_types if t in old_types]
-            if "number" in new_types and "integer" in old_types and "number" not in old_types:
-                common.append("integer")
+            common = []
+            for kind in new_types:
+                if kind in old_types:
+                    common.append(kind)
+                elif kind == "integer" and "number" in old_types:
+                    common.append("integer")  # every integer is a number
+                elif kind == "number" and "integer" in old_types:
+                    common.append("integer")
             if not common:
                 raise SchemaError(f"allOf at {pointer}: types {old!r} and {new!r} never overlap")
             return list(dict.fromkeys(common))
