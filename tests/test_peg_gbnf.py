@@ -233,5 +233,11 @@ def test_lazy_grammar_triggers() -> None:
     # No trigger marked: the lazy grammar is the full grammar.
     assert grammar(until("x"), lazy=True).text == grammar(until("x")).text
     with pytest.raises(GrammarError, match="trigger"):
-        grammar(trigger(chars("a-z")), lazy=True)
+        grammar(trigger(json_object()), lazy=True)
+    # No leading literal: a regex pattern up to the first literal.
+    named = trigger(chars("a-z_", 1, 20) + "(" + json_object() + ")")
+    g = grammar(until("x") + named, lazy=True)
+    assert g.triggers == (Trigger("pattern", "[_a-z]{1,20}\\("),)
+    assert re.search(g.triggers[0].value, "call get_weather({})")
+    assert accepts(g.text, 'get_weather({"a": 1})')
     assert str(full) == full.text

@@ -70,7 +70,13 @@ def grammar(parser: Parser | str, lazy: bool = False) -> Grammar:
             emitter.rules["root"] = " | ".join(dict.fromkeys(bodies))
             words: list[Trigger] = []
             for t in triggers:
-                words.extend(_leading_words(t.child, t))
+                try:
+                    words.extend(_leading_words(t.child, t))
+                except GrammarError:
+                    pattern = _leading_pattern(t.child)
+                    if pattern is None:
+                        raise
+                    words.append(Trigger("pattern", pattern))
             return Grammar(emitter.render(), tuple(dict.fromkeys(words)))
     emitter.rules["root"] = emitter.expr(root, tail=True)
     return Grammar(emitter.render())
@@ -554,3 +560,30 @@ def _leading_words(node: Parser, trig: TriggerMark) -> list[Trigger]:
     if isinstance(node, Repeat) and node.min > 0:
         return _leading_words(node.child, trig)
     raise GrammarError(f"{trig!r}: cannot find a leading literal to use as a trigger word")
+
+
+def _leading_pattern(node: Parser) -> str | None:
+    """A regex for the start of `node`, up to and including its first literal, or None."""
+    pieces: list[str] = []
+    queue: list[Parser] = [node]
+    while queue:
+        item = queue.pop(0)
+        if isinstance(item, (Tag, Atomic, TriggerMark)):
+            queue.insert(0, item.child)
+        elif isinstance(item, Ref):
+            queue.insert(0, item.target())
+        elif isinstance(item, Seq):
+            queue[0:0] = list(item.items)
+        elif isinstance(item, Literal):
+            pieces.append(re.escape(item.value))
+            if item.value:
+                return "".join(pieces)
+        elif isinstance(item, Chars):
+            hi = "" if item.max is None else str(item.max)
+            pieces.append(f"{item.charset.regex()}{{{item.min},{hi}}}")
+        elif isinstance(item, Choice) and all(isinstance(a, Literal) for a in item.alternatives):
+            alts = [re.escape(a.value) for a in item.alternatives if isinstance(a, Literal)]
+            return "".join(pieces) + "(?:" + "|".join(alts) + ")"
+        else:
+            return None
+    return "".join(pieces) if pieces else None
