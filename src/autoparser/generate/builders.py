@@ -321,7 +321,10 @@ def _call_id(ctx: BuildContext) -> Parser:
 
 def _name_part(ctx: BuildContext, tool: ToolSpec) -> Parser:
     fn = ctx.analysis.tools.function
-    return atomic(seq_of(fn.name_prefix, tag(tags.TOOL_NAME, literal(tool.name)), fn.name_suffix))
+    gap = space() if fn.name_suffix else None  # the suffix may follow a newline
+    return atomic(
+        seq_of(fn.name_prefix, tag(tags.TOOL_NAME, literal(tool.name)), gap, fn.name_suffix)
+    )
 
 
 def _with_call_id(ctx: BuildContext, name: Parser, args: Parser, close: Parser | None) -> Parser:
@@ -561,7 +564,12 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
             grammar_parser = seq_of(strict_reasoning, space(), strict_section, space(), end())
         else:
             lazy = True
-            grammar_parser = seq_of(strict_reasoning, trigger(strict_section + space()), end())
+            # Text may follow the calls (some templates write content after them), but
+            # never another trigger: a further call must be part of the section.
+            after = until(triggers[0]) if triggers else None
+            grammar_parser = seq_of(
+                strict_reasoning, trigger(seq_of(strict_section, space(), after)), end()
+            )
     elif req.response_schema is not None:
         wrapped = c.mode == ContentMode.ALWAYS_WRAPPED and bool(c.start)
         content = tag(tags.CONTENT, json_schema(dict(req.response_schema), "response"))
