@@ -327,7 +327,7 @@ def test_llguidance_lexeme_alternatives() -> None:
 
 
 def test_schema_rules_rejects_bad_prefix() -> None:
-    for prefix in ("json-x", "has space", "under_score", ""):
+    for prefix in ("json-string", "json-pretty-value", "has space", "under_score", "", "9a"):
         with pytest.raises(ValueError):
             schema_rules({}, prefix)
 
@@ -416,3 +416,15 @@ def test_built_in_whitespace_tags_are_reserved() -> None:
 def test_allof_type_intersection() -> None:
     grammar = schema_to_gbnf({"allOf": [{"type": ["number", "string"]}, {"type": "integer"}]})
     assert accepts(grammar, "3") and not accepts(grammar, "3.5") and not accepts(grammar, '"x"')
+
+
+def test_prefix_may_start_with_json() -> None:
+    schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": "^a"}}}
+    prefixed = schema_rules(schema, "json")
+    plain = schema_rules(schema, "x")
+    shared = set(prefixed.rules) & set(plain.rules)
+    assert shared == {"json-char", "json-pretty-ws"}
+    assert all(prefixed.rules[n] == plain.rules[n] for n in shared)
+    grammar = "root ::= json\n" + prefixed.gbnf()
+    assert_portable(grammar)
+    assert accepts(grammar, '{"s": "abc"}') and not accepts(grammar, '{"s": "b"}')

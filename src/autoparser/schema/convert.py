@@ -135,10 +135,10 @@ class _Converter:
     def __init__(
         self, root_schema: object, prefix: str, lenient: bool, whitespace: Whitespace
     ) -> None:
-        if not _PREFIX_OK.match(prefix) or prefix.startswith("json-"):
+        if not _PREFIX_OK.match(prefix) or _may_be_shared(prefix):
             raise ValueError(
                 f"rule prefix {prefix!r}: must start with a letter, use letters, digits and "
-                "'-', and not start with the shared 'json-'"
+                "'-', and not be a shared rule name (json-string, json-pretty-value...)"
             )
         self.root_schema = root_schema
         self.prefix = prefix
@@ -153,7 +153,7 @@ class _Converter:
         """A fresh rule name under the prefix, reserved at once."""
         base = f"{self.prefix}-{rule_name_part(hint)}"
         candidate, counter = base, 2
-        while candidate in self.rules:
+        while candidate in self.rules or _may_be_shared(candidate):
             candidate = f"{base}-{counter}"
             counter += 1
         self.rules[candidate] = ""
@@ -655,6 +655,22 @@ class _Converter:
             first = _seq(rest, more)
         body = self.container("[", first, "]", optional=low == 0)
         return self.define(hint or "array", body)
+
+
+_SHARED_SUFFIXES = ("-ws", "-value", "-object", "-array")
+
+
+def _may_be_shared(name: str) -> bool:
+    """Whether `name` has the form of a shared rule (so a prefixed rule must avoid it)."""
+    if not name.startswith("json-"):
+        return False
+    rest = name[5:]
+    return (
+        f"json-{rest}" in PRIMITIVE_RULES
+        or rest == "re-dot"
+        or rest.startswith("fmt-")
+        or rest.endswith(_SHARED_SUFFIXES)
+    )
 
 
 def _child(hint: str, name: str) -> str:
