@@ -68,7 +68,8 @@ def _rule(name: str) -> str:
 
 def _constraint() -> Parser:
     """The optional content type after a channel or recipient: `` json``, `` <|constrain|>json``."""
-    return optional(literal(" ") + optional(literal(CONSTRAIN)) + chars(_TYPE_CHARS, 1, 32))
+    lead = choice(literal(" ") + optional(literal(CONSTRAIN)), literal(CONSTRAIN))
+    return optional(lead + chars(_TYPE_CHARS, 1, 32))
 
 
 def _args(tool: ToolSpec) -> Parser:
