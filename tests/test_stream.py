@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import random
 from typing import Any
 
 import pytest
+from gbnf_oracle import accepts
 from generate_cases import (
     CASE_BY_NAME,
     CASES,
@@ -282,3 +284,55 @@ def test_stream_with_analysed_template(case: Case, scenario: str, message: dict[
     params = case.load().apply([{"role": "user", "content": "Hi"}], tools=tools)
     run_stream(params, list(text))
     run_stream(params, splits(text, random.Random(scenario)))
+
+
+def test_string_encoded_arguments_stream_decoded() -> None:
+    case = CASE_BY_NAME["nested"]
+    args = {"query": 'say "hi" \\ 🌧 東京\n', "tags": ["a"], "limit": 2}
+    message = {"role": "assistant", "content": None, "tool_calls": [call("search", args, "id1")]}
+    text = case.output(message, TOOLS)
+    assert '\\"' in text  # the arguments really are a JSON string inside the call
+    params = case.params(TOOLS)
+    deltas = run_stream(params, list(text))
+    fragments = [tc["function"]["arguments"] for d in deltas for tc in d.get("tool_calls", [])]
+    assert len([f for f in fragments if f]) > 5  # streamed in pieces, not at the end
+    assert json.loads(params.parse(text).tool_calls[0].arguments) == args
+    cut = text[: text.find("\\ud83c") + 3 if "\\ud83c" in text else text.find("🌧") + 1]
+    truncated = params.parse(cut)
+    assert truncated.truncated
+    assert isinstance(json.loads(truncated.tool_calls[0].arguments), dict)
+
+
+def test_string_encoded_arguments_with_escaped_surrogates() -> None:
+    args = {"query": "rain 🌧 \\ done", "n": 1}
+    encoded = json.dumps(json.dumps(args, ensure_ascii=True))  # \\ud83c\\udf27 escapes
+    assert "\\\\ud83c\\\\udf27" in encoded
+    body = '{"id": "c1", "type": "function", "function": {"name": "search", "arguments": '
+    text = "<tool_calls>[" + body + encoded + "}}]</tool_calls>"
+    params = CASE_BY_NAME["nested"].params(TOOLS)
+    assert json.loads(params.parse(text).tool_calls[0].arguments) == args
+    rng = random.Random(3)
+    for chunks in [list(text), *(splits(text, rng) for _ in range(10))]:
+        deltas = run_stream(params, chunks)
+        assert json.loads(accumulate(deltas)["tool_calls"][0]["arguments"]) == args
+
+
+def test_python_style_dicts() -> None:
+    base = CASE_BY_NAME["hermes"]
+    fmt = dataclasses.replace(base.analysis.tools.format, uses_python_dicts=True)
+    tools_analysis = dataclasses.replace(base.analysis.tools, format=fmt)
+    case = dataclasses.replace(
+        base, analysis=dataclasses.replace(base.analysis, tools=tools_analysis)
+    )
+    params = case.params(TOOLS)
+    args = "{'query': 'it\\'s \"q\"', 'tags': ['a'], 'exact': true, 'cursor': null}"
+    text = f"<tool_call>\n{{'name': 'search', 'arguments': {args}}}\n</tool_call>"
+    message = params.parse(text)
+    assert json.loads(message.tool_calls[0].arguments) == {
+        "query": 'it\'s "q"',
+        "tags": ["a"],
+        "exact": True,
+        "cursor": None,
+    }
+    run_stream(params, list(text))
+    assert params.grammar is not None and accepts(params.grammar, text)

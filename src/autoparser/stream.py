@@ -10,6 +10,7 @@ Deltas only append; the message is the accumulation of the deltas. See docs/stre
 from __future__ import annotations
 
 import ast
+import collections
 import json
 import random
 import re
@@ -143,7 +144,9 @@ class _Call:
         # JSON-text arguments (tool-args)
         self.raw_done = 0
         self.closer = ""
-        self.converted = False  # tool-args-py / tool-args-str: emitted whole when complete
+        self.converted = False  # tool-args-py: emitted whole when complete
+        self.encoded = False  # tool-args-str: decoded incrementally
+        self.str_held = ""  # an escape sequence not complete yet
         # tagged arguments
         self.tagged = False
         self.args_done = 0  # tool-arg nodes fully emitted
@@ -277,10 +280,31 @@ class _Mapper:
                 call.raw_done = length
             call.closer = "" if node.complete else node.closer
             return
+        if node.tag == tags.TOOL_ARGS_STR:
+            self._advance_encoded_args(call, node, text)
+            return
         if call.converted or not node.complete:
             return
         self._emit_args(call, _convert_args(node.tag or "", node.text(text)))
         call.converted = True
+
+    def _advance_encoded_args(self, call: _Call, node: Node, text: str) -> None:
+        """Arguments written as a JSON string: stream the decoded text, escape by escape."""
+        call.encoded = True
+        body_end = node.end - 1 if node.complete else node.end
+        start = node.start + 1 + call.raw_done  # after the opening quote
+        if body_end <= start and not node.complete:
+            return
+        pending = call.str_held + text[start:body_end]
+        call.raw_done = max(call.raw_done, body_end - node.start - 1)
+        cut = len(pending) if node.complete else _safe_escape_cut(pending)
+        call.str_held = pending[cut:]
+        if cut:
+            try:
+                decoded = json.loads('"' + pending[:cut] + '"')
+            except ValueError:
+                decoded = pending[:cut]
+            self._emit_args(call, decoded)
 
     def _advance_tagged(self, call: _Call, nodes: list[Node], text: str, done: bool) -> None:
         call.tagged = True
@@ -372,6 +396,8 @@ class _Mapper:
                 self._emit_args(call, tail + "}")
             elif call.converted or not call.pieces:
                 self._emit_args(call, "{}" if not call.pieces else "")
+            elif call.encoded:
+                self._emit_args(call, json_closer(call.arguments()))
             else:
                 args = call.arguments()
                 closer = call.closer
@@ -434,6 +460,28 @@ class _Mapper:
         return ("".join(self.reasoning.pieces), "".join(self.content.pieces), calls)
 
 
+_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{0,4}|[^u]?)")
+
+
+def _safe_escape_cut(raw: str) -> int:
+    """Length of the prefix of a JSON string body that decodes on its own.
+
+    Holds back a trailing incomplete escape, and a complete high-surrogate escape whose
+    low half has not arrived yet (decoding the halves apart would give two lone surrogates).
+    """
+    # raw starts at an escape boundary and holds only new text: scanning it all is linear.
+    tail = collections.deque(_ESCAPE.finditer(raw), maxlen=1)
+    last = tail[0] if tail else None
+    if last is None or last.end() != len(raw):
+        return len(raw)
+    esc = last.group()
+    if len(esc) < 2 or (esc[1] == "u" and len(esc) < 6):
+        return last.start()
+    if esc[1] == "u" and 0xD800 <= int(esc[2:], 16) <= 0xDBFF:
+        return last.start()
+    return len(raw)
+
+
 def _valid_json(text: str) -> bool:
     try:
         json.loads(text)
@@ -442,14 +490,25 @@ def _valid_json(text: str) -> bool:
     return True
 
 
+_PY_TOKENS = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\b(?:True|False|None)\b")
+_PY_WORDS = {"True": "true", "False": "false", "None": "null"}
+
+
+def _py_token(m: re.Match[str]) -> str:
+    tok = m.group()
+    if tok[0] == "'":
+        return json.dumps(ast.literal_eval(tok), ensure_ascii=False)
+    return _PY_WORDS.get(tok, tok)
+
+
 def _convert_args(kind: str, raw: str) -> str:
-    """Python-literal dicts and JSON-string-encoded arguments -> JSON object text."""
+    """Python-style dicts ('single quotes', True/None) and encoded arguments -> JSON text."""
     try:
         if kind == tags.TOOL_ARGS_STR:
             value = json.loads(raw)
             parsed = json.loads(value) if isinstance(value, str) else value
         else:
-            parsed = ast.literal_eval(raw)
+            parsed = json.loads(_PY_TOKENS.sub(_py_token, raw))
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return "{}"
     if not isinstance(parsed, dict):

@@ -217,12 +217,13 @@ def _rule_part(text: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in text).strip("-") or "x"
 
 
-def _json_key(key: str) -> Parser:
-    return literal(json.dumps(key, ensure_ascii=False)) + space() + literal(":") + space()
+def _json_key(key: str, quote: str = '"') -> Parser:
+    text = json.dumps(key, ensure_ascii=False) if quote == '"' else f"{quote}{key}{quote}"
+    return literal(text) + space() + literal(":") + space()
 
 
-def _id_value_json() -> Parser:
-    return literal('"') + tag(tags.TOOL_ID, until('"')) + literal('"')
+def _id_value_json(quote: str = '"') -> Parser:
+    return literal(quote) + tag(tags.TOOL_ID, until(quote)) + literal(quote)
 
 
 def _json_args_value(ctx: BuildContext, tool: ToolSpec) -> Parser:
@@ -266,7 +267,7 @@ def _field_paths(ctx: BuildContext) -> list[str]:
     return paths
 
 
-def _object_from_paths(paths: list[str], leaf: Any, prefix: str = "") -> Parser:
+def _object_from_paths(paths: list[str], leaf: Any, quote: str, prefix: str = "") -> Parser:
     """A JSON object parser whose keys follow the paths (grouped by first component)."""
     groups: dict[str, list[str]] = {}
     for path in paths:
@@ -277,37 +278,41 @@ def _object_from_paths(paths: list[str], leaf: Any, prefix: str = "") -> Parser:
     pairs = []
     for head, tails in groups.items():
         full = prefix + head
-        value = _object_from_paths(tails, leaf, full + ".") if tails else leaf(full)
-        pairs.append(_json_key(head) + value)
+        value = _object_from_paths(tails, leaf, quote, full + ".") if tails else leaf(full)
+        pairs.append(_json_key(head, quote) + value)
     return _json_object(pairs)
 
 
 def json_native_call(ctx: BuildContext, tool: ToolSpec) -> Parser:
-    """One call written as a JSON object (flat, nested under a key, or name-as-key)."""
+    """One call written as a JSON object (flat, nested under a key, or name-as-key).
+
+    With ``uses_python_dicts`` the call object is written with single quotes too.
+    """
     fmt = ctx.analysis.tools.format
+    q = "'" if fmt.uses_python_dicts else '"'
     args = _json_args_value(ctx, tool)
     if fmt.fun_name_is_key:
-        name = atomic(literal('"') + tag(tags.TOOL_NAME, literal(tool.name)) + literal('"'))
+        name = atomic(literal(q) + tag(tags.TOOL_NAME, literal(tool.name)) + literal(q))
         return _json_object([name + space() + literal(":") + space() + args])
     nest = f"{fmt.function_field}." if fmt.function_field else ""
     name_path = nest + (fmt.name_field or "name")
     args_path = nest + (fmt.args_field or "arguments")
     id_names = {k for k in (fmt.id_field, fmt.gen_id_field) if k}
     constants = dict(fmt.constant_fields)
-    name_value = literal('"') + atomic(tag(tags.TOOL_NAME, literal(tool.name)) + literal('"'))
+    name_value = literal(q) + atomic(tag(tags.TOOL_NAME, literal(tool.name)) + literal(q))
 
     def leaf(path: str) -> Parser:
         if path == name_path:
             return name_value
         if path == args_path:
             return args
-        if path in constants:
+        if path in constants and q == '"':
             return literal(constants[path])
         if path.rpartition(".")[2] in id_names:
-            return _id_value_json()
-        return json_value()
+            return _id_value_json(q)
+        return json_value(allow_single_quotes=q == "'")
 
-    return _object_from_paths(_field_paths(ctx), leaf)
+    return _object_from_paths(_field_paths(ctx), leaf, q)
 
 
 def _call_id(ctx: BuildContext) -> Parser:
