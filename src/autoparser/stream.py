@@ -14,7 +14,7 @@ import collections
 import json
 import random
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from autoparser.errors import RequestError
@@ -164,23 +164,13 @@ class _Call:
 
 
 class MapSpec:
-    """What the mapper needs beyond the tree: argument kinds and the call id policy."""
+    """What the mapper needs beyond the tree: the call id policy."""
 
     def __init__(
-        self,
-        *,
-        string_args: Mapping[str, frozenset[str]] | None = None,
-        open_tools: frozenset[str] = frozenset(),
-        expects_call_ids: bool = False,
-        call_ids: Callable[[int], str] | None = None,
+        self, *, expects_call_ids: bool = False, call_ids: Callable[[int], str] | None = None
     ) -> None:
-        self.string_args = dict(string_args or {})
-        self.open_tools = open_tools
         self.expects_call_ids = expects_call_ids
         self.call_ids: Callable[[int], str] = call_ids or CallIds()
-
-    def is_string(self, tool: str, arg: str) -> bool:
-        return tool in self.open_tools or arg in self.string_args.get(tool, frozenset())
 
 
 class _Mapper:
@@ -587,8 +577,6 @@ class StreamParser:
 
 def _quiet(spec: MapSpec) -> MapSpec:
     return MapSpec(
-        string_args=spec.string_args,
-        open_tools=spec.open_tools,
         expects_call_ids=spec.expects_call_ids,
         call_ids=lambda _index: "",
     )

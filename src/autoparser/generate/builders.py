@@ -67,18 +67,15 @@ class BuildContext:
 class ParserDefinition:
     """The parsers a format produces: lenient for parsing, strict for the grammar.
 
-    ``string_args`` maps tool name -> names of its string-typed arguments (tagged formats
-    stream those as raw text); tools listed in ``open_tools`` take any argument name, as
-    a string. ``expects_call_ids`` makes the stream wait for the model's call id before
-    announcing a call.
+    ``expects_call_ids`` makes the stream wait for the model's call id before announcing a
+    call; ``trigger_markers`` are lazy-grammar trigger words used when the grammar itself
+    yields none.
     """
 
     parser: Parser
     grammar_parser: Parser | None = None
     grammar_lazy: bool = False
     expects_call_ids: bool = False
-    string_args: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
-    open_tools: frozenset[str] = frozenset()
     trigger_markers: tuple[str, ...] = ()
 
 
@@ -201,16 +198,6 @@ def _is_string_param(schema: Any, root: Any) -> bool:
     from autoparser.schema import parameter_is_string
 
     return bool(parameter_is_string(schema, root))
-
-
-def string_arguments(tools: Sequence[ToolSpec]) -> dict[str, frozenset[str]]:
-    """tool name -> its string-typed parameters (raw text in tagged-argument formats)."""
-    return {
-        t.name: frozenset(
-            name for name, sub in t.properties.items() if _is_string_param(sub, t.parameters)
-        )
-        for t in tools
-    }
 
 
 def _rule_part(text: str) -> str:
@@ -588,8 +575,6 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
             end(),
         )
 
-    string_args = string_arguments(req.tools) if can_call else {}
-    open_tools = frozenset(t.name for t in req.tools if t.open_ended) if can_call else frozenset()
     cid = ctx.analysis.tools.call_id
     expects_ids = can_call and (
         cid.position != CallIdPosition.NONE or bool(fmt.id_field or fmt.gen_id_field)
@@ -599,7 +584,5 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
         grammar_parser=grammar_parser,
         grammar_lazy=lazy,
         expects_call_ids=expects_ids,
-        string_args=string_args,
-        open_tools=open_tools,
         trigger_markers=tuple(triggers),
     )

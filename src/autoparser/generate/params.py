@@ -186,8 +186,6 @@ def build_params(
                 triggers = _after_reasoning(triggers, ctx.analysis.reasoning.end)
 
     spec = MapSpec(
-        string_args=definition.string_args,
-        open_tools=definition.open_tools,
         expects_call_ids=definition.expects_call_ids,
         call_ids=CallIds(call_id_seed),
     )
