@@ -363,3 +363,36 @@ def test_forced_open_triggers_fire_only_after_reasoning() -> None:
     message = params.parse("Mention <tool_call> while thinking.</think>\n" + call_text)
     assert message.reasoning_content == "Mention <tool_call> while thinking."
     assert [c.name for c in message.tool_calls] == ["ping"]
+
+
+def _forced_open_with_tools() -> Case:
+    base = CASE_BY_NAME["forced_open"]
+    tools = CASE_BY_NAME["qwen3coder"].analysis.tools
+    return dataclasses.replace(
+        base, analysis=dataclasses.replace(base.analysis, tools=tools), calls=True
+    )
+
+
+def test_required_grammar_allows_reasoning_before_calls() -> None:
+    case = _forced_open_with_tools()
+    params = case.params(TOOLS, tool_choice="required")
+    assert params.thinking_forced_open and not params.grammar_lazy and params.grammar
+    call_text = (
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+        "</function>\n</tool_call>"
+    )
+    assert accepts(params.grammar, "Let me think.\n</think>\n\n" + call_text)
+    assert not accepts(params.grammar, "Let me think.\n</think>\n\nJust text.")
+    message = params.parse("Let me think.\n</think>\n\n" + call_text)
+    assert message.reasoning_content == "Let me think."
+    assert [c.name for c in message.tool_calls] == ["get_weather"]
+
+
+def test_partial_parse_is_the_message_so_far() -> None:
+    params = CASE_BY_NAME["hermes"].params(TOOLS)
+    text = 'Checking.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Pa'
+    partial = params.parse(text, partial=True)
+    assert partial.content == "Checking." and not partial.truncated
+    assert partial.tool_calls[0].arguments == '{"city": "Pa'
+    final = params.parse(text)
+    assert final.truncated and final.tool_calls[0].arguments == '{"city": "Pa"}'

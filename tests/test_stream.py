@@ -336,3 +336,21 @@ def test_python_style_dicts() -> None:
     }
     run_stream(params, list(text))
     assert params.grammar is not None and accepts(params.grammar, text)
+
+
+def test_call_failing_after_its_name_never_raises_nor_loses_text() -> None:
+    """The documented limitation: a call announced while streaming cannot be retracted."""
+    params = CASE_BY_NAME["hermes"].params(TOOLS)
+    text = '<tool_call>\n{"name": "get_weather", "arguments": {"city": oops}}\n</tool_call>'
+    assert params.parse(text).content == text  # one shot: not a call, all content
+    stream = params.stream()
+    deltas: list[dict[str, Any]] = []
+    for ch in text:
+        deltas += stream.feed(ch)
+    deltas += stream.finish()
+    state = accumulate(deltas)
+    assert state == message_dict(stream.message)
+    assert state["tool_calls"][0]["name"] == "get_weather"  # announced before it failed
+    assert isinstance(json.loads(state["tool_calls"][0]["arguments"]), dict)
+    assert stream.message.truncated
+    assert "oops" in (state["content"] or "")
