@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import NamedTuple
+from collections.abc import Callable
+from json.scanner import make_scanner
+from typing import Any, NamedTuple, cast
 
 FAIL, OK, MORE = 0, 1, 2
 
@@ -22,6 +24,7 @@ _NUM = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _NUM_INCOMPLETE = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.|(?:\.[0-9]+)?[eE][+-]?)|-")
 _WORDS = {"t": "true", "f": "false", "n": "null"}
 
+_SLICE_LIMIT = 16384  # decode from a slice when this close to the end (see fast_complete)
 _FAST_ATTEMPTS = 4  # C-decoder tries per scan for nested values (see scan)
 
 # What the scanner expects next.
@@ -68,6 +71,11 @@ def _reject_constant(name: str) -> object:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+# The scanner itself, not JSONDecoder.raw_decode: raw_decode re-raises StopIteration inside
+# an `except ... as err` block, which leaves a reference cycle through the frames that keeps
+# the caller's text alive until the cyclic GC runs (defeating in-place appends when
+# streaming).
+_SCAN_ONCE: Callable[[str, int], tuple[Any, int]] = make_scanner(cast(Any, _DECODER))
 _FIRST = {
     "object": "{",
     "array": "[",
@@ -78,18 +86,29 @@ _FIRST = {
 
 
 def fast_complete(text: str, pos: int, kind: str) -> int:
-    """End of a complete non-number JSON value at pos via the C decoder, or -1."""
-    if kind not in ("value", "object", "array") or pos >= len(text):
+    """End of a complete non-number JSON value at pos via the C decoder, or -1.
+
+    A failed decode costs O(pos) in CPython (JSONDecodeError counts the lines before the
+    error). Values near the end of the text (where
+    a stream's unfinished values start) are therefore decoded from a short slice; values
+    far from the end are decoded in place, without copying.
+    """
+    n = len(text)
+    if kind not in ("value", "object", "array") or pos >= n:
         return -1
-    if text[pos] not in '{["' and not (kind == "value" and text[pos] in "tfn"):
+    first = text[pos]
+    if first not in '{["' and not (kind == "value" and first in "tfn"):
         return -1
-    if kind != "value" and text[pos] != _FIRST[kind]:
+    if kind != "value" and first != _FIRST[kind]:
         return -1
     try:
-        _, end = _DECODER.raw_decode(text, pos)
-    except (ValueError, RecursionError):
+        if n - pos <= _SLICE_LIMIT:
+            _, end = _SCAN_ONCE(text[pos:], 0)
+            return pos + int(end)
+        _, end = _SCAN_ONCE(text, pos)
+        return int(end)
+    except (StopIteration, ValueError, RecursionError):
         return -1
-    return int(end)
 
 
 def scan(
