@@ -47,8 +47,11 @@ def corpus_params() -> list[object]:
     """Parametrize values over the corpus; one skipped param with a reason when absent."""
     paths = corpus_templates()
     if not paths:
-        return [pytest.param(None, marks=pytest.mark.skip(reason=CORPUS_SKIP_REASON), id="no-corpus")]
+        return [
+            pytest.param(None, marks=pytest.mark.skip(reason=CORPUS_SKIP_REASON), id="no-corpus")
+        ]
     return [pytest.param(p, id=p.stem) for p in paths]
+
 
 # The round-trip summary table (tests/roundtrip_report.py).
 pytest_plugins = ["roundtrip_report"]

@@ -1,7 +1,13 @@
 """autoparser: derive prompts, streaming parsers and grammars from any LLM chat template."""
 
 from autoparser.analysis.model import TemplateAnalysis
-from autoparser.errors import AutoparserError, GrammarError, RequestError, SchemaError, TemplateError
+from autoparser.errors import (
+    AutoparserError,
+    GrammarError,
+    RequestError,
+    SchemaError,
+    TemplateError,
+)
 from autoparser.generate import ChatParams, GrammarTrigger
 from autoparser.message import ChatMessage, ToolCall
 from autoparser.stream import StreamParser
