@@ -1,0 +1,628 @@
+"""Round trip over every template: render an assistant turn, parse it back, stream it, match it.
+
+For each template (the corpus in ../shared/templates and the project's own templates) and
+each scenario the template can express, the model's output is what the template itself
+renders for the assistant turn: the full render minus the render ending with the generation
+prompt, minus the end of turn. Then:
+
+1. ``params.parse(text)`` equals the assistant message;
+2. streaming the text in 1-character chunks and in 20 seeded random splits gives deltas
+   whose accumulation equals the message and ``parse(text)``;
+3. the grammar accepts the text in llguidance (for a lazy grammar, from the first trigger
+   on, as an engine applies it); without calls, no trigger fires.
+
+Normalisations (each one because the format or the template imposes it):
+- content and reasoning are compared as given: the scenarios' texts have no leading or
+  trailing whitespace, which the parser strips at field boundaries and templates often trim;
+- arguments are compared as JSON values (canonical dumps, so ``true`` never equals ``1``);
+- call ids are compared only when the generated text carries them (the format writes ids);
+- ``content`` absent in the message means ``None``; a template that renders a call turn's
+  ``None`` content as nothing gives the same output.
+
+A scenario the template cannot express (no tool calls, a part of the message dropped from
+the render, no parallel calls) is n/a (skipped with the reason); a known failure is a strict
+xfail listed in tests/data/roundtrip_xfail.json. The summary table is printed by
+tests/roundtrip_report.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import OWN_TEMPLATES, corpus_templates
+from gbnf_oracle import accepts
+
+from autoparser.errors import AutoparserError
+from autoparser.template import ChatTemplate
+
+XFAIL_FILE = Path(__file__).parent / "data" / "roundtrip_xfail.json"
+RANDOM_SPLITS = 20
+USER = {"role": "user", "content": "What is the weather like in Paris today?"}
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "description": "City name"},
+                "unit": {
+                    "type": "string",
+                    "enum": ["celsius", "fahrenheit"],
+                    "description": "Temperature unit",
+                },
+            },
+            "required": ["city"],
+        },
+    },
+}
+SEARCH = {
+    "type": "function",
+    "function": {
+        "name": "search_records",
+        "description": "Search records with filters.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "Free text"},
+                "filters": {
+                    "type": "object",
+                    "additionalProperties": True,
+                    "description": "Nested filters",
+                },
+                "tags": {"type": "array", "items": {"type": "string"}, "description": "Tags"},
+                "limit": {"type": "integer", "description": "Most results"},
+                "ratio": {"type": "number", "description": "Score cut-off"},
+                "exact": {"type": "boolean", "description": "Exact match"},
+            },
+            "required": ["query"],
+        },
+    },
+}
+PING = {
+    "type": "function",
+    "function": {
+        "name": "ping_server",
+        "description": "Check the server is up.",
+        "parameters": {"type": "object", "properties": {}},
+    },
+}
+TOOLS = [WEATHER, SEARCH, PING]
+
+CONTENT = "The weather in Paris is sunny, 21 degrees."
+PRELUDE = "Let me look that up for you."
+REASONING = "The user wants the weather in Paris. I should check it."
+# Ids of 9 alphanumerics fit every id shape a template demands (Mistral's included).
+IDS = ("Ab3dE5gH7", "Xy9kL2mN4")
+
+SCENARIOS = (
+    "content",
+    "reasoning_content",
+    "one_call",
+    "content_call",
+    "parallel_calls",
+    "reasoning_call",
+    "complex_args",
+    "no_params",
+)
+CALL_SCENARIOS = frozenset(SCENARIOS[2:])
+REASONING_SCENARIOS = frozenset({"reasoning_content", "reasoning_call"})
+
+
+def complex_arguments(end_marker: str) -> dict[str, Any]:
+    """Nested objects, arrays, numbers, booleans, null, unicode, newlines, quotes, braces."""
+    return {
+        "query": f'Line one says "hi" {{braces}} [x]\nline two: ünïcødé 東京 🌧 {end_marker} done',
+        "filters": {"range": {"min": 1.5, "max": -10}, "flags": [True, False, None], "note": "a}b"},
+        "tags": ["α", 'say "q"', "new\nline"],
+        "limit": 42,
+        "ratio": 0.25,
+        "exact": False,
+    }
+
+
+def _call(index: int, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "id": IDS[index],
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)},
+    }
+
+
+def end_marker_of(analysis: Any) -> str:
+    """The marker that ends a tool call in this format (per call, function, section)."""
+    t = analysis.tools
+    for marker in (
+        t.format.per_call_end,
+        t.function.close,
+        t.format.section_end,
+        t.arguments.end,
+    ):
+        if str(marker).strip():
+            return str(marker).strip()
+    return ""
+
+
+def scenario_message(scenario: str, analysis: Any) -> dict[str, Any]:
+    """The assistant message of a scenario (OpenAI shape, JSON-text arguments)."""
+    weather = {"city": "Paris", "unit": "celsius"}
+    if scenario == "content":
+        return {"role": "assistant", "content": CONTENT}
+    if scenario == "reasoning_content":
+        return {"role": "assistant", "content": CONTENT, "reasoning_content": REASONING}
+    calls: list[dict[str, Any]]
+    content: str | None = None
+    reasoning: str | None = None
+    if scenario == "one_call":
+        calls = [_call(0, "get_weather", weather)]
+    elif scenario == "content_call":
+        content = PRELUDE
+        calls = [_call(0, "get_weather", weather)]
+    elif scenario == "parallel_calls":
+        calls = [
+            _call(0, "get_weather", weather),
+            _call(1, "get_weather", {"city": "Tokyo", "unit": "fahrenheit"}),
+        ]
+    elif scenario == "reasoning_call":
+        reasoning = REASONING
+        calls = [_call(0, "get_weather", weather)]
+    elif scenario == "complex_args":
+        calls = [_call(0, "search_records", complex_arguments(end_marker_of(analysis)))]
+    elif scenario == "no_params":
+        calls = [_call(0, "ping_server", {})]
+    else:  # pragma: no cover - the list above is closed
+        raise ValueError(scenario)
+    message: dict[str, Any] = {"role": "assistant", "content": content, "tool_calls": calls}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
+    return message
+
+
+# ------------------------------------------------------------------ case preparation
+
+
+@dataclass
+class Case:
+    """One template x scenario: n/a with a reason, or the output text and its parameters."""
+
+    template: str
+    scenario: str
+    na: str = ""
+    text: str = ""
+    params: Any = None
+    message: dict[str, Any] = field(default_factory=dict)
+    compare_ids: bool = False
+
+
+def template_paths() -> list[Path]:
+    return corpus_templates() + sorted(OWN_TEMPLATES.glob("*.jinja"))
+
+
+@functools.cache
+def load_template(path: Path) -> ChatTemplate:
+    """Corpus .jinja files carry no special tokens: use the usual Llama/Mistral ones."""
+    return ChatTemplate(
+        path.read_text(encoding="utf-8"), bos_token="<s>", eos_token="</s>", name=path.stem
+    )
+
+
+def strip_end_of_turn(text: str, markers: tuple[str, ...], opener: str) -> str:
+    """Remove the end of turn: trailing end-of-turn markers / eos and what the template adds.
+
+    After the last marker the template may add whitespace or, for templates that always
+    append a generation prompt, the opener of the next assistant turn (a prefix or suffix
+    of ``opener``, the generation prompt): both go. Whitespace before a removed marker is the
+    model's own and stays; with no marker at the end, trailing whitespace is the template's.
+    """
+    ends = tuple(m.strip() for m in markers if m.strip())
+    opener = opener.strip()
+    result = text
+    while True:
+        cut = -1
+        for marker in ends:
+            at = result.rfind(marker)
+            tail = result[at + len(marker) :].strip() if at >= 0 else ""
+            next_turn = tail and (opener.startswith(tail) or opener.endswith(tail))
+            if at >= 0 and (not tail or next_turn) and at > cut:
+                cut = at
+        if cut < 0:
+            break
+        result = result[:cut]
+    return text.rstrip() if result is text else result
+
+
+def _markers_at_end(text: str, markers: tuple[str, ...]) -> tuple[list[str], str]:
+    """The markers (whitespace between them allowed) that end `text`, in order; the rest."""
+    found: list[str] = []
+    while True:
+        stripped = text.rstrip()
+        marker = next((m for m in markers if stripped.endswith(m)), None)
+        if marker is None:
+            return found[::-1], text
+        found.append(marker)
+        text = stripped[: -len(marker)]
+
+
+def _markers_at_start(text: str, markers: tuple[str, ...]) -> list[tuple[str, int]]:
+    """The markers that open `text` (whitespace between them allowed), with end offsets."""
+    found: list[tuple[str, int]] = []
+    pos = 0
+    while True:
+        skipped = len(text) - len(text[pos:].lstrip()) if pos < len(text) else pos
+        marker = next((m for m in markers if text.startswith(m, skipped)), None)
+        if marker is None:
+            return found
+        pos = skipped + len(marker)
+        found.append((marker, pos))
+
+
+def cut_turn(prompt: str, full: str, markers: tuple[str, ...]) -> tuple[str, list[str]] | None:
+    """What follows `prompt` in `full`: (the turn text, reasoning markers still open) or None.
+
+    Some templates end the generation prompt with reasoning markers (``<think>\n``, an
+    empty ``<think></think>``) that their history render writes differently or drops. Then
+    the turn is the render after the prompt without those markers, minus the markers the
+    turn repeats at its start (the longest tail of the prompt's markers it begins with).
+    """
+    if full.startswith(prompt):
+        return full[len(prompt) :], []
+    removed, shorter = _markers_at_end(prompt, markers)
+    if not removed or not full.startswith(shorter.rstrip()):
+        return None
+    turn = full[len(shorter.rstrip()) :]
+    leading = _markers_at_start(turn, markers)
+    for k in range(min(len(removed), len(leading)), 0, -1):
+        if removed[-k:] == [m for m, _ in leading[:k]]:
+            turn = turn[leading[k - 1][1] :]
+            break
+    return turn, removed
+
+
+def _render(
+    template: ChatTemplate, messages: list[dict[str, Any]], tools: Any, gen: bool, kwargs: Any
+) -> str:
+    return template.render(messages, tools=tools, add_generation_prompt=gen, **kwargs)
+
+
+def _witness(call: Mapping[str, Any]) -> str:
+    """A piece of a call's arguments that any rendering of them shows verbatim."""
+    args = json.loads(call["function"]["arguments"])
+    for value in args.values():
+        if isinstance(value, str):
+            return value.split('"', 1)[0].strip()  # unescaped prefix: raw or in JSON
+    return ""
+
+
+def _missing_part(message: dict[str, Any], turn: str) -> str:
+    """Why the template cannot express the message: a part missing from the rendered turn."""
+    if message.get("reasoning_content") and REASONING not in turn:
+        return "template drops reasoning_content of the last assistant turn from the render"
+    content = message.get("content")
+    if content and content not in turn:
+        if message.get("tool_calls"):
+            return "template drops content of an assistant turn that has tool calls"
+        return "template drops assistant content from the render"
+    for index, call in enumerate(message.get("tool_calls", [])):
+        if call["function"]["name"] not in turn:
+            return "template does not render the assistant's tool calls"
+        if _witness(call) not in turn:
+            what = "the arguments" if index == 0 else "a second tool call"
+            return f"template drops {what} of the assistant's tool calls from the render"
+    return ""
+
+
+def _second_turn(text: str, ends: tuple[str, ...], opener: str) -> bool:
+    """Does an end-of-turn marker in `text` start another assistant turn (`opener`...)?"""
+    for marker in (m.strip() for m in ends if m.strip()):
+        at = text.find(marker)
+        while at >= 0:
+            after = text[at + len(marker) :].lstrip()
+            if opener and after.startswith(opener[: min(len(opener), 8)]):
+                return True
+            at = text.find(marker, at + 1)
+    return False
+
+
+def model_output(
+    template: ChatTemplate,
+    analysis: Any,
+    message: dict[str, Any],
+    tools: Any,
+    kwargs: dict[str, Any],
+) -> tuple[str, str]:
+    """(text the model generates for `message`, "") or ("", why it cannot be derived)."""
+    try:
+        full = _render(template, [USER, message], tools, False, kwargs)
+        prompt = _render(template, [USER], tools, True, kwargs)
+        bare = _render(template, [USER], tools, False, kwargs)
+    except AutoparserError as exc:
+        return "", f"template refuses the conversation: {exc}"
+    r = analysis.reasoning
+    markers = [r.start.strip(), r.end.strip()]
+    if r.mode.value == "delimiter":
+        # The generation prompt may end with a preamble the model continues with reasoning
+        # (Apriel: "Here are my reasoning steps:"), which the history render drops.
+        markers.append(analysis.generation_prompt.strip().rsplit("\n", 1)[-1])
+    cut = cut_turn(prompt, full, tuple(m for m in markers if m))
+    if cut is None:
+        return "", "the rendered assistant turn does not extend the generation prompt"
+    text, _removed = cut
+    opens = bool(r.start.strip()) and prompt.rstrip().endswith(r.start.strip())
+    if opens and r.end.strip() not in text:
+        return "", "the generation prompt opens a reasoning block the rendered turn never closes"
+    if prompt == bare and "assistant" in text.lstrip()[:20].lower():
+        return "", "template has no generation prompt: the turn's role header would be output"
+    opener = prompt[len(bare) :] if prompt.startswith(bare) else ""
+    ends = (*analysis.end_of_turn, template.eos_token)
+    text = strip_end_of_turn(text, ends, opener or prompt)
+    if _second_turn(text, ends, (opener or analysis.generation_prompt).strip()):
+        return "", "the template renders part of the turn as a second assistant turn"
+    missing = _missing_part(message, text)
+    return ("", missing) if missing else (text, "")
+
+
+def _variants(scenario: str, tools: Any) -> list[tuple[dict[str, Any], Any]]:
+    """Render options to try in order: enable_thinking, then (if needed) without tools.
+
+    The tools-less render is for templates that print the tools only when the conversation
+    ends with a user turn; the parameters are still built with the tools.
+    """
+    thinking: list[bool | None] = [True, None] if scenario in REASONING_SCENARIOS else [None, False]
+    tool_options = [tools, None] if tools else [None]
+    return [
+        ({} if value is None else {"enable_thinking": value}, t)
+        for t in tool_options
+        for value in thinking
+    ]
+
+
+@functools.cache
+def prepare(path: Path, scenario: str) -> Case:
+    """Render, cut and build params once per template and scenario."""
+    template = load_template(path)
+    case = Case(path.stem, scenario)
+    try:
+        caps = template.caps
+        analysis = template.analyze()
+    except AutoparserError as exc:
+        case.na = f"template cannot be analysed: {exc}"
+        return case
+    if scenario in CALL_SCENARIOS and not caps.supports_tool_calls:
+        case.na = "template does not render tool calls"
+        return case
+    if scenario == "no_params":
+        # Without arguments nothing shows that a template drops them: ask the one-call case.
+        single = prepare(path, "one_call")
+        if "arguments" in single.na:
+            case.na = single.na
+            return case
+    if scenario == "parallel_calls" and not caps.supports_parallel_tool_calls:
+        case.na = "template renders only one tool call per turn"
+        return case
+    message = scenario_message(scenario, analysis)
+    tools = TOOLS if caps.supports_tool_calls else None
+    reasons: list[str] = []
+    for kwargs, render_tools in _variants(scenario, tools):
+        text, why = model_output(template, analysis, message, render_tools, kwargs)
+        if not why:
+            break
+        reasons.append(why)
+    else:
+        case.na = reasons[0]
+        return case
+    case.text = text
+    case.message = message
+    case.compare_ids = any(call["id"] in text for call in message.get("tool_calls", []))
+    case.params = template.apply(
+        [USER],
+        tools=tools,
+        parallel_tool_calls=True if scenario == "parallel_calls" else None,
+        call_id_seed=1234,
+        **kwargs,
+    )
+    return case
+
+
+# ------------------------------------------------------------------ comparison helpers
+
+
+def canonical_args(arguments: str | Mapping[str, Any]) -> str:
+    value = json.loads(arguments) if isinstance(arguments, str) else arguments
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def expected_view(message: Mapping[str, Any], compare_ids: bool) -> dict[str, Any]:
+    calls = [
+        {
+            "id": c["id"] if compare_ids else None,
+            "name": c["function"]["name"],
+            "arguments": canonical_args(c["function"]["arguments"]),
+        }
+        for c in message.get("tool_calls", [])
+    ]
+    return {
+        "content": message.get("content") or None,
+        "reasoning_content": message.get("reasoning_content"),
+        "tool_calls": calls,
+    }
+
+
+def parsed_view(parsed: Any, compare_ids: bool) -> dict[str, Any]:
+    calls = []
+    for c in parsed.tool_calls:
+        try:
+            arguments = canonical_args(c.arguments)
+        except ValueError:
+            arguments = f"<invalid JSON> {c.arguments}"
+        calls.append({"id": c.id if compare_ids else None, "name": c.name, "arguments": arguments})
+    return {
+        "content": parsed.content,
+        "reasoning_content": parsed.reasoning_content,
+        "tool_calls": calls,
+    }
+
+
+class DeltaAccumulator:
+    """Accumulates OpenAI deltas and checks the shape of each tool-call delta."""
+
+    def __init__(self) -> None:
+        self.content: str | None = None
+        self.reasoning: str | None = None
+        self.calls: list[dict[str, str]] = []
+
+    def add(self, delta: Mapping[str, Any]) -> None:
+        if delta.get("content") is not None:
+            self.content = (self.content or "") + delta["content"]
+        if delta.get("reasoning_content") is not None:
+            self.reasoning = (self.reasoning or "") + delta["reasoning_content"]
+        for call in delta.get("tool_calls") or []:
+            index = call["index"]
+            function = call.get("function", {})
+            if index == len(self.calls):
+                assert call.get("id") and call.get("type") == "function", call
+                assert function.get("name"), call
+                self.calls.append({"id": call["id"], "name": function["name"], "arguments": ""})
+            else:
+                assert index == len(self.calls) - 1, f"delta for call {index} out of order"
+                assert "id" not in call and "name" not in function, f"repeated header: {call}"
+            self.calls[index]["arguments"] += function.get("arguments", "")
+
+    def view(self, compare_ids: bool) -> dict[str, Any]:
+        calls = []
+        for c in self.calls:
+            try:
+                arguments = canonical_args(c["arguments"])
+            except ValueError:
+                arguments = f"<invalid JSON> {c['arguments']}"
+            calls.append(
+                {"id": c["id"] if compare_ids else None, "name": c["name"], "arguments": arguments}
+            )
+        return {"content": self.content, "reasoning_content": self.reasoning, "tool_calls": calls}
+
+    def raw(self) -> tuple[str | None, str | None, list[tuple[str, str, str]]]:
+        return (
+            self.content,
+            self.reasoning,
+            [(c["id"], c["name"], c["arguments"]) for c in self.calls],
+        )
+
+
+def message_raw(message: Any) -> tuple[str | None, str | None, list[tuple[str, str, str]]]:
+    calls = [(c.id, c.name, c.arguments) for c in message.tool_calls]
+    return message.content, message.reasoning_content, calls
+
+
+def split_points(text: str, rng: random.Random) -> list[str]:
+    """A random split of text into chunks (1 to 2*k+1 characters, k random per split)."""
+    chunks: list[str] = []
+    pos = 0
+    scale = rng.choice((1, 3, 8, 20))
+    while pos < len(text):
+        step = rng.randint(1, 2 * scale + 1)
+        chunks.append(text[pos : pos + step])
+        pos += step
+    return chunks
+
+
+def stream_chunks(params: Any, chunks: list[str]) -> tuple[DeltaAccumulator, Any]:
+    stream = params.stream()
+    acc = DeltaAccumulator()
+    for chunk in chunks:
+        for delta in stream.feed(chunk):
+            acc.add(delta)
+    for delta in stream.finish():
+        acc.add(delta)
+    return acc, stream.message
+
+
+def trigger_start(text: str, triggers: list[Any]) -> int:
+    """Where a lazy grammar switches on in `text` (-1: never), as an engine applies it."""
+    import re
+
+    best = -1
+    for trig in triggers:
+        if trig.kind in ("word", "token"):
+            at = text.find(trig.value)
+        elif trig.kind == "pattern":
+            m = re.search(trig.value, text)
+            at = -1 if m is None else (m.start(1) if m.re.groups else m.start())
+        else:  # pattern_full: the whole output so far must match
+            m = re.fullmatch(trig.value, text)
+            at = -1 if m is None else (m.start(1) if m.re.groups else 0)
+        if at >= 0 and (best < 0 or at < best):
+            best = at
+    return best
+
+
+# ------------------------------------------------------------------ the test
+
+
+def _xfails() -> dict[tuple[str, str], str]:
+    if not XFAIL_FILE.is_file():
+        return {}
+    entries = json.loads(XFAIL_FILE.read_text(encoding="utf-8"))
+    return {(e["template"], e["scenario"]): e["reason"] for e in entries}
+
+
+def _params() -> list[Any]:
+    xfails = _xfails()
+    params: list[Any] = []
+    paths = template_paths()
+    if not corpus_templates():
+        from conftest import CORPUS_SKIP_REASON
+
+        params.append(
+            pytest.param(
+                None, "content", marks=pytest.mark.skip(reason=CORPUS_SKIP_REASON), id="no-corpus"
+            )
+        )
+    for path in paths:
+        for scenario in SCENARIOS:
+            reason = xfails.get((path.stem, scenario))
+            marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+            params.append(pytest.param(path, scenario, marks=marks, id=f"{path.stem}-{scenario}"))
+    return params
+
+
+@pytest.mark.parametrize(("path", "scenario"), _params())
+def test_roundtrip(path: Path, scenario: str, record_property: Any) -> None:
+    record_property("roundtrip", (path.stem, scenario))
+    case = prepare(path, scenario)
+    if case.na:
+        pytest.skip(f"n/a: {case.na}")
+    params, text = case.params, case.text
+    expected = expected_view(case.message, case.compare_ids)
+
+    # (1) parse equals the message
+    parsed = params.parse(text)
+    assert parsed_view(parsed, case.compare_ids) == expected, f"parse of {text!r}"
+    assert not parsed.truncated, f"parse of {text!r} reported truncation"
+
+    # (2) streaming: 1-char chunks and seeded random splits
+    rng = random.Random(zlib.crc32(f"{path.stem}/{scenario}".encode()))
+    splits = [list(text)] + [split_points(text, rng) for _ in range(RANDOM_SPLITS)]
+    for chunks in splits:
+        acc, final = stream_chunks(params, chunks)
+        assert acc.raw() == message_raw(final), f"deltas != stream.message for {chunks!r}"
+        assert message_raw(final) == message_raw(parsed), f"stream != parse for {chunks!r}"
+
+    # (3) grammar
+    if params.grammar is None:
+        assert scenario not in CALL_SCENARIOS, "no grammar for a request with tools"
+        return
+    start = trigger_start(text, params.grammar_triggers) if params.grammar_lazy else 0
+    if scenario not in CALL_SCENARIOS:
+        assert start < 0, f"a lazy trigger fires in output without calls at {start}: {text!r}"
+        return
+    assert start >= 0, f"no trigger of {params.grammar_triggers} fires in {text!r}"
+    assert accepts(params.grammar, text[start:]), f"grammar rejects {text[start:]!r}"
