@@ -396,3 +396,15 @@ def test_partial_parse_is_the_message_so_far() -> None:
     assert partial.tool_calls[0].arguments == '{"city": "Pa'
     final = params.parse(text)
     assert final.truncated and final.tool_calls[0].arguments == '{"city": "Pa"}'
+
+
+def test_call_without_its_id_still_parses() -> None:
+    case = CASE_BY_NAME["bracket_callid"]
+    params = case.params(TOOLS)
+    message = params.parse('[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}')
+    assert [(c.name, json.loads(c.arguments)) for c in message.tool_calls] == [
+        ("get_weather", {"city": "Paris"})
+    ]
+    assert message.tool_calls[0].id.startswith("call_")
+    with_id = params.parse('[TOOL_CALLS]get_weather[CALL_ID]abc123XYZ[ARGS]{"city": "Paris"}')
+    assert with_id.tool_calls[0].id == "abc123XYZ"

@@ -319,17 +319,27 @@ def _name_part(ctx: BuildContext, tool: ToolSpec) -> Parser:
     )
 
 
-def _with_call_id(ctx: BuildContext, name: Parser, args: Parser, close: Parser | None) -> Parser:
-    pos = ctx.analysis.tools.call_id.position
+def _with_call_id(
+    ctx: BuildContext, name: Parser, args: Parser, close: Parser | None, strict: bool
+) -> Parser:
+    cid = ctx.analysis.tools.call_id
+    pos = cid.position
+    id_part: Parser | None = None
+    if pos != CallIdPosition.NONE:
+        id_part = _call_id(ctx)
+        if not strict:
+            # A model may leave the id out (keeping the marker that introduces what follows).
+            bare = literal(cid.suffix) if cid.suffix and pos != CallIdPosition.POST_ARGS else None
+            id_part = optional(choice_of([id_part, bare]) if bare else id_part)
     parts: list[Part] = []
     if pos == CallIdPosition.PRE_FUNC_NAME:
-        parts += [_call_id(ctx), space()]
+        parts += [id_part, space()]
     parts += [name, space()]
     if pos == CallIdPosition.BETWEEN_FUNC_AND_ARGS:
-        parts += [_call_id(ctx), space()]
+        parts += [id_part, space()]
     parts.append(args)
     if pos == CallIdPosition.POST_ARGS:
-        parts += [space(), _call_id(ctx)]
+        parts += [space(), id_part]
     if close is not None:
         parts += [space(), close]
     return seq_of(*parts)
@@ -340,9 +350,8 @@ def tag_json_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
     a = ctx.analysis.tools.arguments
     args = tag(tags.TOOL_ARGS, json_schema(dict(tool.parameters), f"{_rule_part(tool.name)}-args"))
     body = seq_of(a.start, args, closing(a.end, strict))
-    return _with_call_id(
-        ctx, _name_part(ctx, tool), body, closing(ctx.analysis.tools.function.close, strict)
-    )
+    close = closing(ctx.analysis.tools.function.close, strict)
+    return _with_call_id(ctx, _name_part(ctx, tool), body, close, strict)
 
 
 def _value_end(ctx: BuildContext) -> list[str]:
@@ -417,7 +426,9 @@ def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
         sep = space() + optional(literal(a.separator)) + space()
     args_seq = optional(one + zero_or_more(sep + one))
     body = seq_of(a.start, space(), args_seq, space(), closing(a.end, strict))
-    return _with_call_id(ctx, _name_part(ctx, tool), body, closing(t.function.close, strict))
+    return _with_call_id(
+        ctx, _name_part(ctx, tool), body, closing(t.function.close, strict), strict
+    )
 
 
 def single_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
