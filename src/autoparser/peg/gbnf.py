@@ -230,7 +230,7 @@ class _Emitter:
             parts.append(self.expr(item, tail and i == last))
             i += 1
         parts = [p for p in parts if p != '""'] or ['""']
-        return " ".join(_group(p) if " | " in p and not p.startswith("(") else p for p in parts)
+        return " ".join(_group(p) if " | " in p else p for p in parts)
 
     def ref(self, node: Ref) -> str:
         key = (id(node.rules), node.name)
@@ -314,8 +314,12 @@ def _unwrap(expr: str) -> str:
 
 
 def _group(expr: str) -> str:
-    if re.fullmatch(r'[a-zA-Z0-9-]+|"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|\(.*\)', expr):
+    """``expr`` as one atom: unchanged when it already is one (a name, literal, class or a
+    single balanced group), else wrapped in parentheses."""
+    if re.fullmatch(r'[a-zA-Z0-9-]+|"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]', expr):
         return expr
+    if expr.startswith("( ") and _unwrap(expr) != expr:
+        return expr  # one group spanning the whole text, not "( a ) b ( c )"
     return f"( {expr} )"
 
 
