@@ -498,3 +498,21 @@ def test_incremental_until_resumes_across_delimiter_split() -> None:
             assert got == p.parse(text[: i + step], partial=True)
         node = inc.finish().tree.find("a")
         assert node is not None and node.text(text) == "x" * 50 + "</thi" + "y" * 10
+
+
+def test_incremental_json_closers_across_pushes_and_pops() -> None:
+    p = tag("v", json_value())
+    rng = random.Random(3)
+    doc = '{"a": [1, {"b": [[], {"c": "x"}]}, [[[2]]]], "d": {"e": [{"f": null}]}}'
+    text = "[" * 300 + doc + "]" * 300
+    for _ in range(5):
+        inc = p.incremental()
+        i = 0
+        while i < len(text):
+            j = min(len(text), i + rng.randint(1, 6))
+            got = inc.feed(text[i:j])
+            assert got == p.parse(text[:j], partial=True), text[:j]
+            node = got.tree.find("v")
+            assert node is not None
+            json.loads(text[:j] + node.closer if not node.complete else text[:j])
+            i = j

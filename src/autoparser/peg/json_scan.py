@@ -40,7 +40,8 @@ _EMPTY_CLOSER = {
     "literal": "null",
 }
 
-Stack = tuple[str, "Stack"] | None  # (open char, parent): O(1) push, pop and snapshot
+# (open char, parent, depth): O(1) push, pop and snapshot; cells are shared between states.
+Stack = tuple[str, "Stack", int] | None
 
 
 class ScanState(NamedTuple):
@@ -50,6 +51,9 @@ class ScanState(NamedTuple):
     stack: Stack
     expect: int
     quote: str  # "" unless stopped inside a string, then its quote char (pos is in its body)
+    # A stack whose closing brackets are known, and those brackets: lets the next resumed
+    # scan build its closer from the difference instead of walking the whole stack.
+    known: tuple[Stack, str] = (None, "")
 
 
 class ScanResult(NamedTuple):
@@ -126,11 +130,11 @@ def scan(
     """
     n = len(text)
     if resume is not None:
-        p, stack, expect, quote = resume
+        p, stack, expect, quote, known = resume
     else:
-        p, stack, expect, quote = pos, None, VALUE, ""
+        p, stack, expect, quote, known = pos, None, VALUE, "", (None, "")
         if p >= n:
-            return _incomplete(partial, ScanState(p, None, VALUE, ""), kind, None, n)
+            return _incomplete(partial, ScanState(p, None, VALUE, ""), kind, None, n, known)
         first = text[p]
         allowed = _FIRST.get(kind)
         if allowed is not None and (first not in allowed or (first == "'" and not single_quotes)):
@@ -161,11 +165,11 @@ def scan(
                 fix = ""
             state = ScanState(e, stack, expect, quote)
             closer = fix + quote + (":null" if expect in (KEY, KEY_OR_CLOSE) else "")
-            return _incomplete(partial, state, kind, closer, n)
+            return _incomplete(partial, state, kind, closer, n, known)
         if stack is not None:
             p = _span_end(_WS, text, p)
         if p >= n:
-            return _incomplete(partial, ScanState(p, stack, expect, ""), kind, None, n)
+            return _incomplete(partial, ScanState(p, stack, expect, ""), kind, None, n, known)
         c = text[p]
         if expect == COMMA_OR_CLOSE:
             assert stack is not None
@@ -217,10 +221,10 @@ def scan(
                         continue
                     attempts -= 1
                 if c == "{":
-                    stack = ("{", stack)
+                    stack = ("{", stack, stack[2] + 1 if stack else 1)
                     expect = KEY_OR_CLOSE
                 else:
-                    stack = ("[", stack)
+                    stack = ("[", stack, stack[2] + 1 if stack else 1)
                     expect = VALUE_OR_CLOSE
                 p += 1
             elif c in sq:
@@ -231,7 +235,7 @@ def scan(
                 m = _NUM.match(text, p)
                 truncated = _NUM_INCOMPLETE.fullmatch(text, p) is not None
                 if truncated and partial:
-                    return _incomplete(partial, ScanState(p, stack, VALUE, ""), kind, "0", n)
+                    return _incomplete(partial, ScanState(p, stack, VALUE, ""), kind, "0", n, known)
                 if m is None:
                     hit = truncated
                     return ScanResult(FAIL, n if hit else p, hit, "", None)
@@ -239,7 +243,9 @@ def scan(
                 if e == n or truncated:
                     # More input could extend the number: incomplete, or complete at top level.
                     if partial:
-                        return _incomplete(partial, ScanState(p, stack, VALUE, ""), kind, "", n)
+                        return _incomplete(
+                            partial, ScanState(p, stack, VALUE, ""), kind, "", n, known
+                        )
                     if stack is None:
                         return ScanResult(OK, e, True, "", None)
                     return ScanResult(FAIL, n, True, "", None)
@@ -256,7 +262,7 @@ def scan(
                     expect = COMMA_OR_CLOSE
                 elif n - p < len(word) and word.startswith(text[p:]):
                     state = ScanState(p, stack, VALUE, "")
-                    return _incomplete(partial, state, kind, word[n - p :], n)
+                    return _incomplete(partial, state, kind, word[n - p :], n, known)
                 else:
                     return ScanResult(FAIL, p, False, "", None)
             else:
@@ -264,12 +270,40 @@ def scan(
 
 
 def _incomplete(
-    partial: bool, state: ScanState, kind: str, token_fix: str | None, n: int
+    partial: bool,
+    state: ScanState,
+    kind: str,
+    token_fix: str | None,
+    n: int,
+    known: tuple[Stack, str],
 ) -> ScanResult:
     """Input ended inside the value: NEED_MORE (partial) or FAIL (full), with the closer."""
     if not partial:
-        return ScanResult(FAIL, n, True, "", state)
+        return ScanResult(FAIL, n, True, "", state._replace(known=known))
+    closing = _stack_closing(state.stack, known)
+    state = state._replace(known=(state.stack, closing))
     return ScanResult(MORE, n, True, closer_for(state, kind, token_fix), state)
+
+
+def _stack_closing(stack: Stack, known: tuple[Stack, str]) -> str:
+    """Closing brackets of `stack`, reusing those of a known stack that shares cells."""
+    ref, ref_closing = known
+    depth = stack[2] if stack else 0
+    ref_depth = ref[2] if ref else 0
+    parts: list[str] = []
+    skip = 0
+    while depth > ref_depth:
+        assert stack is not None
+        parts.append("}" if stack[0] == "{" else "]")
+        stack, depth = stack[1], depth - 1
+    while ref_depth > depth:
+        assert ref is not None
+        ref, ref_depth, skip = ref[1], ref_depth - 1, skip + 1
+    while stack is not ref:
+        assert stack is not None and ref is not None
+        parts.append("}" if stack[0] == "{" else "]")
+        stack, ref, skip = stack[1], ref[1], skip + 1
+    return "".join(parts) + ref_closing[skip:]
 
 
 def closer_for(state: ScanState, kind: str, token_fix: str | None) -> str:
@@ -277,6 +311,7 @@ def closer_for(state: ScanState, kind: str, token_fix: str | None) -> str:
 
     `token_fix` completes a truncated token (string, number, literal); None means the input
     stopped between tokens, so whatever the scanner expects next is filled in minimally.
+    The state's `known` pair must describe its own stack.
     """
     parts = [token_fix or ""]
     if token_fix is None:
@@ -288,8 +323,8 @@ def closer_for(state: ScanState, kind: str, token_fix: str | None) -> str:
             parts.append('"":null')
         elif state.expect == COLON:
             parts.append(":null")
-    stack = state.stack
-    while stack is not None:
-        parts.append("}" if stack[0] == "{" else "]")
-        stack = stack[1]
+    known_stack, closing = state.known
+    if known_stack is not state.stack:
+        closing = _stack_closing(state.stack, state.known)
+    parts.append(closing)
     return "".join(parts)
