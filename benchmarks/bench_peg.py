@@ -112,6 +112,13 @@ def stream(parser: Parser, text: str, step: int) -> None:
     assert res.success, res
 
 
+def feed_only(parser: Parser, text: str, step: int) -> None:
+    inc = parser.incremental()
+    for i in range(0, len(text), step):
+        res = inc.feed(text[i : i + step])
+    assert res.need_more_input, res
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="small sizes, one repeat (for CI)")
@@ -183,6 +190,17 @@ def main() -> None:
         f"incremental JSONL {len(small) / 1e3:5.0f} kB {t_small * 1e3:8.1f} ms, "
         f"{len(large) / 1e3:5.0f} kB {t_large * 1e3:8.1f} ms: 4x input -> "
         f"{t_large / t_small:5.2f}x time (many repetition items)"
+    )
+
+    nested = tag("v", json_value())
+    small = '[{"a":' * (stream_size // 60)
+    large = '[{"a":' * (stream_size * 4 // 60)
+    t_small = best_of(lambda: feed_only(nested, small, 4), max(1, repeats - 2))
+    t_large = best_of(lambda: feed_only(nested, large, 4), max(1, repeats - 2))
+    print(
+        f"incremental deep  {len(small) / 1e3:5.0f} kB {t_small * 1e3:8.1f} ms, "
+        f"{len(large) / 1e3:5.0f} kB {t_large * 1e3:8.1f} ms: 4x input -> "
+        f"{t_large / t_small:5.2f}x time (JSON nested {len(large) // 6} deep, closer per feed)"
     )
 
 

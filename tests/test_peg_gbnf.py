@@ -113,10 +113,19 @@ def test_space_end_rest() -> None:
 
 @pytest.mark.parametrize(
     "delims",
-    [("</think>",), ("<tool_call>",), ("<|im_end|>", "</s>"), ("→|",), ("aab",), ("abab",)],
+    [
+        ("</think>",),
+        ("<tool_call>",),
+        ("<|im_end|>", "</s>"),
+        ("→|",),
+        ("aab",),
+        ("abab",),
+        ("<a", "<ab"),
+        ("</f>", "</f>\n"),
+    ],
 )
 def test_until_automaton_is_exact_when_followed_by_its_delimiter(delims: tuple[str, ...]) -> None:
-    p = until_one_of(*delims) + choice(*delims) + end()
+    p = until_one_of(*delims) + choice(*sorted(delims, key=len, reverse=True)) + end()
     text = grammar(p).text
     assert_portable(text)
     candidates = {""}

@@ -404,9 +404,10 @@ def _exclusion_rules(delims: tuple[str, ...], base: str) -> dict[str, str]:
     """Rules for strings containing none of `delims` (an Aho-Corasick automaton).
 
     One rule per live automaton state, right-recursive (a tail call in every engine).
-    A state accepts when appending any delimiter completes its first occurrence only at
-    the delimiter's end, which makes ``until(d) d`` exact for every delimiter set; for
-    border-free delimiters every state accepts, so ``until(d)`` at the end is exact too.
+    A state accepts when no delimiter appended to the content completes an occurrence that
+    starts inside the content, which makes ``until(d) d`` exact (for delimiter sets where
+    none is a substring of another, except as a prefix); for border-free delimiters every
+    state accepts, so ``until(d)`` at the end is exact too.
     """
     goto: list[dict[str, int]] = [{}]
     terminal = [False]
@@ -423,7 +424,12 @@ def _exclusion_rules(delims: tuple[str, ...], base: str) -> dict[str, str]:
         terminal[s] = True
     fail = [0] * len(goto)
     dead = list(terminal)
+    depth = [0] * len(goto)
+    out_len = [0] * len(goto)  # longest delimiter ending at this state (0: none)
     queue = list(goto[0].values())
+    for t in queue:
+        depth[t] = 1
+        out_len[t] = 1 if terminal[t] else 0
     while queue:
         s = queue.pop(0)
         for ch, t in goto[s].items():
@@ -431,7 +437,9 @@ def _exclusion_rules(delims: tuple[str, ...], base: str) -> dict[str, str]:
             while f and ch not in goto[f]:
                 f = fail[f]
             fail[t] = goto[f].get(ch, 0) if goto[f].get(ch, 0) != t else 0
+            depth[t] = depth[s] + 1
             dead[t] = dead[t] or dead[fail[t]]
+            out_len[t] = max(depth[t] if terminal[t] else 0, out_len[fail[t]])
             queue.append(t)
 
     def delta(s: int, ch: str) -> int:
@@ -440,12 +448,16 @@ def _exclusion_rules(delims: tuple[str, ...], base: str) -> dict[str, str]:
         return goto[s].get(ch, 0)
 
     def accepting(s: int) -> bool:
+        # Content may end here if no delimiter appended next completes an occurrence that
+        # starts inside the content (which `until` would have stopped at instead).
         for d in delims:
             t = s
             for i, ch in enumerate(d):
                 t = delta(t, ch)
-                if dead[t] and i < len(d) - 1:
+                if out_len[t] > i + 1:
                     return False
+                if dead[t]:
+                    break
         return True
 
     alphabet = sorted({ch for d in delims for ch in d})
