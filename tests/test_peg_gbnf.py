@@ -176,10 +176,12 @@ def test_rules_become_named_rules_with_sanitised_names() -> None:
     rules = Rules()
     rules["my_rule.Item"] = "(" + zero_or_more(rules.ref("my_rule.Item")) + ")"
     rules["getWeather"] = "w"
-    p = rules.ref("my_rule.Item") + rules.ref("getWeather")
-    text = agree(p, ["()w", "(()(()))w"], ["(w", "()"])
+    rules["1st"] = "1"
+    p = rules.ref("my_rule.Item") + rules.ref("getWeather") + rules.ref("1st")
+    text = agree(p, ["()w1", "(()(()))w1"], ["(w1", "()1"])
     assert "my-rule-item ::= " in text
     assert "get-weather ::= " in text
+    assert "r-1st ::= " in text
 
 
 def test_rules_named_root_do_not_clash() -> None:

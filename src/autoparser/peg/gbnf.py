@@ -127,6 +127,8 @@ def sanitize(name: str) -> str:
     """
     camel = re.sub(r"([a-z0-9])([A-Z])", r"\1-\2", name)
     clean = _NAME_BAD.sub("-", camel).strip("-").lower()
+    if clean[:1].isdigit():
+        clean = "r-" + clean  # some engines want a letter first
     return clean or "rule"
 
 
