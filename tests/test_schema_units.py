@@ -101,7 +101,7 @@ def test_unsupported_keyword_names_keyword_and_pointer() -> None:
 @pytest.mark.parametrize(
     "schema",
     [
-        {"type": "number", "minimum": 0.5},
+        {"type": "array", "uniqueItems": True},
         {"type": "string", "pattern": "^a+$", "maxLength": 3},
         {"type": "array", "items": {"not": {"type": "string"}}},
         {"type": "object", "patternProperties": {"^x": {}}},
@@ -114,6 +114,18 @@ def test_inexpressible_constraints_raise_or_warn(schema: dict[str, Any]) -> None
         warnings.simplefilter("always")
         assert_portable(schema_to_gbnf(schema, lenient=True))
     assert caught
+
+
+def test_quantified_groups_stay_readable() -> None:
+    """`(a+)?`-like groups are rewritten: llguidance's importer would print `a+?`."""
+    for pattern in ("^(a+)?b$", "^(a*)?$", "^(a{2,3})?c$", "^(?:x+){2}$", "^(ab+)*$"):
+        grammar = schema_to_gbnf({"type": "string", "pattern": pattern})
+        assert_portable(grammar)
+        for text in ("b", "ab", "aab", "", "aac", "c", "xx", "xxx", "abab", "abbab", "aaac"):
+            assert accepts(grammar, json.dumps(text)) == bool(re.search(pattern, text)), (
+                pattern,
+                text,
+            )
 
 
 @pytest.mark.parametrize(
@@ -205,6 +217,42 @@ def test_number_bounds(schema: dict[str, Any], inside: list[str], outside: list[
     grammar = schema_to_gbnf({"type": "number", **schema})
     assert [s for s in inside if not accepts(grammar, s)] == []
     assert [s for s in outside if accepts(grammar, s)] == []
+
+
+FRACTIONAL_BOUNDS = [
+    {"minimum": 0.1, "maximum": 2.5},
+    {"exclusiveMinimum": -1.25, "exclusiveMaximum": 0.75},
+    {"minimum": 3.14159},
+    {"exclusiveMaximum": -0.001},
+    {"minimum": 0.25, "exclusiveMaximum": 0.3},
+    {"minimum": 1.5, "maximum": 1.5},
+    {"exclusiveMinimum": 10.05, "maximum": 12},
+]
+PROBES = sorted(
+    {f"{sign}{whole}{frac}" for sign in ("", "-") for whole in (0, 1, 2, 3, 10, 12)
+     for frac in ("", ".0", ".001", ".05", ".1", ".14159", ".1416", ".24", ".25", ".2999",
+                  ".3", ".5", ".75", ".7500", ".76", ".9", ".999")}
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("bounds", FRACTIONAL_BOUNDS)
+def test_fractional_number_bounds_are_exact(bounds: dict[str, float]) -> None:
+    from decimal import Decimal
+
+    grammar = schema_to_gbnf({"type": "number", **bounds})
+    checks = {
+        "minimum": lambda v, b: v >= b,
+        "maximum": lambda v, b: v <= b,
+        "exclusiveMinimum": lambda v, b: v > b,
+        "exclusiveMaximum": lambda v, b: v < b,
+    }
+    wrong = [
+        probe
+        for probe in PROBES
+        if accepts(grammar, probe)
+        != all(checks[k](Decimal(probe), Decimal(str(b))) for k, b in bounds.items())
+    ]
+    assert wrong == []
 
 
 # ------------------------------------------------------------------ objects and whitespace

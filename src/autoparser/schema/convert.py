@@ -14,11 +14,13 @@ import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Literal
 
 from autoparser.errors import SchemaError
 from autoparser.schema.formats import FORMAT_RULES
 from autoparser.schema.gbnf import alternatives, json_literal, literal, repeat, rule_name_part
+from autoparser.schema.gbnf import optional as optional_group
 from autoparser.schema.ranges import integer_range, number_range
 from autoparser.schema.regex import DOT_RULE, translate_pattern
 
@@ -191,7 +193,7 @@ class _Converter:
         parts = [literal(left)] + ([ws] if ws else [])
         if inner is not None:
             tail = f"{inner} {ws}" if ws else inner
-            parts.append(f"( {tail} )?" if optional else tail)
+            parts.append(optional_group(tail) if optional else tail)
         parts.append(literal(right))
         return " ".join(parts)
 
@@ -532,17 +534,11 @@ class _Converter:
         low, low_inc, high, high_inc = self.bounds(node, pointer)
         if low is None and high is None:
             return self.primitive("json-number")
-        for value, key in ((low, "minimum"), (high, "maximum")):
-            if value is not None and not float(value).is_integer():
-                self.unsupported(key, pointer, "fractional number bound in")
-                return self.primitive("json-number")
-        lo = None if low is None else int(low)
-        hi = None if high is None else int(high)
-        if (
-            lo is not None
-            and hi is not None
-            and (lo > hi or (lo == hi and not (low_inc and high_inc)))
-        ):
+        lo = None if low is None else Decimal(str(low))
+        hi = None if high is None else Decimal(str(high))
+        if lo is not None and hi is not None and (lo > hi or (lo == hi and not low_inc)):
+            raise SchemaError(f"number at {pointer or '#'}: no number within the bounds")
+        if lo is not None and hi is not None and lo == hi and not high_inc:
             raise SchemaError(f"number at {pointer or '#'}: no number within the bounds")
         return self.define(_child(hint, "num"), number_range(lo, low_inc, hi, high_inc))
 
@@ -690,16 +686,26 @@ def schema_rules(
 ) -> SchemaRules:
     """GBNF rules for `schema`, for embedding in a larger grammar.
 
-    Every rule name starts with `prefix`, except shared rules named `json-...` (primitive
-    values, formats, whitespace-tagged any-value rules) whose bodies never differ for the
-    same name, so several schemas can share one grammar. `whitespace` is the style
-    between JSON tokens: "pretty" (nothing, one space, or newline + indent up to 40),
-    "compact" (none), or a Whitespace(tag, body). No whitespace is allowed around the
-    value itself. Keys are written required-first, each group in declared order;
-    `additionalProperties` absent means no undeclared keys. oneOf is treated as anyOf,
-    allOf by merging the parts (properties united, bounds tightened). A `pattern`
-    combined with min/maxLength, or a fractional number bound, is not expressible: an
-    error, or dropped with a warning when lenient. Unknown `format` values are annotations.
+    Every rule name is `prefix` or starts with `prefix-`, except shared rules named
+    `json-...` (primitive values, formats, whitespace-tagged any-value rules) whose bodies
+    never differ for the same name, so several schemas can share one grammar (give them
+    prefixes that are not `other-prefix-...`). `whitespace` is the style between JSON
+    tokens: "pretty" (nothing, one space, or newline + up to 40 spaces/tabs), "compact"
+    (none), or a Whitespace(tag, body). No whitespace is allowed around the value itself.
+
+    Object keys are written required-first, each group in declared order; with
+    `properties` and no `additionalProperties`, undeclared keys are not generated.
+    oneOf is treated as anyOf; allOf merges the parts (properties united, bounds
+    tightened). Integer and number bounds are exact (decimal bounds too; numbers in
+    exponent form only where the bounds make them safe). Pattern classes `\\d`, `\\w`,
+    `\\s` follow Python's `re` (as the jsonschema validator does). A `pattern` combined
+    with min/maxLength is not expressible: an error, or lengths dropped with a warning
+    when lenient. Unknown `format` values are annotations.
+
+    With llguidance as the engine, note that its GBNF import turns every non-recursive
+    rule into one greedy lexeme: alternatives where one is such a lexeme and another a
+    recursive rule starting with the same token (a closed object vs an object holding
+    an any-JSON value) can reject valid text there.
     """
     if isinstance(schema, bool):
         root_schema: object = schema

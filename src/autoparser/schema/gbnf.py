@@ -64,8 +64,67 @@ def alternatives(options: Sequence[str]) -> str:
     return "( " + " | ".join(unique) + " )"
 
 
+def _top_level_atom(expr: str) -> bool:
+    """Whether `expr` is one atom (maybe quantified): no space or bar outside groups."""
+    depth = 0
+    quoted = in_class = False
+    index = 0
+    while index < len(expr):
+        char = expr[index]
+        if char == "\\" and (quoted or in_class):
+            index += 2
+            continue
+        if quoted:
+            quoted = char != '"'
+        elif in_class:
+            in_class = char != "]"
+        elif char == '"':
+            quoted = True
+        elif char == "[":
+            in_class = True
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif depth == 0 and char in " |":
+            return False
+        index += 1
+    return True
+
+
+def _quantified_group(item: str) -> str | None:
+    """The inside of `( X+ )`-like groups (one quantified atom), else None.
+
+    llguidance's GBNF import drops such parentheses and then writes `X+?`, which it cannot
+    read back; callers rewrite these groups instead of quantifying them.
+    """
+    if not (item.startswith("( ") and item.endswith(" )")):
+        return None
+    inner = item[2:-2]
+    if not inner.endswith(("+", "*", "?", "}")) or not _top_level_atom(inner):
+        return None
+    return inner
+
+
+def optional(expr: str) -> str:
+    """`expr` or nothing, written so every engine reads it."""
+    inner = _quantified_group(f"( {expr} )")
+    if inner is None:
+        return f"( {expr} )?"
+    if inner.endswith("+"):
+        return inner[:-1] + "*"
+    if inner.endswith(("*", "?")):
+        return inner
+    return f'( "" | {inner} )'
+
+
 def repeat(item: str, low: int, high: int | None) -> str:
     """`item` repeated low..high times, always written with a lower bound."""
+    inner = _quantified_group(item)
+    if inner is not None:
+        if (low, high) == (0, 1):
+            return optional(inner)
+        item = f'( {inner} "" )'  # a sequence keeps its parentheses in every engine
     if high is not None and high < low:
         raise ValueError("empty repetition")
     if high == low:

@@ -8,12 +8,12 @@ number of digits.
 
 from __future__ import annotations
 
-from autoparser.schema.gbnf import alternatives, literal
+from decimal import Decimal
+
+from autoparser.schema.gbnf import alternatives, literal, optional
 
 _DIGIT = "[0-9]"
 _FRACTION = '( "." [0-9]+ )'
-_ZERO_FRACTION = '( "." "0"+ )'
-_NONZERO_FRACTION = '( "." [0-9]* [1-9] [0-9]* )'
 
 
 def _digits(count: int) -> list[str]:
@@ -89,50 +89,139 @@ def integer_range(lo: int | None, hi: int | None) -> str:
     return alternatives([f"( {o} )" if " " in o and not o.startswith("(") else o for o in options])
 
 
+# A fraction is the digit string D after the point; these return (whether D may be empty,
+# GBNF for the non-empty D allowed, or None) so "." is only written before digits.
+Fraction = tuple[bool, "str | None"]
+
+
+def _then(digit: str, rest: Fraction) -> str | None:
+    """One literal digit followed by a fraction rest (possibly empty)."""
+    empty_ok, expr = rest
+    if expr is None:
+        return literal(digit) if empty_ok else None
+    return f"{literal(digit)} {optional(expr)}" if empty_ok else f"{literal(digit)} {expr}"
+
+
+def _digits_between(low: int, high: int) -> str | None:
+    """One digit in low..high followed by any digits."""
+    if low > high:
+        return None
+    return f"{_digit_class(low, high)} [0-9]*"
+
+
+def _join_options(options: list[str | None]) -> str | None:
+    kept = [o for o in options if o is not None]
+    return alternatives([f"( {o} )" if " " in o else o for o in kept]) if kept else None
+
+
+def _at_least(f: str, strict: bool) -> Fraction:
+    """Fractions D with 0.D >= 0.f (> when strict); f has no trailing zeros."""
+    if not f:
+        return (False, '"0"* [1-9] [0-9]*') if strict else (True, "[0-9]+")
+    first = int(f[0])
+    return False, _join_options(
+        [_digits_between(first + 1, 9), _then(f[0], _at_least(f[1:], strict))]
+    )
+
+
+def _at_most(g: str, strict: bool) -> Fraction:
+    """Fractions D with 0.D <= 0.g (< when strict); g has no trailing zeros."""
+    if not g:
+        return (False, None) if strict else (True, '"0"+')
+    first = int(g[0])
+    return True, _join_options(
+        [_digits_between(0, first - 1), _then(g[0], _at_most(g[1:], strict))]
+    )
+
+
+def _between(f: str, g: str, low_strict: bool, high_strict: bool) -> Fraction:
+    """Fractions D with 0.f <(=) 0.D <(=) 0.g, for 0.f <= 0.g."""
+    if not f and not g:
+        return (False, None) if low_strict or high_strict else (True, '"0"+')
+    if not f and not low_strict:
+        return _at_most(g, high_strict)
+    low, high = (int(f[0]) if f else 0), int(g[0])
+    if low == high:
+        return False, _then(str(low), _between(f[1:], g[1:], low_strict, high_strict))
+    return False, _join_options(
+        [
+            _then(str(low), _at_least(f[1:], low_strict)),
+            _digits_between(low + 1, high - 1),
+            _then(str(high), _at_most(g[1:], high_strict)),
+        ]
+    )
+
+
+def _split(value: Decimal) -> tuple[int, str]:
+    """(integer part, fraction digits without trailing zeros) of a non-negative decimal."""
+    text = format(value, "f")
+    whole, _, fraction = text.partition(".")
+    return int(whole), fraction.rstrip("0")
+
+
+def _with_fraction(whole: int, fraction: Fraction) -> str | None:
+    empty_ok, expr = fraction
+    if expr is None:
+        return literal(str(whole)) if empty_ok else None
+    tail = f'"." {expr}' if " " not in expr or expr.startswith("(") else f'"." ( {expr} )'
+    return f"{literal(str(whole))} ( {tail} )?" if empty_ok else f"{literal(str(whole))} {tail}"
+
+
 def _magnitude(
-    lo: int, lo_inclusive: bool, hi: int | None, hi_inclusive: bool, *, exponents: bool
+    lo: Decimal, lo_inclusive: bool, hi: Decimal | None, hi_inclusive: bool
 ) -> list[str]:
-    """Sequences for unsigned decimals m with lo <(=) m <(=) hi, integer lo and hi."""
-    out: list[str] = []
-    if hi is not None and hi == lo:
-        return [f"{literal(str(lo))} {_ZERO_FRACTION}?"] if lo_inclusive and hi_inclusive else []
-    # lo itself as the integer part: any fraction when inclusive, a non-zero one otherwise
-    if lo_inclusive:
-        out.append(f"{literal(str(lo))} {_FRACTION}?")
+    """Sequences for unsigned decimals m with lo <(=) m <(=) hi."""
+    low_whole, low_frac = _split(lo)
+    options: list[str | None] = []
+    if hi is not None and int(hi) == low_whole:
+        high_frac = _split(hi)[1]
+        options.append(
+            _with_fraction(
+                low_whole, _between(low_frac, high_frac, not lo_inclusive, not hi_inclusive)
+            )
+        )
     else:
-        out.append(f"{literal(str(lo))} {_NONZERO_FRACTION}")
-    if hi is None or hi - 1 >= lo + 1:
-        inner = alternatives(natural_range(lo + 1, None if hi is None else hi - 1))
-        out.append(f"{inner} {_FRACTION}?")
-    if hi is not None and hi_inclusive:
-        out.append(f"{literal(str(hi))} {_ZERO_FRACTION}?")
-    if exponents:
-        mantissa = '[1-9] ( "." [0-9]+ )?'
-        if lo == 0 and (hi is None or hi >= 1):
-            # d.ddd e-N with N >= 1 is below 1, and at least 0
-            zero_ok = '[0-9] ( "." [0-9]+ )?' if lo_inclusive else mantissa
-            out.append(f'{zero_ok} [eE] "-" "0"* [1-9] [0-9]*')
-        if hi is None:
-            # d.ddd e+N with d >= 1 is at least 10^N, above lo when N >= digits of lo
-            power = alternatives(natural_range(len(str(lo)), None))
-            out.append(f'{mantissa} [eE] "+"? {power}')
-    return out
+        options.append(_with_fraction(low_whole, _at_least(low_frac, not lo_inclusive)))
+        top = None if hi is None else int(hi) - 1
+        if top is None or top >= low_whole + 1:
+            inner = alternatives(natural_range(low_whole + 1, top))
+            options.append(f"{inner} {_FRACTION}?")
+        if hi is not None:
+            high_whole, high_frac = _split(hi)
+            options.append(_with_fraction(high_whole, _at_most(high_frac, not hi_inclusive)))
+    mantissa = '[1-9] ( "." [0-9]+ )?'
+    if lo == 0 and (hi is None or hi > 0):
+        # d.ddd e-N is below 10^(1-N): within bounds once 10^(1-N) <= hi
+        least = 1
+        while hi is not None and Decimal(10) ** (1 - least) > hi:
+            least += 1
+        zero_ok = '[0-9] ( "." [0-9]+ )?' if lo_inclusive else mantissa
+        power = alternatives(natural_range(least, None))
+        options.append(f'{zero_ok} [eE] "-" "0"* {power}')
+    if hi is None:
+        # d.ddd e+N with d >= 1 is at least 10^N, above lo when N >= digits of lo
+        power = alternatives(natural_range(len(str(low_whole)), None))
+        options.append(f'{mantissa} [eE] "+"? {power}')
+    return [o for o in options if o is not None]
 
 
-def number_range(lo: int | None, lo_inclusive: bool, hi: int | None, hi_inclusive: bool) -> str:
-    """A GBNF expression for JSON numbers within integer bounds (None = unbounded)."""
+def number_range(
+    lo: Decimal | None, lo_inclusive: bool, hi: Decimal | None, hi_inclusive: bool
+) -> str:
+    """A GBNF expression for JSON numbers within decimal bounds (None = unbounded)."""
+    zero = Decimal(0)
     options: list[str] = []
     if hi is None or hi > 0 or (hi == 0 and hi_inclusive):
         if lo is None or lo < 0:
-            options += _magnitude(0, True, hi, hi_inclusive, exponents=True)
+            options += _magnitude(zero, True, hi, hi_inclusive)
         else:
-            options += _magnitude(lo, lo_inclusive, hi, hi_inclusive, exponents=True)
+            options += _magnitude(lo, lo_inclusive, hi, hi_inclusive)
     if lo is None or lo < 0:
         top = None if lo is None else -lo
         if hi is None or hi > 0:
-            mags = _magnitude(0, True, top, lo_inclusive, exponents=True)
+            mags = _magnitude(zero, True, top, lo_inclusive)
         else:
-            mags = _magnitude(-hi, hi_inclusive, top, lo_inclusive, exponents=True)
+            mags = _magnitude(-hi, hi_inclusive, top, lo_inclusive)
         if mags:
             options.append('"-" ' + alternatives([f"( {m} )" for m in mags]))
     if not options:
