@@ -516,3 +516,21 @@ def test_incremental_json_closers_across_pushes_and_pops() -> None:
             assert node is not None
             json.loads(text[:j] + node.closer if not node.complete else text[:j])
             i = j
+
+
+def test_incremental_bytes_hold_split_utf8_characters() -> None:
+    p = tag("c", until("→end")) + "→end"
+    data = "héllo 😀 wörld→end".encode()
+    inc = p.incremental()
+    for i in range(len(data)):
+        got = inc.feed_bytes(data[i : i + 1])
+        assert got == p.parse(inc.text, partial=True)
+        assert data.startswith(inc.text.encode())
+    assert inc.text == data.decode()
+    final = inc.finish()
+    assert final.success and final.tree.find("c") == Node("c", 0, 13, True)
+    broken = p.incremental()
+    broken.feed_bytes(b"a\xff" + "é".encode()[:1])
+    assert broken.text == "a\ufffd"
+    assert broken.finish().status is FAIL  # no delimiter; but nothing raised
+    assert broken.text == "a\ufffd\ufffd"

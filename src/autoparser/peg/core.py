@@ -14,6 +14,7 @@ Every node implements ``_match(ctx, pos)`` and returns a plain tuple
 
 from __future__ import annotations
 
+import codecs
 import enum
 import re
 import sys
@@ -260,6 +261,7 @@ class IncrementalParse:
         self._memo: dict[tuple[int, int], Res] = {}
         self._hints: dict[tuple[int, int], Any] = {}
         self._volatile: list[tuple[int, int]] = []
+        self._decoder: codecs.IncrementalDecoder | None = None
 
     @property
     def text(self) -> str:
@@ -274,8 +276,22 @@ class IncrementalParse:
         self._text = text
         return self._parser._run(text, True, self._memo, self._hints, self._volatile)
 
+    def feed_bytes(self, data: bytes) -> ParseResult:
+        """Append UTF-8 bytes: a character split across chunks waits for its last byte;
+        invalid bytes become U+FFFD (model output is never rejected for its encoding)."""
+        if self._decoder is None:
+            self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        return self.feed(self._decoder.decode(data))
+
     def finish(self) -> ParseResult:
-        """End of input: parse everything in full (non-partial) mode."""
+        """End of input: parse everything in full (non-partial) mode.
+
+        Bytes fed with `feed_bytes` that end inside a character become U+FFFD.
+        """
+        if self._decoder is not None:
+            tail = self._decoder.decode(b"", final=True)
+            if tail:
+                self.feed(tail)
         return self._parser._run(self._text, False, self._memo, self._hints, self._volatile)
 
 
