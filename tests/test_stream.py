@@ -354,3 +354,28 @@ def test_call_failing_after_its_name_never_raises_nor_loses_text() -> None:
     assert isinstance(json.loads(state["tool_calls"][0]["arguments"]), dict)
     assert stream.message.truncated
     assert "oops" in (state["content"] or "")
+
+
+def test_tagged_values_printed_as_python_literals() -> None:
+    """Templates that print values with str(): False, None, {'a': 1} become JSON."""
+    params = CASE_BY_NAME["qwen3coder"].params(TOOLS)
+    text = (
+        "<tool_call>\n<function=search>\n<parameter=query>\nx\n</parameter>\n"
+        "<parameter=exact>\nFalse\n</parameter>\n<parameter=cursor>\nNone\n</parameter>\n"
+        "<parameter=filters>\n{'a': None, 'b': [True, 'it\\'s']}\n</parameter>\n"
+        "<parameter=limit>\n7\n</parameter>\n</function>\n</tool_call>"
+    )
+    args = json.loads(params.parse(text).tool_calls[0].arguments)
+    assert args == {
+        "query": "x",
+        "exact": False,
+        "cursor": None,
+        "filters": {"a": None, "b": [True, "it's"]},
+        "limit": 7,
+    }
+    rng = random.Random(5)
+    for chunks in [list(text), *(splits(text, rng) for _ in range(10))]:
+        run_stream(params, chunks)
+    # The grammar stays strict JSON: a constrained model writes false, not False.
+    strict = CASE_BY_NAME["qwen3coder"].params(TOOLS, tool_choice="required")
+    assert strict.grammar is not None and not accepts(strict.grammar, text)

@@ -150,14 +150,12 @@ class _Call:
         # tagged arguments
         self.tagged = False
         self.args_done = 0  # tool-arg nodes fully emitted
-        self.cur_named = False
-        self.cur_string = False
-        self.cur_done = 0
+        self.cur_named = False  # the current argument's key was emitted
+        self.cur_string = False  # ... and its value is a streaming string (opening quote sent)
+        self.cur_value: Node | None = None  # the current argument's value node, if any
+        self.cur_done = 0  # raw characters of the current string value consumed
         self.cur_lead = False  # the leading newline check of a string value was made
-        self.cur_held = ""
-        self.cur_closer = ""
-        self.cur_piece = 0  # index in pieces where the current argument's value starts
-        self.cur_typed = False  # the current value's kind (string / JSON) is known
+        self.cur_held = ""  # a trailing newline held back
 
     def arguments(self) -> str:
         return "".join(self.pieces)
@@ -251,7 +249,7 @@ class _Mapper:
         if args_node is not None:
             self._advance_json_args(call, args_node, text)
         elif arg_nodes or call.tagged:
-            self._advance_tagged(call, arg_nodes, text, node.complete)
+            self._advance_tagged(call, arg_nodes, text)
         if node.complete and not call.closed:
             if call.tagged:
                 if call.cur_named:
@@ -296,7 +294,13 @@ class _Mapper:
                 decoded = pending[:cut]
             self._emit_args(call, decoded)
 
-    def _advance_tagged(self, call: _Call, nodes: list[Node], text: str, done: bool) -> None:
+    def _advance_tagged(self, call: _Call, nodes: list[Node], text: str) -> None:
+        """Tagged arguments -> JSON by appending: ``{``, ``"key": ``, value, ``, ``..., ``}``.
+
+        String values (raw text) stream as escaped JSON strings. JSON and Python-literal
+        values are short and may still turn out to be written another way (``{'a'`` is not
+        JSON), so each is delivered whole once its node is complete.
+        """
         call.tagged = True
         if not call.pieces:
             self._emit_args(call, "{")
@@ -306,7 +310,7 @@ class _Mapper:
             for child in arg.children:
                 if child.tag == tags.TOOL_ARG_NAME:
                     name_node = child
-                elif child.tag in (tags.TOOL_ARG_STRING, tags.TOOL_ARG_JSON):
+                elif child.tag in (tags.TOOL_ARG_STRING, tags.TOOL_ARG_JSON, tags.TOOL_ARG_PY):
                     value_node = child
             if not call.cur_named:
                 if name_node is None or not name_node.complete:
@@ -314,39 +318,35 @@ class _Mapper:
                 key = json.dumps(name_node.text(text), ensure_ascii=False)
                 self._emit_args(call, f"{', ' if k else ''}{key}: ")
                 call.cur_named = True
-                call.cur_typed = False
-            if value_node is not None and not call.cur_typed:
-                # The value's node says how it is written: raw text (a JSON string) or JSON.
-                call.cur_typed = True
-                call.cur_string = value_node.tag == tags.TOOL_ARG_STRING
-                if call.cur_string:
+            call.cur_value = value_node
+            if value_node is not None and value_node.tag == tags.TOOL_ARG_STRING:
+                if not call.cur_string:
+                    call.cur_string = True
                     self._emit_args(call, '"')
-                call.cur_piece = len(call.pieces)
-            if value_node is not None:
                 length = value_node.end - value_node.start
                 if length > call.cur_done:
                     raw = text[value_node.start + call.cur_done : value_node.end]
                     call.cur_done = length
-                    self._emit_args(call, self._value_piece(call, raw))
-                call.cur_closer = "" if value_node.complete else value_node.closer
+                    self._emit_args(call, self._string_piece(call, raw))
             if not arg.complete:
                 return
-            if value_node is None:
-                self._emit_args(call, "null")
-            elif call.cur_string:
+            if call.cur_string:
                 self._emit_args(call, '"')
+            elif value_node is None:
+                self._emit_args(call, "null")
+            else:
+                self._emit_args(call, _whole_value(value_node, text))
             call.args_done = k + 1
             call.cur_named = False
+            call.cur_string = False
+            call.cur_value = None
             call.cur_done = 0
             call.cur_lead = False
             call.cur_held = ""
-            call.cur_closer = ""
-            call.cur_typed = False
 
     @staticmethod
-    def _value_piece(call: _Call, raw: str) -> str:
-        if not call.cur_string:
-            return raw
+    def _string_piece(call: _Call, raw: str) -> str:
+        """Escaped raw text; one leading and one trailing newline of the value dropped."""
         if not call.cur_lead and raw:
             call.cur_lead = True
             if raw.startswith("\n"):
@@ -360,7 +360,7 @@ class _Mapper:
         return _escape(combined)
 
     # ----------------------------------------------------------------- end of input
-    def close(self, tree: Node) -> None:
+    def close(self, tree: Node, text: str) -> None:
         """Close whatever is still open at the end of generation (appending only)."""
         if any(c.tag == tags.REASONING for c in tree.children) and not any(
             c.tag == tags.REASONING_CLOSE for c in tree.children
@@ -373,16 +373,12 @@ class _Mapper:
             if call.tagged:
                 tail = ""
                 if call.cur_named:
-                    if not call.cur_typed:
-                        tail = "null"
-                    elif call.cur_string:
+                    if call.cur_string:
                         tail = '"'
+                    elif call.cur_value is None:
+                        tail = "null"
                     else:
-                        tail = call.cur_closer or (
-                            json_closer("".join(call.pieces[call.cur_piece :]))
-                            if call.cur_done
-                            else "null"
-                        )
+                        tail = _whole_value(call.cur_value, text)
                 self._emit_args(call, tail + "}")
             elif call.converted or not call.pieces:
                 self._emit_args(call, "{}" if not call.pieces else "")
@@ -491,6 +487,28 @@ def _py_token(m: re.Match[str]) -> str:
     return _PY_WORDS.get(tok, tok)
 
 
+def _whole_value(node: Node, text: str) -> str:
+    """A complete (or, at the end, truncated) JSON / Python-literal value as JSON text."""
+    raw = node.text(text).strip()
+    if node.tag == tags.TOOL_ARG_PY:
+        return _py_value(raw)
+    if node.complete or _valid_json(raw):
+        return raw
+    closer = node.closer if _valid_json(raw + node.closer) else json_closer(raw)
+    return raw + closer if _valid_json(raw + closer) else "null"
+
+
+def _py_value(raw: str) -> str:
+    """One value printed by a template with Python's str() -> JSON text (else a string)."""
+    text = raw.strip()
+    for candidate in (text, _PY_TOKENS.sub(_py_token, text) if text else text):
+        try:
+            return json.dumps(json.loads(candidate), ensure_ascii=False)
+        except (ValueError, SyntaxError, RecursionError):
+            continue
+    return json.dumps(text, ensure_ascii=False)
+
+
 def _convert_args(kind: str, raw: str) -> str:
     """Python-style dicts ('single quotes', True/None) and encoded arguments -> JSON text."""
     try:
@@ -547,7 +565,7 @@ class StreamParser:
             tree = final.tree
         if tree is not None:
             self._mapper.advance(tree, text)
-            self._mapper.close(tree)
+            self._mapper.close(tree, text)
         elif text:
             # Nothing parsed at all (cannot happen with generated parsers): keep the text.
             piece = self._mapper.content.push(text)

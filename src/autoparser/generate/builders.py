@@ -402,7 +402,9 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
         string_arg = seq_of(lead, a.value_prefix, value, suffix)
         if a.value_suffix and _allows_null(schema):
             # A nullable string: the bare word null (alone before the suffix) is JSON null.
-            null = tag(tags.TOOL_ARG_JSON, literal("null"))
+            null: Parser = tag(tags.TOOL_ARG_JSON, literal("null"))
+            if not strict:  # templates that print values with Python's str() write None
+                null = choice_of([null, tag(tags.TOOL_ARG_PY, literal("None"))])
             null_arg = atomic(seq_of(lead, a.value_prefix, space(), null, space(), a.value_suffix))
             return tag(tags.TOOL_ARG, header + choice_of([null_arg, string_arg]))
         return tag(tags.TOOL_ARG, header + string_arg)
@@ -410,7 +412,14 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
     value = tag(tags.TOOL_ARG_JSON, json_schema(dict(schema), rule))
     suffix = closing(a.value_suffix, strict) if a.value_suffix else None
     lead = space() if a.value_prefix else None
-    return tag(tags.TOOL_ARG, seq_of(header, lead, a.value_prefix, space(), value, space(), suffix))
+    json_arg = seq_of(lead, a.value_prefix, space(), value, space(), suffix)
+    if strict or not a.value_suffix:
+        return tag(tags.TOOL_ARG, header + json_arg)
+    # Templates that print values with Python's str() write True / None / {'a': 1}: read
+    # such a value as raw text up to the suffix and convert it once complete.
+    py_value = tag(tags.TOOL_ARG_PY, until(a.value_suffix))
+    py_arg = seq_of(lead, a.value_prefix, space(), py_value, suffix)
+    return tag(tags.TOOL_ARG, header + choice_of([json_arg, py_arg]))
 
 
 def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:

@@ -24,6 +24,9 @@ TOOL_ARG = "tool-arg"  # one tagged argument; children below
 TOOL_ARG_NAME = "tool-arg-name"  # the argument name (inside atomic())
 TOOL_ARG_STRING = "tool-arg-string"  # raw text value -> JSON string
 TOOL_ARG_JSON = "tool-arg-json"  # JSON value text -> copied as is
+TOOL_ARG_PY = (
+    "tool-arg-py"  # Python-literal value text (True, None, {'a': 1}) -> JSON, once complete
+)
 
 ALL = (
     REASONING,
@@ -39,4 +42,5 @@ ALL = (
     TOOL_ARG_NAME,
     TOOL_ARG_STRING,
     TOOL_ARG_JSON,
+    TOOL_ARG_PY,
 )
