@@ -357,9 +357,6 @@ def model_output(
     if cut is None:
         return "", "the rendered assistant turn does not extend the generation prompt"
     text, _removed = cut
-    opens = bool(r.start.strip()) and prompt.rstrip().endswith(r.start.strip())
-    if opens and r.end.strip() not in text:
-        return "", "the generation prompt opens a reasoning block the rendered turn never closes"
     if prompt == bare and "assistant" in text.lstrip()[:20].lower():
         return "", "template has no generation prompt: the turn's role header would be output"
     opener = prompt[len(bare) :] if prompt.startswith(bare) else ""
@@ -368,7 +365,12 @@ def model_output(
     if _second_turn(text, ends, (opener or analysis.generation_prompt).strip()):
         return "", "the template renders part of the turn as a second assistant turn"
     missing = _missing_part(message, text)
-    return ("", missing) if missing else (text, "")
+    if missing:
+        return "", missing
+    opens = bool(r.start.strip()) and prompt.rstrip().endswith(r.start.strip())
+    if opens and r.end.strip() not in text:
+        return "", "the generation prompt opens a reasoning block the rendered turn never closes"
+    return text, ""
 
 
 def _variants(scenario: str, tools: Any) -> list[tuple[dict[str, Any], Any]]:
@@ -418,7 +420,9 @@ def prepare(path: Path, scenario: str) -> Case:
             break
         reasons.append(why)
     else:
-        case.na = reasons[0]
+        # The most telling reason: a part the template never renders, else the first.
+        telling = [r for r in reasons if r.startswith(("template drops", "template does not"))]
+        case.na = (telling or reasons)[0]
         return case
     case.text = text
     case.message = message
