@@ -476,3 +476,13 @@ def test_prefix_may_start_with_json() -> None:
     grammar = "root ::= json\n" + prefixed.gbnf()
     assert_portable(grammar)
     assert accepts(grammar, '{"s": "abc"}') and not accepts(grammar, '{"s": "b"}')
+
+
+def test_enum_and_const_values_must_meet_sibling_constraints() -> None:
+    grammar = schema_to_gbnf({"type": "string", "enum": ["a", "bbbb", "cc"], "maxLength": 2})
+    assert accepts(grammar, '"a"') and accepts(grammar, '"cc"') and not accepts(grammar, '"bbbb"')
+    grammar = schema_to_gbnf({"enum": [1, 5, 10, "x"], "exclusiveMaximum": 10, "minimum": 2})
+    assert accepts(grammar, "5") and accepts(grammar, '"x"')
+    assert not accepts(grammar, "1") and not accepts(grammar, "10")
+    with pytest.raises(SchemaError):
+        schema_to_gbnf({"const": "abc", "pattern": "^z"})

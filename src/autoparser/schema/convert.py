@@ -360,6 +360,8 @@ class _Converter:
             if key in node:
                 return self.choice(node, key, pointer, hint)
         if "const" in node:
+            if not _scalar_constraints_hold(node["const"], node):
+                raise SchemaError(f"const at {pointer or '#'} violates the schema's own bounds")
             return self.value_literal(node["const"])
         if "enum" in node:
             return self.enumeration(node, pointer)
@@ -427,12 +429,15 @@ class _Converter:
         kept = [
             v
             for v in values
-            if types is None
-            or _json_type(v) in types
-            or (_json_type(v) == "integer" and "number" in types)
+            if (
+                types is None
+                or _json_type(v) in types
+                or (_json_type(v) == "integer" and "number" in types)
+            )
+            and _scalar_constraints_hold(v, node)
         ]
         if not kept:
-            raise SchemaError(f"enum at {pointer or '#'}: no value has the schema's type")
+            raise SchemaError(f"enum at {pointer or '#'}: no value satisfies the schema")
         return alternatives([self.value_literal(v) for v in kept])
 
     def typed(self, kind: str, node: dict[str, Any], pointer: str, hint: str) -> str:
@@ -651,6 +656,30 @@ class _Converter:
             first = _seq(rest, more)
         body = self.container("[", first, "]", optional=low == 0)
         return self.define(hint or "array", body)
+
+
+def _scalar_constraints_hold(value: object, node: Mapping[str, Any]) -> bool:
+    """Whether an enum/const value meets the string and number keywords beside it."""
+    if isinstance(value, str):
+        if len(value) < node.get("minLength", 0) or len(value) > node.get("maxLength", len(value)):
+            return False
+        pattern = node.get("pattern")
+        try:
+            return not isinstance(pattern, str) or re.search(pattern, value) is not None
+        except re.error:
+            return True  # the pattern is reported when translated, if it is
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            bound = node.get(key)
+            if not isinstance(bound, (int, float)) or isinstance(bound, bool):
+                continue
+            if (key == "minimum" and value < bound) or (key == "maximum" and value > bound):
+                return False
+            if key == "exclusiveMinimum" and value <= bound:
+                return False
+            if key == "exclusiveMaximum" and value >= bound:
+                return False
+    return True
 
 
 _SHARED_SUFFIXES = ("-ws", "-value", "-object", "-array")
