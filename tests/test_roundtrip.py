@@ -5,7 +5,8 @@ each scenario the template can express, the model's output is what the template 
 renders for the assistant turn: the full render minus the render ending with the generation
 prompt, minus the end of turn. Then:
 
-1. ``params.parse(text)`` equals the assistant message;
+1. ``params.parse(text)`` equals the assistant message, with or without the end-of-turn
+   marker appended (engines differ in whether they leave the stop marker in the output);
 2. streaming the text in 1-character chunks and in 20 seeded random splits gives deltas
    whose accumulation equals the message and ``parse(text)``;
 3. the grammar accepts the text in llguidance (for a lazy grammar, from the first trigger
@@ -202,6 +203,7 @@ class Case:
     params: Any = None
     message: dict[str, Any] = field(default_factory=dict)
     compare_ids: bool = False
+    end_of_turn: tuple[str, ...] = ()
 
 
 def template_paths() -> list[Path]:
@@ -427,6 +429,7 @@ def prepare(path: Path, scenario: str) -> Case:
     case.text = text
     case.message = message
     case.compare_ids = any(call["id"] in text for call in message.get("tool_calls", []))
+    case.end_of_turn = tuple(m for m in analysis.end_of_turn if m.strip())
     case.params = template.apply(
         [USER],
         tools=tools,
@@ -611,6 +614,10 @@ def test_roundtrip(path: Path, scenario: str, record_property: Any) -> None:
     parsed = params.parse(text)
     assert parsed_view(parsed, case.compare_ids) == expected, f"parse of {text!r}"
     assert not parsed.truncated, f"parse of {text!r} reported truncation"
+    # ... and the same with the end-of-turn marker the engine may leave in the output
+    for marker in case.end_of_turn[:1]:
+        with_stop = params.parse(text + marker)
+        assert message_raw(with_stop) == message_raw(parsed), f"{marker!r} changes the parse"
 
     # (2) streaming: 1-char chunks and seeded random splits
     rng = random.Random(zlib.crc32(f"{path.stem}/{scenario}".encode()))
