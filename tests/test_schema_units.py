@@ -486,3 +486,23 @@ def test_enum_and_const_values_must_meet_sibling_constraints() -> None:
     assert not accepts(grammar, "1") and not accepts(grammar, "10")
     with pytest.raises(SchemaError):
         schema_to_gbnf({"const": "abc", "pattern": "^z"})
+
+
+def test_generic_branches_absorb_narrower_ones() -> None:
+    """anyOf [closed object, any object]: one object rule, which llguidance also reads right."""
+    closed = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}},
+        "additionalProperties": False,
+    }
+    grammar = schema_to_gbnf({"anyOf": [closed, {"type": "object"}, {"type": "integer"}]})
+    for text in ('{"a": "x"}', '{"b": 1}', "{}", "3"):
+        assert accepts(grammar, text), text
+    assert not accepts(grammar, '"s"')
+    assert schema_to_gbnf({"oneOf": [{"type": "string"}, {"description": "anything"}]}) == (
+        schema_to_gbnf({})
+    )
+    arrays = schema_to_gbnf(
+        {"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "array"}]}
+    )
+    assert accepts(arrays, '[1, "x", {}]')

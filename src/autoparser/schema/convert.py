@@ -375,15 +375,23 @@ class _Converter:
         branches = node.pop(key)
         if not isinstance(branches, list) or not branches:
             raise SchemaError(f"{key} at {pointer or '#'} must be a non-empty list")
-        options = []
+        subs: list[tuple[str, object]] = []
         for index, branch in enumerate(branches):
             where = f"{pointer}/{key}/{index}"
-            if branch is False:
-                continue
-            sub = self.merge([node, branch], where) if node else branch
-            options.append(self.visit(sub, where, _child(hint, str(index))))
-        if not options:
+            if branch is not False:
+                subs.append((where, self.merge([node, branch], where) if node else branch))
+        if not subs:
             raise SchemaError(f"{key} at {pointer or '#'}: every branch is false")
+        # A branch allowing any value, object or array makes narrower branches of that
+        # kind redundant; dropping them keeps the alternatives apart by their first token.
+        generic = {_generic_kind(sub) for _, sub in subs} - {None}
+        if "any" in generic:
+            return self.any_value()
+        options = [
+            self.visit(sub, where, _child(hint, where.rsplit("/", 1)[1]))
+            for where, sub in subs
+            if _generic_kind(sub) is not None or _single_type(sub) not in generic
+        ]
         return self.define(_child(hint, "alt"), " | ".join(dict.fromkeys(options)))
 
     def types_of(self, node: dict[str, Any], pointer: str) -> list[str] | None:
@@ -680,6 +688,39 @@ def _scalar_constraints_hold(value: object, node: Mapping[str, Any]) -> bool:
             if key == "exclusiveMaximum" and value >= bound:
                 return False
     return True
+
+
+def _constraining(schema: Mapping[str, Any]) -> set[str]:
+    return {k for k in schema if k not in IGNORED_KEYWORDS}
+
+
+def _single_type(schema: object) -> str | None:
+    """The one JSON type a plain typed schema allows (None when not that simple)."""
+    if not isinstance(schema, Mapping):
+        return None
+    if _constraining(schema) & {"$ref", "anyOf", "oneOf", "allOf", "const", "enum", "nullable"}:
+        return None
+    kind = schema.get("type")
+    if isinstance(kind, list) and len(kind) == 1:
+        kind = kind[0]
+    return kind if isinstance(kind, str) else None
+
+
+def _generic_kind(schema: object) -> str | None:
+    """ "any" for a schema allowing every value, "object"/"array" for every one of those."""
+    if schema is True or (isinstance(schema, Mapping) and not _constraining(schema)):
+        return "any"
+    kind = _single_type(schema)
+    if not isinstance(schema, Mapping) or kind not in ("object", "array"):
+        return None
+    rest = _constraining(schema) - {"type"}
+    if kind == "object" and (
+        rest - {"additionalProperties"} or schema.get("additionalProperties", True) is not True
+    ):
+        return None
+    if kind == "array" and (rest - {"items"} or schema.get("items", True) not in (True, {})):
+        return None
+    return kind
 
 
 _SHARED_SUFFIXES = ("-ws", "-value", "-object", "-array")
