@@ -338,22 +338,23 @@ def test_python_style_dicts() -> None:
     assert params.grammar is not None and accepts(params.grammar, text)
 
 
-def test_call_failing_after_its_name_never_raises_nor_loses_text() -> None:
-    """The documented limitation: a call announced while streaming cannot be retracted."""
-    params = CASE_BY_NAME["hermes"].params(TOOLS)
-    text = '<tool_call>\n{"name": "get_weather", "arguments": {"city": oops}}\n</tool_call>'
-    assert params.parse(text).content == text  # one shot: not a call, all content
-    stream = params.stream()
-    deltas: list[dict[str, Any]] = []
-    for ch in text:
-        deltas += stream.feed(ch)
-    deltas += stream.finish()
-    state = accumulate(deltas)
-    assert state == message_dict(stream.message)
-    assert state["tool_calls"][0]["name"] == "get_weather"  # announced before it failed
-    assert isinstance(json.loads(state["tool_calls"][0]["arguments"]), dict)
-    assert stream.message.truncated
-    assert "oops" in (state["content"] or "")
+def test_call_failing_after_its_name_is_kept_cut_at_its_valid_prefix() -> None:
+    """Broken arguments after an announced name: the call stays, cut and flagged."""
+    cases = {
+        "hermes": '<tool_call>\n{"name": "get_weather", "arguments": {"city": oops}}\n'
+        "</tool_call>\nAfter.",
+        "functionary": '<function=get_weather>{"city": "Paris", 7}</function>After.',
+        "bracket_callid": '[TOOL_CALLS]get_weather[CALL_ID]abc123XYZ[ARGS]{"city": ]]',
+    }
+    for name, text in cases.items():
+        params = CASE_BY_NAME[name].params(TOOLS)
+        message = params.parse(text)
+        assert message.truncated, name
+        assert [c.name for c in message.tool_calls] == ["get_weather"], name
+        assert isinstance(json.loads(message.tool_calls[0].arguments), dict), name
+        rng = random.Random(name)
+        for chunks in [list(text), [text], *(splits(text, rng) for _ in range(10))]:
+            run_stream(params, chunks)
 
 
 def test_tagged_values_printed_as_python_literals() -> None:

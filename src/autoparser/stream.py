@@ -20,7 +20,7 @@ from typing import Any
 from autoparser.errors import RequestError
 from autoparser.generate import tags
 from autoparser.message import ChatMessage, ToolCall
-from autoparser.peg import Node, Parser, ParseStatus
+from autoparser.peg import Node, Parser, ParseStatus, end, json_object
 
 _ID_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
@@ -146,6 +146,7 @@ class _Call:
         self.closer = ""
         self.converted = False  # tool-args-py: emitted whole when complete
         self.encoded = False  # tool-args-str: decoded incrementally
+        self.bad = False  # the arguments broke: cut at their last valid prefix
         self.str_held = ""  # an escape sequence not complete yet
         # tagged arguments
         self.tagged = False
@@ -227,7 +228,12 @@ class _Mapper:
                 name_node = child
             elif child.tag == tags.TOOL_ID:
                 id_node = child
-            elif child.tag in (tags.TOOL_ARGS, tags.TOOL_ARGS_PY, tags.TOOL_ARGS_STR):
+            elif child.tag in (
+                tags.TOOL_ARGS,
+                tags.TOOL_ARGS_PY,
+                tags.TOOL_ARGS_STR,
+                tags.TOOL_ARGS_BAD,
+            ):
                 args_node = child
             elif child.tag == tags.TOOL_ARG:
                 arg_nodes.append(child)
@@ -257,6 +263,8 @@ class _Mapper:
                 self._emit_args(call, "{}" if not call.pieces else "}")
             elif not call.pieces:
                 self._emit_args(call, "{}")
+            elif call.bad:
+                self._emit_args(call, _closing_text(call.arguments()))
             call.closed = True
         return True
 
@@ -270,6 +278,16 @@ class _Mapper:
             return
         if node.tag == tags.TOOL_ARGS_STR:
             self._advance_encoded_args(call, node, text)
+            return
+        if node.tag == tags.TOOL_ARGS_BAD:
+            if not call.bad:  # once: the valid prefix is fixed by where the JSON broke
+                call.bad = True
+                raw = node.text(text)
+                valid = _viable_json_prefix(raw)
+                if valid > call.raw_done:
+                    self._emit_args(call, raw[call.raw_done : valid])
+                    call.raw_done = valid
+                self.truncated = True
             return
         if call.converted or not node.complete:
             return
@@ -382,8 +400,8 @@ class _Mapper:
                 self._emit_args(call, tail + "}")
             elif call.converted or not call.pieces:
                 self._emit_args(call, "{}" if not call.pieces else "")
-            elif call.encoded:
-                self._emit_args(call, json_closer(call.arguments()))
+            elif call.encoded or call.bad:
+                self._emit_args(call, _closing_text(call.arguments()))
             else:
                 args = call.arguments()
                 closer = call.closer
@@ -485,6 +503,33 @@ def _py_token(m: re.Match[str]) -> str:
     if tok[0] == "'":
         return json.dumps(ast.literal_eval(tok), ensure_ascii=False)
     return _PY_WORDS.get(tok, tok)
+
+
+_JSON_PROBE = json_object() + end()
+
+
+def _viable_json_prefix(raw: str) -> int:
+    """Length of the longest prefix of raw that a JSON object can still continue.
+
+    Binary search over partial-mode parses (viability is monotone in the prefix length);
+    run once per broken call.
+    """
+    lo, hi = 0, len(raw)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _JSON_PROBE.parse(raw[:mid], partial=True).status == ParseStatus.FAIL:
+            hi = mid - 1
+        else:
+            lo = mid
+    return lo
+
+
+def _closing_text(args: str) -> str:
+    """What to append so that a cut JSON object text parses (best effort)."""
+    closer = json_closer(args)
+    if _valid_json(args + closer) or not args.rstrip().endswith(","):
+        return closer
+    return ' "": null' + closer  # a dangling comma needs one more member
 
 
 def _whole_value(node: Node, text: str) -> str:

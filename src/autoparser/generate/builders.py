@@ -270,17 +270,72 @@ def _object_from_paths(paths: list[str], leaf: Any, quote: str, prefix: str = ""
     return _json_object(pairs)
 
 
-def json_native_call(ctx: BuildContext, tool: ToolSpec) -> Parser:
+def _object_prefix(
+    paths: list[str], leaf: Any, quote: str, stop: str, prefix: str = ""
+) -> Parser | None:
+    """The object parser of ``_object_from_paths`` cut right after the key at ``stop``."""
+    groups: dict[str, list[str]] = {}
+    for path in paths:
+        head, _, tail = path.partition(".")
+        groups.setdefault(head, [])
+        if tail:
+            groups[head].append(tail)
+    parts: list[Part] = [literal("{"), space()]
+    for i, (head, tails) in enumerate(groups.items()):
+        full = prefix + head
+        if i:
+            parts += [space(), literal(","), space()]
+        key = _json_key(head, quote)
+        if full == stop:
+            return seq_of(*parts, key)
+        if tails and stop.startswith(full + "."):
+            inner = _object_prefix(tails, leaf, quote, stop, full + ".")
+            return seq_of(*parts, key, inner) if inner is not None else None
+        value = _object_from_paths(tails, leaf, quote, full + ".") if tails else leaf(full)
+        parts.append(key + value)
+    return None
+
+
+def _recovery_ends(ctx: BuildContext) -> list[str]:
+    """Markers after which a broken call is over: its end, the next call, the end of turn."""
+    section_start, section_end, call_start, call_end = _effective_markers(ctx)
+    f = ctx.analysis.tools.function
+    ends = [f.close, call_end, section_end, call_start, section_start, *ctx.end_markers]
+    return list(dict.fromkeys(m for m in ends if m))
+
+
+def recover_arguments(ctx: BuildContext) -> Parser | None:
+    """Lenient recovery once a named call's JSON arguments broke: raw text to the call's end.
+
+    A call is announced while streaming as soon as its name is complete; recovering here
+    keeps it a call in the final parse too (its arguments cut at the last valid prefix),
+    so the stream never has to retract it.
+    """
+    fmt = ctx.analysis.tools.format
+    if fmt.arguments_as_string or fmt.uses_python_dicts:
+        return None
+    ends = _recovery_ends(ctx)
+    if not ends:
+        return tag(tags.TOOL_ARGS_BAD, rest())
+    return tag(tags.TOOL_ARGS_BAD, until(ends[0]) if len(ends) == 1 else until_one_of(*ends))
+
+
+def json_native_call(ctx: BuildContext, tool: ToolSpec, strict: bool = True) -> Parser:
     """One call written as a JSON object (flat, nested under a key, or name-as-key).
 
-    With ``uses_python_dicts`` the call object is written with single quotes too.
+    With ``uses_python_dicts`` the call object is written with single quotes too. The
+    lenient parser recovers from broken arguments after the name (``recover_arguments``).
     """
     fmt = ctx.analysis.tools.format
     q = "'" if fmt.uses_python_dicts else '"'
     args = _json_args_value(ctx, tool)
+    bad = None if strict else recover_arguments(ctx)
     if fmt.fun_name_is_key:
         name = atomic(literal(q) + tag(tags.TOOL_NAME, literal(tool.name)) + literal(q))
-        return _json_object([name + space() + literal(":") + space() + args])
+        good = _json_object([name + space() + literal(":") + space() + args])
+        if bad is None:
+            return good
+        return choice_of([good, literal("{") + space() + name + space() + ":" + space() + bad])
     nest = f"{fmt.function_field}." if fmt.function_field else ""
     name_path = nest + (fmt.name_field or "name")
     args_path = nest + (fmt.args_field or "arguments")
@@ -299,7 +354,12 @@ def json_native_call(ctx: BuildContext, tool: ToolSpec) -> Parser:
             return _id_value_json(q)
         return json_value(allow_single_quotes=q == "'")
 
-    return _object_from_paths(_field_paths(ctx), leaf, q)
+    paths = _field_paths(ctx)
+    good = _object_from_paths(paths, leaf, q)
+    if bad is None or paths.index(name_path) > paths.index(args_path):
+        return good
+    head = _object_prefix(paths, leaf, q, args_path)
+    return good if head is None else choice_of([good, head + bad])
 
 
 def _call_id(ctx: BuildContext) -> Parser:
@@ -349,7 +409,9 @@ def tag_json_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
     """``<name markers>{json arguments}<close>``."""
     a = ctx.analysis.tools.arguments
     args = tag(tags.TOOL_ARGS, json_schema(dict(tool.parameters), f"{_rule_part(tool.name)}-args"))
-    body = seq_of(a.start, args, closing(a.end, strict))
+    good = seq_of(args, closing(a.end, strict))
+    bad = None if strict else recover_arguments(ctx)
+    body = seq_of(a.start, choice_of([good, bad]) if bad is not None else good)
     close = closing(ctx.analysis.tools.function.close, strict)
     return _with_call_id(ctx, _name_part(ctx, tool), body, close, strict)
 
@@ -443,7 +505,7 @@ def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
 def single_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
     mode = ctx.analysis.tools.format.mode
     if mode == ToolFormat.JSON_NATIVE:
-        return json_native_call(ctx, tool)
+        return json_native_call(ctx, tool, strict)
     if mode == ToolFormat.TAG_WITH_JSON:
         return tag_json_call(ctx, tool, strict)
     if mode == ToolFormat.TAG_WITH_TAGGED:

@@ -18,6 +18,7 @@ TOOL_ID = "tool-id"  # the model's own call id, when the format has one
 TOOL_ARGS = "tool-args"  # raw JSON object text, streamed as written
 TOOL_ARGS_PY = "tool-args-py"  # python-literal dict text, converted to JSON once complete
 TOOL_ARGS_STR = "tool-args-str"  # a JSON string whose value is the arguments' JSON text
+TOOL_ARGS_BAD = "tool-args-bad"  # arguments that stopped being valid JSON (recovery)
 TOOL_ARG = "tool-arg"  # one tagged argument; children below
 
 # Children of a TOOL_ARG node.
@@ -38,6 +39,7 @@ ALL = (
     TOOL_ARGS,
     TOOL_ARGS_PY,
     TOOL_ARGS_STR,
+    TOOL_ARGS_BAD,
     TOOL_ARG,
     TOOL_ARG_NAME,
     TOOL_ARG_STRING,
