@@ -605,7 +605,7 @@ class StreamParser:
         partial = self._last_tree
         tree = partial
         if final.status == ParseStatus.SUCCESS and not (
-            partial is not None and self._ends_inside_call(partial, text)
+            partial is not None and self._ends_inside_call(partial)
         ):
             tree = final.tree
         if tree is not None:
@@ -618,16 +618,24 @@ class StreamParser:
                 self._mapper.events.append(("content", -1, piece))
         return self._mapper.take_deltas()
 
-    def _ends_inside_call(self, partial: Node, text: str) -> bool:
+    def _ends_inside_call(self, partial: Node) -> bool:
         """Did generation stop inside an announced call? Then that call is truncated.
 
         The full-mode parse would close such a call early (its end markers are optional)
         or turn it into content; the partial-mode tree keeps it open, so it is reported
         as a truncated call, its arguments closed by appending. Depends only on the text.
         """
-        probe = _Mapper(_quiet(self._spec))
-        probe.advance(partial, text)
-        return any(c.announced and not c.closed for c in probe.calls)
+        calls = [c for c in partial.children if c.tag == tags.TOOL]
+        if not calls or calls[-1].complete:  # only the last call can be unfinished
+            return False
+        last = calls[-1]
+        name = next((c for c in last.children if c.tag == tags.TOOL_NAME), None)
+        if name is None or not name.complete:
+            return False
+        if self._spec.expects_call_ids:  # announced only once its id is complete
+            cid = next((c for c in last.children if c.tag == tags.TOOL_ID), None)
+            return cid is not None and cid.complete
+        return True
 
     @property
     def message(self) -> ChatMessage:
@@ -636,13 +644,6 @@ class StreamParser:
     @property
     def text(self) -> str:
         return str(self._inc.text)
-
-
-def _quiet(spec: MapSpec) -> MapSpec:
-    return MapSpec(
-        expects_call_ids=spec.expects_call_ids,
-        call_ids=lambda _index: "",
-    )
 
 
 def parse_text(parser: Parser, spec: MapSpec, text: str, partial: bool = False) -> ChatMessage:
