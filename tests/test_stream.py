@@ -380,3 +380,27 @@ def test_tagged_values_printed_as_python_literals() -> None:
     # The grammar stays strict JSON: a constrained model writes false, not False.
     strict = CASE_BY_NAME["qwen3coder"].params(TOOLS, tool_choice="required")
     assert strict.grammar is not None and not accepts(strict.grammar, text)
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "{",
+        '{"a',
+        '{"a"',
+        '{"a":',
+        '{"a": "x',
+        '{"a": "x\\\\',
+        '{"a": "x\\\\\\\\',
+        '{"a": "x\\\\"',
+        '{"a": [1, {"b": "}]',
+        '{"a": {"b": [',
+        '{"a": "q", "b',
+    ],
+)
+def test_json_closer_makes_valid_json(prefix: str) -> None:
+    from autoparser.stream import json_closer
+
+    closed = prefix + json_closer(prefix)
+    assert isinstance(json.loads(closed), dict), closed
+    assert closed.startswith(prefix)

@@ -63,6 +63,8 @@ def json_closer(prefix: str) -> str:
         elif stack:
             stack.pop()
     closer = '"' if in_string else ""
+    if in_string and _odd_backslashes(prefix + '"'):
+        closer = '\\"'  # a lone backslash at the end: complete its escape first
     tail = (prefix + closer).rstrip()
     if tail.endswith(":"):
         closer += " null"
