@@ -408,3 +408,10 @@ def test_call_without_its_id_still_parses() -> None:
     assert message.tool_calls[0].id.startswith("call_")
     with_id = params.parse('[TOOL_CALLS]get_weather[CALL_ID]abc123XYZ[ARGS]{"city": "Paris"}')
     assert with_id.tool_calls[0].id == "abc123XYZ"
+
+
+def test_required_calls_need_a_tool_format() -> None:
+    case = CASE_BY_NAME["think_tag"]  # a template without tool calls
+    with pytest.raises(RequestError, match="tool_choice"):
+        case.params(TOOLS, tool_choice="required")
+    assert case.params(TOOLS).grammar is None  # auto: nothing to constrain

@@ -22,6 +22,7 @@ from autoparser.analysis.model import (
     TemplateAnalysis,
     ToolFormat,
 )
+from autoparser.errors import RequestError
 from autoparser.generate import tags
 from autoparser.generate.request import Request, ToolSpec
 from autoparser.peg import (
@@ -620,6 +621,11 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
     triggers = call_trigger_markers(ctx) if can_call else ()
     if can_call and not triggers:
         can_call = False
+    if req.tool_choice == "required" and not can_call:
+        raise RequestError(
+            "tool_choice: the template has no tool-call format the parser can read, "
+            "so calls cannot be required"
+        )
 
     lenient_reasoning = reasoning_parser(ctx, strict=False)
     section = tool_section(ctx, req.tools, strict=False, parallel=True) if can_call else None
