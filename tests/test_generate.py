@@ -415,3 +415,18 @@ def test_required_calls_need_a_tool_format() -> None:
     with pytest.raises(RequestError, match="tool_choice"):
         case.params(TOOLS, tool_choice="required")
     assert case.params(TOOLS).grammar is None  # auto: nothing to constrain
+
+
+def test_index_written_in_id_position_is_not_used_as_id() -> None:
+    """Kimi-K2 style: the template writes the call's index where an id would go."""
+    base = CASE_BY_NAME["bracket_callid"]
+    tools_analysis = base.analysis.tools
+    generated = dataclasses.replace(
+        tools_analysis, call_id=dataclasses.replace(tools_analysis.call_id, generated=True)
+    )
+    case = dataclasses.replace(base, analysis=dataclasses.replace(base.analysis, tools=generated))
+    text = '[TOOL_CALLS]get_weather[CALL_ID]0[ARGS]{"city": "Paris"}'
+    (c,) = case.params(TOOLS).parse(text).tool_calls
+    assert c.id.startswith("call_") and c.id != "0"
+    (own,) = base.params(TOOLS).parse(text).tool_calls
+    assert own.id == "0"

@@ -165,13 +165,22 @@ class _Call:
 
 
 class MapSpec:
-    """What the mapper needs beyond the tree: the call id policy."""
+    """What the mapper needs beyond the tree: the call id policy.
+
+    ``model_ids=False``: what the format writes in the id position is not an id (Kimi-K2
+    writes the call's index, ``functions.f:0``), so ids are generated.
+    """
 
     def __init__(
-        self, *, expects_call_ids: bool = False, call_ids: Callable[[int], str] | None = None
+        self,
+        *,
+        expects_call_ids: bool = False,
+        call_ids: Callable[[int], str] | None = None,
+        model_ids: bool = True,
     ) -> None:
         self.expects_call_ids = expects_call_ids
         self.call_ids: Callable[[int], str] = call_ids or CallIds()
+        self.model_ids = model_ids
 
 
 class _Mapper:
@@ -246,7 +255,7 @@ class _Mapper:
             if self.spec.expects_call_ids and not id_ready and not node.complete:
                 return False
             call.name = name_node.text(text)
-            call.id = id_node.text(text) if id_ready and id_node else ""
+            call.id = id_node.text(text) if id_ready and id_node and self.spec.model_ids else ""
             if not call.id:
                 call.id = self.spec.call_ids(i)
             call.tagged = bool(arg_nodes)

@@ -188,6 +188,7 @@ def build_params(
     spec = MapSpec(
         expects_call_ids=definition.expects_call_ids,
         call_ids=CallIds(call_id_seed),
+        model_ids=not analysis.tools.call_id.generated,
     )
     return ChatParams(
         prompt=prompt,
