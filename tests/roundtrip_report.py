@@ -52,9 +52,13 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if key is None:
         return
     if report.when == "call" or (report.when == "setup" and not report.passed):
+        strict_xpass = report.failed and str(report.longrepr).startswith("[XPASS(strict)]")
         if hasattr(report, "wasxfail"):
             status = "xfail" if report.skipped else "XPASS"
             reason = report.wasxfail.removeprefix("reason: ")
+        elif strict_xpass:
+            status = "XPASS"
+            reason = str(report.longrepr).removeprefix("[XPASS(strict)]").strip()
         elif report.skipped:
             status, reason = "n/a", _skip_reason(report)
         elif report.failed:
