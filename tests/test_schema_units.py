@@ -506,3 +506,47 @@ def test_generic_branches_absorb_narrower_ones() -> None:
         {"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "array"}]}
     )
     assert accepts(arrays, '[1, "x", {}]')
+
+
+@pytest.mark.parametrize(
+    ("text", "valid"),
+    [
+        ("{}", True),
+        ('{"a": 1}', True),
+        ('{"a": true}', False),  # a declared key cannot come back as an additional one
+        ('{"ab": true}', False),
+        ('{"abc": true}', True),
+        ('{"": true}', True),
+        ('{"q\\"x": true}', False),
+        ('{"q\\"y": true}', True),
+        ('{"\\u0061": true}', False),  # "a" spelled with an escape
+        ('{"\\n": true}', True),
+        ('{"a": 1, "zz": false}', True),
+        ('{"zz": false, "a": 1}', False),
+    ],
+)
+def test_additional_keys_exclude_declared_names(text: str, valid: bool) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "ab": {"type": "string"}, 'q"x': {"type": "null"}},
+        "additionalProperties": {"type": "boolean"},
+    }
+    assert accepts(schema_to_gbnf(schema), text) is valid
+
+
+def test_object_shapes_llguidance_reads_right() -> None:
+    """Open values (recursive rules) among optional keys, with and without required keys."""
+    props: dict[str, Any] = {f"p{i}": {"type": "integer"} for i in range(20)}
+    props["p5"] = {"type": "object"}
+    for required in ([], ["p0"]):
+        grammar = schema_to_gbnf({"type": "object", "properties": props, "required": required})
+        head = '"p0": 0, ' if required else ""
+        for body in (
+            '"p5": {}',
+            '"p3": 1, "p5": {"x": 1}',
+            '"p3": 1, "p5": {}, "p9": 3',
+            '"p9": 3',
+        ):
+            assert accepts(grammar, "{" + head + body + "}"), body
+        value = {"p0": 0, "p3": 1, "p5": {"a": [1]}, "p19": 2}
+        assert accepts(grammar, json.dumps(value, indent=2))

@@ -9,6 +9,7 @@ except where the docs of schema_rules say otherwise (oneOf exclusivity, allOf me
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import warnings
@@ -19,7 +20,15 @@ from typing import Any, Literal
 
 from autoparser.errors import SchemaError
 from autoparser.schema.formats import FORMAT_RULES
-from autoparser.schema.gbnf import alternatives, json_literal, literal, repeat, rule_name_part
+from autoparser.schema.gbnf import (
+    alternatives,
+    char_class,
+    json_literal,
+    literal,
+    merge_ranges,
+    repeat,
+    rule_name_part,
+)
 from autoparser.schema.gbnf import optional as optional_group
 from autoparser.schema.ranges import integer_range, number_range
 from autoparser.schema.regex import DOT_RULE, translate_pattern
@@ -42,6 +51,9 @@ SUPPORTED_KEYWORDS = frozenset(
     }
 )  # fmt: skip
 """Keywords the converter turns into grammar."""
+
+INLINE_OPTIONAL_LIMIT = 16
+"""Above this many optional keys next to additional properties, tails become named rules."""
 
 JSON_TYPES = ("string", "number", "integer", "boolean", "null", "object", "array")
 _TYPE_KEYWORDS = {
@@ -595,29 +607,91 @@ class _Converter:
             value = self.visit(
                 extra_schema, pointer + "/additionalProperties", _child(hint, "extra")
             )
-            extra_member = f"{self.primitive('json-string')} {self.sep(':')} {value}"
+            declared = [*properties, *required]
+            key = self.other_key(declared, hint) if declared else self.primitive("json-string")
+            extra_member = f"{key} {self.sep(':')} {value}"
 
         comma = self.sep(",")
-        # tails[i]: what may follow once a member before optional[i] was written: each
-        # later optional member at most once, in order, then any additional members.
-        # Chaining named tails keeps the grammar linear in the number of optional keys.
-        tails: list[str | None] = [None] * (len(optional) + 1)
-        if extra_member is not None:
-            tails[-1] = f"( {comma} {extra_member} )*"
-        for i in range(len(optional) - 1, -1 if members else 0, -1):
-            tail = _seq(f"( {comma} {optional[i]} )?", tails[i + 1])
-            named = len(optional) > 1 and (i > 1 or bool(members))
-            tails[i] = self.define(_child(hint, "tail"), tail) if named else tail
         if members:
-            inner = _seq(f" {comma} ".join(members), tails[0])
-            body = self.container("{", inner, "}", optional=False)
-        else:
-            firsts = [_seq(item, tails[i + 1]) for i, item in enumerate(optional)]
+            # required keys first, then each optional key at most once, in order
+            groups = [f"( {comma} {item} )?" for item in optional]
             if extra_member is not None:
-                firsts.append(_seq(extra_member, tails[-1]))
-            choices = f"( {' | '.join(firsts)} )" if firsts else None
-            body = self.container("{", choices, "}", optional=True)
+                groups.append(f"( {comma} {extra_member} )*")
+            inner = _seq(f" {comma} ".join(members), *groups)
+            return self.define(hint or "object", self.container("{", inner, "}", optional=False))
+        if extra_member is not None:
+            return self.define(hint or "object", self.open_object(optional, extra_member, hint))
+        # No required key: rest[j] = the members from optional key j on (the first present
+        # one written first), then the closing brace. One rule per key keeps the grammar
+        # linear; ending each rule with "}" keeps llguidance (which makes every
+        # non-recursive rule one greedy lexeme) from mistaking where a rule ends.
+        ws = self.ws_name()
+        close = _seq(ws, literal("}"))
+        rest: str | None = None
+        for item in reversed(optional):
+            after = close if rest is None else f"( {comma} {rest} | {close} )"
+            body = f"{item} {after}" if rest is None else f"{item} {after} | {rest}"
+            rest = self.define(_child(hint, "rest"), body)
+        start = _seq(literal("{"), ws)
+        body = f"{start} {literal('}')}" if rest is None else f"{start} ( {literal('}')} | {rest} )"
         return self.define(hint or "object", body)
+
+    def other_key(self, declared: list[str], hint: str) -> str:
+        """A rule for any key string except the declared names (as json.dumps writes them).
+
+        Walks the trie of the names, one JSON character or escape at a time: at each node
+        the key may end (unless a name ends there), continue with a character no name
+        continues with (then anything), or follow a name further. While a name is being
+        followed, `\\u` escapes are limited to control characters (json.dumps's own use):
+        other ones could spell a name's character.
+        """
+        char = self.primitive("json-char")
+        quote = literal('"')
+        names = [_JSON_UNITS.findall(json.dumps(n, ensure_ascii=False)[1:-1]) for n in declared]
+
+        def node(suffixes: list[list[str]]) -> str:
+            options = [] if [] in suffixes else [quote]
+            firsts = sorted({units[0] for units in suffixes if units})
+            if not firsts:
+                return f"( {char}+ {quote} )" if options == [] else quote
+            raw = [(ord(u), ord(u)) for u in firsts if len(u) == 1]
+            plain = [(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), *raw]
+            options.append(f"{char_class(merge_ranges(plain), negated=True)} {char}* {quote}")
+            escapes = [
+                e
+                for e in '"\\/bfnrt'
+                if "\\" + e not in firsts and not (e == "/" and "/" in firsts)
+            ]
+            if escapes:
+                letters = char_class((ord(e), ord(e)) for e in escapes)
+                options.append(f'"\\\\" {letters} {char}* {quote}')
+            if not any(u.startswith("\\u") for u in firsts):  # control characters
+                options.append(f'"\\\\u00" [01] [0-9a-fA-F] {char}* {quote}')
+            for first in firsts:
+                rest = [units[1:] for units in suffixes if units and units[0] == first]
+                options.append(f"{literal(first)} {node(rest)}")
+            return "( " + " | ".join(options) + " )"
+
+        return self.define(_child(hint, "other-key"), f"{quote} {node(names)}")
+
+    def open_object(self, optional: list[str], extra_member: str, hint: str) -> str:
+        """An object body with optional keys and additional members, no required key.
+
+        Any key may start it, so each optional key may come first followed by the flat
+        tail of later groups: inline up to INLINE_OPTIONAL_LIMIT keys (additional keys
+        start like declared ones, and llguidance needs such choices between small
+        tokens), chained named tails beyond to stay linear.
+        """
+        comma = self.sep(",")
+        groups = [f"( {comma} {item} )?" for item in optional]
+        groups.append(f"( {comma} {extra_member} )*")
+        tails: list[str | None] = [" ".join(groups[i:]) for i in range(len(groups))]
+        if len(optional) > INLINE_OPTIONAL_LIMIT:
+            for i in range(len(optional) - 1, 0, -1):
+                tails[i] = self.define(_child(hint, "tail"), _seq(groups[i], tails[i + 1]))
+        firsts = [_seq(item, tails[i + 1]) for i, item in enumerate(optional)]
+        firsts.append(_seq(extra_member, groups[-1]))
+        return self.container("{", f"( {' | '.join(firsts)} )", "}", optional=True)
 
     # ----------------------------------------------------------------- arrays
     def array(self, node: dict[str, Any], pointer: str, hint: str) -> str:
@@ -722,6 +796,9 @@ def _generic_kind(schema: object) -> str | None:
         return None
     return kind
 
+
+_JSON_UNITS = re.compile(r"\\u[0-9a-fA-F]{4}|\\.|.", re.DOTALL)
+"""One character of JSON string text: an escape sequence or a plain character."""
 
 _SHARED_SUFFIXES = ("-ws", "-value", "-object", "-array")
 
