@@ -22,25 +22,15 @@ SCENARIOS = [
     for case in CASES
     for name, msg in scenarios(case).items()
 ]
-SCHEMA_XFAIL = pytest.mark.xfail(
-    reason="schema_rules grammar: an object-typed property followed by optional properties "
-    "is rejected by llguidance ({'q': str, 'f': object, 'l': int} rejects "
-    '\'{"q": "a", "f": {}}\'); JSON-argument formats only',
-    strict=False,
-)
 
 
 def _grammar_params(only_calls: bool) -> list[Any]:
-    out = []
-    for p in SCENARIOS:
-        case, name, msg = p.values
-        if "tool_calls" not in msg or (only_calls and msg.get("content")):
-            continue
-        tagged = case.analysis.tools.format.mode.value == "tag_with_tagged"
-        as_string = case.analysis.tools.format.arguments_as_string
-        marks = [SCHEMA_XFAIL] if name == "complex_args" and not (tagged or as_string) else []
-        out.append(pytest.param(case, name, msg, id=p.id, marks=marks))
-    return out
+    """Call scenarios (without content before the calls for tool_choice=required)."""
+    return [
+        p
+        for p in SCENARIOS
+        if "tool_calls" in p.values[2] and not (only_calls and p.values[2].get("content"))
+    ]
 
 
 def _tools(case: Case) -> list[dict[str, Any]] | None:
