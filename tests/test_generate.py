@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from gbnf_oracle import accepts
-from generate_cases import CASE_BY_NAME, CASES, TOOLS, Case, expected, normalized, scenarios
+from generate_cases import CASE_BY_NAME, CASES, TOOLS, Case, call, expected, normalized, scenarios
 
 from autoparser.errors import RequestError
 from autoparser.generate import GrammarTrigger
@@ -232,8 +232,8 @@ def test_truncated_call_is_kept_and_flagged(name: str) -> None:
     announced = 0
     for cut in range(name_at, len(full) - 1, 7):
         message = params.parse(full[:cut])
-        for call in message.tool_calls:
-            assert isinstance(json.loads(call.arguments), dict), (cut, call.arguments)
+        for tc in message.tool_calls:
+            assert isinstance(json.loads(tc.arguments), dict), (cut, tc.arguments)
         if message.tool_calls:
             announced += 1
             assert message.tool_calls[0].name == "search"
@@ -420,3 +420,30 @@ def test_index_written_in_id_position_is_not_used_as_id() -> None:
     assert c.id.startswith("call_") and c.id != "0"
     (own,) = base.params(TOOLS).parse(text).tool_calls
     assert own.id == "0"
+
+
+def test_tool_names_sanitising_alike_get_distinct_grammar_rules() -> None:
+    import re
+
+    def tool(name: str, kind: str) -> dict[str, Any]:
+        props = {"v": {"type": kind}}
+        return {
+            "type": "function",
+            "function": {
+                "name": name,
+                "parameters": {"type": "object", "properties": props, "required": ["v"]},
+            },
+        }
+
+    tools = [tool("get_wëather", "integer"), tool("get-wëather", "boolean")]
+    for name in ("hermes", "qwen3coder"):
+        case = CASE_BY_NAME[name]
+        params = case.params(tools, tool_choice="required")
+        assert params.grammar is not None
+        rule_names = re.findall(r"^(\S+) ::=", params.grammar, re.M)
+        assert all(re.fullmatch(r"[A-Za-z0-9-]+", n) for n in rule_names), rule_names
+        for fn, value in (("get_wëather", 3), ("get-wëather", True)):
+            message = {"role": "assistant", "content": None, "tool_calls": [call(fn, {"v": value})]}
+            text = case.output(message, tools)
+            assert accepts(params.grammar, text), (name, text)
+            assert json.loads(params.parse(text).tool_calls[0].arguments) == {"v": value}

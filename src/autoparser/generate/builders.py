@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -202,7 +203,16 @@ def _is_string_param(schema: Any, root: Any) -> bool:
 
 
 def _rule_part(text: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in text).strip("-") or "x"
+    """A GBNF-safe rule name part: ASCII letters and digits, everything else ``-``."""
+    return "".join(c if c.isascii() and c.isalnum() else "-" for c in text).strip("-") or "x"
+
+
+def _tool_rule(ctx: BuildContext, tool: ToolSpec) -> str:
+    """The rule name prefix of a tool; distinct even when two names sanitise alike."""
+    part = _rule_part(tool.name)
+    if sum(_rule_part(t.name) == part for t in ctx.request.tools) > 1:
+        part += f"-{zlib.crc32(tool.name.encode('utf-8')):08x}"
+    return part
 
 
 def _json_key(key: str, quote: str = '"') -> Parser:
@@ -220,7 +230,7 @@ def _json_args_value(ctx: BuildContext, tool: ToolSpec) -> Parser:
         return tag(tags.TOOL_ARGS_STR, json_string())
     if fmt.uses_python_dicts:
         return tag(tags.TOOL_ARGS_PY, json_value(allow_single_quotes=True))
-    return tag(tags.TOOL_ARGS, json_schema(dict(tool.parameters), f"{_rule_part(tool.name)}-args"))
+    return tag(tags.TOOL_ARGS, json_schema(dict(tool.parameters), f"{_tool_rule(ctx, tool)}-args"))
 
 
 def _json_object(pairs: Sequence[Parser]) -> Parser:
@@ -409,7 +419,7 @@ def _with_call_id(
 def tag_json_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
     """``<name markers>{json arguments}<close>``."""
     a = ctx.analysis.tools.arguments
-    args = tag(tags.TOOL_ARGS, json_schema(dict(tool.parameters), f"{_rule_part(tool.name)}-args"))
+    args = tag(tags.TOOL_ARGS, json_schema(dict(tool.parameters), f"{_tool_rule(ctx, tool)}-args"))
     good = seq_of(args, closing(a.end, strict))
     bad = None if strict else recover_arguments(ctx)
     body = seq_of(a.start, choice_of([good, bad]) if bad is not None else good)
@@ -471,7 +481,7 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
             null_arg = atomic(seq_of(lead, a.value_prefix, space(), null, space(), a.value_suffix))
             return tag(tags.TOOL_ARG, header + choice_of([null_arg, string_arg]))
         return tag(tags.TOOL_ARG, header + string_arg)
-    rule = f"{_rule_part(tool.name)}-{_rule_part(name or 'arg')}"
+    rule = f"{_tool_rule(ctx, tool)}-{_rule_part(name or 'arg')}"
     value = tag(tags.TOOL_ARG_JSON, json_schema(dict(schema), rule))
     suffix = closing(a.value_suffix, strict) if a.value_suffix else None
     lead = space() if a.value_prefix else None
