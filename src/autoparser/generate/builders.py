@@ -481,7 +481,10 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
             null_arg = atomic(seq_of(lead, a.value_prefix, space(), null, space(), a.value_suffix))
             return tag(tags.TOOL_ARG, header + choice_of([null_arg, string_arg]))
         return tag(tags.TOOL_ARG, header + string_arg)
-    rule = f"{_tool_rule(ctx, tool)}-{_rule_part(name or 'arg')}"
+    part = _rule_part(name or "arg")
+    if name and sum(_rule_part(other) == part for other in tool.properties) > 1:
+        part += f"-{zlib.crc32(name.encode('utf-8')):08x}"
+    rule = f"{_tool_rule(ctx, tool)}-{part}"
     value = tag(tags.TOOL_ARG_JSON, json_schema(dict(schema), rule))
     suffix = closing(a.value_suffix, strict) if a.value_suffix else None
     lead = space() if a.value_prefix else None
