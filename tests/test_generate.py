@@ -447,3 +447,18 @@ def test_tool_names_sanitising_alike_get_distinct_grammar_rules() -> None:
             text = case.output(message, tools)
             assert accepts(params.grammar, text), (name, text)
             assert json.loads(params.parse(text).tool_calls[0].arguments) == {"v": value}
+
+
+def test_tagged_grammar_accepts_python_scalars() -> None:
+    case = CASE_BY_NAME["qwen3coder"]
+    params = case.params(TOOLS, tool_choice="required")
+    text = (
+        "<tool_call>\n<function=search>\n<parameter=query>\nx\n</parameter>\n"
+        "<parameter=exact>\n{}\n</parameter>\n</function>\n</tool_call>"
+    )
+    assert params.grammar is not None
+    for word, value in (("False", False), ("true", True)):
+        assert accepts(params.grammar, text.format(word))
+        args = json.loads(params.parse(text.format(word)).tool_calls[0].arguments)
+        assert args == {"query": "x", "exact": value}
+    assert not accepts(params.grammar, text.format("Maybe"))

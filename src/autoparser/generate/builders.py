@@ -455,6 +455,26 @@ def _allows_null(schema: Any) -> bool:
     )
 
 
+def _schema_types(schema: Any) -> set[str]:
+    if not isinstance(schema, Mapping):
+        return set()
+    kind = schema.get("type")
+    found = {kind} if isinstance(kind, str) else {k for k in kind or () if isinstance(k, str)}
+    for key in ("anyOf", "oneOf"):
+        for option in schema.get(key) or ():
+            found |= _schema_types(option)
+    return found
+
+
+def _python_words(schema: Any) -> list[str]:
+    """How Python's str() writes the scalar values a schema allows, where unlike JSON."""
+    types = _schema_types(schema)
+    words = ["True", "False"] if "boolean" in types else []
+    if "null" in types:
+        words.append("None")
+    return words
+
+
 def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict: bool) -> Parser:
     a = ctx.analysis.tools.arguments
     ends = _value_end(ctx)
@@ -488,6 +508,10 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
     value = tag(tags.TOOL_ARG_JSON, json_schema(dict(schema), rule))
     suffix = closing(a.value_suffix, strict) if a.value_suffix else None
     lead = space() if a.value_prefix else None
+    words = _python_words(schema)
+    if strict and words:
+        # Templates print scalars with str(): a model trained on them writes True / None.
+        value = choice_of([value, tag(tags.TOOL_ARG_PY, choice_of([literal(w) for w in words]))])
     json_arg = seq_of(lead, a.value_prefix, space(), value, space(), suffix)
     if strict or not a.value_suffix:
         return tag(tags.TOOL_ARG, header + json_arg)
