@@ -377,9 +377,11 @@ def test_tagged_values_printed_as_python_literals() -> None:
     rng = random.Random(5)
     for chunks in [list(text), *(splits(text, rng) for _ in range(10))]:
         run_stream(params, chunks)
-    # The grammar stays strict JSON: a constrained model writes false, not False.
+    # The grammar allows what such templates taught the model, and nothing looser.
     strict = CASE_BY_NAME["qwen3coder"].params(TOOLS, tool_choice="required")
-    assert strict.grammar is not None and not accepts(strict.grammar, text)
+    assert strict.grammar is not None and accepts(strict.grammar, text)
+    assert not accepts(strict.grammar, text.replace("\n7\n", "\nseven\n"))
+    assert not accepts(strict.grammar, text.replace("None,", "Nothing,"))
 
 
 @pytest.mark.parametrize(

@@ -28,10 +28,12 @@ from autoparser.generate import tags
 from autoparser.generate.request import Request, ToolSpec
 from autoparser.peg import (
     Parser,
+    Rules,
     any_char,
     atomic,
     chars,
     end,
+    json_number,
     json_schema,
     json_string,
     json_value,
@@ -466,6 +468,29 @@ def _schema_types(schema: Any) -> set[str]:
     return found
 
 
+def python_value() -> Parser:
+    """A value as Python's repr() writes it: 'quotes', True / False / None, dicts, lists."""
+    rules = Rules()
+    value = rules.ref("python-value")
+    sep = space() + literal(",") + space()
+    string = json_string(allow_single_quotes=True)
+    items = optional(value + zero_or_more(sep + value))
+    pair = string + space() + literal(":") + space() + value
+    pairs = optional(pair + zero_or_more(sep + pair))
+    rules["python-value"] = choice_of(
+        [
+            literal("{") + space() + pairs + space() + literal("}"),
+            literal("[") + space() + items + space() + literal("]"),
+            string,
+            json_number(),
+            literal("True"),
+            literal("False"),
+            literal("None"),
+        ]
+    )
+    return value
+
+
 def _python_words(schema: Any) -> list[str]:
     """How Python's str() writes the scalar values a schema allows, where unlike JSON."""
     types = _schema_types(schema)
@@ -508,10 +533,14 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
     value = tag(tags.TOOL_ARG_JSON, json_schema(dict(schema), rule))
     suffix = closing(a.value_suffix, strict) if a.value_suffix else None
     lead = space() if a.value_prefix else None
-    words = _python_words(schema)
-    if strict and words:
-        # Templates print scalars with str(): a model trained on them writes True / None.
-        value = choice_of([value, tag(tags.TOOL_ARG_PY, choice_of([literal(w) for w in words]))])
+    if strict:
+        # Templates that print values with str() teach the model True / None / {'a': 1}.
+        words = _python_words(schema)
+        python: list[Parser] = [literal(w) for w in words]
+        if _schema_types(schema) & {"object", "array"} or not _schema_types(schema):
+            python.append(python_value())
+        if python:
+            value = choice_of([value, tag(tags.TOOL_ARG_PY, choice_of(python))])
     json_arg = seq_of(lead, a.value_prefix, space(), value, space(), suffix)
     if strict or not a.value_suffix:
         return tag(tags.TOOL_ARG, header + json_arg)
