@@ -406,3 +406,56 @@ def test_json_closer_makes_valid_json(prefix: str) -> None:
     closed = prefix + json_closer(prefix)
     assert isinstance(json.loads(closed), dict), closed
     assert closed.startswith(prefix)
+
+
+def test_pythonic_calls() -> None:
+    """f(query='text', limit=3, exact=False): quoted raw strings, other values bare."""
+    from autoparser.analysis.model import (
+        ArgumentsAnalysis,
+        TemplateAnalysis,
+        ToolFormat,
+        ToolFormatAnalysis,
+        ToolsAnalysis,
+    )
+
+    analysis = TemplateAnalysis(
+        tools=ToolsAnalysis(
+            format=ToolFormatAnalysis(
+                mode=ToolFormat.TAG_WITH_TAGGED,
+                section_start="<|tool_call_start|>[",
+                section_end="]<|tool_call_end|>",
+            ),
+            arguments=ArgumentsAnalysis(
+                start="(", end=")", name_suffix="='", value_suffix="'", separator=", "
+            ),
+            call_separator=", ",
+            parallel_calls=True,
+        ),
+        end_of_turn=("<|im_end|>",),
+    )
+    from autoparser.generate import build_params
+
+    params = build_params(analysis, tools=TOOLS, call_id_seed=1)
+    text = (
+        "<|tool_call_start|>[search(query='two words', limit=3, exact=False, "
+        'tags=[\'a\', "b\'c"], filters={"k": [1, None]}), ping()]<|tool_call_end|>'
+    )
+    message = params.parse(text)
+    assert [(c.name, json.loads(c.arguments)) for c in message.tool_calls] == [
+        (
+            "search",
+            {
+                "query": "two words",
+                "limit": 3,
+                "exact": False,
+                "tags": ["a", "b'c"],
+                "filters": {"k": [1, None]},
+            },
+        ),
+        ("ping", {}),
+    ]
+    rng = random.Random(9)
+    for chunks in [list(text), *(splits(text, rng) for _ in range(10))]:
+        run_stream(params, chunks)
+    required = build_params(analysis, tools=TOOLS, tool_choice="required")
+    assert required.grammar is not None and accepts(required.grammar, text)

@@ -531,6 +531,13 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
         part += f"-{zlib.crc32(name.encode('utf-8')):08x}"
     rule = f"{_tool_rule(ctx, tool)}-{part}"
     value = tag(tags.TOOL_ARG_JSON, json_schema(dict(schema), rule))
+    quote = a.value_suffix if a.value_suffix in ("'", '"') else ""
+    if quote and a.name_suffix.endswith(quote) and not a.value_prefix:
+        # Pythonic calls, f(city='Paris', days=3): the quote opens string values only;
+        # other values follow the '=' bare (JSON, or Python's repr: True, ['a']).
+        bare = atomic(seq_of(a.name_prefix, name_p, a.name_suffix[: -len(quote)]))
+        repr_value = tag(tags.TOOL_ARG_PY, python_value())
+        return tag(tags.TOOL_ARG, bare + space() + choice_of([value, repr_value]))
     suffix = closing(a.value_suffix, strict) if a.value_suffix else None
     lead = space() if a.value_prefix else None
     if strict:
