@@ -88,6 +88,14 @@ def _dangling_key(tail: str) -> bool:
     return before.endswith(("{", ","))
 
 
+# Value tags of hand-written formats (``autoparser.formats``) whose values are neither JSON
+# nor Python literals: tag -> converter of the value text to JSON text. Like JSON values, a
+# value is delivered whole once complete (or, at the end of a cut-off call, its prefix).
+VALUE_CONVERTERS: dict[str, Callable[[str], str]] = {}
+_STRING_TAGS = (tags.TOOL_ARG_STRING, tags.TOOL_ARG_TEXT)
+_VALUE_TAGS = (*_STRING_TAGS, tags.TOOL_ARG_JSON, tags.TOOL_ARG_PY)
+
+
 class _TextField:
     """One text field (content or reasoning): strips leading/trailing whitespace lazily.
 
@@ -339,7 +347,7 @@ class _Mapper:
             for child in arg.children:
                 if child.tag == tags.TOOL_ARG_NAME:
                     name_node = child
-                elif child.tag in (tags.TOOL_ARG_STRING, tags.TOOL_ARG_JSON, tags.TOOL_ARG_PY):
+                elif child.tag in _VALUE_TAGS or child.tag in VALUE_CONVERTERS:
                     value_node = child
             if not call.cur_named:
                 if name_node is None or not name_node.complete:
@@ -348,7 +356,7 @@ class _Mapper:
                 self._emit_args(call, f"{', ' if k else ''}{key}: ")
                 call.cur_named = True
             call.cur_value = value_node
-            if value_node is not None and value_node.tag == tags.TOOL_ARG_STRING:
+            if value_node is not None and value_node.tag in _STRING_TAGS:
                 if not call.cur_string:
                     call.cur_string = True
                     self._emit_args(call, '"')
@@ -376,6 +384,8 @@ class _Mapper:
     @staticmethod
     def _string_piece(call: _Call, raw: str) -> str:
         """Escaped raw text; one leading and one trailing newline of the value dropped."""
+        if call.cur_value is not None and call.cur_value.tag == tags.TOOL_ARG_TEXT:
+            return _escape(raw)  # a quoted value: exactly as written
         if not call.cur_lead and raw:
             call.cur_lead = True
             if raw.startswith("\n"):
@@ -546,6 +556,9 @@ def _closing_text(args: str) -> str:
 def _whole_value(node: Node, text: str) -> str:
     """A complete (or, at the end, truncated) JSON / Python-literal value as JSON text."""
     raw = node.text(text).strip()
+    convert = VALUE_CONVERTERS.get(node.tag or "")
+    if convert is not None:
+        return convert(raw)
     if node.tag == tags.TOOL_ARG_PY:
         return _py_value(raw)
     if node.complete or _valid_json(raw):

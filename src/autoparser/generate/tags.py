@@ -24,6 +24,7 @@ TOOL_ARG = "tool-arg"  # one tagged argument; children below
 # Children of a TOOL_ARG node.
 TOOL_ARG_NAME = "tool-arg-name"  # the argument name (inside atomic())
 TOOL_ARG_STRING = "tool-arg-string"  # raw text value -> JSON string
+TOOL_ARG_TEXT = "tool-arg-text"  # raw text value -> JSON string, exactly (no newline trimmed)
 TOOL_ARG_JSON = "tool-arg-json"  # JSON value text -> copied as is
 TOOL_ARG_PY = (
     "tool-arg-py"  # Python-literal value text (True, None, {'a': 1}) -> JSON, once complete
@@ -43,6 +44,7 @@ ALL = (
     TOOL_ARG,
     TOOL_ARG_NAME,
     TOOL_ARG_STRING,
+    TOOL_ARG_TEXT,
     TOOL_ARG_JSON,
     TOOL_ARG_PY,
 )
