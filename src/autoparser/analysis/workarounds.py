@@ -82,6 +82,9 @@ HANDLERS: tuple[tuple[str, str], ...] = (
     # functionary v3.2: ">>>recipient\n" switches between "all" (text) and a function name;
     # the name is itself the delimiter, which the tag families cannot express.
     ("functionary_v3_2", ">>>${recipient}"),
+    # gemma-4: call:NAME{key:<|"|>text<|"|>,n:3} -- bare keys, <|"|>-quoted strings, None:
+    # the arguments are not JSON, so no generated format can express them.
+    ("gemma4", "<|tool_call>call:"),
 )
 
 
