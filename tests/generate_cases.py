@@ -298,6 +298,27 @@ CASES: list[Case] = [
         reasoning=True,
     ),
     Case(
+        "typed_suffix",
+        "own_typed_suffix.jinja",
+        TemplateAnalysis(
+            tools=_tools(
+                ToolFormatAnalysis(
+                    mode=ToolFormat.TAG_WITH_TAGGED, section_start="<calls>", section_end="</calls>"
+                ),
+                function=FunctionAnalysis(
+                    name_prefix='<call name="', name_suffix='">', close="</call>"
+                ),
+                arguments=ArgumentsAnalysis(
+                    name_prefix='<param name="',
+                    name_suffix='" json="no">',
+                    name_suffix_json='" json="yes">',
+                    value_suffix="</param>",
+                ),
+            ),
+            end_of_turn=("<|end|>",),
+        ),
+    ),
+    Case(
         "forced_open",
         "own_forced_open.jinja",
         TemplateAnalysis(

@@ -37,17 +37,10 @@ EOT = "<|eot_id|>"
 # The format has no reasoning: those scenarios are not expressible.
 SCENARIOS = {k: v for k, v in scenarios(">>>").items() if "reasoning" not in k}
 CALL_SCENARIOS = [name for name, msg in SCENARIOS.items() if msg.get("tool_calls")]
-SCHEMA_GAP = pytest.mark.xfail(
-    reason="schema_rules grammar: an object-typed property followed by optional properties "
-    'is rejected by llguidance (\'{"query": ..., "filters": {}}\')',
-    strict=False,
-)
 
 
 def _grammar_cases(names: list[str]) -> list[Any]:
-    return [
-        pytest.param(n, marks=SCHEMA_GAP) if n == "complex_args" else pytest.param(n) for n in names
-    ]
+    return [pytest.param(n) for n in names]
 
 
 def _params(

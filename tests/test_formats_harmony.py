@@ -37,18 +37,10 @@ RETURN = "<|return|>"
 CALL = "<|call|>"
 SCENARIOS = scenarios(CALL)
 CALL_SCENARIOS = [name for name, msg in SCENARIOS.items() if msg.get("tool_calls")]
-# A known gap of the schema grammar (autoparser.schema), not of this format: counted xfail.
-SCHEMA_GAP = pytest.mark.xfail(
-    reason="schema_rules grammar: an object-typed property followed by optional properties "
-    'is rejected by llguidance (\'{"query": ..., "filters": {}}\')',
-    strict=False,
-)
 
 
 def _grammar_cases(names: list[str]) -> list[Any]:
-    return [
-        pytest.param(n, marks=SCHEMA_GAP) if n == "complex_args" else pytest.param(n) for n in names
-    ]
+    return [pytest.param(n) for n in names]
 
 
 def _params(

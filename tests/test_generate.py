@@ -14,6 +14,7 @@ import pytest
 from gbnf_oracle import accepts
 from generate_cases import CASE_BY_NAME, CASES, TOOLS, Case, call, expected, normalized, scenarios
 
+from autoparser.analysis.model import ArgumentsAnalysis, TemplateAnalysis, ToolsAnalysis
 from autoparser.errors import RequestError
 from autoparser.generate import GrammarTrigger
 
@@ -462,3 +463,75 @@ def test_tagged_grammar_accepts_python_scalars() -> None:
         args = json.loads(params.parse(text.format(word)).tool_calls[0].arguments)
         assert args == {"query": "x", "exact": value}
     assert not accepts(params.grammar, text.format("Maybe"))
+
+
+# --- typed argument name suffix (string="true" / string="false" style) -------------------
+
+_TYPED_CALL = '<calls>\n<call name="search">\n{}</call>\n</calls>'
+
+
+def _typed_param(name: str, value: str, json_suffix: bool) -> str:
+    return f'<param name="{name}" json="{"yes" if json_suffix else "no"}">{value}</param>\n'
+
+
+@pytest.mark.parametrize(
+    ("params", "arguments"),
+    [
+        # As the template writes them: strings raw, other values JSON after json="yes".
+        (
+            [("query", "a <b> c", False), ("limit", "5", True), ("filters", '{"k": [1]}', True)],
+            {"query": "a <b> c", "limit": 5, "filters": {"k": [1]}},
+        ),
+        # The model chose the other suffix: the suffix it wrote decides the value's type.
+        ([("query", '"quoted"', True), ("limit", "5", False)], {"query": "quoted", "limit": "5"}),
+        ([("cursor", "null", True), ("exact", "True", True)], {"cursor": None, "exact": True}),
+    ],
+)
+def test_typed_name_suffix_types_the_value(
+    params: list[tuple[str, str, bool]], arguments: dict[str, Any]
+) -> None:
+    text = _TYPED_CALL.format("".join(_typed_param(*p) for p in params))
+    parsed = CASE_BY_NAME["typed_suffix"].params(TOOLS).parse(text)
+    assert [c.name for c in parsed.tool_calls] == ["search"]
+    assert json.loads(parsed.tool_calls[0].arguments) == arguments
+    assert parsed.content is None
+
+
+def test_typed_name_suffix_grammar_follows_the_schema() -> None:
+    params = CASE_BY_NAME["typed_suffix"].params(TOOLS, tool_choice="required")
+    assert params.grammar is not None
+    good = [("query", "x", False), ("limit", "5", True), ("cursor", "null", True)]
+    assert accepts(params.grammar, _TYPED_CALL.format("".join(_typed_param(*p) for p in good)))
+    for bad in (("limit", "5", False), ("query", '"x"', True), ("limit", '"5"', True)):
+        text = _TYPED_CALL.format(_typed_param("query", "x", False) + _typed_param(*bad))
+        assert not accepts(params.grammar, text), bad
+
+
+def test_typed_name_suffix_streams_like_parse() -> None:
+    params = CASE_BY_NAME["typed_suffix"].params(TOOLS)
+    body = _typed_param("query", "news", False) + _typed_param("filters", '{"a": [1, 2]}', True)
+    text = _TYPED_CALL.format(body)
+    expected_message = params.parse(text)
+    stream = params.stream()
+    for k in range(0, len(text), 3):
+        stream.feed(text[k : k + 3])
+    stream.finish()
+    assert stream.message == expected_message
+    assert json.loads(expected_message.tool_calls[0].arguments) == {
+        "query": "news",
+        "filters": {"a": [1, 2]},
+    }
+
+
+def test_json_name_suffix_of_older_analyses() -> None:
+    """An analysis without name_suffix_json: pythonic quoting still means bare values."""
+    from autoparser.generate.builders import json_name_suffix as suffix
+
+    assert suffix(ArgumentsAnalysis(name_suffix="='", value_suffix="'")) == "="
+    assert suffix(ArgumentsAnalysis(name_suffix=">", value_suffix="</p>")) == ">"
+    typed = ArgumentsAnalysis(name_suffix=' t="s">', name_suffix_json=' t="j">')
+    assert suffix(typed) == ' t="j">'
+    data = TemplateAnalysis(tools=ToolsAnalysis(arguments=typed)).to_dict()
+    assert TemplateAnalysis.from_dict(data).tools.arguments == typed
+    del data["tools"]["arguments"]["name_suffix_json"]
+    assert TemplateAnalysis.from_dict(data).tools.arguments.name_suffix_json == ""

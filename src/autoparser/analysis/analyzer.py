@@ -80,6 +80,7 @@ def preserved_tokens(analysis: TemplateAnalysis) -> tuple[str, ...]:
         t.arguments.end,
         t.arguments.name_prefix,
         t.arguments.name_suffix,
+        t.arguments.name_suffix_json,
         t.arguments.separator,
         t.arguments.value_prefix,
         t.arguments.value_suffix,

@@ -136,6 +136,11 @@ class ArgumentsAnalysis:
     value_prefix: str = ""
     value_suffix: str = ""
     separator: str = ""
+    # Added by the analyser: the name suffix before a non-string (JSON) value when the
+    # template writes it differently from the one before a string value, e.g. DeepSeek's
+    # '" string="false">' versus '" string="true">', or "=" versus "='" for f(a='v', n=1);
+    # "" = the same as name_suffix.
+    name_suffix_json: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,6 +21,7 @@ ARG_FIRST = "AA_ARG_FST_AA"
 ARG_SECOND = "BB_ARG_SND_BB"
 VALUE_FIRST = "XXXX"
 VALUE_SECOND = "YYYY"
+VALUE_NUMBER = 918273  # a non-string argument value, written as JSON (or Python) 918273
 USER_MSG = "U_USER_MSG Hello END_U"
 ASSISTANT_MSG = "A_ASST_MSG I can help END_A"
 THINKING = "REASON_PART I am thinking END_R"
@@ -49,10 +50,16 @@ TOOLS: list[dict[str, Any]] = [
 ]
 
 # A call is described by (function name, ((argument, value), ...), call id).
-CallSpec = tuple[str, tuple[tuple[str, str], ...], str]
+CallSpec = tuple[str, tuple[tuple[str, Any], ...], str]
 TWO_ARGS = ((ARG_FIRST, VALUE_FIRST), (ARG_SECOND, VALUE_SECOND))
 CALL_1: CallSpec = (FUN_FIRST, TWO_ARGS, CALL_ID)
 CALL_2: CallSpec = (FUN_SECOND, TWO_ARGS, CALL_ID_SECOND)
+# CALL_1 with a number as the second argument: how the template writes a non-string value.
+CALL_TYPED: CallSpec = (
+    FUN_FIRST,
+    ((ARG_FIRST, VALUE_FIRST), (ARG_SECOND, VALUE_NUMBER)),
+    CALL_ID,
+)
 
 
 class Probe:

@@ -44,10 +44,12 @@ from autoparser.analysis.probe import (
     CALL_2,
     CALL_ID,
     CALL_ID_ALT,
+    CALL_TYPED,
     FUN_FIRST,
     FUN_SECOND,
     TOOL_RESULT,
     VALUE_FIRST,
+    VALUE_NUMBER,
     VALUE_SECOND,
     CallSpec,
     Probe,
@@ -362,6 +364,10 @@ def _analyze_tagged(
         if parts is None:
             return None
         name_suffix, arguments, close = parts
+        typed = _section(probe, (CALL_TYPED,))
+        if typed is not None:
+            json_suffix = _json_name_suffix(typed[0], arguments)
+            arguments = dataclasses.replace(arguments, name_suffix_json=json_suffix)
 
     if id_token and id_token in name_suffix:
         before, prefix, suffix = _id_split(name_suffix, name_suffix.find(id_token), len(id_token))
@@ -436,6 +442,27 @@ def _tagged_arguments(body: str) -> tuple[str, ArgumentsAnalysis, str] | None:
         separator=separator,
     )
     return head, args, close
+
+
+def _json_name_suffix(section: str, arguments: ArgumentsAnalysis) -> str:
+    """The argument name suffix before a non-string value, where it differs ("" = same).
+
+    ``section`` renders a call whose second argument is a number: the text between that
+    argument's name and the number, less the value prefix, is the suffix (DeepSeek's
+    ``string="false"`` attribute; the bare ``=`` of ``f(a='v', n=1)``). When the value
+    prefix itself differs there is nothing to record in this field.
+    """
+    a2 = section.find(ARG_SECOND)
+    number = str(VALUE_NUMBER)
+    v2 = section.find(number, a2 + len(ARG_SECOND)) if a2 >= 0 else -1
+    if v2 < 0:
+        return ""
+    between = section[a2 + len(ARG_SECOND) : v2]
+    prefix = arguments.value_prefix
+    if prefix and not between.endswith(prefix):
+        return ""
+    suffix = between[: len(between) - len(prefix)]
+    return "" if suffix == arguments.name_suffix else suffix
 
 
 def _next_turn_after_calls(probe: Probe, section: str) -> str:

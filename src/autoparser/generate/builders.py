@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from autoparser.analysis.model import (
+    ArgumentsAnalysis,
     CallIdPosition,
     ContentMode,
     ReasoningMode,
@@ -142,6 +143,7 @@ def normalize_markers(analysis: TemplateAnalysis) -> TemplateAnalysis:
                 "end",
                 "name_prefix",
                 "name_suffix",
+                "name_suffix_json",
                 "value_prefix",
                 "value_suffix",
                 "separator",
@@ -500,44 +502,60 @@ def _python_words(schema: Any) -> list[str]:
     return words
 
 
-def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict: bool) -> Parser:
+def json_name_suffix(a: ArgumentsAnalysis) -> str:
+    """The argument name suffix written before a non-string (JSON) value.
+
+    The analysis records it when it differs from the string one (DeepSeek's
+    ``string="false">``, the bare ``=`` of ``f(a='v', n=1)``). Analyses from before that
+    field: a name suffix ending with the quote that also closes string values
+    (``='`` ... ``'``) means other values follow bare.
+    """
+    if a.name_suffix_json:
+        return a.name_suffix_json
+    quote = a.value_suffix if a.value_suffix in ("'", '"') else ""
+    if quote and a.name_suffix.endswith(quote) and not a.value_prefix:
+        return a.name_suffix[: -len(quote)]
+    return a.name_suffix
+
+
+def _string_argument(ctx: BuildContext, name_p: Parser, schema: Any, strict: bool) -> Parser:
+    """``name_prefix NAME name_suffix value_prefix RAW value_suffix``: a raw string value."""
     a = ctx.analysis.tools.arguments
     ends = _value_end(ctx)
-    if name is None:  # open-ended tool: any identifier as argument name, string value
-        name_p: Parser = tag(tags.TOOL_ARG_NAME, chars("a-zA-Z0-9_.\\-", 1, 128))
-        is_string = True
-        schema: Any = {}
-    else:
-        name_p = tag(tags.TOOL_ARG_NAME, literal(name))
-        schema = tool.properties.get(name, {})
-        is_string = _is_string_param(schema, tool.parameters)
     header = atomic(seq_of(a.name_prefix, name_p, a.name_suffix))
-    if is_string:
-        raw = until(ends[0]) if len(ends) == 1 else until_one_of(*ends)
-        value: Parser = tag(tags.TOOL_ARG_STRING, raw)
-        suffix = closing(a.value_suffix, strict) if a.value_suffix else None
-        lead = space() if a.value_prefix else None  # whitespace between name and value markers
-        string_arg = seq_of(lead, a.value_prefix, value, suffix)
-        if a.value_suffix and _allows_null(schema):
-            # A nullable string: the bare word null (alone before the suffix) is JSON null.
-            null: Parser = tag(tags.TOOL_ARG_JSON, literal("null"))
-            if not strict:  # templates that print values with Python's str() write None
-                null = choice_of([null, tag(tags.TOOL_ARG_PY, literal("None"))])
-            null_arg = atomic(seq_of(lead, a.value_prefix, space(), null, space(), a.value_suffix))
-            return tag(tags.TOOL_ARG, header + choice_of([null_arg, string_arg]))
-        return tag(tags.TOOL_ARG, header + string_arg)
+    raw = until(ends[0]) if len(ends) == 1 else until_one_of(*ends)
+    value: Parser = tag(tags.TOOL_ARG_STRING, raw)
+    suffix = closing(a.value_suffix, strict) if a.value_suffix else None
+    lead = space() if a.value_prefix else None  # whitespace between name and value markers
+    string_arg = seq_of(lead, a.value_prefix, value, suffix)
+    if a.value_suffix and _allows_null(schema):
+        # A nullable string: the bare word null (alone before the suffix) is JSON null.
+        null: Parser = tag(tags.TOOL_ARG_JSON, literal("null"))
+        if not strict:  # templates that print values with Python's str() write None
+            null = choice_of([null, tag(tags.TOOL_ARG_PY, literal("None"))])
+        null_arg = atomic(seq_of(lead, a.value_prefix, space(), null, space(), a.value_suffix))
+        return tag(tags.TOOL_ARG, header + choice_of([null_arg, string_arg]))
+    return tag(tags.TOOL_ARG, header + string_arg)
+
+
+def _json_argument(
+    ctx: BuildContext, tool: ToolSpec, name: str | None, name_p: Parser, schema: Any, strict: bool
+) -> Parser:
+    """``name_prefix NAME name_suffix_json value_prefix JSON value_suffix``: a typed value."""
+    a = ctx.analysis.tools.arguments
+    name_suffix = json_name_suffix(a)
+    header = atomic(seq_of(a.name_prefix, name_p, name_suffix))
     part = _rule_part(name or "arg")
     if name and sum(_rule_part(other) == part for other in tool.properties) > 1:
         part += f"-{zlib.crc32(name.encode('utf-8')):08x}"
     rule = f"{_tool_rule(ctx, tool)}-{part}"
     value = tag(tags.TOOL_ARG_JSON, json_schema(dict(schema), rule))
-    quote = a.value_suffix if a.value_suffix in ("'", '"') else ""
-    if quote and a.name_suffix.endswith(quote) and not a.value_prefix:
-        # Pythonic calls, f(city='Paris', days=3): the quote opens string values only;
-        # other values follow the '=' bare (JSON, or Python's repr: True, ['a']).
-        bare = atomic(seq_of(a.name_prefix, name_p, a.name_suffix[: -len(quote)]))
+    if name_suffix != a.name_suffix and name_suffix + a.value_suffix == a.name_suffix:
+        # Quoted strings, bare other values (f(city='Paris', days=3)): the quote opens and
+        # closes string values only; other values follow the suffix bare, as JSON or as
+        # Python's repr (True, ['a']).
         repr_value = tag(tags.TOOL_ARG_PY, python_value())
-        return tag(tags.TOOL_ARG, bare + space() + choice_of([value, repr_value]))
+        return tag(tags.TOOL_ARG, header + space() + choice_of([value, repr_value]))
     suffix = closing(a.value_suffix, strict) if a.value_suffix else None
     lead = space() if a.value_prefix else None
     if strict:
@@ -556,6 +574,34 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
     py_value = tag(tags.TOOL_ARG_PY, until(a.value_suffix))
     py_arg = seq_of(lead, a.value_prefix, space(), py_value, suffix)
     return tag(tags.TOOL_ARG, header + choice_of([json_arg, py_arg]))
+
+
+def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict: bool) -> Parser:
+    """One argument: string-typed parameters raw text, others JSON.
+
+    Where the template writes a different name suffix before non-string values (a typed
+    suffix), the lenient parser accepts either suffix for any parameter and types the
+    value by the suffix the model wrote; the grammar allows the one the schema implies
+    (either, for a nullable string and for the arguments of an open-ended tool).
+    """
+    a = ctx.analysis.tools.arguments
+    if name is None:  # open-ended tool: any identifier as argument name, string value
+        name_p: Parser = tag(tags.TOOL_ARG_NAME, chars("a-zA-Z0-9_.\\-", 1, 128))
+        is_string = True
+        schema: Any = {}
+    else:
+        name_p = tag(tags.TOOL_ARG_NAME, literal(name))
+        schema = tool.properties.get(name, {})
+        is_string = _is_string_param(schema, tool.parameters)
+    typed = json_name_suffix(a) != a.name_suffix
+    # A nullable string's null is a non-string value: written after the typed suffix.
+    only_string = strict and name is not None and not _allows_null(schema)
+    if is_string and (not typed or only_string):
+        return _string_argument(ctx, name_p, schema, strict)
+    json_arg = _json_argument(ctx, tool, name, name_p, schema, strict)
+    if not is_string and (not typed or strict):
+        return json_arg
+    return choice_of([_string_argument(ctx, name_p, schema, strict), json_arg])
 
 
 def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
