@@ -164,12 +164,18 @@ class _Reader:
 
 
 def to_json(raw: str) -> str:
-    """A value in the gemma notation (possibly cut off at its end) -> JSON text."""
+    """A value in the gemma notation (possibly cut off at its end) -> JSON text.
+
+    Text that is more than one value (the broken rest of a call) becomes a JSON string.
+    """
+    reader = _Reader(raw)
     try:
-        value = _Reader(raw).value()
-        return json.dumps(value, ensure_ascii=False)
+        value = reader.value()
     except RecursionError:
         return "null"
+    if reader.i < len(reader.toks):  # not one value: broken text, kept as a string
+        value = raw.strip()
+    return json.dumps(value, ensure_ascii=False)
 
 
 VALUE_CONVERTERS[VALUE_TAG] = to_json
