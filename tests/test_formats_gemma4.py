@@ -69,7 +69,8 @@ def _template(which: str) -> ChatTemplate:
 def _params(template: ChatTemplate, tools: Any = TOOLS, **kw: Any) -> ChatParams:
     kw.setdefault("call_id_seed", 7)
     kw.setdefault("enable_thinking", True)
-    return template.apply(USER, tools=tools, **kw)
+    params: ChatParams = template.apply(USER, tools=tools, **kw)
+    return params
 
 
 def _output(template: ChatTemplate, message: Mapping[str, Any], tools: Any = TOOLS) -> str:
@@ -250,9 +251,9 @@ def test_rich_arguments_round_trip(which: str) -> None:
 
 
 _KEYS = st.text("abcdefghijklmnopqrstuvwxyz_0123456789", min_size=1, max_size=6)
-_TEXT = st.text(
-    st.characters(blacklist_categories=("Cs",), max_codepoint=0x1FFFF), max_size=12
-).filter(lambda s: QUOTE not in s)
+_TEXT = st.text(st.characters(codec="utf-8", max_codepoint=0x1FFFF), max_size=12).filter(
+    lambda s: QUOTE not in s
+)
 _LEAVES = (
     _TEXT
     | st.integers(-(10**15), 10**7)
