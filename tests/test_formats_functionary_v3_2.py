@@ -7,6 +7,7 @@ ends with ``>>>``), so the expected message is what was rendered.
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from typing import Any
 
@@ -27,6 +28,7 @@ from test_formats_common import (
     own_template,
     scenarios,
     stream,
+    trigger_start,
 )
 
 from autoparser import ChatTemplate
@@ -55,11 +57,9 @@ def _own_output(name: str) -> str:
 
 
 def _lazy_start(params: ChatParams, text: str) -> int:
-    words = [t.value for t in params.grammar_triggers if t.kind == "word"]
-    assert words, params.grammar_triggers
-    starts = [text.find(w) for w in words if w in text]
-    assert starts, f"no trigger word of {words} in {text!r}"
-    return min(starts)
+    start = trigger_start(params, text)
+    assert start >= 0, f"no trigger of {params.grammar_triggers} fires in {text!r}"
+    return start
 
 
 # --------------------------------------------------------------------------- own template
@@ -122,13 +122,32 @@ def test_required_grammar_rejects_text_segments() -> None:
     assert not accepts(params.grammar, _own_output("content"))
 
 
-def test_trigger_words_are_the_call_openings() -> None:
+def test_triggers_are_the_call_openings() -> None:
     params = _params(own_template(OWN))
-    words = {t.value for t in params.grammar_triggers}
     names = [t["function"]["name"] for t in TOOLS]
-    assert words == {f"{n}\n" for n in names} | {f">>>{n}\n" for n in names}
+    words = {t.value for t in params.grammar_triggers if t.kind == "word"}
+    assert words == {f">>>{n}\n" for n in names}
+    # The first call follows the prompt's ">>>": a full match anchored at the start.
+    (first,) = [t for t in params.grammar_triggers if t.kind == "pattern_full"]
+    for name in names:
+        text = f'{name}\n{{"city": "Paris"}}'
+        assert re.fullmatch(first.value, text) is not None
+        assert trigger_start(params, text) == 0
+        # A line of text for the user that reads like a call opening does not fire.
+        assert trigger_start(params, f"all\nI will call {name}\nnow") == -1
+    assert re.fullmatch(first.value, "get_weathers\n{}") is None
     # Text for the user never triggers the grammar.
-    assert not any(w in _own_output("content") for w in words)
+    assert trigger_start(params, _own_output("content")) == -1
+    assert trigger_start(params, _own_output("content_call")) > 0
+
+
+def test_triggers_name_only_the_request_tools() -> None:
+    params = _params(own_template(OWN))
+    named = _params(own_template(OWN), tool_choice="auto", tools=[TOOLS[1]])
+    assert len(named.grammar_triggers) == 2 < len(params.grammar_triggers)
+    name = TOOLS[1]["function"]["name"]
+    assert trigger_start(named, f"{name}\n{{}}") == 0
+    assert trigger_start(named, f"{TOOLS[0]['function']['name']}\n{{}}") == -1
 
 
 def test_named_tool_choice_allows_only_that_tool() -> None:

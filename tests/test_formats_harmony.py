@@ -6,6 +6,7 @@ the expected message is what was rendered, never a hand-typed parse result.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import zlib
 from typing import Any
@@ -27,6 +28,7 @@ from test_formats_common import (
     own_template,
     scenarios,
     stream,
+    trigger_start,
 )
 
 from autoparser import ChatTemplate
@@ -55,11 +57,9 @@ def _own_output(name: str) -> str:
 
 
 def _lazy_start(params: ChatParams, text: str) -> int:
-    words = [t.value for t in params.grammar_triggers if t.kind == "word"]
-    assert words, params.grammar_triggers
-    starts = [text.find(w) for w in words if w in text]
-    assert starts, f"no trigger word of {words} in {text!r}"
-    return min(starts)
+    start = trigger_start(params, text)
+    assert start >= 0, f"no trigger of {params.grammar_triggers} fires in {text!r}"
+    return start
 
 
 # --------------------------------------------------------------------------- own template
@@ -254,11 +254,31 @@ def test_needles_stream_in_order() -> None:
     needle_text_grows(params, text, ["r-1", "r-2", "c-3", "c-4", "a-5", "a-6", "a-7"])
 
 
-def test_preserved_tokens_and_triggers() -> None:
+def test_preserved_tokens_stops_and_triggers() -> None:
     params = _params(own_template(OWN))
     assert {t.value for t in params.grammar_triggers} == {" to=functions."}
-    for token in ("<|channel|>", "<|message|>", "<|call|>"):
-        assert token in params.preserved_tokens
+    harmony = ["<|start|>", "<|channel|>", "<|message|>", "<|constrain|>", "<|end|>", CALL, RETURN]
+    assert set(harmony) <= set(params.preserved_tokens)
+    assert len(params.preserved_tokens) == len(set(params.preserved_tokens))
+    # The analysis' end of turn, then the end of a call message.
+    assert params.additional_stops == [RETURN, CALL]
+    # Without calls nor a JSON answer the model writes no <|constrain|>.
+    plain = _params(own_template(OWN), tools=None)
+    assert set(plain.preserved_tokens) == set(harmony) - {"<|constrain|>"}
+    assert plain.additional_stops == [RETURN, CALL]
+
+
+def test_preserved_tokens_follow_the_analysis() -> None:
+    """Only the markers the template is seen to use are preserved (no <|return|> here)."""
+    from autoparser.generate import build_params
+
+    analysis = own_template(OWN).analyze()
+    assert RETURN in analysis.end_of_turn
+    without_return = dataclasses.replace(analysis, end_of_turn=("<|end|>",))
+    params = build_params(without_return, prompt="<|start|>assistant", tools=TOOLS)
+    assert RETURN not in params.preserved_tokens
+    assert {"<|start|>", "<|end|>", "<|constrain|>", CALL} <= set(params.preserved_tokens)
+    assert params.additional_stops == ["<|end|>", CALL]
 
 
 # --------------------------------------------------------------------------- corpus

@@ -19,6 +19,7 @@ from autoparser.formats import register
 from autoparser.generate import tags
 from autoparser.generate.builders import BuildContext, ParserDefinition
 from autoparser.generate.request import ToolSpec
+from autoparser.generate.triggers import GrammarTrigger
 from autoparser.peg import (
     Parser,
     any_char,
@@ -115,6 +116,20 @@ def grammar_parser(ctx: BuildContext) -> tuple[Parser | None, bool]:
     return None, False
 
 
+def grammar_triggers(tools: Sequence[ToolSpec]) -> tuple[GrammarTrigger, ...]:
+    """Where the lazy grammar switches on: a call right after the prompt, or after ``>>>``.
+
+    The first segment follows the prompt's ``>>>``, so a call there starts the output with
+    ``NAME\n``: a full-match pattern anchored at the start (the word ``NAME\n`` could also
+    fire on a line of text for the user). Later calls are the words ``>>>NAME\n``.
+    """
+    if not tools:
+        return ()
+    names = "|".join(re.escape(t.name) for t in _by_name(tools))
+    first = GrammarTrigger("pattern_full", f"^((?:{names})\\n)[\\s\\S]*")
+    return (first, *(GrammarTrigger("word", RECIPIENT + t.name + "\n") for t in _by_name(tools)))
+
+
 @register("functionary_v3_2")
 def build(ctx: BuildContext) -> ParserDefinition:
     """Parsers for functionary v3.2 output (see the module docstring)."""
@@ -126,4 +141,5 @@ def build(ctx: BuildContext) -> ParserDefinition:
         grammar_parser=strict,
         grammar_lazy=lazy,
         trigger_markers=tuple(RECIPIENT + t.name + "\n" for t in tools),
+        grammar_triggers=grammar_triggers(req.grammar_tools if req.calls_enabled else ()),
     )

@@ -55,6 +55,8 @@ RETURN = "<|return|>"
 CALL = "<|call|>"
 RECIPIENT = " to=functions."
 
+# The special tokens of the format (preserved when the template uses them).
+_VOCABULARY = (START, CHANNEL, MESSAGE, END, RETURN, CALL)
 # Where the body of a message stops: its own end, or the start of anything else.
 _BODY_STOPS = (END, RETURN, CALL, START, CHANNEL)
 # Markers between messages, dropped from the output.
@@ -193,6 +195,22 @@ def grammar_parser(ctx: BuildContext) -> tuple[Parser | None, bool]:
     return None, False
 
 
+def preserved_tokens(ctx: BuildContext) -> tuple[str, ...]:
+    """The harmony markers the template uses, as its analysis shows them.
+
+    The analysis lists only the markers its diffs isolated; the generation prompt
+    (``<|start|>assistant``) and the end of turn (``<|return|>``) hold the others.
+    ``<|constrain|>`` is added whenever a call or a JSON answer may be written: the model
+    writes it in those headers (``<|constrain|>json``) although templates never render it.
+    """
+    a = ctx.analysis
+    used = "".join([a.generation_prompt, *a.end_of_turn, *a.preserved_tokens])
+    tokens = [m for m in _VOCABULARY if m in used]
+    if ctx.request.calls_enabled or ctx.request.response_schema is not None:
+        tokens.append(CONSTRAIN)
+    return tuple(tokens)
+
+
 @register("harmony")
 def build(ctx: BuildContext) -> ParserDefinition:
     """Parsers for gpt-oss output (see the module docstring)."""
@@ -205,4 +223,7 @@ def build(ctx: BuildContext) -> ParserDefinition:
         grammar_parser=strict,
         grammar_lazy=lazy,
         trigger_markers=(RECIPIENT,) if tools else (),
+        preserved_tokens=preserved_tokens(ctx),
+        # A call message ends the turn: the tool's result comes next.
+        additional_stops=(CALL,),
     )

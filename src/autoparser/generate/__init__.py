@@ -5,8 +5,9 @@
 """
 
 from autoparser.generate.builders import BuildContext, ParserDefinition, build_standard
-from autoparser.generate.params import ChatParams, GrammarTrigger, build_params, generate
+from autoparser.generate.params import ChatParams, build_params, generate
 from autoparser.generate.request import Request, ToolSpec, normalize_request
+from autoparser.generate.triggers import GrammarTrigger
 
 __all__ = [
     "BuildContext",

@@ -27,6 +27,7 @@ from autoparser.analysis.model import (
 from autoparser.errors import RequestError
 from autoparser.generate import tags
 from autoparser.generate.request import Request, ToolSpec
+from autoparser.generate.triggers import GrammarTrigger
 from autoparser.peg import (
     Parser,
     Rules,
@@ -74,7 +75,9 @@ class ParserDefinition:
 
     ``expects_call_ids`` makes the stream wait for the model's call id before announcing a
     call; ``trigger_markers`` are lazy-grammar trigger words used when the grammar itself
-    yields none.
+    yields none. A hand-written format may also declare ``grammar_triggers`` (used instead
+    of those the lazy grammar derives, when the format knows better where a call starts),
+    and ``preserved_tokens`` / ``additional_stops`` (added to the analysis' own).
     """
 
     parser: Parser
@@ -82,6 +85,9 @@ class ParserDefinition:
     grammar_lazy: bool = False
     expects_call_ids: bool = False
     trigger_markers: tuple[str, ...] = ()
+    grammar_triggers: tuple[GrammarTrigger, ...] = ()
+    preserved_tokens: tuple[str, ...] = ()
+    additional_stops: tuple[str, ...] = ()
 
 
 def seq_of(*parts: Part) -> Parser:

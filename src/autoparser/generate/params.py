@@ -17,29 +17,13 @@ from autoparser.generate.builders import (
     should_extract_reasoning,
 )
 from autoparser.generate.request import Request, normalize_request
+from autoparser.generate.triggers import GrammarTrigger
 from autoparser.message import ChatMessage
 from autoparser.peg import Parser
 from autoparser.stream import CallIds, MapSpec, StreamParser, parse_text
 
 if TYPE_CHECKING:
     from autoparser.template import ChatTemplate
-
-TRIGGER_KINDS = ("word", "pattern", "pattern_full", "token")
-
-
-@dataclasses.dataclass(frozen=True)
-class GrammarTrigger:
-    """When a lazy grammar switches on: a word, a regex (prefix / full match) or a token."""
-
-    kind: str
-    value: str
-
-    def __post_init__(self) -> None:
-        if self.kind not in TRIGGER_KINDS:
-            raise ValueError(f"GrammarTrigger.kind must be one of {TRIGGER_KINDS}: {self.kind!r}")
-
-    def to_dict(self) -> dict[str, str]:
-        return {"kind": self.kind, "value": self.value}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -117,6 +101,11 @@ def _after_reasoning(triggers: list[GrammarTrigger], reasoning_end: str) -> list
     return out
 
 
+def _merged(found: Sequence[str], added: Sequence[str]) -> list[str]:
+    """The analysis' markers, then those a hand-written format adds; no empties, no repeats."""
+    return list(dict.fromkeys(m for m in (*found, *added) if m))
+
+
 def is_forced_open(analysis: TemplateAnalysis, prompt: str, enable_thinking: bool | None) -> bool:
     """Does the output start inside a reasoning block?
 
@@ -177,7 +166,9 @@ def build_params(
         grammar_text = g.text
         lazy = definition.grammar_lazy
         if lazy:
-            triggers = [GrammarTrigger(t.kind, t.value) for t in g.triggers]
+            triggers = list(definition.grammar_triggers) or [
+                GrammarTrigger(t.kind, t.value) for t in g.triggers
+            ]
             if not triggers:
                 triggers = [GrammarTrigger("word", m) for m in definition.trigger_markers]
             if not triggers:
@@ -196,8 +187,8 @@ def build_params(
         grammar=grammar_text,
         grammar_lazy=lazy,
         grammar_triggers=triggers,
-        preserved_tokens=list(analysis.preserved_tokens),
-        additional_stops=[m for m in analysis.end_of_turn if m],
+        preserved_tokens=_merged(analysis.preserved_tokens, definition.preserved_tokens),
+        additional_stops=_merged(analysis.end_of_turn, definition.additional_stops),
         thinking_forced_open=forced,
         parser=definition.parser,
         map_spec=spec,
