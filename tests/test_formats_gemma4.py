@@ -323,6 +323,7 @@ def test_required_grammar_rejects_text_and_bad_arguments() -> None:
     for bad in (
         '<|tool_call>call:search{limit:<|"|>3<|"|>,query:<|"|>x<|"|>}<tool_call|>',  # type
         "<|tool_call>call:search{limit:3}<tool_call|>",  # required key missing
+        "<|tool_call>call:search{}<tool_call|>",
         '<|tool_call>call:search{query:<|"|>x<|"|>,limit:3}<tool_call|>',  # unsorted
         '<|tool_call>call:get_weather{city:<|"|>x<|"|>,unit:<|"|>kelvin<|"|>}<tool_call|>',
         '<|tool_call>call:nope{a:<|"|>x<|"|>}<tool_call|>',

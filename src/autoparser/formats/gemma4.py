@@ -247,7 +247,7 @@ class _Values:
             props = schema.get("properties")
             if isinstance(props, Mapping) and props:
                 inner = self.members(props, schema.get("required", ()), name)
-                return literal("{") + optional(inner) + literal("}")
+                return literal("{") + inner + literal("}")
             return self.obj
         if kind == "array":
             items = schema.get("items")
@@ -261,7 +261,8 @@ class _Values:
         """``key:value`` pairs in the template's (case-insensitive sorted) order.
 
         Required keys must appear; the choice is over which key comes first, every later
-        one is ``,key:value`` (optional unless required): quadratic in the key count.
+        one is ``,key:value`` (optional unless required): quadratic in the key count. With
+        no required key, no key at all is allowed too.
         """
         needed = set(required) if isinstance(required, list | tuple) else set()
         keys = sorted(props, key=lambda k: (k.lower(), k))
@@ -279,8 +280,8 @@ class _Values:
                 tail.append(later if keys[k] in needed else optional(later))
             firsts.append(seq_of(*tail))
             if key in needed:
-                break
-        return choice_of(firsts)
+                return choice_of(firsts)
+        return optional(choice_of(firsts))
 
 
 # --------------------------------------------------------------------------- lenient parser
@@ -336,7 +337,7 @@ def _strict_call(tool: ToolSpec, values: _Values) -> Parser:
     props = tool.properties
     name = f"gemma-{_rule(tool.name)}"
     if props:
-        inner = optional(values.members(props, tool.parameters.get("required", ()), name))
+        inner = values.members(props, tool.parameters.get("required", ()), name)
     else:
         inner = values.pairs
     return seq_of(CALL_START, CALL_PREFIX + tool.name + "{", inner, "}", CALL_END)
