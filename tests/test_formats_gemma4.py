@@ -364,7 +364,7 @@ def test_tool_choice_none_keeps_calls_as_content() -> None:
     params = _params(template, tool_choice="none")
     assert params.grammar is None
     message = params.parse(text)
-    assert message.tool_calls == ()
+    assert not message.tool_calls
     assert message.content is not None and message.content.startswith(CALL_START)
     check_streaming(params, text, count=5)
 
@@ -403,7 +403,7 @@ def test_preserved_tokens_and_stops() -> None:
 def test_text_outside_the_format_stays_content(text: str) -> None:
     params = _params(own_template(OWN))
     message = params.parse(text)
-    assert message.tool_calls == ()
+    assert not message.tool_calls
     assert message.content == text
     check_streaming(params, text, count=5)
 
@@ -511,3 +511,54 @@ def test_any_mix_streams_like_it_parses(parts: list[str], seed: int) -> None:
     for c in message.tool_calls:
         assert isinstance(json.loads(c.arguments), dict)
     check_streaming(params, text, count=2, seed=seed)
+
+
+TYPED = {
+    "type": "function",
+    "function": {
+        "name": "typed",
+        "description": "Every kind of parameter",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string"},
+                "n": {"type": "integer", "minimum": -1000, "maximum": 1000},
+                "ratio": {"type": "number"},
+                "flag": {"type": "boolean"},
+                "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+                "opt": {"type": ["string", "null"]},
+                "kind": {"type": "string", "enum": ["x", "y z"]},
+                "sub": {
+                    "type": "object",
+                    "properties": {
+                        "a": {"type": "integer", "minimum": 0, "maximum": 99},
+                        "b": {"type": "array", "items": {"type": "number"}, "maxItems": 3},
+                    },
+                    "required": ["a"],
+                    "additionalProperties": False,
+                },
+            },
+            "required": ["query", "sub"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def _typed_args() -> st.SearchStrategy[dict[str, Any]]:
+    from hypothesis_jsonschema import from_schema
+
+    schema = TYPED["function"]["parameters"]  # type: ignore[index]
+    values = from_schema(schema).filter(lambda a: QUOTE not in json.dumps(a, ensure_ascii=False))
+    return values.map(lambda a: a if isinstance(a, dict) else {})
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_typed_args())
+def test_schema_valid_arguments_parse_and_satisfy_the_grammar(args: dict[str, Any]) -> None:
+    template = own_template(OWN)
+    message = {"role": "assistant", "content": None, "tool_calls": [call("typed", args)]}
+    text = _output(template, message, [TYPED])
+    params = _params(template, [TYPED], tool_choice="required")
+    assert _args_of(params.parse(text)) == [("typed", args)]
+    assert params.grammar is not None and accepts(params.grammar, text), text
