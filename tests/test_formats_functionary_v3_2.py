@@ -188,7 +188,7 @@ def test_tool_choice_none_keeps_calls_as_content() -> None:
     params = _params(own_template(OWN), tool_choice="none")
     assert params.grammar is None
     message = params.parse(text)
-    assert message.tool_calls == ()
+    assert message.tool_calls == []
     assert message.content is not None and message.content.startswith("Let me check.>>>get_weather")
     check_streaming(params, text, count=5)
 
@@ -217,7 +217,7 @@ def test_whitespace_between_segments() -> None:
 def test_text_outside_the_format_stays_content(text: str) -> None:
     params = _params(own_template(OWN))
     message = params.parse(text)
-    assert message.tool_calls == ()
+    assert message.tool_calls == []
     assert message.content == text.removeprefix("all\n")
     check_streaming(params, text, count=5)
 

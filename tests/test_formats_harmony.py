@@ -164,7 +164,7 @@ def test_tool_choice_none_keeps_calls_as_content() -> None:
     params = _params(own_template(OWN), tool_choice="none")
     assert params.grammar is None
     message = params.parse(text)
-    assert message.tool_calls == ()
+    assert message.tool_calls == []
     assert message.content is not None and "to=functions.get_weather" in message.content
     check_streaming(params, text, count=5)
 
@@ -213,7 +213,7 @@ def test_response_format_constrains_the_final_message() -> None:
 def test_unknown_recipient_stays_content() -> None:
     text = '<|channel|>commentary to=functions.launch json<|message|>{"x": 1}<|call|>'
     message = _params(own_template(OWN)).parse(text)
-    assert message.tool_calls == ()
+    assert message.tool_calls == []
     assert message.content == '<|channel|>commentary to=functions.launch json<|message|>{"x": 1}'
 
 

@@ -109,7 +109,7 @@ def test_tool_choice_none_keeps_calls_as_content() -> None:
     params = case.params(TOOLS, tool_choice="none")
     assert params.grammar is None
     message = params.parse(text)
-    assert message.tool_calls == ()
+    assert message.tool_calls == []
     assert message.content == text.strip()
 
 
@@ -213,7 +213,7 @@ def test_trigger_words_and_preserved_tokens() -> None:
 def test_malformed_calls_stay_content(text: str) -> None:
     params = CASE_BY_NAME["hermes"].params(TOOLS)
     message = params.parse(text)
-    assert message.tool_calls == ()
+    assert message.tool_calls == []
     assert message.content == text.strip()
 
 
@@ -221,7 +221,7 @@ def test_malformed_bare_json_stays_content() -> None:
     params = CASE_BY_NAME["llama"].params(TOOLS)
     for text in ['{"name": "nope", "parameters": {}}', "{not json", "a {b} c"]:
         message = params.parse(text)
-        assert message.tool_calls == () and message.content == text
+        assert message.tool_calls == [] and message.content == text
 
 
 @pytest.mark.parametrize("name", ["hermes", "qwen3coder", "functionary", "glm", "bracket_callid"])
@@ -314,7 +314,7 @@ def test_apply_with_analysed_template(case: Case, scenario: str, message: dict[s
 def test_text_after_end_of_turn_is_not_part_of_the_message() -> None:
     params = CASE_BY_NAME["hermes"].params(TOOLS)
     message = params.parse("Hello.<|im_end|>\n<|im_start|>user\nMore<|im_end|>")
-    assert message.content == "Hello." and message.tool_calls == ()
+    assert message.content == "Hello." and message.tool_calls == []
 
 
 def test_content_wrappers_are_dropped() -> None:
@@ -570,3 +570,23 @@ def test_handler_tokens_stops_and_triggers_are_used() -> None:
     assert handled.grammar == plain.grammar
     assert handled.preserved_tokens == [*plain.preserved_tokens, "<extra>"]
     assert handled.additional_stops == ["<|im_end|>", "<stop>"]
+
+
+def test_chat_message_contract() -> None:
+    """tool_calls is a list of ToolCall (issue 6's contract); the message stays frozen."""
+    from autoparser.message import ChatMessage, ToolCall
+
+    case = CASE_BY_NAME["hermes"]
+    params = case.params(TOOLS)
+    message = {"role": "assistant", "content": None, "tool_calls": [call("ping", {})]}
+    parsed = params.parse(case.output(message, TOOLS))
+    assert isinstance(parsed.tool_calls, list)
+    assert [type(c) for c in parsed.tool_calls] == [ToolCall]
+    assert params.parse("Just text.").tool_calls == []
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        parsed.tool_calls = []  # type: ignore[misc]
+    first, second = ChatMessage(), ChatMessage()
+    assert first.tool_calls == [] and first.tool_calls is not second.tool_calls
+    openai = parsed.to_openai()
+    assert openai["tool_calls"][0]["function"]["name"] == "ping"
+    assert "tool_calls" not in ChatMessage(content="x").to_openai()

@@ -27,13 +27,15 @@ class ChatMessage:
     """An assistant message as OpenAI's chat completion API returns it.
 
     ``truncated`` is True when generation ended inside a construct (a tool call, a
-    reasoning block) that never closed: its text is kept, not dropped.
+    reasoning block) that never closed: its text is kept, not dropped. ``tool_calls`` is a
+    list, as the API contract names it; the message is frozen (its fields cannot be
+    reassigned) but, holding a list, not hashable.
     """
 
     role: str = "assistant"
     content: str | None = None
     reasoning_content: str | None = None
-    tool_calls: tuple[ToolCall, ...] = ()
+    tool_calls: list[ToolCall] = dataclasses.field(default_factory=list)
     truncated: bool = False
 
     def to_openai(self) -> dict[str, Any]:

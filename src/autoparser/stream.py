@@ -468,11 +468,11 @@ class _Mapper:
         return deltas
 
     def message(self) -> ChatMessage:
-        calls = tuple(
+        calls = [
             ToolCall(id=c.id, name=c.name, arguments=c.arguments())
             for c in self.calls
             if c.announced
-        )
+        ]
         return ChatMessage(
             content=self.content.value(),
             reasoning_content=self.reasoning.value(),
