@@ -446,6 +446,29 @@ def test_arguments_breaking_after_announcement_keep_the_call() -> None:
     check_streaming(params, text, count=10)
 
 
+@pytest.mark.parametrize(
+    ("text", "args", "truncated"),
+    [
+        (
+            '<|tool_call>call:search{"query": "x", "limit": 3}<tool_call|>',
+            {"query": "x", "limit": 3},
+            False,
+        ),
+        ('<|tool_call>call:search{ "query": "x" } <tool_call|>', {"query": "x"}, False),
+        ('<|tool_call>call:search{"query": "x', {"query": "x"}, True),
+        ('<|tool_call>call:search{"query": oops}<tool_call|>', {"query": None}, True),
+        ("<|tool_call>call:search{", {}, True),
+    ],
+)
+def test_json_arguments_are_read_too(text: str, args: dict[str, Any], truncated: bool) -> None:
+    # A model slipping out of the notation into JSON: the character after "{" decides.
+    params = _params(own_template(OWN))
+    message = params.parse(text)
+    assert _args_of(message) == [("search", args)]
+    assert message.truncated is truncated
+    check_streaming(params, text, count=10)
+
+
 def test_reasoning_format_none_keeps_the_channel_in_content() -> None:
     template = own_template(OWN)
     text = _output(template, SCENARIOS["reasoning_content"])
@@ -485,6 +508,8 @@ FRAGMENTS = [
     "call:ping{",
     "call:nope{",
     'city:<|"|>X<|"|>',
+    '"city": "X"',
+    " ",
     "limit:3",
     "opts:{a:[1,None]}",
     ",",

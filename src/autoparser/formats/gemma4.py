@@ -15,7 +15,8 @@ Parsing converts the notation into JSON by appending: each top-level argument be
 values (numbers, booleans, nested objects and arrays) are converted once complete
 (``to_json``, registered with the stream mapper for the tag ``tool-arg-gemma4``). A call
 announced while streaming whose arguments then break is kept (the broken rest read as one
-last value); any other text outside the format stays content.
+last value); JSON arguments (``{"city": "Paris"}``) are read as well; any other text outside
+the format stays content.
 """
 
 from __future__ import annotations
@@ -40,12 +41,16 @@ from autoparser.generate.request import ToolSpec
 from autoparser.peg import (
     Parser,
     Rules,
+    any_char,
     atomic,
+    char_class,
     chars,
     end,
+    json_object,
     json_schema,
     literal,
     optional,
+    peek,
     space,
     tag,
     trigger,
@@ -62,6 +67,7 @@ CALL_PREFIX = "call:"
 VALUE_TAG = "tool-arg-gemma4"  # a non-string argument value in the gemma notation
 
 _KEY_CHARS = "a-zA-Z0-9_.$@\\-"
+_JSON_OPENERS = '" \t\n\r'  # after "{": JSON arguments, not the notation
 _WORDS: dict[str, Any] = {
     "true": True,
     "false": False,
@@ -300,6 +306,12 @@ def _plain_key(name: str) -> bool:
 
 
 def _lenient_call(tool: ToolSpec, values: _Values, stops: Sequence[str]) -> Parser:
+    """One call, announced once the character after its ``{`` shows how it is written.
+
+    ``{`` then a quote or whitespace: JSON arguments (a model slipping out of the notation),
+    streamed as written; anything else: the notation. Deciding on that one character means
+    a stream never switches between the two once it has delivered arguments.
+    """
     header = _arg_header(list(tool.properties))
     text = literal(QUOTE) + tag(tags.TOOL_ARG_TEXT, until(QUOTE)) + literal(QUOTE)
     other = tag(VALUE_TAG, choice_of([values.obj, values.arr, _scalar()]))
@@ -312,15 +324,20 @@ def _lenient_call(tool: ToolSpec, values: _Values, stops: Sequence[str]) -> Pars
         + literal(CALL_PREFIX)
         + tag(tags.TOOL_NAME, literal(tool.name))
         + space()
-        + literal("{")
+        + peek(literal("{") + choice_of([any_char(), end()]))
     )
-    good = space() + args + space() + literal("}") + space() + optional(literal(CALL_END))
-    # Arguments that break after the call was announced: the valid ones, then the rest up
-    # to the call's end read as one last value (so a stream never retracts the call).
+    end_mark = optional(literal(CALL_END))
+    notation = literal("{") + peek(char_class("^" + _JSON_OPENERS))
+    good = notation + args + space() + literal("}") + space() + end_mark
+    as_json = tag(tags.TOOL_ARGS, json_object()) + space() + end_mark
+    # Arguments that break after the call was announced (so a stream never retracts it):
+    # in the notation, the valid ones, then the rest up to the call's end read as one last
+    # value; in JSON, the longest valid prefix, closed (the call flagged truncated).
     junk = until_one_of(*stops)
     broken_arg = tag(tags.TOOL_ARG, header + space() + tag(VALUE_TAG, junk))
-    bad = space() + args + optional(sep) + optional(broken_arg) + junk + optional(literal(CALL_END))
-    return tag(tags.TOOL, opened + choice_of([good, bad]))
+    bad = notation + args + optional(sep) + optional(broken_arg) + junk + end_mark
+    bad_json = tag(tags.TOOL_ARGS_BAD, junk) + end_mark
+    return tag(tags.TOOL, opened + choice_of([good, as_json, bad, bad_json]))
 
 
 def lenient_section(ctx: BuildContext, tools: Sequence[ToolSpec]) -> Parser:
