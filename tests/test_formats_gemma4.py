@@ -381,10 +381,12 @@ def test_response_format_constrains_the_text() -> None:
     assert params.parse('{"n": 42}').content == '{"n": 42}'
 
 
-def test_preserved_tokens_and_stops() -> None:
-    params = _params(_corpus())
+@pytest.mark.parametrize("which", ["own", "corpus"])
+def test_preserved_tokens_and_stops(which: str) -> None:
+    params = _params(_template(which))
     assert {CALL_START, CALL_END, QUOTE} <= set(params.preserved_tokens)
-    assert "<|tool_response>" in params.additional_stops
+    assert len(params.preserved_tokens) == len(set(params.preserved_tokens))
+    assert {"<|tool_response>", "<turn|>"} <= set(params.additional_stops)
 
 
 # --------------------------------------------------------------------------- robustness

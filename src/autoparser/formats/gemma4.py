@@ -392,4 +392,6 @@ def build(ctx: BuildContext) -> ParserDefinition:
         grammar_parser=strict,
         grammar_lazy=lazy,
         trigger_markers=triggers,
+        # The grammar spells calls with these; they must stay single tokens.
+        preserved_tokens=(CALL_START, CALL_END, QUOTE) if section is not None else (),
     )
