@@ -6,9 +6,9 @@ After reasoning (``<|channel>thought\\n...<channel|>``) the model writes calls a
 
 The arguments are not JSON: keys are bare, strings are quoted with the ``<|"|>`` token and
 never escaped, numbers are Python's ``str()``, booleans ``true``/``false``, null ``None``,
-objects and arrays nest in the same notation, and keys come sorted (the template's
-``dictsort``). The differential analysis can only see markers around JSON or raw text, so
-no generated format can express this one.
+objects and arrays nest in the same notation, and keys come sorted case-insensitively (the
+template's ``dictsort``), which the grammar follows. The differential analysis can only
+see markers around JSON or raw text, so no generated format can express this one.
 
 Parsing converts the notation into JSON by appending: each top-level argument becomes
 ``"key": value``; quoted strings stream as escaped JSON text, exactly as written; other
