@@ -459,3 +459,95 @@ def test_pythonic_calls() -> None:
         run_stream(params, chunks)
     required = build_params(analysis, tools=TOOLS, tool_choice="required")
     assert required.grammar is not None and accepts(required.grammar, text)
+
+
+def _python_dicts_case() -> Case:
+    base = CASE_BY_NAME["hermes"]
+    fmt = dataclasses.replace(base.analysis.tools.format, uses_python_dicts=True)
+    tools_analysis = dataclasses.replace(base.analysis.tools, format=fmt)
+    return dataclasses.replace(
+        base, analysis=dataclasses.replace(base.analysis, tools=tools_analysis)
+    )
+
+
+_BROKEN_ARGS = {"query": 'x "q" \\ {b}', "filters": {"k": [1, None, True]}, "limit": 3}
+
+
+def _broken_args_outputs() -> list[Any]:
+    """(case, text, where the arguments start, where they end) for one call per format
+    family: JSON text, a JSON string holding the JSON, a Python-literal dict."""
+    out = []
+    message = {"role": "assistant", "content": None, "tool_calls": [call("search", _BROKEN_ARGS)]}
+    for case in (CASE_BY_NAME["hermes"], CASE_BY_NAME["nested"]):
+        if case.ids:
+            message["tool_calls"][0]["id"] = "abcdefghi"
+        text = case.output(message, TOOLS)
+        start = text.index('"arguments": ') + len('"arguments": ')
+        out.append(pytest.param(case, text, start, text.rindex("}"), id=case.name))
+    # The Python way, as str() writes the call object.
+    python = str({"name": "search", "arguments": _BROKEN_ARGS})
+    text = f"<tool_call>\n{python}\n</tool_call>"
+    start = text.index("'arguments': ") + len("'arguments': ")
+    out.append(pytest.param(_python_dicts_case(), text, start, text.rindex("}"), id="python"))
+    return out
+
+
+@pytest.mark.parametrize(("case", "text", "start", "stop"), _broken_args_outputs())
+def test_arguments_breaking_after_the_name_stream_like_they_parse(
+    case: Case, text: str, start: int, stop: int
+) -> None:
+    """Arguments that break mid-way (a stray character, an invalid escape) after the call
+    was announced: parse() keeps the call as the stream does, cut at the arguments' last
+    valid prefix and closed, flagged truncated; any split streams to the same message."""
+    params = case.params(TOOLS)
+    rng = random.Random(f"broken-{case.name}")
+    positions = sorted(rng.sample(range(start, stop), min(24, stop - start)))
+    for at in positions:
+        broken = text[:at] + "@\\q" + text[at:] + "\nThen text."
+        message = params.parse(broken)
+        assert [c.name for c in message.tool_calls] == ["search"], broken
+        assert message.truncated, broken
+        args = json.loads(message.tool_calls[0].arguments)
+        assert isinstance(args, dict), broken
+        # Only what came before the break: keys, or a key cut there ("" holds the place
+        # after a streamed comma).
+        for key in args:
+            assert any(k.startswith(key.partition("@")[0]) for k in _BROKEN_ARGS), broken
+        assert message.content == "Then text."
+        for chunks in [list(broken), *(splits(broken, rng) for _ in range(3))]:
+            run_stream(params, chunks)
+
+
+@pytest.mark.parametrize(
+    ("encoded", "arguments"),
+    [
+        ("not json", {}),  # the string holds no JSON object at all
+        ('{"city": "Paris"', {"city": "Paris"}),  # the string ends before its JSON does
+        ('{"city": "Paris"} trailing', {"city": "Paris"}),  # ... or after it
+        ('{"days": tr', {"days": True}),  # a literal cut short is completed
+    ],
+)
+def test_string_encoded_arguments_holding_broken_json(
+    encoded: str, arguments: dict[str, Any]
+) -> None:
+    """A complete argument string whose JSON is not an object: cut at the JSON's last
+    valid prefix, closed and flagged, in parse() and in any stream alike."""
+    case = CASE_BY_NAME["nested"]
+    params = case.params(TOOLS)
+    good = case.output(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [call("get_weather", {"city": "X"}, "abcdefghi")],
+        },
+        TOOLS,
+    )
+    marker = json.dumps(json.dumps({"city": "X"}))
+    assert marker in good
+    text = good.replace(marker, json.dumps(encoded))
+    message = params.parse(text)
+    assert [c.name for c in message.tool_calls] == ["get_weather"] and message.truncated
+    assert json.loads(message.tool_calls[0].arguments) == arguments
+    rng = random.Random(encoded)
+    for chunks in [list(text), *(splits(text, rng) for _ in range(5))]:
+        run_stream(params, chunks)

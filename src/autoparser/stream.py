@@ -20,7 +20,7 @@ from typing import Any
 from autoparser.errors import RequestError
 from autoparser.generate import tags
 from autoparser.message import ChatMessage, ToolCall
-from autoparser.peg import Node, Parser, ParseStatus, end, json_object
+from autoparser.peg import IncrementalParse, Node, Parser, ParseStatus, end, json_object
 
 _ID_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
@@ -158,6 +158,7 @@ class _Call:
         self.encoded = False  # tool-args-str: decoded incrementally
         self.bad = False  # the arguments broke: cut at their last valid prefix
         self.str_held = ""  # an escape sequence not complete yet
+        self.inner: IncrementalParse | None = None  # tool-args-str: the decoded JSON so far
         # tagged arguments
         self.tagged = False
         self.args_done = 0  # tool-arg nodes fully emitted
@@ -247,12 +248,7 @@ class _Mapper:
                 name_node = child
             elif child.tag == tags.TOOL_ID:
                 id_node = child
-            elif child.tag in (
-                tags.TOOL_ARGS,
-                tags.TOOL_ARGS_PY,
-                tags.TOOL_ARGS_STR,
-                tags.TOOL_ARGS_BAD,
-            ):
+            elif child.tag in _ARGS_TAGS:
                 args_node = child
             elif child.tag == tags.TOOL_ARG:
                 arg_nodes.append(child)
@@ -298,20 +294,39 @@ class _Mapper:
         if node.tag == tags.TOOL_ARGS_STR:
             self._advance_encoded_args(call, node, text)
             return
-        if node.tag == tags.TOOL_ARGS_BAD:
-            if not call.bad:  # once: the valid prefix is fixed by where the JSON broke
+        if node.tag in _BAD_TAGS:
+            if not call.bad:  # once: the valid prefix is fixed by where the arguments broke
+                self._recover_args(call, node.tag or "", node.text(text))
                 call.bad = True
-                raw = node.text(text)
-                valid = _viable_json_prefix(raw)
-                if valid > call.raw_done:
-                    self._emit_args(call, raw[call.raw_done : valid])
-                    call.raw_done = valid
                 self.truncated = True
             return
         if call.converted or not node.complete:
             return
         self._emit_args(call, _convert_args(node.tag or "", node.text(text)))
         call.converted = True
+
+    def _recover_args(self, call: _Call, kind: str, raw: str) -> None:
+        """Broken arguments: emit what is missing of their last valid prefix.
+
+        Whatever the stream emitted before the break is a prefix of it (JSON text as
+        written; decoded string text; nothing for a Python dict, delivered only whole),
+        and the prefix depends only on the text before the break, so the result does not
+        depend on how the output was split.
+        """
+        if kind == tags.TOOL_ARGS_BAD:
+            valid = _viable_json_prefix(raw)
+            if valid > call.raw_done:
+                self._emit_args(call, raw[call.raw_done : valid])
+                call.raw_done = valid
+        elif kind == tags.TOOL_ARGS_STR_BAD:
+            call.encoded = True
+            done = call.arguments()
+            decoded = _viable_encoded_prefix(raw)
+            if len(decoded) > len(done) and decoded.startswith(done):
+                self._emit_decoded(call, decoded[len(done) :])
+        elif not call.pieces:  # TOOL_ARGS_PY_BAD
+            self._emit_args(call, _python_prefix_json(raw))
+            call.converted = True
 
     def _advance_encoded_args(self, call: _Call, node: Node, text: str) -> None:
         """Arguments written as a JSON string: stream the decoded text, escape by escape."""
@@ -329,7 +344,30 @@ class _Mapper:
                 decoded = json.loads('"' + pending[:cut] + '"')
             except ValueError:
                 decoded = pending[:cut]
+            self._emit_decoded(call, decoded)
+        if node.complete and not call.bad and not _valid_json(call.arguments()):
+            # The string ended but the JSON it holds did not: closed like a cut-off call.
+            call.bad = True
+            self.truncated = True
+
+    def _emit_decoded(self, call: _Call, decoded: str) -> None:
+        """Decoded argument text, up to where the JSON it holds stops being viable.
+
+        The string may hold anything; what is emitted stays a prefix of a JSON object (an
+        incremental parse of the decoded text), so the arguments can be closed validly.
+        """
+        if call.bad or not decoded:
+            return
+        if call.inner is None:
+            call.inner = _JSON_PROBE.incremental()
+        if call.inner.feed(decoded).status != ParseStatus.FAIL:
             self._emit_args(call, decoded)
+            return
+        done = call.arguments()
+        valid = _viable_json_prefix(done + decoded) - len(done)
+        self._emit_args(call, decoded[: max(0, valid)])
+        call.bad = True
+        self.truncated = True
 
     def _advance_tagged(self, call: _Call, nodes: list[Node], text: str) -> None:
         """Tagged arguments -> JSON by appending: ``{``, ``"key": ``, value, ``, ``..., ``}``.
@@ -527,9 +565,23 @@ def _py_token(m: re.Match[str]) -> str:
 
 
 _JSON_PROBE = json_object() + end()
+_PYTHON_PROBE = json_object(allow_single_quotes=True) + end()
+_ARGS_TAGS = (
+    tags.TOOL_ARGS,
+    tags.TOOL_ARGS_PY,
+    tags.TOOL_ARGS_STR,
+    tags.TOOL_ARGS_BAD,
+    tags.TOOL_ARGS_STR_BAD,
+    tags.TOOL_ARGS_PY_BAD,
+)
+_BAD_TAGS = (tags.TOOL_ARGS_BAD, tags.TOOL_ARGS_STR_BAD, tags.TOOL_ARGS_PY_BAD)
+# The valid start of a JSON string literal: its body up to the first invalid character.
+_STRING_START = re.compile(r'\s*"((?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*)')
+# A string left open at the end of a Python-literal prefix: from its quote on.
+_OPEN_STRING = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|(['\"])")
 
 
-def _viable_json_prefix(raw: str) -> int:
+def _viable_json_prefix(raw: str, probe: Parser = _JSON_PROBE) -> int:
     """Length of the longest prefix of raw that a JSON object can still continue.
 
     Binary search over partial-mode parses (viability is monotone in the prefix length);
@@ -538,19 +590,73 @@ def _viable_json_prefix(raw: str) -> int:
     lo, hi = 0, len(raw)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if _JSON_PROBE.parse(raw[:mid], partial=True).status == ParseStatus.FAIL:
+        if probe.parse(raw[:mid], partial=True).status == ParseStatus.FAIL:
             hi = mid - 1
         else:
             lo = mid
     return lo
 
 
+def _viable_encoded_prefix(raw: str) -> str:
+    """The decoded text of the valid start of arguments written as a JSON string.
+
+    A trailing high surrogate whose low half never came is left out, as the stream holds
+    it back.
+    """
+    m = _STRING_START.match(raw)
+    if m is None:
+        return ""
+    body = m.group(1)
+    body = body[: _safe_escape_cut(body)]
+    try:
+        decoded: str = json.loads('"' + body + '"')
+    except ValueError:
+        return ""
+    return decoded
+
+
+def _python_prefix_json(raw: str) -> str:
+    """A broken Python-literal dict: its last valid prefix as a closed JSON object.
+
+    A string left open at the cut is dropped (its key or value then reads null).
+    """
+    prefix = raw[: _viable_json_prefix(raw, _PYTHON_PROBE)]
+    last = collections.deque(_OPEN_STRING.finditer(prefix), maxlen=1)
+    if last and last[0].group(1):
+        prefix = prefix[: last[0].start()]
+    try:
+        # Nothing was streamed yet: a dangling comma can simply go.
+        text = _PY_TOKENS.sub(_py_token, prefix).rstrip().removesuffix(",")
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return "{}"
+    closed = text + _closing_text(text)
+    return closed if _valid_json(closed) and closed.lstrip().startswith("{") else "{}"
+
+
+# A JSON literal or number cut short at the end of a text, and what completes it.
+_CUT_SCALAR = re.compile(
+    r"(?<![\w.])(?:(t(?:r(?:u)?)?)|(f(?:a(?:l(?:s)?)?)?)|(n(?:u(?:l)?)?)"
+    r"|(-|\d+\.|\d+(?:\.\d+)?[eE][+-]?))\Z"
+)
+_SCALAR_REST = ("true", "false", "null")
+
+
 def _closing_text(args: str) -> str:
     """What to append so that a cut JSON object text parses (best effort)."""
-    closer = json_closer(args)
-    if _valid_json(args + closer) or not args.rstrip().endswith(","):
-        return closer
-    return ' "": null' + closer  # a dangling comma needs one more member
+    tail = args.rstrip()
+    m = _CUT_SCALAR.search(tail)
+    lead = ""
+    if m is not None and tail == args and not json_closer(args).startswith(('"', '\\"')):
+        for word, cut in zip(_SCALAR_REST, m.groups(), strict=False):
+            if cut:
+                lead = word[len(cut) :]
+        lead = lead or "0"  # a number cut after its sign, point or exponent
+    closer = json_closer(args + lead)
+    if _valid_json(args + lead + closer) or not tail.endswith(","):
+        return lead + closer
+    # A dangling comma needs one more member / element.
+    inner = closer.lstrip()[:1]
+    return (" null" if inner == "]" else ' "": null') + closer
 
 
 def _whole_value(node: Node, text: str) -> str:

@@ -67,16 +67,21 @@ def _stops(ends: Sequence[str]) -> Parser:
 # --------------------------------------------------------------------------- lenient parser
 
 
-def _lenient_call(tool: ToolSpec) -> Parser:
-    """``NAME\\n{...}``: announced once the name, its newline and the ``{`` are there."""
+def _lenient_call(tool: ToolSpec, ends: Sequence[str]) -> Parser:
+    """``NAME\\n{...}``: announced once the name, its newline and the ``{`` are there.
+
+    Arguments that break after that are recovered (cut at their last valid prefix, up to
+    the next segment), so the call a stream announced is a call in the final parse too.
+    """
     header = tag(tags.TOOL_NAME, literal(tool.name)) + literal("\n") + space()
-    return tag(tags.TOOL, atomic(header + peek(literal("{"))) + tag(tags.TOOL_ARGS, _args(tool)))
+    args = choice(tag(tags.TOOL_ARGS, _args(tool)), tag(tags.TOOL_ARGS_BAD, _stops(ends)))
+    return tag(tags.TOOL, atomic(header + peek(literal("{"))) + args)
 
 
 def lenient_parser(tools: Sequence[ToolSpec], ends: Sequence[str]) -> Parser:
     """``(segment | end marker | stray text)*``: never fails, keeps every character."""
     text = literal(TEXT) + tag(tags.CONTENT, _stops(ends))
-    calls = [_lenient_call(t) + space() for t in _by_name(tools)]
+    calls = [_lenient_call(t, ends) + space() for t in _by_name(tools)]
     segment = optional(literal(RECIPIENT)) + choice(*calls, text)
     stray = tag(tags.CONTENT, any_char() + _stops(ends))
     return zero_or_more(choice(segment, *[literal(m) for m in ends], stray)) + end()

@@ -325,20 +325,28 @@ def _recovery_ends(ctx: BuildContext) -> list[str]:
     return list(dict.fromkeys(m for m in ends if m))
 
 
-def recover_arguments(ctx: BuildContext) -> Parser | None:
-    """Lenient recovery once a named call's JSON arguments broke: raw text to the call's end.
+def recover_arguments(ctx: BuildContext, kind: str = tags.TOOL_ARGS_BAD) -> Parser:
+    """Lenient recovery once a named call's arguments broke: raw text to the call's end.
 
     A call is announced while streaming as soon as its name is complete; recovering here
     keeps it a call in the final parse too (its arguments cut at the last valid prefix),
-    so the stream never has to retract it.
+    so the stream never has to retract it. ``kind`` says how the arguments are written:
+    ``TOOL_ARGS_BAD`` (JSON text), ``TOOL_ARGS_STR_BAD`` (a JSON string holding the JSON),
+    ``TOOL_ARGS_PY_BAD`` (a Python-literal dict).
     """
-    fmt = ctx.analysis.tools.format
-    if fmt.arguments_as_string or fmt.uses_python_dicts:
-        return None
     ends = _recovery_ends(ctx)
     if not ends:
-        return tag(tags.TOOL_ARGS_BAD, rest())
-    return tag(tags.TOOL_ARGS_BAD, until(ends[0]) if len(ends) == 1 else until_one_of(*ends))
+        return tag(kind, rest())
+    return tag(kind, until(ends[0]) if len(ends) == 1 else until_one_of(*ends))
+
+
+def _json_args_recovery(ctx: BuildContext) -> Parser:
+    fmt = ctx.analysis.tools.format
+    if fmt.arguments_as_string:
+        return recover_arguments(ctx, tags.TOOL_ARGS_STR_BAD)
+    if fmt.uses_python_dicts:
+        return recover_arguments(ctx, tags.TOOL_ARGS_PY_BAD)
+    return recover_arguments(ctx)
 
 
 def json_native_call(ctx: BuildContext, tool: ToolSpec, strict: bool = True) -> Parser:
@@ -350,7 +358,7 @@ def json_native_call(ctx: BuildContext, tool: ToolSpec, strict: bool = True) -> 
     fmt = ctx.analysis.tools.format
     q = "'" if fmt.uses_python_dicts else '"'
     args = _json_args_value(ctx, tool)
-    bad = None if strict else recover_arguments(ctx)
+    bad = None if strict else _json_args_recovery(ctx)
     if fmt.fun_name_is_key:
         name = atomic(literal(q) + tag(tags.TOOL_NAME, literal(tool.name)) + literal(q))
         good = _json_object([name + space() + literal(":") + space() + args])
@@ -431,8 +439,7 @@ def tag_json_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
     a = ctx.analysis.tools.arguments
     args = tag(tags.TOOL_ARGS, json_schema(dict(tool.parameters), f"{_tool_rule(ctx, tool)}-args"))
     good = seq_of(args, closing(a.end, strict))
-    bad = None if strict else recover_arguments(ctx)
-    body = seq_of(a.start, choice_of([good, bad]) if bad is not None else good)
+    body = seq_of(a.start, good if strict else choice_of([good, recover_arguments(ctx)]))
     close = closing(ctx.analysis.tools.function.close, strict)
     return _with_call_id(ctx, _name_part(ctx, tool), body, close, strict)
 
