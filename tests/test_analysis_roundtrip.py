@@ -2,7 +2,8 @@
 
 For every template that supports tool calls, one call (and two, when the template renders
 parallel calls) with names, arguments and ids unlike the analysis' own needles are rendered
-by the template; the text built from the analysis alone must appear in that render.
+by the template; the text built from the analysis alone must appear in that render. So
+must a call with a number argument (tagged formats write it after the typed name suffix).
 """
 
 from __future__ import annotations
@@ -20,9 +21,13 @@ from autoparser.errors import TemplateError
 from autoparser.template import ChatTemplate
 
 # (name, arguments, id): names, argument names and values the analysis never used.
-CALLS: list[tuple[str, dict[str, str], str]] = [
+CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("get_weather", {"city": "Paris", "unit": "celsius"}, "a1b2c3d4e"),
     ("get_time", {"timezone": "Europe/Rome"}, "f5g6h7i8j"),
+]
+
+TYPED_CALLS: list[tuple[str, dict[str, Any], str]] = [
+    ("get_weather", {"city": "Paris", "days": 3}, "a1b2c3d4e"),
 ]
 
 TOOLS = [
@@ -66,7 +71,7 @@ def _set_path(obj: dict[str, Any], path: str, value: Any) -> None:
     obj[leaf] = value
 
 
-def _json_obj(a: TemplateAnalysis, index: int, call: tuple[str, dict[str, str], str]) -> Any:
+def _json_obj(a: TemplateAnalysis, index: int, call: tuple[str, dict[str, Any], str]) -> Any:
     fmt = a.tools.format
     name, args, call_id = call
     constants = dict(fmt.constant_fields)
@@ -96,7 +101,25 @@ def _dump(a: TemplateAnalysis, value: Any) -> str:
     return text.replace('"', "'") if fmt.uses_python_dicts else text
 
 
-def _tag_call(a: TemplateAnalysis, index: int, call: tuple[str, dict[str, str], str]) -> str:
+def _tagged_args(a: TemplateAnalysis, args: dict[str, Any]) -> str:
+    """Tagged arguments: strings raw; other values JSON, after the typed name suffix (and
+    bare, when the string suffix is the typed one plus the strings' quote)."""
+    ar = a.tools.arguments
+    typed = ar.name_suffix_json or ar.name_suffix
+    bare = typed != ar.name_suffix and typed + ar.value_suffix == ar.name_suffix
+    parts = []
+    for k, v in args.items():
+        if isinstance(v, str):
+            parts.append(
+                ar.name_prefix + k + ar.name_suffix + ar.value_prefix + v + ar.value_suffix
+            )
+        else:
+            tail = "" if bare else ar.value_suffix
+            parts.append(ar.name_prefix + k + typed + ar.value_prefix + json.dumps(v) + tail)
+    return ar.start + ar.separator.join(parts) + ar.end
+
+
+def _tag_call(a: TemplateAnalysis, index: int, call: tuple[str, dict[str, Any], str]) -> str:
     t = a.tools
     name, args, call_id = call
     cid = str(index) if t.call_id.generated else call_id
@@ -106,15 +129,7 @@ def _tag_call(a: TemplateAnalysis, index: int, call: tuple[str, dict[str, str], 
         if t.format.uses_python_dicts:
             body = body.replace('"', "'")
     else:
-        ar = t.arguments
-        body = (
-            ar.start
-            + ar.separator.join(
-                ar.name_prefix + k + ar.name_suffix + ar.value_prefix + v + ar.value_suffix
-                for k, v in args.items()
-            )
-            + ar.end
-        )
+        body = _tagged_args(a, args)
     pos = t.call_id.position
     return (
         t.format.per_call_start
@@ -130,7 +145,7 @@ def _tag_call(a: TemplateAnalysis, index: int, call: tuple[str, dict[str, str], 
     )
 
 
-def render_calls(a: TemplateAnalysis, calls: list[tuple[str, dict[str, str], str]]) -> str:
+def render_calls(a: TemplateAnalysis, calls: list[tuple[str, dict[str, Any], str]]) -> str:
     """The tool section for ``calls``, written from the analysis alone."""
     fmt = a.tools.format
     if fmt.mode is ToolFormat.JSON_NATIVE:
@@ -149,7 +164,7 @@ def render_calls(a: TemplateAnalysis, calls: list[tuple[str, dict[str, str], str
     return fmt.section_start + inner + fmt.section_end
 
 
-def template_render(template: ChatTemplate, calls: list[tuple[str, dict[str, str], str]]) -> str:
+def template_render(template: ChatTemplate, calls: list[tuple[str, dict[str, Any], str]]) -> str:
     """The template's own render of a turn with ``calls`` (object arguments, else strings)."""
     for as_string in (False, True):
         tool_calls = [
@@ -194,6 +209,10 @@ def _check(path: Path) -> None:
         expected = render_calls(analysis, calls)
         rendered = template_render(template, calls)
         assert expected in rendered, f"{n} call(s): {expected!r} not in render"
+    # A number argument: written after the typed name suffix where the template has one.
+    expected = render_calls(analysis, TYPED_CALLS)
+    rendered = template_render(template, TYPED_CALLS)
+    assert expected in rendered, f"typed call: {expected!r} not in render"
 
 
 @pytest.mark.parametrize("path", sorted(OWN_TEMPLATES.glob("own_*.jinja")), ids=lambda p: p.stem)

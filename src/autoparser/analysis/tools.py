@@ -5,7 +5,8 @@ the function name inside JSON means JSON-native; otherwise arguments inside JSON
 tag + JSON arguments; otherwise tag + tagged arguments. T2 adds a second call: what
 repeats around each call (per-call markers) and what separates calls falls out of aligning
 the text between the two calls with the text before and after the single call. The
-argument markers come from aligning the text around two arguments, the call id from
+argument markers come from aligning the text around two arguments (and, before a
+non-string value, from a render whose second argument is a number), the call id from
 renders that differ only in the id.
 """
 
