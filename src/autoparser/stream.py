@@ -159,6 +159,7 @@ class _Call:
         self.bad = False  # the arguments broke: cut at their last valid prefix
         self.str_held = ""  # an escape sequence not complete yet
         self.inner: IncrementalParse | None = None  # tool-args-str: the decoded JSON so far
+        self.str_checked = False  # tool-args-str: the complete string's JSON was checked
         # tagged arguments
         self.tagged = False
         self.args_done = 0  # tool-arg nodes fully emitted
@@ -345,10 +346,12 @@ class _Mapper:
             except ValueError:
                 decoded = pending[:cut]
             self._emit_decoded(call, decoded)
-        if node.complete and not call.bad and not _valid_json(call.arguments()):
-            # The string ended but the JSON it holds did not: closed like a cut-off call.
-            call.bad = True
-            self.truncated = True
+        if node.complete and not call.bad and call.inner is not None and not call.str_checked:
+            call.str_checked = True  # once: the string may end before the call does
+            if not _valid_json(call.arguments()):
+                # The string ended but the JSON it holds did not: closed like a cut-off call.
+                call.bad = True
+                self.truncated = True
 
     def _emit_decoded(self, call: _Call, decoded: str) -> None:
         """Decoded argument text, up to where the JSON it holds stops being viable.
