@@ -7,12 +7,13 @@ the grammar agree on exactly the same set of characters.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from autoparser.errors import GrammarError
+from autoparser.gbnf import char_class, merge_ranges
 
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0"}
-MAX_CODEPOINT = 0x10FFFF
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,11 @@ class CharSet:
 
     ranges: tuple[tuple[int, int], ...]
     negated: bool = False
+
+    @classmethod
+    def union(cls, ranges: Iterable[tuple[int, int]], negated: bool = False) -> CharSet:
+        """The set of all code points in `ranges` (in any order, overlapping or not)."""
+        return cls(tuple(merge_ranges(ranges)), negated)
 
     def regex(self) -> str:
         """The set as a Python regex character class."""
@@ -31,21 +37,13 @@ class CharSet:
 
     def gbnf(self) -> str:
         """The set as a GBNF expression (a class, or a union when the set is everything)."""
-        if self.negated and not self.ranges:
-            return ANY_CHAR_GBNF
-        if not self.negated and not self.ranges:
-            raise GrammarError("an empty character class cannot be expressed in GBNF")
-        body = "".join(_gbnf_range(lo, hi) for lo, hi in self.ranges)
-        return f"[^{body}]" if self.negated else f"[{body}]"
+        return char_class(self.ranges, negated=self.negated)
 
     def contains(self, ch: str) -> bool:
         """Membership test for one character (used by grammar analysis, not by parsing)."""
         cp = ord(ch)
         inside = any(lo <= cp <= hi for lo, hi in self.ranges)
         return inside != self.negated
-
-
-ANY_CHAR_GBNF = r"([\x00-\x7F] | [^\x00-\x7F])"
 
 
 def parse_class(spec: str) -> CharSet:
@@ -69,18 +67,7 @@ def parse_class(spec: str) -> CharSet:
             continue
         ranges.append((ord(ch), ord(ch)))
         i += 1
-    return CharSet(merge_ranges(ranges), negated)
-
-
-def merge_ranges(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
-    """Sort and merge overlapping or adjacent ranges."""
-    out: list[tuple[int, int]] = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return tuple(out)
+    return CharSet.union(ranges, negated)
 
 
 def _unescape(spec: str) -> list[tuple[str, bool]]:
@@ -113,40 +100,3 @@ def _rx_char(cp: int) -> str:
 
 def _rx_range(lo: int, hi: int) -> str:
     return _rx_char(lo) if lo == hi else f"{_rx_char(lo)}-{_rx_char(hi)}"
-
-
-def gbnf_char(cp: int) -> str:
-    """One code point inside a GBNF class or string: ASCII escaped, others literal UTF-8."""
-    if cp < 0x20 or cp == 0x7F:
-        return {0x0A: "\\n", 0x09: "\\t", 0x0D: "\\r"}.get(cp, f"\\x{cp:02X}")
-    if chr(cp) in '\\]["^-':
-        return f"\\x{cp:02X}"
-    if 0xD800 <= cp <= 0xDFFF:
-        raise GrammarError(f"lone surrogate U+{cp:04X} cannot be written as UTF-8 in GBNF")
-    return chr(cp)
-
-
-def _gbnf_range(lo: int, hi: int) -> str:
-    if lo <= 0xD7FF < hi and hi <= 0xDFFF:
-        hi = 0xD7FF
-    if 0xD800 <= lo <= 0xDFFF:
-        lo = 0xE000
-    return gbnf_char(lo) if lo == hi else f"{gbnf_char(lo)}-{gbnf_char(hi)}"
-
-
-def gbnf_literal(s: str) -> str:
-    """A GBNF string literal; the empty string is written ``""``."""
-    out = []
-    for ch in s:
-        cp = ord(ch)
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif cp < 0x20 or cp == 0x7F:
-            out.append({0x0A: "\\n", 0x09: "\\t", 0x0D: "\\r"}.get(cp, f"\\x{cp:02X}"))
-        elif 0xD800 <= cp <= 0xDFFF:
-            raise GrammarError(f"lone surrogate U+{cp:04X} cannot be written as UTF-8 in GBNF")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'

@@ -14,7 +14,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoparser.errors import GrammarError
-from autoparser.peg.charclass import ANY_CHAR_GBNF, CharSet, gbnf_literal, merge_ranges
+from autoparser.gbnf import (
+    ANY_CHAR,
+    alternatives,
+    group,
+    literal,
+    repeat,
+    rule_name,
+    subtract_ranges,
+    unwrap,
+)
+from autoparser.peg.charclass import CharSet
 from autoparser.peg.core import (
     Atomic,
     Chars,
@@ -116,21 +126,6 @@ def _json_rules(single_quotes: bool) -> dict[str, str]:
 
 # --- the emitter ---------------------------------------------------------------------------
 
-_NAME_BAD = re.compile(r"[^a-zA-Z0-9-]+")
-
-
-def sanitize(name: str) -> str:
-    """A GBNF rule name: lowercase letters, digits and '-' only.
-
-    Lowercase because llguidance folds names to snake case; distinct names here must stay
-    distinct there.
-    """
-    camel = re.sub(r"([a-z0-9])([A-Z])", r"\1-\2", name)
-    clean = _NAME_BAD.sub("-", camel).strip("-").lower()
-    if clean[:1].isdigit():
-        clean = "r-" + clean  # some engines want a letter first
-    return clean or "rule"
-
 
 class _Emitter:
     def __init__(self, split_heads: frozenset[str] = frozenset()) -> None:
@@ -149,7 +144,7 @@ class _Emitter:
         return "".join(f"{name} ::= {body}\n" for name, body in ordered.items())
 
     def fresh(self, base: str) -> str:
-        base = sanitize(base)
+        base = rule_name(base)
         name = base
         i = 2
         while name in self.rules or name == "root":
@@ -169,18 +164,17 @@ class _Emitter:
         if isinstance(node, Literal):  # also Token
             return self.literal(node.value)
         if isinstance(node, Chars):
-            return _quantified(node.charset.gbnf(), node.min, node.max)
+            return repeat(node.charset.gbnf(), node.min, node.max)
         if isinstance(node, Seq):
             return self.seq(node.items, tail)
         if isinstance(node, Choice):
-            alts = [self.expr(a, tail) for a in node.alternatives]
-            return "( " + " | ".join(alts) + " )"
+            return alternatives([self.expr(a, tail) for a in node.alternatives])
         if isinstance(node, Repeat):
             body = _exclusion_body(node.child)
             if body is not None and node.min == 0 and node.max is None:
                 return self.until(body)
             inner = self.expr(node.child, False)
-            return _quantified(_group(inner), node.min, node.max)
+            return repeat(inner, node.min, node.max)
         if isinstance(node, (Tag, Atomic, TriggerMark)):
             return self.expr(node.child, tail)
         if isinstance(node, Ref):
@@ -194,7 +188,7 @@ class _Emitter:
             prefix = "rfc-pyjson-" if node.single_quotes else "rfc-json-"
             return prefix + node.kind
         if isinstance(node, Rest):
-            return _quantified(ANY_CHAR_GBNF, 0, None)
+            return repeat(ANY_CHAR, 0, None)
         if isinstance(node, End):
             if tail:
                 return '""'
@@ -208,8 +202,8 @@ class _Emitter:
 
     def literal(self, value: str) -> str:
         if len(value) > 1 and value[0] in self.split_heads:
-            return " ".join(gbnf_literal(ch) for ch in value)
-        return gbnf_literal(value)
+            return " ".join(literal(ch) for ch in value)
+        return literal(value)
 
     def seq(self, items: tuple[Parser, ...], tail: bool) -> str:
         parts: list[str] = []
@@ -232,7 +226,7 @@ class _Emitter:
             parts.append(self.expr(item, tail and i == last))
             i += 1
         parts = [p for p in parts if p != '""'] or ['""']
-        return " ".join(_group(p) if " | " in p else p for p in parts)
+        return " ".join(group(p) if " | " in p else p for p in parts)
 
     def ref(self, node: Ref) -> str:
         key = (id(node.rules), node.name)
@@ -241,10 +235,10 @@ class _Emitter:
             target = node.target()
             if _is_lexeme(target, set()) and self._has_split(target, set()):
                 # llguidance would turn an all-terminal rule back into one greedy token.
-                return _group(self.expr(target, False))
+                return group(self.expr(target, False))
             name = self.fresh(node.name)
             self._ref_names[key] = name
-            self.rules[name] = _unwrap(self.expr(target, False))
+            self.rules[name] = unwrap(self.expr(target, False))
         return name
 
     def _has_split(self, node: Parser, seen: set[int]) -> bool:
@@ -260,7 +254,7 @@ class _Emitter:
         key = tuple(sorted(set(delimiters)))
         name = self._until_names.get(key)
         if name is None:
-            base = self.fresh("until-" + "-".join(sanitize(d) for d in key)[:40])
+            base = self.fresh("until-" + "-".join(rule_name(d) for d in key)[:40])
             self._until_names[key] = base
             del self.rules[base]
             self.add_rules(_exclusion_rules(key, base), f"until{key!r}")
@@ -285,63 +279,6 @@ class _Emitter:
         return str(root)
 
 
-def _unwrap(expr: str) -> str:
-    """A rule body without a redundant outer group: ``( a | b )`` -> ``a | b``."""
-    if not (expr.startswith("( ") and expr.endswith(" )")):
-        return expr
-    depth = 0
-    in_str = in_cls = False
-    i = 0
-    while i < len(expr):
-        ch = expr[i]
-        if ch == "\\" and (in_str or in_cls):
-            i += 2
-            continue
-        if in_str:
-            in_str = ch != '"'
-        elif in_cls:
-            in_cls = ch != "]"
-        elif ch == '"':
-            in_str = True
-        elif ch == "[":
-            in_cls = True
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0 and i != len(expr) - 1:
-                return expr  # the first group closes before the end: "( a ) ( b )"
-        i += 1
-    return expr[2:-2]
-
-
-def _group(expr: str) -> str:
-    """``expr`` as one atom: unchanged when it already is one (a name, literal, class or a
-    single balanced group), else wrapped in parentheses."""
-    if re.fullmatch(r'[a-zA-Z0-9-]+|"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]', expr):
-        return expr
-    if expr.startswith("( ") and _unwrap(expr) != expr:
-        return expr  # one group spanning the whole text, not "( a ) b ( c )"
-    return f"( {expr} )"
-
-
-def _quantified(atom: str, lo: int, hi: int | None) -> str:
-    atom = _group(atom)
-    if (lo, hi) == (1, 1):
-        return atom
-    if (lo, hi) == (0, None):
-        return f"{atom}*"
-    if (lo, hi) == (1, None):
-        return f"{atom}+"
-    if (lo, hi) == (0, 1):
-        return f"{atom}?"
-    if hi is None:
-        return f"{atom}{{{lo},}}"
-    if hi == 0:
-        return '""'
-    return f"{atom}{{{lo},{hi}}}"
-
-
 def _single_chars(node: Parser) -> CharSet | None:
     """The set of characters a node matches when it always matches exactly one character."""
     if isinstance(node, Chars) and node.min == 1 and node.max == 1:
@@ -353,7 +290,7 @@ def _single_chars(node: Parser) -> CharSet | None:
         sets = [_single_chars(a) for a in node.alternatives]
         if any(s is None or s.negated for s in sets):
             return None
-        return CharSet(merge_ranges([r for s in sets if s for r in s.ranges]))
+        return CharSet.union(r for s in sets if s for r in s.ranges)
     return None
 
 
@@ -363,18 +300,8 @@ def _class_difference(excluded: Parser, following: Parser) -> str | None:
     if ex is None or base is None or ex.negated:
         return None
     if base.negated:
-        return CharSet(merge_ranges([*base.ranges, *ex.ranges]), negated=True).gbnf()
-    kept: list[tuple[int, int]] = []
-    for lo, hi in base.ranges:
-        cur = lo
-        for elo, ehi in ex.ranges:
-            if ehi < cur or elo > hi:
-                continue
-            if elo > cur:
-                kept.append((cur, elo - 1))
-            cur = max(cur, ehi + 1)
-        if cur <= hi:
-            kept.append((cur, hi))
+        return CharSet.union([*base.ranges, *ex.ranges], negated=True).gbnf()
+    kept = subtract_ranges(base.ranges, ex.ranges)
     if not kept:
         raise GrammarError(f"negate({excluded!r}) + {following!r} matches nothing")
     return CharSet(tuple(kept)).gbnf()
@@ -398,8 +325,8 @@ def _exclusion_body(node: Parser) -> tuple[str, ...] | None:
 
 def _char_choice(chs: list[str]) -> str:
     if len(chs) == 1:
-        return gbnf_literal(chs[0])
-    return CharSet(merge_ranges([(ord(c), ord(c)) for c in chs])).gbnf()
+        return literal(chs[0])
+    return CharSet.union((ord(c), ord(c)) for c in chs).gbnf()
 
 
 def _exclusion_rules(delims: tuple[str, ...], base: str) -> dict[str, str]:
@@ -481,7 +408,7 @@ def _exclusion_rules(delims: tuple[str, ...], base: str) -> dict[str, str]:
         # Every character outside the alphabet goes back to the start state.
         to_start = set(by_target.pop(0, []))
         others = [c for c in alphabet if c not in to_start]
-        negated = CharSet(merge_ranges([(ord(c), ord(c)) for c in others]), negated=True)
+        negated = CharSet.union(((ord(c), ord(c)) for c in others), negated=True)
         alts.append(f"{negated.gbnf()} {base}")
         for t, chs in by_target.items():
             alts.append(f"{_char_choice(chs)} {names[t]}")

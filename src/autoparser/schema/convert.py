@@ -19,17 +19,9 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from autoparser.errors import SchemaError
+from autoparser.gbnf import alternatives, char_class, literal, name_part, repeat
+from autoparser.gbnf import optional as optional_group
 from autoparser.schema.formats import FORMAT_RULES
-from autoparser.schema.gbnf import (
-    alternatives,
-    char_class,
-    json_literal,
-    literal,
-    merge_ranges,
-    repeat,
-    rule_name_part,
-)
-from autoparser.schema.gbnf import optional as optional_group
 from autoparser.schema.ranges import integer_range, number_range
 from autoparser.schema.regex import DOT_RULE, translate_pattern
 
@@ -165,7 +157,7 @@ class _Converter:
     # ----------------------------------------------------------------- rule bookkeeping
     def name(self, hint: str) -> str:
         """A fresh rule name under the prefix, reserved at once."""
-        base = f"{self.prefix}-{rule_name_part(hint)}"
+        base = f"{self.prefix}-{name_part(hint) or 'x'}"
         candidate, counter = base, 2
         while candidate in self.rules or _may_be_shared(candidate):
             candidate = f"{base}-{counter}"
@@ -656,7 +648,7 @@ class _Converter:
                 return f"( {char}+ {quote} )" if options == [] else quote
             raw = [(ord(u), ord(u)) for u in firsts if len(u) == 1]
             plain = [(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), *raw]
-            options.append(f"{char_class(merge_ranges(plain), negated=True)} {char}* {quote}")
+            options.append(f"{char_class(plain, negated=True)} {char}* {quote}")
             escapes = [
                 e
                 for e in '"\\/bfnrt'
@@ -814,6 +806,11 @@ def _may_be_shared(name: str) -> bool:
         or rest.startswith("fmt-")
         or rest.endswith(_SHARED_SUFFIXES)
     )
+
+
+def json_literal(value: object) -> str:
+    """A GBNF literal for the compact JSON text of a scalar (non-ASCII kept literal)."""
+    return literal(json.dumps(value, ensure_ascii=False))
 
 
 def _child(hint: str, name: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from autoparser.schema.gbnf import alternatives, literal, optional
+from autoparser.gbnf import alternatives, literal, optional
 
 _DIGIT = "[0-9]"
 _FRACTION = '( "." [0-9]+ )'

@@ -14,10 +14,18 @@ import re
 from functools import lru_cache
 
 from autoparser.errors import SchemaError
-from autoparser.schema.gbnf import alternatives, char_class, literal, merge_ranges, repeat
+from autoparser.gbnf import (
+    MAX_CODE,
+    SURROGATES,
+    alternatives,
+    char_class,
+    literal,
+    merge_ranges,
+    repeat,
+    subtract_ranges,
+    without_surrogates,
+)
 
-MAX_CODE = 0x10FFFF
-_SURROGATES = (0xD800, 0xDFFF)
 # Characters that never appear raw inside a JSON string.
 _JSON_SPECIAL = merge_ranges([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)])
 
@@ -31,13 +39,13 @@ def python_class(escape: str) -> list[tuple[int, int]]:
     """
     runs = re.finditer(f"\\{escape}+", _all_scalars())
     ranges = [(ord(m.group()[0]), ord(m.group()[-1])) for m in runs]
-    return _without_surrogates(merge_ranges(ranges))
+    return without_surrogates(ranges)
 
 
 @lru_cache(maxsize=1)
 def _all_scalars() -> str:
-    low = "".join(map(chr, range(_SURROGATES[0])))
-    return low + "".join(map(chr, range(_SURROGATES[1] + 1, MAX_CODE + 1)))
+    low = "".join(map(chr, range(SURROGATES[0])))
+    return low + "".join(map(chr, range(SURROGATES[1] + 1, MAX_CODE + 1)))
 
 
 _CONTROL_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0"}
@@ -47,50 +55,8 @@ ANY_TEXT = "json-char*"
 
 
 def complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Code points outside `ranges` (merged input), surrogates excluded."""
-    out: list[tuple[int, int]] = []
-    start = 0
-    for lo, hi in merge_ranges(ranges):
-        if lo > start:
-            out.append((start, lo - 1))
-        start = hi + 1
-    if start <= MAX_CODE:
-        out.append((start, MAX_CODE))
-    return _without_surrogates(out)
-
-
-def _without_surrogates(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for lo, hi in ranges:
-        if hi < _SURROGATES[0] or lo > _SURROGATES[1]:
-            out.append((lo, hi))
-            continue
-        if lo < _SURROGATES[0]:
-            out.append((lo, _SURROGATES[0] - 1))
-        if hi > _SURROGATES[1]:
-            out.append((_SURROGATES[1] + 1, hi))
-    return out
-
-
-def _subtract(
-    ranges: list[tuple[int, int]], remove: list[tuple[int, int]]
-) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for lo, hi in ranges:
-        pieces = [(lo, hi)]
-        for rlo, rhi in remove:
-            next_pieces = []
-            for plo, phi in pieces:
-                if rhi < plo or rlo > phi:
-                    next_pieces.append((plo, phi))
-                    continue
-                if plo < rlo:
-                    next_pieces.append((plo, rlo - 1))
-                if phi > rhi:
-                    next_pieces.append((rhi + 1, phi))
-            pieces = next_pieces
-        out += pieces
-    return out
+    """Code points outside `ranges`, surrogates excluded."""
+    return without_surrogates(subtract_ranges([(0, MAX_CODE)], ranges))
 
 
 def _escaped(code: int) -> str:
@@ -103,15 +69,15 @@ def set_expression(ranges: list[tuple[int, int]], *, negated: bool = False) -> s
     ranges = merge_ranges(ranges)
     options: list[str] = []
     if negated:
-        options.append(char_class(merge_ranges(ranges + _JSON_SPECIAL), negated=True))
-        special = _subtract(_JSON_SPECIAL, ranges)
+        options.append(char_class(ranges + _JSON_SPECIAL, negated=True))
+        special = subtract_ranges(_JSON_SPECIAL, ranges)
     else:
-        plain = _without_surrogates(_subtract(ranges, _JSON_SPECIAL))
+        plain = without_surrogates(subtract_ranges(ranges, _JSON_SPECIAL))
         if len(plain) == 1 and plain[0][0] == plain[0][1]:
             options.append(literal(chr(plain[0][0])))
         elif plain:
             options.append(char_class(plain))
-        special = _subtract(ranges, _subtract(ranges, _JSON_SPECIAL))
+        special = subtract_ranges(ranges, subtract_ranges(ranges, _JSON_SPECIAL))
     for lo, hi in special:
         options += [_escaped(code) for code in range(lo, hi + 1)]
     if not options:
@@ -145,14 +111,14 @@ class _PatternParser:
             branches.append(self.branch(top=True))
         if self.pos < len(self.text):
             raise self.fail("unbalanced ')'")
-        return "( " + " | ".join(dict.fromkeys(branches)) + " )"
+        return alternatives(branches)
 
     def alternation(self) -> str:
         branches = [self.branch(top=False)]
         while self.peek() == "|":
             self.pos += 1
             branches.append(self.branch(top=False))
-        return "( " + " | ".join(dict.fromkeys(branches)) + " )"
+        return alternatives(branches)
 
     def branch(self, *, top: bool) -> str:
         items: list[str] = []
@@ -306,7 +272,7 @@ class _PatternParser:
             code = int(digits, 16)
         except ValueError:
             raise self.fail(f"bad '\\{kind}' escape") from None
-        if code > MAX_CODE or _SURROGATES[0] <= code <= _SURROGATES[1]:
+        if code > MAX_CODE or SURROGATES[0] <= code <= SURROGATES[1]:
             raise self.fail("escape outside Unicode scalar values")
         return code
 

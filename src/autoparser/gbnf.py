@@ -1,0 +1,242 @@
+"""GBNF text primitives shared by the PEG emitter and the schema converter.
+
+Portable means accepted unchanged by llama.cpp, xgrammar and llguidance: only the escapes
+all three know (`\\\\`, `\\"`, `\\n`, `\\r`, `\\t`, `\\xNN`), non-ASCII as literal UTF-8
+(never `\\u`), `""` rather than an empty alternative, repetition bounds always with a
+lower bound, rule names of lowercase letters, digits and '-'. Expressions are plain
+strings; every function here returns text that is safe to place in a sequence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from autoparser.errors import GrammarError
+
+MAX_CODE = 0x10FFFF
+SURROGATES = (0xD800, 0xDFFF)
+
+ANY_CHAR = "( [\\x00-\\x7F] | [^\\x00-\\x7F] )"
+"""Any one character: `[^]` is not portable, so ASCII or not-ASCII."""
+
+_ESCAPES = {ord("\\"): "\\\\", ord('"'): '\\"', ord("\n"): "\\n", ord("\r"): "\\r"}
+_ESCAPES[ord("\t")] = "\\t"
+for _code in [*range(0x20), 0x7F]:
+    _ESCAPES.setdefault(_code, f"\\x{_code:02X}")
+
+# Inside a class every character that is special to some engine's class syntax is written
+# as a hex escape, which all of them decode to the plain character.
+_CLASS_SPECIAL = frozenset('\\]^-["/')
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+# --- escaping ------------------------------------------------------------------------------
+
+
+def literal(text: str) -> str:
+    """A GBNF string literal matching exactly `text` (`""` for the empty string)."""
+    bad = _LONE_SURROGATE.search(text)
+    if bad:
+        raise GrammarError(f"lone surrogate U+{ord(bad.group()):04X} cannot be written in GBNF")
+    return '"' + text.translate(_ESCAPES) + '"'
+
+
+def class_char(code: int) -> str:
+    """One code point as it may appear inside a GBNF character class."""
+    if SURROGATES[0] <= code <= SURROGATES[1]:
+        raise GrammarError(f"lone surrogate U+{code:04X} cannot be written in GBNF")
+    if code < 0x20 or code == 0x7F:
+        return _ESCAPES[code]
+    if chr(code) in _CLASS_SPECIAL:
+        return f"\\x{code:02X}"
+    return chr(code)
+
+
+# --- code-point ranges and character classes -----------------------------------------------
+
+
+def merge_ranges(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted, non-overlapping, non-adjacent inclusive ranges."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            if hi > out[-1][1]:
+                out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def subtract_ranges(
+    ranges: Iterable[tuple[int, int]], remove: Iterable[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """The code points of `ranges` outside `remove`, as merged ranges."""
+    cut = merge_ranges(remove)
+    out: list[tuple[int, int]] = []
+    first = 0
+    for lo, hi in merge_ranges(ranges):
+        while first < len(cut) and cut[first][1] < lo:
+            first += 1
+        index = first
+        while index < len(cut) and cut[index][0] <= hi:
+            cut_lo, cut_hi = cut[index]
+            if cut_lo > lo:
+                out.append((lo, cut_lo - 1))
+            lo = max(lo, cut_hi + 1)
+            index += 1
+        if lo <= hi:
+            out.append((lo, hi))
+    return out
+
+
+def without_surrogates(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """`ranges` minus the surrogate block, which UTF-8 text never contains."""
+    return subtract_ranges(ranges, [SURROGATES])
+
+
+def char_class(ranges: Iterable[tuple[int, int]], *, negated: bool = False) -> str:
+    """A GBNF class `[...]` (or `[^...]`) from inclusive code-point ranges.
+
+    Surrogates are left out; an empty negated class is written as ANY_CHAR, an empty
+    class (which matches nothing) raises GrammarError.
+    """
+    parts = []
+    for lo, hi in without_surrogates(ranges):
+        if lo == hi:
+            parts.append(class_char(lo))
+        elif hi == lo + 1:
+            parts.append(class_char(lo) + class_char(hi))
+        else:
+            parts.append(f"{class_char(lo)}-{class_char(hi)}")
+    if not parts:
+        if negated:
+            return ANY_CHAR
+        raise GrammarError("an empty character class cannot be expressed in GBNF")
+    return ("[^" if negated else "[") + "".join(parts) + "]"
+
+
+# --- grouping ------------------------------------------------------------------------------
+
+# One lexical piece of an expression: a literal, a class, a parenthesis, a separator (space
+# or bar) or a run of anything else (a name, a quantifier).
+_PIECE = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|[()| ]|[^"\[()| ]+', re.DOTALL)
+_SIMPLE_ATOM = re.compile(r'[a-zA-Z0-9-]+|"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]', re.DOTALL)
+
+
+def _outline(expr: str) -> tuple[int, bool]:
+    """(end of the first top-level group or -1, whether a space or bar is outside groups)."""
+    depth = 0
+    first_end = -1
+    separated = False
+    for piece in _PIECE.finditer(expr):
+        text = piece.group()
+        if text == "(":
+            depth += 1
+        elif text == ")":
+            depth -= 1
+            if depth == 0 and first_end < 0:
+                first_end = piece.end()
+        elif depth == 0 and text in (" ", "|"):
+            separated = True
+    return first_end, separated
+
+
+def unwrap(expr: str) -> str:
+    """`expr` without a redundant outer group: ``( a | b )`` -> ``a | b``.
+
+    ``( a ) ( b )`` stays: its first group closes before the end.
+    """
+    if expr.startswith("( ") and expr.endswith(" )") and _outline(expr)[0] == len(expr):
+        return expr[2:-2]
+    return expr
+
+
+def group(expr: str) -> str:
+    """`expr` as one atom: unchanged when it already is one (a name, literal, class or a
+    single group spanning the whole text), else wrapped in parentheses."""
+    if _SIMPLE_ATOM.fullmatch(expr) or unwrap(expr) != expr:
+        return expr
+    return f"( {expr} )"
+
+
+def alternatives(options: Sequence[str]) -> str:
+    """`( a | b )`, or the single option itself; duplicates dropped, order kept."""
+    unique = list(dict.fromkeys(options))
+    if not unique:
+        raise ValueError("no alternatives")
+    if len(unique) == 1:
+        return unique[0]
+    return "( " + " | ".join(unique) + " )"
+
+
+# --- repetition ----------------------------------------------------------------------------
+
+
+def _quantified_group(atom: str) -> str | None:
+    """The inside of `( X+ )`-like groups (one quantified atom), else None.
+
+    llguidance's GBNF import drops such parentheses and then writes `X+?`, which it cannot
+    read back; repeat() rewrites these groups instead of quantifying them.
+    """
+    if not (atom.startswith("( ") and atom.endswith(" )")):
+        return None
+    inner = atom[2:-2]
+    if not inner.endswith(("+", "*", "?", "}")) or _outline(inner)[1]:
+        return None
+    return inner
+
+
+def repeat(item: str, low: int, high: int | None) -> str:
+    """`item` repeated low..high times (high None: unbounded), bounds always with a low."""
+    if high is not None and high < low:
+        raise ValueError(f"empty repetition {low}..{high}")
+    if high == 0:
+        return '""'
+    atom = group(item)
+    if (low, high) == (1, 1):
+        return atom
+    inner = _quantified_group(atom)
+    if inner is not None:
+        if (low, high) == (0, 1):
+            if inner.endswith("+"):
+                return inner[:-1] + "*"
+            if inner.endswith(("*", "?")):
+                return inner
+            return f'( "" | {inner} )'
+        atom = f'( {inner} "" )'  # a sequence keeps its parentheses in every engine
+    if high is None:
+        return {0: f"{atom}*", 1: f"{atom}+"}.get(low, f"{atom}{{{low},}}")
+    if (low, high) == (0, 1):
+        return f"{atom}?"
+    if high == low:
+        return f"{atom}{{{low}}}"
+    return f"{atom}{{{low},{high}}}"
+
+
+def optional(expr: str) -> str:
+    """`expr` or nothing, written so every engine reads it."""
+    return repeat(expr, 0, 1)
+
+
+# --- rule names ----------------------------------------------------------------------------
+
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+_NAME_JUNK = re.compile(r"[^A-Za-z0-9]+")
+
+
+def name_part(text: str) -> str:
+    """`text` as lowercase letters, digits and single dashes (maybe empty), for rule names.
+
+    Lowercase because llguidance folds names to snake case: distinct names here must stay
+    distinct there. camelCase words are split with a dash.
+    """
+    return _NAME_JUNK.sub("-", _CAMEL.sub(r"\1-\2", text)).strip("-").lower()
+
+
+def rule_name(text: str) -> str:
+    """A whole GBNF rule name from `text`: name_part(), starting with a letter."""
+    name = name_part(text)
+    if name[:1].isdigit():
+        name = "r-" + name  # some engines want a letter first
+    return name or "rule"
