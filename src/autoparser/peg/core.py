@@ -581,21 +581,30 @@ class Choice(Parser):
         return "choice(" + ", ".join(map(repr, self.alternatives)) + ")"
 
 
-class Repeat(Parser):
-    """Greedy repetition between min and max times (max None: unbounded)."""
+class _Wrapper(Parser):
+    """A node with one child."""
 
-    __slots__ = ("child", "max", "min")
+    __slots__ = ("child",)
 
-    def __init__(self, child: Parser, min: int, max: int | None) -> None:
+    def __init__(self, child: Parser) -> None:
         super().__init__()
-        if min < 0 or (max is not None and max < min):
-            raise GrammarError(f"repeat: invalid bounds {{{min},{max}}}")
         self.child = child
-        self.min = min
-        self.max = max
 
     def children(self) -> tuple[Parser, ...]:
         return (self.child,)
+
+
+class Repeat(_Wrapper):
+    """Greedy repetition between min and max times (max None: unbounded)."""
+
+    __slots__ = ("max", "min")
+
+    def __init__(self, child: Parser, min: int, max: int | None) -> None:
+        super().__init__(child)
+        if min < 0 or (max is not None and max < min):
+            raise GrammarError(f"repeat: invalid bounds {{{min},{max}}}")
+        self.min = min
+        self.max = max
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         # Iterations whose results were final are not replayed on the next incremental
@@ -642,17 +651,10 @@ class Repeat(Parser):
         return f"repeat({self.child!r}, {self.min}, {self.max})"
 
 
-class Peek(Parser):
+class Peek(_Wrapper):
     """Positive lookahead: succeeds where the child does, consuming nothing."""
 
-    __slots__ = ("child",)
-
-    def __init__(self, child: Parser) -> None:
-        super().__init__()
-        self.child = child
-
-    def children(self) -> tuple[Parser, ...]:
-        return (self.child,)
+    __slots__ = ()
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         st, _e, _ns, h, _cl = ctx.run(self.child, pos)
@@ -662,17 +664,10 @@ class Peek(Parser):
         return f"peek({self.child!r})"
 
 
-class Negate(Parser):
+class Negate(_Wrapper):
     """Negative lookahead: succeeds where the child fails, consuming nothing."""
 
-    __slots__ = ("child",)
-
-    def __init__(self, child: Parser) -> None:
-        super().__init__()
-        self.child = child
-
-    def children(self) -> tuple[Parser, ...]:
-        return (self.child,)
+    __slots__ = ()
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         st, _e, _ns, h, _cl = ctx.run(self.child, pos)
@@ -684,17 +679,6 @@ class Negate(Parser):
 
     def __repr__(self) -> str:
         return f"negate({self.child!r})"
-
-
-class _Wrapper(Parser):
-    __slots__ = ("child",)
-
-    def __init__(self, child: Parser) -> None:
-        super().__init__()
-        self.child = child
-
-    def children(self) -> tuple[Parser, ...]:
-        return (self.child,)
 
 
 class Tag(_Wrapper):

@@ -9,7 +9,7 @@ anything else raises GrammarError naming the node.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +48,7 @@ from autoparser.peg.core import (
 )
 
 TRIGGER_KINDS = ("word", "pattern", "pattern_full", "token")
+_TRANSPARENT = (Tag, Atomic, TriggerMark)  # wrappers that match exactly what their child does
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,7 @@ class _Emitter:
                 return self.until(body)
             inner = self.expr(node.child, False)
             return repeat(inner, node.min, node.max)
-        if isinstance(node, (Tag, Atomic, TriggerMark)):
+        if isinstance(node, _TRANSPARENT):
             return self.expr(node.child, tail)
         if isinstance(node, Ref):
             return self.ref(node)
@@ -233,7 +234,7 @@ class _Emitter:
         name = self._ref_names.get(key)
         if name is None:
             target = node.target()
-            if _is_lexeme(target, set()) and self._has_split(target, set()):
+            if _is_lexeme(target, set()) and self._has_split(target):
                 # llguidance would turn an all-terminal rule back into one greedy token.
                 return group(self.expr(target, False))
             name = self.fresh(node.name)
@@ -241,14 +242,12 @@ class _Emitter:
             self.rules[name] = unwrap(self.expr(target, False))
         return name
 
-    def _has_split(self, node: Parser, seen: set[int]) -> bool:
-        if node._uid in seen:
-            return False
-        seen.add(node._uid)
-        if isinstance(node, Literal):
-            return len(node.value) > 1 and node.value[0] in self.split_heads
-        kids = (node.target(),) if isinstance(node, Ref) else node.children()
-        return any(self._has_split(k, seen) for k in kids)
+    def _has_split(self, node: Parser) -> bool:
+        """Whether a literal reachable from node is written one character per string."""
+        return any(
+            isinstance(n, Literal) and len(n.value) > 1 and n.value[0] in self.split_heads
+            for n in _walk(node)
+        )
 
     def until(self, delimiters: tuple[str, ...]) -> str:
         key = tuple(sorted(set(delimiters)))
@@ -416,9 +415,14 @@ def _exclusion_rules(delims: tuple[str, ...], base: str) -> dict[str, str]:
     return rules
 
 
-def _walk(root: Parser) -> list[Parser]:
-    """Every node reachable from root, following rule references."""
-    out: list[Parser] = []
+def _successors(node: Parser) -> tuple[Parser, ...]:
+    """A node's children; a rule reference leads to the rule's body."""
+    return (node.target(),) if isinstance(node, Ref) else node.children()
+
+
+def _walk(root: Parser, stop: type[Parser] | None = None) -> Iterator[Parser]:
+    """Every node reachable from root, depth-first in order, following rule references;
+    nodes of type `stop` are yielded but not entered."""
     seen: set[int] = set()
     stack = [root]
     while stack:
@@ -426,9 +430,9 @@ def _walk(root: Parser) -> list[Parser]:
         if node._uid in seen:
             continue
         seen.add(node._uid)
-        out.append(node)
-        stack.extend((node.target(),) if isinstance(node, Ref) else node.children())
-    return out
+        yield node
+        if stop is None or not isinstance(node, stop):
+            stack.extend(reversed(_successors(node)))
 
 
 def _delimiter_heads(root: Parser) -> frozenset[str]:
@@ -467,22 +471,7 @@ def _is_lexeme(node: Parser, visiting: set[int]) -> bool:
 
 def _find_triggers(root: Parser) -> list[TriggerMark]:
     """Trigger nodes reachable from root (following rule references), in order."""
-    found: list[TriggerMark] = []
-    seen: set[int] = set()
-    stack: list[Parser] = [root]
-    while stack:
-        node = stack.pop()
-        if node._uid in seen:
-            continue
-        seen.add(node._uid)
-        if isinstance(node, TriggerMark):
-            found.append(node)
-            continue
-        kids: tuple[Parser, ...] = node.children()
-        if isinstance(node, Ref):
-            kids = (node.target(),)
-        stack.extend(reversed(kids))
-    return found
+    return [n for n in _walk(root, stop=TriggerMark) if isinstance(n, TriggerMark)]
 
 
 def _leading_words(node: Parser, trig: TriggerMark) -> list[Trigger]:
@@ -491,7 +480,7 @@ def _leading_words(node: Parser, trig: TriggerMark) -> list[Trigger]:
         return [Trigger("token", node.value)]
     if isinstance(node, Literal) and node.value:
         return [Trigger("word", node.value)]
-    if isinstance(node, (Tag, Atomic, TriggerMark)):
+    if isinstance(node, _TRANSPARENT):
         return _leading_words(node.child, trig)
     if isinstance(node, Ref):
         return _leading_words(node.target(), trig)
@@ -513,7 +502,7 @@ def _leading_pattern(node: Parser) -> str | None:
     queue: list[Parser] = [node]
     while queue:
         item = queue.pop(0)
-        if isinstance(item, (Tag, Atomic, TriggerMark)):
+        if isinstance(item, _TRANSPARENT):
             queue.insert(0, item.child)
         elif isinstance(item, Ref):
             queue.insert(0, item.target())

@@ -29,6 +29,8 @@ _FAST_ATTEMPTS = 4  # C-decoder tries per scan for nested values (see scan)
 
 # What the scanner expects next.
 VALUE, VALUE_OR_CLOSE, KEY_OR_CLOSE, KEY, COLON, COMMA_OR_CLOSE = range(6)
+_MAY_CLOSE = frozenset((VALUE_OR_CLOSE, KEY_OR_CLOSE, COMMA_OR_CLOSE))
+_CLOSER = {"{": "}", "[": "]"}
 
 KINDS = ("value", "object", "array", "string", "number", "literal")
 _EMPTY_CLOSER = {
@@ -171,45 +173,33 @@ def scan(
         if p >= n:
             return _incomplete(partial, ScanState(p, stack, expect, ""), kind, None, n, known)
         c = text[p]
+        if c in "}]" and expect in _MAY_CLOSE and stack is not None and c == _CLOSER[stack[0]]:
+            # The innermost container ends: after a member or element, or at once if empty.
+            stack = stack[1]
+            p += 1
+            if stack is None:
+                return ScanResult(OK, p, False, "", None)
+            expect = COMMA_OR_CLOSE
+            continue
         if expect == COMMA_OR_CLOSE:
             assert stack is not None
-            if c == ",":
-                expect = KEY if stack[0] == "{" else VALUE
-                p += 1
-            elif c == ("}" if stack[0] == "{" else "]"):
-                stack = stack[1]
-                p += 1
-                if stack is None:
-                    return ScanResult(OK, p, False, "", None)
-            else:
+            if c != ",":
                 return ScanResult(FAIL, p, False, "", None)
+            expect = KEY if stack[0] == "{" else VALUE
+            p += 1
         elif expect == COLON:
             if c != ":":
                 return ScanResult(FAIL, p, False, "", None)
             expect = VALUE
             p += 1
         elif expect in (KEY, KEY_OR_CLOSE):
-            if c == "}" and expect == KEY_OR_CLOSE:
-                assert stack is not None
-                stack = stack[1]
-                p += 1
-                if stack is None:
-                    return ScanResult(OK, p, False, "", None)
-                expect = COMMA_OR_CLOSE
-            elif c in sq:
+            if c in sq:
                 quote = c
                 p += 1
             else:
                 return ScanResult(FAIL, p, False, "", None)
         else:  # VALUE or VALUE_OR_CLOSE
-            if c == "]" and expect == VALUE_OR_CLOSE:
-                assert stack is not None
-                stack = stack[1]
-                p += 1
-                if stack is None:
-                    return ScanResult(OK, p, False, "", None)
-                expect = COMMA_OR_CLOSE
-            elif c in "{[":
+            if c in "{[":
                 if attempts > 0 and stack is not None:
                     # Skip a complete nested value at C speed; only the path to the end of
                     # a truncated document is scanned here. Failed attempts cost a C scan
@@ -294,14 +284,14 @@ def _stack_closing(stack: Stack, known: tuple[Stack, str]) -> str:
     skip = 0
     while depth > ref_depth:
         assert stack is not None
-        parts.append("}" if stack[0] == "{" else "]")
+        parts.append(_CLOSER[stack[0]])
         stack, depth = stack[1], depth - 1
     while ref_depth > depth:
         assert ref is not None
         ref, ref_depth, skip = ref[1], ref_depth - 1, skip + 1
     while stack is not ref:
         assert stack is not None and ref is not None
-        parts.append("}" if stack[0] == "{" else "]")
+        parts.append(_CLOSER[stack[0]])
         stack, ref, skip = stack[1], ref[1], skip + 1
     return "".join(parts) + ref_closing[skip:]
 
