@@ -10,7 +10,7 @@ strings; every function here returns text that is safe to place in a sequence.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from autoparser.errors import GrammarError
 
@@ -29,6 +29,12 @@ for _code in [*range(0x20), 0x7F]:
 # as a hex escape, which all of them decode to the plain character.
 _CLASS_SPECIAL = frozenset('\\]^-["/')
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+JSON_CHAR = r'[^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )'
+"""One character of JSON string content (RFC 8259): a plain character or an escape."""
+JSON_NUMBER = '"-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?'
+"""A JSON number (RFC 8259)."""
 
 
 # --- escaping ------------------------------------------------------------------------------
@@ -217,6 +223,23 @@ def repeat(item: str, low: int, high: int | None) -> str:
 def optional(expr: str) -> str:
     """`expr` or nothing, written so every engine reads it."""
     return repeat(expr, 0, 1)
+
+
+# --- rules -----------------------------------------------------------------------------------
+
+
+def rules_text(rules: Mapping[str, str]) -> str:
+    """GBNF lines `name ::= body`, one per rule, in the mapping's order."""
+    return "".join(f"{name} ::= {body}\n" for name, body in rules.items())
+
+
+def fresh_name(base: str, taken: Callable[[str], bool]) -> str:
+    """`base`, or `base-2`, `base-3`... : the first name that is not taken."""
+    name, counter = base, 2
+    while taken(name):
+        name = f"{base}-{counter}"
+        counter += 1
+    return name
 
 
 # --- rule names ----------------------------------------------------------------------------

@@ -16,11 +16,15 @@ from typing import Any
 from autoparser.errors import GrammarError
 from autoparser.gbnf import (
     ANY_CHAR,
+    JSON_CHAR,
+    JSON_NUMBER,
     alternatives,
+    fresh_name,
     group,
     literal,
     repeat,
     rule_name,
+    rules_text,
     subtract_ranges,
     unwrap,
 )
@@ -101,13 +105,13 @@ _JSON_RULES = """\
 {p}member ::= {p}string {p}ws ":" {p}ws {p}value {p}ws
 {p}array ::= "[" {p}ws ( {p}value {p}ws ( "," {p}ws {p}value {p}ws )* )? "]"
 {p}string ::= {dq}{sq}
-{p}char ::= [^"\\\\\\x00-\\x1F] | "\\\\" ( ["\\\\/bfnrt] | "u" [0-9a-fA-F]{{4,4}} )
-{p}number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
+{p}char ::= {char}
+{p}number ::= {number}
 {p}literal ::= "true" | "false" | "null"
 {p}ws ::= [ \\t\\n\\r]*
 """
 _SQ_RULE = """\
-{p}sqchar ::= [^'\\\\\\x00-\\x1F] | "\\\\" ( ['"\\\\/bfnrt] | "u" [0-9a-fA-F]{{4,4}} )
+{p}sqchar ::= [^'\\\\\\x00-\\x1F] | "\\\\" ( ['"\\\\/bfnrt] | "u" [0-9a-fA-F]{{4}} )
 """
 
 
@@ -115,7 +119,7 @@ def _json_rules(single_quotes: bool) -> dict[str, str]:
     p = "rfc-pyjson-" if single_quotes else "rfc-json-"
     dq = f'"\\"" {p}char* "\\""'
     sq = f' | "\'" {p}sqchar* "\'"' if single_quotes else ""
-    text = _JSON_RULES.format(p=p, dq=dq, sq=sq)
+    text = _JSON_RULES.format(p=p, dq=dq, sq=sq, char=JSON_CHAR, number=JSON_NUMBER)
     if single_quotes:
         text += _SQ_RULE.format(p=p)
     rules: dict[str, str] = {}
@@ -141,16 +145,10 @@ class _Emitter:
         self._schema_names: dict[int, str] = {}
 
     def render(self) -> str:
-        ordered = {"root": self.rules["root"], **self.rules}
-        return "".join(f"{name} ::= {body}\n" for name, body in ordered.items())
+        return rules_text({"root": self.rules["root"], **self.rules})
 
     def fresh(self, base: str) -> str:
-        base = rule_name(base)
-        name = base
-        i = 2
-        while name in self.rules or name == "root":
-            name = f"{base}-{i}"
-            i += 1
+        name = fresh_name(rule_name(base), lambda n: n in self.rules or n == "root")
         self.rules[name] = ""  # reserve
         return name
 

@@ -19,7 +19,17 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from autoparser.errors import SchemaError
-from autoparser.gbnf import alternatives, char_class, literal, name_part, repeat
+from autoparser.gbnf import (
+    JSON_CHAR,
+    JSON_NUMBER,
+    alternatives,
+    char_class,
+    fresh_name,
+    literal,
+    name_part,
+    repeat,
+    rules_text,
+)
 from autoparser.gbnf import optional as optional_group
 from autoparser.schema.formats import FORMAT_RULES
 from autoparser.schema.ranges import integer_range, number_range
@@ -56,11 +66,10 @@ _TYPE_KEYWORDS = {
 }
 _PREFIX_OK = re.compile(r"[A-Za-z][A-Za-z0-9-]*\Z")
 
-JSON_CHAR = r'[^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )'
 PRIMITIVE_RULES: dict[str, str] = {
     "json-char": JSON_CHAR,
     "json-string": '"\\"" json-char* "\\""',
-    "json-number": '"-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?',
+    "json-number": JSON_NUMBER,
     "json-integer": '"-"? ( "0" | [1-9] [0-9]* )',
     "json-boolean": '"true" | "false"',
     "json-null": '"null"',
@@ -100,7 +109,7 @@ class SchemaRules:
 
     def gbnf(self) -> str:
         """The rules as GBNF lines (no `root` rule)."""
-        return "".join(f"{name} ::= {body}\n" for name, body in self.rules.items())
+        return rules_text(self.rules)
 
 
 def _resolve_whitespace(spec: WhitespaceSpec) -> Whitespace:
@@ -158,12 +167,9 @@ class _Converter:
     def name(self, hint: str) -> str:
         """A fresh rule name under the prefix, reserved at once."""
         base = f"{self.prefix}-{name_part(hint) or 'x'}"
-        candidate, counter = base, 2
-        while candidate in self.rules or _may_be_shared(candidate):
-            candidate = f"{base}-{counter}"
-            counter += 1
-        self.rules[candidate] = ""
-        return candidate
+        name = fresh_name(base, lambda n: n in self.rules or _may_be_shared(n))
+        self.rules[name] = ""
+        return name
 
     def define(self, hint: str, body: str) -> str:
         name = self.name(hint)
