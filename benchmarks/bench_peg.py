@@ -22,14 +22,12 @@ from autoparser.peg import (
     json_object,
     json_scan,
     json_value,
-    optional,
-    space,
     tag,
-    token,
     until,
     zero_or_more,
 )
 from autoparser.peg import end as end_of_input
+from autoparser.peg.example import chat_parser
 
 
 def best_of(fn: Callable[[], object], repeats: int) -> float:
@@ -58,21 +56,6 @@ def json_document(size: int, seed: int = 1) -> str:
         items.append(item)
         total += len(json.dumps(item)) + 2
     return json.dumps({"items": items}, indent=1, ensure_ascii=False)
-
-
-def chat_parser() -> Parser:
-    reasoning = "<think>" + tag("reasoning", until("</think>")) + "</think>"
-    call = tag(
-        "call",
-        token("<tool_call>") + space() + tag("args", json_object()) + space() + "</tool_call>",
-    )
-    return (
-        optional(reasoning)
-        + tag("content", until("<tool_call>"))
-        + zero_or_more(space() + call)
-        + space()
-        + end_of_input()
-    )
 
 
 def chat_output(size: int) -> str:
@@ -117,6 +100,20 @@ def feed_only(parser: Parser, text: str, step: int) -> None:
     for i in range(0, len(text), step):
         res = inc.feed(text[i : i + step])
     assert res.need_more_input, res
+
+
+def print_scaling(
+    label: str, run: Callable[[str], None], inputs: tuple[str, str], repeats: int, note: str
+) -> None:
+    """Time `run` on an input and on one 4x as large; print both times and their ratio."""
+    small, large = inputs
+    t_small = best_of(lambda: run(small), repeats)
+    t_large = best_of(lambda: run(large), repeats)
+    print(
+        f"incremental {label:<5} {len(small) / 1e3:5.0f} kB {t_small * 1e3:8.1f} ms, "
+        f"{len(large) / 1e3:5.0f} kB {t_large * 1e3:8.1f} ms: 4x input -> "
+        f"{t_large / t_small:5.2f}x time ({note})"
+    )
 
 
 def main() -> None:
@@ -182,25 +179,21 @@ def main() -> None:
     print(f"incremental scaling 4x input -> {t_large / t_small:5.2f}x time (linear: ~4x)")
 
     lines = zero_or_more(json_object() + "\n") + end_of_input()
-    small = jsonl(stream_size)
-    large = jsonl(stream_size * 4)
-    t_small = best_of(lambda: stream(lines, small, 4), max(1, repeats - 2))
-    t_large = best_of(lambda: stream(lines, large, 4), max(1, repeats - 2))
-    print(
-        f"incremental JSONL {len(small) / 1e3:5.0f} kB {t_small * 1e3:8.1f} ms, "
-        f"{len(large) / 1e3:5.0f} kB {t_large * 1e3:8.1f} ms: 4x input -> "
-        f"{t_large / t_small:5.2f}x time (many repetition items)"
+    print_scaling(
+        "JSONL",
+        lambda text: stream(lines, text, 4),
+        (jsonl(stream_size), jsonl(stream_size * 4)),
+        max(1, repeats - 2),
+        "many repetition items",
     )
-
     nested = tag("v", json_value())
-    small = '[{"a":' * (stream_size // 60)
-    large = '[{"a":' * (stream_size * 4 // 60)
-    t_small = best_of(lambda: feed_only(nested, small, 4), max(1, repeats - 2))
-    t_large = best_of(lambda: feed_only(nested, large, 4), max(1, repeats - 2))
-    print(
-        f"incremental deep  {len(small) / 1e3:5.0f} kB {t_small * 1e3:8.1f} ms, "
-        f"{len(large) / 1e3:5.0f} kB {t_large * 1e3:8.1f} ms: 4x input -> "
-        f"{t_large / t_small:5.2f}x time (JSON nested {len(large) // 6} deep, closer per feed)"
+    small, large = '[{"a":' * (stream_size // 60), '[{"a":' * (stream_size * 4 // 60)
+    print_scaling(
+        "deep",
+        lambda text: feed_only(nested, text, 4),
+        (small, large),
+        max(1, repeats - 2),
+        f"JSON nested {len(large) // 6} deep, closer per feed",
     )
 
 

@@ -9,8 +9,10 @@ import pytest
 
 from autoparser.errors import GrammarError
 from autoparser.peg import (
+    IncrementalParse,
     Node,
     Parser,
+    ParseResult,
     ParseStatus,
     Rules,
     any_char,
@@ -41,6 +43,7 @@ from autoparser.peg import (
     until_one_of,
     zero_or_more,
 )
+from autoparser.peg.example import chat_parser
 
 OK = ParseStatus.SUCCESS
 FAIL = ParseStatus.FAIL
@@ -431,19 +434,21 @@ def test_json_deep_nesting_never_recurses() -> None:
 # --- incremental ---------------------------------------------------------------------------
 
 
-def chat_parser() -> Parser:
-    reasoning = "<think>" + tag("reasoning", until("</think>")) + "</think>"
-    call = tag(
-        "call",
-        token("<tool_call>") + space() + tag("args", json_object()) + space() + "</tool_call>",
-    )
-    return (
-        optional(reasoning)
-        + tag("content", until("<tool_call>"))
-        + zero_or_more(space() + call)
-        + space()
-        + end()
-    )
+def feed_in_random_chunks(
+    p: Parser, text: str, rng: random.Random, longest: int
+) -> tuple[IncrementalParse, list[tuple[str, ParseResult]]]:
+    """Feed `text` in chunks of 1..longest characters, checking every result against a
+    one-shot partial parse of the same prefix; the parse and (prefix, result) per chunk."""
+    inc = p.incremental()
+    steps: list[tuple[str, ParseResult]] = []
+    i = 0
+    while i < len(text):
+        j = min(len(text), i + rng.randint(1, longest))
+        got = inc.feed(text[i:j])
+        assert got == p.parse(text[:j], partial=True), text[:j]
+        steps.append((text[:j], got))
+        i = j
+    return inc, steps
 
 
 def test_incremental_equals_one_shot_for_random_splits() -> None:
@@ -455,13 +460,7 @@ def test_incremental_equals_one_shot_for_random_splits() -> None:
     )
     rng = random.Random(7)
     for _ in range(20):
-        inc = p.incremental()
-        i = 0
-        while i < len(text):
-            j = min(len(text), i + rng.randint(1, 9))
-            got = inc.feed(text[i:j])
-            assert got == p.parse(text[:j], partial=True), text[:j]
-            i = j
+        inc, _steps = feed_in_random_chunks(p, text, rng, 9)
         assert inc.text == text
         final = inc.finish()
         assert final == p.parse(text)
@@ -506,16 +505,11 @@ def test_incremental_json_closers_across_pushes_and_pops() -> None:
     doc = '{"a": [1, {"b": [[], {"c": "x"}]}, [[[2]]]], "d": {"e": [{"f": null}]}}'
     text = "[" * 300 + doc + "]" * 300
     for _ in range(5):
-        inc = p.incremental()
-        i = 0
-        while i < len(text):
-            j = min(len(text), i + rng.randint(1, 6))
-            got = inc.feed(text[i:j])
-            assert got == p.parse(text[:j], partial=True), text[:j]
+        _inc, steps = feed_in_random_chunks(p, text, rng, 6)
+        for prefix, got in steps:
             node = got.tree.find("v")
             assert node is not None
-            json.loads(text[:j] + node.closer if not node.complete else text[:j])
-            i = j
+            json.loads(prefix + node.closer if not node.complete else prefix)
 
 
 def test_incremental_bytes_hold_split_utf8_characters() -> None:
