@@ -25,6 +25,7 @@ from autoparser.gbnf import (
     alternatives,
     char_class,
     fresh_name,
+    group,
     literal,
     name_part,
     repeat,
@@ -214,8 +215,10 @@ class _Converter:
             self.rules[value] = ""
             kv = f"{self.primitive('json-string')} {self.sep(':')} {value}"
             comma = self.sep(",")
-            self.rules[obj] = self.container("{", f"{kv} ( {comma} {kv} )*", "}", optional=True)
-            items = f"{value} ( {comma} {value} )*"
+            self.rules[obj] = self.container(
+                "{", f"{kv} {repeat(f'{comma} {kv}', 0, None)}", "}", optional=True
+            )
+            items = f"{value} {repeat(f'{comma} {value}', 0, None)}"
             self.rules[arr] = self.container("[", items, "]", optional=True)
             prims = ["json-string", "json-number", "json-boolean", "json-null"]
             self.rules[value] = " | ".join([obj, arr, *[self.primitive(p) for p in prims]])
@@ -430,10 +433,10 @@ class _Converter:
                 for k, v in value.items()
             ]
             inner = f" {self.sep(',')} ".join(items) if items else None
-            return f"( {self.container('{', inner, '}', optional=False)} )"
+            return group(self.container("{", inner, "}", optional=False))
         if isinstance(value, list):
             inner = f" {self.sep(',')} ".join(self.value_literal(v) for v in value) or None
-            return f"( {self.container('[', inner, ']', optional=False)} )"
+            return group(self.container("[", inner, "]", optional=False))
         if isinstance(value, float) and not math.isfinite(value):
             raise SchemaError(f"{value!r} is not a JSON value")
         _json_type(value)
@@ -497,11 +500,11 @@ class _Converter:
             if has_length:
                 self.unsupported("minLength/maxLength", pointer, f"format {fmt!r} combined with")
             name, body = FORMAT_RULES[fmt]
-            return f"( {quote} {self.shared(name, body)} {quote} )"
+            return group(f"{quote} {self.shared(name, body)} {quote}")
         if not has_length:
             return self.primitive("json-string")
         self.primitive("json-char")
-        return f"( {quote} {repeat('json-char', low, high)} {quote} )"
+        return group(f"{quote} {repeat('json-char', low, high)} {quote}")
 
     def count(self, node: dict[str, Any], key: str, pointer: str) -> int | None:
         value = node.get(key)
@@ -612,9 +615,9 @@ class _Converter:
         comma = self.sep(",")
         if members:
             # required keys first, then each optional key at most once, in order
-            groups = [f"( {comma} {item} )?" for item in optional]
+            groups = [optional_group(f"{comma} {item}") for item in optional]
             if extra_member is not None:
-                groups.append(f"( {comma} {extra_member} )*")
+                groups.append(repeat(f"{comma} {extra_member}", 0, None))
             inner = _seq(f" {comma} ".join(members), *groups)
             return self.define(hint or "object", self.container("{", inner, "}", optional=False))
         if extra_member is not None:
@@ -627,12 +630,12 @@ class _Converter:
         close = _seq(ws, literal("}"))
         rest: str | None = None
         for item in reversed(optional):
-            after = close if rest is None else f"( {comma} {rest} | {close} )"
+            after = close if rest is None else alternatives([f"{comma} {rest}", close])
             body = f"{item} {after}" if rest is None else f"{item} {after} | {rest}"
             rest = self.define(_child(hint, "rest"), body)
         start = _seq(literal("{"), ws)
-        body = f"{start} {literal('}')}" if rest is None else f"{start} ( {literal('}')} | {rest} )"
-        return self.define(hint or "object", body)
+        options = [literal("}")] if rest is None else [literal("}"), rest]
+        return self.define(hint or "object", f"{start} {alternatives(options)}")
 
     def other_key(self, declared: list[str], hint: str) -> str:
         """A rule for any key string except the declared names (as json.dumps writes them).
@@ -651,7 +654,7 @@ class _Converter:
             options = [] if [] in suffixes else [quote]
             firsts = sorted({units[0] for units in suffixes if units})
             if not firsts:
-                return f"( {char}+ {quote} )" if options == [] else quote
+                return group(f"{char}+ {quote}") if options == [] else quote
             raw = [(ord(u), ord(u)) for u in firsts if len(u) == 1]
             plain = [(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), *raw]
             options.append(f"{char_class(plain, negated=True)} {char}* {quote}")
@@ -681,15 +684,15 @@ class _Converter:
         tokens), chained named tails beyond to stay linear.
         """
         comma = self.sep(",")
-        groups = [f"( {comma} {item} )?" for item in optional]
-        groups.append(f"( {comma} {extra_member} )*")
+        groups = [optional_group(f"{comma} {item}") for item in optional]
+        groups.append(repeat(f"{comma} {extra_member}", 0, None))
         tails: list[str | None] = [" ".join(groups[i:]) for i in range(len(groups))]
         if len(optional) > INLINE_OPTIONAL_LIMIT:
             for i in range(len(optional) - 1, 0, -1):
                 tails[i] = self.define(_child(hint, "tail"), _seq(groups[i], tails[i + 1]))
         firsts = [_seq(item, tails[i + 1]) for i, item in enumerate(optional)]
         firsts.append(_seq(extra_member, groups[-1]))
-        return self.container("{", f"( {' | '.join(firsts)} )", "}", optional=True)
+        return self.container("{", alternatives(firsts), "}", optional=True)
 
     # ----------------------------------------------------------------- arrays
     def array(self, node: dict[str, Any], pointer: str, hint: str) -> str:
@@ -721,9 +724,9 @@ class _Converter:
                 top = None if high is None else high - index
                 if rest is None or top == 0:
                     return None
-                return repeat(f"( {comma} {rest} )", max(low - index, 0), top)
+                return repeat(f"{comma} {rest}", max(low - index, 0), top)
             body = _seq(f"{comma} {positional[index]}", after(index + 1))
-            return body if index < low else f"( {body} )?"
+            return body if index < low else optional_group(body)
 
         first: str | None = None
         if high == 0:
@@ -732,7 +735,7 @@ class _Converter:
             first = _seq(positional[0], after(1))
         elif rest is not None:
             top = None if high is None else high - 1
-            more = None if top == 0 else repeat(f"( {comma} {rest} )", max(low - 1, 0), top)
+            more = None if top == 0 else repeat(f"{comma} {rest}", max(low - 1, 0), top)
             first = _seq(rest, more)
         body = self.container("[", first, "]", optional=low == 0)
         return self.define(hint or "array", body)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from autoparser.gbnf import alternatives, literal, optional
+from autoparser.gbnf import alternatives, group, literal, optional
 
 _DIGIT = "[0-9]"
 _FRACTION = '( "." [0-9]+ )'
@@ -86,7 +86,7 @@ def integer_range(lo: int | None, hi: int | None) -> str:
         low_mag = max(1, -hi) if hi is not None else 1
         high_mag = -lo if lo is not None else None
         options.append('"-" ' + alternatives(natural_range(low_mag, high_mag)))
-    return alternatives([f"( {o} )" if " " in o and not o.startswith("(") else o for o in options])
+    return alternatives([group(o) for o in options])
 
 
 # A fraction is the digit string D after the point; these return (whether D may be empty,
@@ -111,7 +111,7 @@ def _digits_between(low: int, high: int) -> str | None:
 
 def _join_options(options: list[str | None]) -> str | None:
     kept = [o for o in options if o is not None]
-    return alternatives([f"( {o} )" if " " in o else o for o in kept]) if kept else None
+    return alternatives([group(o) for o in kept]) if kept else None
 
 
 def _at_least(f: str, strict: bool) -> Fraction:

@@ -105,19 +105,17 @@ class _PatternParser:
         return self.text[index] if index < len(self.text) else ""
 
     def parse(self) -> str:
-        branches = [self.branch(top=True)]
-        while self.peek() == "|":
-            self.pos += 1
-            branches.append(self.branch(top=True))
+        result = self.alternation(top=True)
         if self.pos < len(self.text):
             raise self.fail("unbalanced ')'")
-        return alternatives(branches)
+        return result
 
-    def alternation(self) -> str:
-        branches = [self.branch(top=False)]
+    def alternation(self, *, top: bool = False) -> str:
+        """Branches separated by '|' (top: the whole pattern, anchors allowed)."""
+        branches = [self.branch(top=top)]
         while self.peek() == "|":
             self.pos += 1
-            branches.append(self.branch(top=False))
+            branches.append(self.branch(top=top))
         return alternatives(branches)
 
     def branch(self, *, top: bool) -> str:
