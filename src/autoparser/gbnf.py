@@ -130,11 +130,11 @@ _PIECE = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|[()| ]|[^"\[()| ]+'
 _SIMPLE_ATOM = re.compile(r'[a-zA-Z0-9-]+|"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]', re.DOTALL)
 
 
-def _outline(expr: str) -> tuple[int, bool]:
-    """(end of the first top-level group or -1, whether a space or bar is outside groups)."""
+def _outline(expr: str) -> tuple[int, str]:
+    """(end of the first top-level group or -1, the separators outside groups: " " and "|")."""
     depth = 0
     first_end = -1
-    separated = False
+    separators = ""
     for piece in _PIECE.finditer(expr):
         text = piece.group()
         if text == "(":
@@ -143,9 +143,9 @@ def _outline(expr: str) -> tuple[int, bool]:
             depth -= 1
             if depth == 0 and first_end < 0:
                 first_end = piece.end()
-        elif depth == 0 and text in (" ", "|"):
-            separated = True
-    return first_end, separated
+        elif depth == 0 and text in (" ", "|") and text not in separators:
+            separators += text
+    return first_end, separators
 
 
 def unwrap(expr: str) -> str:
@@ -164,6 +164,15 @@ def group(expr: str) -> str:
     if _SIMPLE_ATOM.fullmatch(expr) or unwrap(expr) != expr:
         return expr
     return f"( {expr} )"
+
+
+def sequence(parts: Iterable[str | None]) -> str:
+    """The parts one after the other (None and `""` left out; none at all: `""`); a part
+    that is a bare choice `a | b` is grouped."""
+    kept = [p for p in parts if p is not None and p != '""']
+    if not kept:
+        return '""'
+    return " ".join(f"( {p} )" if "|" in _outline(p)[1] else p for p in kept)
 
 
 def alternatives(options: Sequence[str]) -> str:
@@ -188,7 +197,7 @@ def _quantified_group(atom: str) -> str | None:
     if not (atom.startswith("( ") and atom.endswith(" )")):
         return None
     inner = atom[2:-2]
-    if not inner.endswith(("+", "*", "?", "}")) or _outline(inner)[1]:
+    if not inner.endswith(("+", "*", "?", "}")) or _outline(inner)[1]:  # not one atom
         return None
     return inner
 

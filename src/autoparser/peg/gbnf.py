@@ -25,6 +25,7 @@ from autoparser.gbnf import (
     repeat,
     rule_name,
     rules_text,
+    sequence,
     subtract_ranges,
     unwrap,
 )
@@ -224,8 +225,7 @@ class _Emitter:
                 continue
             parts.append(self.expr(item, tail and i == last))
             i += 1
-        parts = [p for p in parts if p != '""'] or ['""']
-        return " ".join(group(p) if " | " in p else p for p in parts)
+        return sequence(parts)
 
     def ref(self, node: Ref) -> str:
         key = (id(node.rules), node.name)

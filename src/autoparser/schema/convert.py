@@ -30,6 +30,7 @@ from autoparser.gbnf import (
     name_part,
     repeat,
     rules_text,
+    sequence,
 )
 from autoparser.gbnf import optional as optional_group
 from autoparser.schema.formats import FORMAT_RULES
@@ -618,7 +619,7 @@ class _Converter:
             groups = [optional_group(f"{comma} {item}") for item in optional]
             if extra_member is not None:
                 groups.append(repeat(f"{comma} {extra_member}", 0, None))
-            inner = _seq(f" {comma} ".join(members), *groups)
+            inner = sequence([f" {comma} ".join(members), *groups])
             return self.define(hint or "object", self.container("{", inner, "}", optional=False))
         if extra_member is not None:
             return self.define(hint or "object", self.open_object(optional, extra_member, hint))
@@ -627,13 +628,13 @@ class _Converter:
         # linear; ending each rule with "}" keeps llguidance (which makes every
         # non-recursive rule one greedy lexeme) from mistaking where a rule ends.
         ws = self.ws_name()
-        close = _seq(ws, literal("}"))
+        close = sequence([ws, literal("}")])
         rest: str | None = None
         for item in reversed(optional):
             after = close if rest is None else alternatives([f"{comma} {rest}", close])
             body = f"{item} {after}" if rest is None else f"{item} {after} | {rest}"
             rest = self.define(_child(hint, "rest"), body)
-        start = _seq(literal("{"), ws)
+        start = sequence([literal("{"), ws])
         options = [literal("}")] if rest is None else [literal("}"), rest]
         return self.define(hint or "object", f"{start} {alternatives(options)}")
 
@@ -689,9 +690,9 @@ class _Converter:
         tails: list[str | None] = [" ".join(groups[i:]) for i in range(len(groups))]
         if len(optional) > INLINE_OPTIONAL_LIMIT:
             for i in range(len(optional) - 1, 0, -1):
-                tails[i] = self.define(_child(hint, "tail"), _seq(groups[i], tails[i + 1]))
-        firsts = [_seq(item, tails[i + 1]) for i, item in enumerate(optional)]
-        firsts.append(_seq(extra_member, groups[-1]))
+                tails[i] = self.define(_child(hint, "tail"), sequence([groups[i], tails[i + 1]]))
+        firsts = [sequence([item, tails[i + 1]]) for i, item in enumerate(optional)]
+        firsts.append(sequence([extra_member, groups[-1]]))
         return self.container("{", alternatives(firsts), "}", optional=True)
 
     # ----------------------------------------------------------------- arrays
@@ -725,18 +726,18 @@ class _Converter:
                 if rest is None or top == 0:
                     return None
                 return repeat(f"{comma} {rest}", max(low - index, 0), top)
-            body = _seq(f"{comma} {positional[index]}", after(index + 1))
+            body = sequence([f"{comma} {positional[index]}", after(index + 1)])
             return body if index < low else optional_group(body)
 
         first: str | None = None
         if high == 0:
             first = None
         elif positional:
-            first = _seq(positional[0], after(1))
+            first = sequence([positional[0], after(1)])
         elif rest is not None:
             top = None if high is None else high - 1
             more = None if top == 0 else repeat(f"{comma} {rest}", max(low - 1, 0), top)
-            first = _seq(rest, more)
+            first = sequence([rest, more])
         body = self.container("[", first, "]", optional=low == 0)
         return self.define(hint or "array", body)
 
@@ -824,10 +825,6 @@ def json_literal(value: object) -> str:
 
 def _child(hint: str, name: str) -> str:
     return f"{hint}-{name}" if hint else name
-
-
-def _seq(*items: str | None) -> str:
-    return " ".join(i for i in items if i is not None)
 
 
 def schema_rules(
