@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from autoparser.gbnf import alternatives, group, literal, optional
+from autoparser.gbnf import alternatives, group, literal, optional, sequence
 
 _DIGIT = "[0-9]"
 _FRACTION = '( "." [0-9]+ )'
@@ -163,8 +163,8 @@ def _with_fraction(whole: int, fraction: Fraction) -> str | None:
     empty_ok, expr = fraction
     if expr is None:
         return literal(str(whole)) if empty_ok else None
-    tail = f'"." {expr}' if " " not in expr or expr.startswith("(") else f'"." ( {expr} )'
-    return f"{literal(str(whole))} ( {tail} )?" if empty_ok else f"{literal(str(whole))} {tail}"
+    tail = sequence([literal("."), expr])
+    return sequence([literal(str(whole)), optional(tail) if empty_ok else tail])
 
 
 def _magnitude(
