@@ -4,7 +4,8 @@ Portable means accepted unchanged by llama.cpp, xgrammar and llguidance: only th
 all three know (`\\\\`, `\\"`, `\\n`, `\\r`, `\\t`, `\\xNN`), non-ASCII as literal UTF-8
 (never `\\u`), `""` rather than an empty alternative, repetition bounds always with a
 lower bound, rule names of lowercase letters, digits and '-'. Expressions are plain
-strings; every function here returns text that is safe to place in a sequence.
+strings; what group(), alternatives(), sequence(), repeat() and optional() return is safe
+to place in a sequence (unwrap() is for rule bodies).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ for _code in [*range(0x20), 0x7F]:
 _CLASS_SPECIAL = frozenset('\\]^-["/')
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
-
+# JSON tokens, shared by the PEG emitter's RFC 8259 rules and the schema converter.
 JSON_CHAR = r'[^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )'
 """One character of JSON string content (RFC 8259): a plain character or an escape."""
 JSON_NUMBER = '"-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?'
@@ -234,7 +235,7 @@ def optional(expr: str) -> str:
     return repeat(expr, 0, 1)
 
 
-# --- rules -----------------------------------------------------------------------------------
+# --- rules ---------------------------------------------------------------------------------
 
 
 def rules_text(rules: Mapping[str, str]) -> str:
