@@ -29,6 +29,8 @@ from autoparser.analysis.workarounds import (
     WORKAROUNDS,
     detect_handler,
     granite_think_response,
+    granite_tool_call_list,
+    lfm2_pythonic_calls,
     stripped_think_history,
 )
 from autoparser.cli import main
@@ -166,7 +168,7 @@ def test_expected_data_has_no_strays() -> None:
 
 def test_workaround_count() -> None:
     # Fewer is better: adding one must be deliberate (update this count and the report).
-    assert len(WORKAROUNDS) == 2
+    assert len(WORKAROUNDS) == 4
 
 
 def test_granite_think_response_workaround() -> None:
@@ -194,6 +196,36 @@ def test_stripped_think_history_workaround() -> None:
     )
     assert stripped_think_history(source, found) is None
     assert stripped_think_history("{{ content }}", base) is None
+
+
+def test_granite_tool_call_list_workaround() -> None:
+    source = "... respond only with <|tool_call|> followed by a JSON list of tools used. If a tool"
+    patched = granite_tool_call_list(source, TemplateAnalysis())
+    assert patched is not None
+    fmt = patched.tools.format
+    assert (fmt.mode, fmt.section_start) == (ToolFormat.JSON_NATIVE, "<|tool_call|>")
+    assert (fmt.name_field, fmt.args_field, fmt.tools_array_wrapped) == ("name", "arguments", True)
+    assert patched.tools.parallel_calls
+    # Not applied when the diffs found a format, nor without the fingerprint.
+    assert granite_tool_call_list(source, patched) is None
+    assert granite_tool_call_list("{{ messages }}", TemplateAnalysis()) is None
+
+
+def test_lfm2_pythonic_calls_workaround() -> None:
+    source = '{%- set p = p + "List of tools: <|tool_list_start|>[" -%}'
+    patched = lfm2_pythonic_calls(source, TemplateAnalysis())
+    assert patched is not None
+    tools = patched.tools
+    assert tools.format.mode is ToolFormat.TAG_WITH_TAGGED
+    assert (tools.format.section_start, tools.format.section_end) == (
+        "<|tool_call_start|>[",
+        "]<|tool_call_end|>",
+    )
+    args = tools.arguments
+    assert (args.start, args.name_suffix, args.value_suffix, args.end) == ("(", '="', '"', ")")
+    assert lfm2_pythonic_calls(source, patched) is None
+    # LFM2.5's list has no <|tool_list_start|>: its template renders calls itself.
+    assert lfm2_pythonic_calls('"List of tools: ["', TemplateAnalysis()) is None
 
 
 def test_workarounds_applied_are_named_in_the_analysis() -> None:

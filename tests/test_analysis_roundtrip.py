@@ -26,6 +26,9 @@ CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("get_time", {"timezone": "Europe/Rome"}, "f5g6h7i8j"),
 ]
 
+# Workarounds that set the whole tool format of a template that never renders calls.
+TOOL_FORMAT_WORKAROUNDS = frozenset({"granite_tool_call_list", "lfm2_pythonic_calls"})
+
 TYPED_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("get_weather", {"city": "Paris", "days": 3}, "a1b2c3d4e"),
 ]
@@ -201,6 +204,12 @@ def _check(path: Path) -> None:
         return
     if analysis.handler:
         pytest.skip(f"hand-written format {analysis.handler!r}, not analysed markers")
+    set_by = sorted(TOOL_FORMAT_WORKAROUNDS.intersection(analysis.workarounds))
+    if set_by:
+        # The workaround exists because the template writes no call: check that it does not
+        # (tests/test_workaround_formats.py checks the format against the model's outputs).
+        assert "Paris" not in template_render(template, CALLS[:1]), "the template renders calls"
+        pytest.skip(f"tool format set by workaround {set_by[0]}: the template renders no call")
     if path.stem in ROUNDTRIP_XFAIL:
         pytest.xfail(ROUNDTRIP_XFAIL[path.stem])
     counts = [1, 2] if analysis.tools.parallel_calls else [1]

@@ -13,11 +13,15 @@ import dataclasses
 from collections.abc import Callable
 
 from autoparser.analysis.model import (
+    ArgumentsAnalysis,
     ContentAnalysis,
     ContentMode,
     ReasoningAnalysis,
     ReasoningMode,
     TemplateAnalysis,
+    ToolFormat,
+    ToolFormatAnalysis,
+    ToolsAnalysis,
 )
 
 Workaround = Callable[[str, TemplateAnalysis], TemplateAnalysis | None]
@@ -71,7 +75,78 @@ def stripped_think_history(source: str, analysis: TemplateAnalysis) -> TemplateA
     )
 
 
-WORKAROUNDS: tuple[Workaround, ...] = (granite_think_response, stripped_think_history)
+def granite_tool_call_list(source: str, analysis: TemplateAnalysis) -> TemplateAnalysis | None:
+    """Granite 3.3: the call format exists only in the system prompt's instructions.
+
+    The template tells the model (in prose) to "respond only with <|tool_call|> followed by
+    a JSON list of tools used" but never renders an assistant turn's tool_calls, so no diff
+    can find the format. The model writes ``<|tool_call|>[{"name": "f", "arguments":
+    {...}}, ...]``: the JSON-native, array-wrapped family. Applied only when the analysis
+    found no tool format.
+    """
+    fingerprint = "respond only with <|tool_call|> followed by a JSON list of tools used"
+    if fingerprint not in source or analysis.tools.format.mode is not ToolFormat.NONE:
+        return None
+    return dataclasses.replace(
+        analysis,
+        tools=ToolsAnalysis(
+            format=ToolFormatAnalysis(
+                mode=ToolFormat.JSON_NATIVE,
+                section_start="<|tool_call|>",
+                name_field="name",
+                args_field="arguments",
+                field_order=("name", "arguments"),
+                tools_array_wrapped=True,
+                array_open="[",
+                array_close="]",
+                json_style="spaced",
+            ),
+            call_separator=", ",
+            parallel_calls=True,
+        ),
+    )
+
+
+def lfm2_pythonic_calls(source: str, analysis: TemplateAnalysis) -> TemplateAnalysis | None:
+    """LFM2: the template lists tools but never renders an assistant turn's tool_calls.
+
+    LFM2 models write pythonic calls, ``<|tool_call_start|>[f(city="Paris", n=3),
+    g()]<|tool_call_end|>`` (double-quoted strings, other values bare), which no diff of
+    this template can show. Set the same tag + tagged representation that LFM2.5 (whose
+    template renders calls, with single quotes) is analysed as. The fingerprint is LFM2's
+    ``<|tool_list_start|>`` around the tool list; applied only when no format was found.
+    """
+    fingerprint = "List of tools: <|tool_list_start|>["
+    if fingerprint not in source or analysis.tools.format.mode is not ToolFormat.NONE:
+        return None
+    return dataclasses.replace(
+        analysis,
+        tools=ToolsAnalysis(
+            format=ToolFormatAnalysis(
+                mode=ToolFormat.TAG_WITH_TAGGED,
+                section_start="<|tool_call_start|>[",
+                section_end="]<|tool_call_end|>",
+            ),
+            arguments=ArgumentsAnalysis(
+                start="(",
+                end=")",
+                name_suffix='="',
+                value_suffix='"',
+                separator=", ",
+                name_suffix_json="=",
+            ),
+            call_separator=", ",
+            parallel_calls=True,
+        ),
+    )
+
+
+WORKAROUNDS: tuple[Workaround, ...] = (
+    granite_think_response,
+    stripped_think_history,
+    granite_tool_call_list,
+    lfm2_pythonic_calls,
+)
 
 
 # Hand-written formats, by fingerprint: (handler name, substring of the source).
