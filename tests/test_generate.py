@@ -13,10 +13,19 @@ from typing import Any
 import pytest
 from gbnf_oracle import accepts
 from generate_cases import CASE_BY_NAME, CASES, TOOLS, Case, call, expected, normalized, scenarios
+from test_formats_common import check_streaming
 
-from autoparser.analysis.model import ArgumentsAnalysis, TemplateAnalysis, ToolsAnalysis
+from autoparser.analysis.model import (
+    ArgumentsAnalysis,
+    FunctionAnalysis,
+    TemplateAnalysis,
+    ToolFormat,
+    ToolFormatAnalysis,
+    ToolsAnalysis,
+)
 from autoparser.errors import RequestError
 from autoparser.generate import GrammarTrigger
+from autoparser.generate.params import build_params
 
 SCENARIOS = [
     pytest.param(case, name, msg, id=f"{case.name}-{name}")
@@ -590,3 +599,116 @@ def test_chat_message_contract() -> None:
     openai = parsed.to_openai()
     assert openai["tool_calls"][0]["function"]["name"] == "ping"
     assert "tool_calls" not in ChatMessage(content="x").to_openai()
+
+
+# --- a prompt that ends with the call opener (the first call's opener is in the prompt) ---
+
+_RECIPIENT = TemplateAnalysis(
+    tools=ToolsAnalysis(
+        format=ToolFormatAnalysis(mode=ToolFormat.TAG_WITH_JSON),
+        function=FunctionAnalysis(name_prefix=">>>", name_suffix="\n"),
+        call_separator="\n",
+        parallel_calls=True,
+    ),
+    generation_prompt=">>>",
+    end_of_turn=("<|eot|>",),
+)
+_PER_CALL = TemplateAnalysis(
+    tools=ToolsAnalysis(
+        format=ToolFormatAnalysis(
+            mode=ToolFormat.JSON_NATIVE,
+            per_call_start="<tool_call>\n",
+            per_call_end="\n</tool_call>",
+            name_field="name",
+            args_field="arguments",
+            field_order=("name", "arguments"),
+        ),
+        call_separator="\n",
+        parallel_calls=True,
+    ),
+    end_of_turn=("<|eot|>",),
+)
+_SECTION = TemplateAnalysis(
+    tools=ToolsAnalysis(
+        format=ToolFormatAnalysis(
+            mode=ToolFormat.TAG_WITH_JSON, section_start="<calls>", section_end="</calls>"
+        ),
+        function=FunctionAnalysis(name_prefix="<fn=", name_suffix=">", close="</fn>"),
+        parallel_calls=True,
+    ),
+    end_of_turn=("<|eot|>",),
+)
+_W = '{"city": "Paris", "days": 3}'
+# (analysis, prompt end, output of two calls: the first opener is in the prompt).
+_OPENED = {
+    "recipient": (_RECIPIENT, ">>>", f'get_weather\n{_W}\n>>>search\n{{"query": "a>b"}}'),
+    "per_call": (
+        _PER_CALL,
+        "<tool_call>\n",
+        f'{{"name": "get_weather", "arguments": {_W}}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "search", "arguments": {"query": "a>b"}}\n</tool_call>',
+    ),
+    "section": (
+        _SECTION,
+        "<calls>",
+        f'<fn=get_weather>{_W}</fn><fn=search>{{"query": "a>b"}}</fn></calls>',
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", list(_OPENED))
+def test_prompt_opened_call_parses_streams_and_is_accepted(kind: str) -> None:
+    analysis, opener, text = _OPENED[kind]
+    params = build_params(analysis, prompt=f"User: hi\n{opener}", tools=TOOLS)
+    message = params.parse(text)
+    assert [(c.name, json.loads(c.arguments)) for c in message.tool_calls] == [
+        ("get_weather", {"city": "Paris", "days": 3}),
+        ("search", {"query": "a>b"}),
+    ]
+    assert message.content is None and not message.truncated
+    assert params.parse(text + "<|eot|>") == message
+    check_streaming(params, text, count=20, seed=len(text))
+    # The model is inside the first call from its first byte: no trigger, a plain grammar.
+    assert params.grammar is not None and not params.grammar_lazy
+    assert not params.grammar_triggers
+    assert accepts(params.grammar, text)
+    assert not accepts(params.grammar, opener.strip() + text)  # the opener is not repeated
+    assert not accepts(params.grammar, "Hello")
+
+
+@pytest.mark.parametrize("kind", list(_OPENED))
+def test_prompt_opened_call_single_and_without_parallel(kind: str) -> None:
+    analysis, opener, text = _OPENED[kind]
+    one = {
+        "recipient": f"get_weather\n{_W}",
+        "per_call": f'{{"name": "get_weather", "arguments": {_W}}}\n</tool_call>',
+        "section": f"<fn=get_weather>{_W}</fn></calls>",
+    }[kind]
+    params = build_params(
+        analysis, prompt=f"User: hi\n{opener}", tools=TOOLS, parallel_tool_calls=False
+    )
+    assert params.grammar is not None
+    assert accepts(params.grammar, one)
+    assert not accepts(params.grammar, text)
+    assert [c.name for c in params.parse(one).tool_calls] == ["get_weather"]
+
+
+def test_prompt_without_the_opener_is_unchanged() -> None:
+    params = build_params(_RECIPIENT, prompt="User: hi\n", tools=TOOLS)
+    assert params.grammar_lazy
+    assert params.grammar_triggers == [GrammarTrigger("word", ">>>")]
+    text = f"Sure.\n>>>get_weather\n{_W}"
+    message = params.parse(text)
+    assert message.content == "Sure."
+    assert [c.name for c in message.tool_calls] == ["get_weather"]
+    # Without the opener in the prompt, a bare call is text.
+    assert not params.parse(f"get_weather\n{_W}").tool_calls
+
+
+def test_prompt_opened_call_keeps_other_text_as_content() -> None:
+    params = build_params(_RECIPIENT, prompt="User: hi\n>>>", tools=TOOLS)
+    assert params.parse("all\nHello there").content == "all\nHello there"
+    # tool_choice=none: no call is read at all.
+    plain = build_params(_RECIPIENT, prompt="User: hi\n>>>", tools=TOOLS, tool_choice="none")
+    assert plain.grammar is None
+    assert not plain.parse(f"get_weather\n{_W}").tool_calls

@@ -63,6 +63,9 @@ class BuildContext:
     request: Request
     thinking_forced_open: bool  # the output starts inside a reasoning block
     extract_reasoning: bool  # reasoning goes to reasoning_content (else stays content)
+    # The prompt ends with the call opener (call_opener()): the output starts inside the
+    # first call, whose opener is already written; later calls carry their own.
+    call_opened: bool = False
 
     @property
     def end_markers(self) -> tuple[str, ...]:
@@ -659,6 +662,45 @@ def _effective_markers(ctx: BuildContext) -> tuple[str, str, str, str]:
     return section_start, section_end, call_start, call_end
 
 
+def call_opener(ctx: BuildContext) -> str:
+    """The marker that opens the calls (section, per-call or name prefix), "" if none.
+
+    A prompt ending with it has opened the first call itself (``call_opened``). Array-wrapped
+    JSON whose section start holds the bracket is left out: its first call is not a unit.
+    """
+    f = ctx.analysis.tools.format
+    if f.mode == ToolFormat.NONE:
+        return ""
+    section_start, _, call_start, _ = _effective_markers(ctx)
+    if section_start:
+        array = f.mode == ToolFormat.JSON_NATIVE and f.tools_array_wrapped
+        return "" if array and section_start.endswith("[") else section_start
+    if call_start:
+        return call_start
+    return ctx.analysis.tools.function.name_prefix if f.mode != ToolFormat.JSON_NATIVE else ""
+
+
+def _opened_context(ctx: BuildContext) -> BuildContext:
+    """The context for a call whose opener the prompt already wrote: that marker removed."""
+    opener = call_opener(ctx)
+    t = ctx.analysis.tools
+
+    def drop(marker: str) -> str:
+        return "" if marker == opener else marker
+
+    tools = dataclasses.replace(
+        t,
+        format=dataclasses.replace(
+            t.format,
+            section_start=drop(t.format.section_start),
+            per_call_start=drop(t.format.per_call_start),
+        ),
+        function=dataclasses.replace(t.function, name_prefix=drop(t.function.name_prefix)),
+    )
+    analysis = dataclasses.replace(ctx.analysis, tools=tools)
+    return dataclasses.replace(ctx, analysis=analysis, call_opened=False)
+
+
 def call_trigger_markers(ctx: BuildContext) -> tuple[str, ...]:
     """Where a tool call can begin in the output (content stops there to try a call)."""
     f = ctx.analysis.tools.format
@@ -671,15 +713,12 @@ def call_trigger_markers(ctx: BuildContext) -> tuple[str, ...]:
     return (first,) if first else ()
 
 
-def tool_section(
-    ctx: BuildContext, tools: Sequence[ToolSpec], *, strict: bool, parallel: bool
-) -> Parser:
-    """One section of calls: section markers, per-call markers, separators, array wrapping."""
-    f = ctx.analysis.tools.format
-    section_start, section_end, call_start, call_end = _effective_markers(ctx)
+def _one_call(ctx: BuildContext, tools: Sequence[ToolSpec], strict: bool) -> Parser:
+    """One call to any of ``tools``, with its per-call markers."""
+    _, _, call_start, call_end = _effective_markers(ctx)
     ordered = sorted(tools, key=lambda t: len(t.name), reverse=True)
     inner = choice_of([single_call(ctx, t, strict) for t in ordered])
-    call = tag(
+    return tag(
         tags.TOOL,
         seq_of(
             call_start,
@@ -689,10 +728,32 @@ def tool_section(
             closing(call_end, strict),
         ),
     )
+
+
+def tool_section(
+    ctx: BuildContext,
+    tools: Sequence[ToolSpec],
+    *,
+    strict: bool,
+    parallel: bool,
+    opened: bool = False,
+) -> Parser:
+    """One section of calls: section markers, per-call markers, separators, array wrapping.
+
+    With ``opened`` the prompt wrote the opener (``call_opener``): the section starts after
+    it; where the opener is per call, only the first call lacks it.
+    """
+    first_ctx = _opened_context(ctx) if opened else ctx
+    if opened and _effective_markers(ctx)[0]:
+        ctx = first_ctx  # the prompt opened the whole section
+    f = ctx.analysis.tools.format
+    section_start, section_end, _, _ = _effective_markers(ctx)
+    call = _one_call(ctx, tools, strict)
+    first = _one_call(first_ctx, tools, strict) if first_ctx is not ctx else call
     array = f.mode == ToolFormat.JSON_NATIVE and f.tools_array_wrapped
     sep_text = "," if array else ctx.analysis.tools.call_separator.strip()
     sep: Parser = space() + literal(sep_text) + space() if sep_text else space()
-    calls = call + zero_or_more(sep + call) if parallel else call
+    calls = first + zero_or_more(sep + call) if parallel else first
     if array:
         open_b = "" if section_start.endswith("[") else (f.array_open or "[")
         close_b = "" if section_end.startswith("]") else (f.array_close or "]")
@@ -759,10 +820,17 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
             "so calls cannot be required"
         )
 
+    opened = can_call and ctx.call_opened
     lenient_reasoning = reasoning_parser(ctx, strict=False)
     section = tool_section(ctx, req.tools, strict=False, parallel=True) if can_call else None
     body = lenient_body(ctx, section, triggers)
-    parser = seq_of(lenient_reasoning, body, end())
+    first: Parser | None = None
+    if opened:
+        # The prompt wrote the first call's opener: the output may start inside that call.
+        first = optional(
+            seq_of(space(), tool_section(ctx, req.tools, strict=False, parallel=True, opened=True))
+        )
+    parser = seq_of(lenient_reasoning, first, body, end())
 
     strict_reasoning = reasoning_parser(ctx, strict=True)
     grammar_parser: Parser | None = None
@@ -770,9 +838,16 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
     c = ctx.analysis.content
     if can_call:
         strict_section = tool_section(
-            ctx, req.grammar_tools, strict=True, parallel=req.parallel_tool_calls
+            ctx, req.grammar_tools, strict=True, parallel=req.parallel_tool_calls, opened=opened
         )
-        if req.tool_choice == "required":
+        if opened:
+            # The prompt committed the model to a call: no trigger can start the grammar,
+            # so it applies from the first byte; text may follow the calls.
+            after = until(triggers[0]) if req.tool_choice != "required" else None
+            grammar_parser = seq_of(
+                strict_reasoning, space(), strict_section, space(), after, end()
+            )
+        elif req.tool_choice == "required":
             grammar_parser = seq_of(strict_reasoning, space(), strict_section, space(), end())
         else:
             lazy = True

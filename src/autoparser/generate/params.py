@@ -13,6 +13,7 @@ from autoparser.generate.builders import (
     BuildContext,
     ParserDefinition,
     build_standard,
+    call_opener,
     normalize_markers,
     should_extract_reasoning,
 )
@@ -152,6 +153,11 @@ def build_params(
         thinking_forced_open=forced,
         extract_reasoning=should_extract_reasoning(analysis, request, forced),
     )
+    # Like a forced-open reasoning block: a prompt ending with the call opener has already
+    # started the first call (e.g. a ">>>name\n{args}" format whose prompt ends with ">>>").
+    opener = call_opener(ctx) if not analysis.handler else ""
+    if opener and not forced and prompt.rstrip().endswith(opener):
+        ctx = dataclasses.replace(ctx, call_opened=True)
     definition = _handler_definition(ctx)
 
     grammar_text: str | None = None
