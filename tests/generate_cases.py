@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -441,7 +442,7 @@ def normalized(message: ChatMessage, *, ids: bool) -> dict[str, Any]:
     }
 
 
-def expected(message: dict[str, Any], *, ids: bool) -> dict[str, Any]:
+def expected(message: Mapping[str, Any], *, ids: bool) -> dict[str, Any]:
     calls = []
     for c in message.get("tool_calls") or []:
         entry: dict[str, Any] = {
@@ -460,8 +461,9 @@ def expected(message: dict[str, Any], *, ids: bool) -> dict[str, Any]:
     }
 
 
-def accumulate(deltas: list[dict[str, Any]]) -> dict[str, Any]:
-    """Fold OpenAI deltas into a message dict (the way a client does)."""
+def accumulate(deltas: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Fold OpenAI deltas into a message dict the way a client does; asserts the shape of
+    tool-call deltas."""
     content: list[str] = []
     reasoning: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
@@ -474,10 +476,12 @@ def accumulate(deltas: list[dict[str, Any]]) -> dict[str, Any]:
             entry = calls.setdefault(tc["index"], {"id": None, "name": None, "arguments": ""})
             if "id" in tc:
                 assert entry["id"] is None, "a call was announced twice"
+                assert tc["type"] == "function" and tc["function"]["name"]
                 entry["id"] = tc["id"]
                 entry["name"] = tc["function"]["name"]
             else:
                 assert entry["name"] is not None, "arguments before the call was announced"
+                assert set(tc) == {"index", "function"} and set(tc["function"]) == {"arguments"}
             entry["arguments"] += tc["function"].get("arguments", "")
     return {
         "content": "".join(content) if content else None,

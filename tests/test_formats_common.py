@@ -8,15 +8,17 @@ client does, and check that streaming however split gives what ``parse`` gives.
 from __future__ import annotations
 
 import itertools
-import json
 import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import generate_cases
 import pytest
-from conftest import OWN_TEMPLATES
+from conftest import OWN_TEMPLATES, corpus_dir
+from generate_cases import accumulate
+from generate_cases import message_dict as as_dict
 
 from autoparser import ChatTemplate
 from autoparser.errors import TemplateError
@@ -141,65 +143,11 @@ def model_output(
 
 def expected(message: Mapping[str, Any]) -> dict[str, Any]:
     """A message dict as comparable data (text stripped, arguments as JSON values)."""
-    calls = []
-    for c in message.get("tool_calls") or []:
-        args = c["function"]["arguments"]
-        calls.append({"name": c["function"]["name"], "arguments": args})
-    content = message.get("content")
-    reasoning = message.get("reasoning_content")
-    return {
-        "content": content.strip() if content else None,
-        "reasoning_content": reasoning.strip() if reasoning else None,
-        "tool_calls": calls,
-    }
+    return generate_cases.expected(message, ids=False)
 
 
 def normalized(message: ChatMessage) -> dict[str, Any]:
-    return {
-        "content": message.content,
-        "reasoning_content": message.reasoning_content,
-        "tool_calls": [
-            {"name": c.name, "arguments": json.loads(c.arguments)} for c in message.tool_calls
-        ],
-    }
-
-
-def accumulate(deltas: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Fold deltas the way a client does; asserts the shape of tool-call deltas."""
-    content: list[str] = []
-    reasoning: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
-    for delta in deltas:
-        if "content" in delta:
-            content.append(delta["content"])
-        if "reasoning_content" in delta:
-            reasoning.append(delta["reasoning_content"])
-        for tc in delta.get("tool_calls", []):
-            entry = calls.setdefault(tc["index"], {"id": None, "name": None, "arguments": ""})
-            if "id" in tc:
-                assert entry["id"] is None, "a call was announced twice"
-                assert tc["type"] == "function" and tc["function"]["name"]
-                entry["id"] = tc["id"]
-                entry["name"] = tc["function"]["name"]
-            else:
-                assert entry["name"] is not None, "arguments before the call was announced"
-                assert set(tc) == {"index", "function"} and set(tc["function"]) == {"arguments"}
-            entry["arguments"] += tc["function"].get("arguments", "")
-    return {
-        "content": "".join(content) if content else None,
-        "reasoning_content": "".join(reasoning) if reasoning else None,
-        "tool_calls": [calls[i] for i in sorted(calls)],
-    }
-
-
-def as_dict(message: ChatMessage) -> dict[str, Any]:
-    return {
-        "content": message.content,
-        "reasoning_content": message.reasoning_content,
-        "tool_calls": [
-            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
-        ],
-    }
+    return generate_cases.normalized(message, ids=False)
 
 
 def splits(text: str, count: int, seed: int) -> list[list[str]]:
@@ -246,6 +194,21 @@ def trigger_start(params: ChatParams, text: str) -> int:
         if at >= 0:
             starts.append(at)
     return min(starts, default=-1)
+
+
+def lazy_start(params: ChatParams, text: str) -> int:
+    """Where the lazy grammar starts in ``text``; fails the test when no trigger fires."""
+    start = trigger_start(params, text)
+    assert start >= 0, f"no trigger of {params.grammar_triggers} fires in {text!r}"
+    return start
+
+
+def corpus_template(filename: str, what: str) -> ChatTemplate:
+    """A corpus template by file name; skips (naming ``what``) when it is not there."""
+    root = corpus_dir()
+    if root is None or not (root / filename).is_file():
+        pytest.skip(f"{what} template not in the corpus (../shared/templates)")
+    return ChatTemplate.from_file(root / filename)
 
 
 def needle_text_grows(params: ChatParams, text: str, needles: Sequence[str]) -> None:

@@ -12,7 +12,6 @@ import zlib
 from typing import Any
 
 import pytest
-from conftest import corpus_dir
 from gbnf_oracle import accepts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,7 +20,9 @@ from test_formats_common import (
     USER,
     call,
     check_streaming,
+    corpus_template,
     expected,
+    lazy_start,
     model_output,
     needle_text_grows,
     normalized,
@@ -41,10 +42,6 @@ SCENARIOS = {k: v for k, v in scenarios(">>>").items() if "reasoning" not in k}
 CALL_SCENARIOS = [name for name, msg in SCENARIOS.items() if msg.get("tool_calls")]
 
 
-def _grammar_cases(names: list[str]) -> list[Any]:
-    return [pytest.param(n) for n in names]
-
-
 def _params(
     template: ChatTemplate, tools: list[dict[str, Any]] | None = TOOLS, **kw: Any
 ) -> ChatParams:
@@ -54,12 +51,6 @@ def _params(
 
 def _own_output(name: str) -> str:
     return model_output(own_template(OWN), SCENARIOS[name], TOOLS, (EOT,))
-
-
-def _lazy_start(params: ChatParams, text: str) -> int:
-    start = trigger_start(params, text)
-    assert start >= 0, f"no trigger of {params.grammar_triggers} fires in {text!r}"
-    return start
 
 
 # --------------------------------------------------------------------------- own template
@@ -96,17 +87,15 @@ def test_streaming_equals_parse(name: str) -> None:
         assert ">>" not in delta.get("content", ""), delta
 
 
-@pytest.mark.parametrize("name", _grammar_cases(CALL_SCENARIOS))
+@pytest.mark.parametrize("name", CALL_SCENARIOS)
 def test_lazy_grammar_accepts_from_trigger(name: str) -> None:
     text = _own_output(name)
     params = _params(own_template(OWN))
     assert params.grammar is not None and params.grammar_lazy
-    assert accepts(params.grammar, text[_lazy_start(params, text) :])
+    assert accepts(params.grammar, text[lazy_start(params, text) :])
 
 
-@pytest.mark.parametrize(
-    "name", _grammar_cases([n for n in CALL_SCENARIOS if not SCENARIOS[n].get("content")])
-)
+@pytest.mark.parametrize("name", [n for n in CALL_SCENARIOS if not SCENARIOS[n].get("content")])
 def test_required_grammar_accepts_calls(name: str) -> None:
     text = _own_output(name)
     params = _params(own_template(OWN), tool_choice="required")
@@ -251,10 +240,7 @@ def test_needles_stream_in_order() -> None:
 
 
 def _corpus_template() -> ChatTemplate:
-    root = corpus_dir()
-    if root is None or not (root / "meetkai-functionary-medium-v3.2.jinja").is_file():
-        pytest.skip("functionary v3.2 template not in the corpus (../shared/templates)")
-    return ChatTemplate.from_file(root / "meetkai-functionary-medium-v3.2.jinja")
+    return corpus_template("meetkai-functionary-medium-v3.2.jinja", "functionary v3.2")
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
@@ -267,13 +253,13 @@ def test_corpus_functionary_round_trip(name: str) -> None:
     check_streaming(params, text, count=5, seed=9)
 
 
-@pytest.mark.parametrize("name", _grammar_cases(CALL_SCENARIOS))
+@pytest.mark.parametrize("name", CALL_SCENARIOS)
 def test_corpus_functionary_grammar(name: str) -> None:
     template = _corpus_template()
     text = model_output(template, SCENARIOS[name], TOOLS, (EOT,))
     params = _params(template)
     assert params.grammar is not None and params.grammar_lazy
-    assert accepts(params.grammar, text[_lazy_start(params, text) :])
+    assert accepts(params.grammar, text[lazy_start(params, text) :])
     if not SCENARIOS[name].get("content"):
         required = _params(template, tool_choice="required")
         assert required.grammar is not None and accepts(required.grammar, text)

@@ -12,7 +12,7 @@ import zlib
 from typing import Any
 
 import pytest
-from conftest import bench_dir, corpus_dir
+from conftest import bench_dir
 from gbnf_oracle import accepts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,14 +21,15 @@ from test_formats_common import (
     USER,
     call,
     check_streaming,
+    corpus_template,
     expected,
+    lazy_start,
     model_output,
     needle_text_grows,
     normalized,
     own_template,
     scenarios,
     stream,
-    trigger_start,
 )
 
 from autoparser import ChatTemplate
@@ -41,10 +42,6 @@ SCENARIOS = scenarios(CALL)
 CALL_SCENARIOS = [name for name, msg in SCENARIOS.items() if msg.get("tool_calls")]
 
 
-def _grammar_cases(names: list[str]) -> list[Any]:
-    return [pytest.param(n) for n in names]
-
-
 def _params(
     template: ChatTemplate, tools: list[dict[str, Any]] | None = TOOLS, **kw: Any
 ) -> ChatParams:
@@ -54,12 +51,6 @@ def _params(
 
 def _own_output(name: str) -> str:
     return model_output(own_template(OWN), SCENARIOS[name], TOOLS, (RETURN,))
-
-
-def _lazy_start(params: ChatParams, text: str) -> int:
-    start = trigger_start(params, text)
-    assert start >= 0, f"no trigger of {params.grammar_triggers} fires in {text!r}"
-    return start
 
 
 # --------------------------------------------------------------------------- own template
@@ -93,17 +84,15 @@ def test_streaming_equals_parse(name: str) -> None:
             assert "<|" not in delta.get(field, ""), delta
 
 
-@pytest.mark.parametrize("name", _grammar_cases(CALL_SCENARIOS))
+@pytest.mark.parametrize("name", CALL_SCENARIOS)
 def test_lazy_grammar_accepts_from_trigger(name: str) -> None:
     text = _own_output(name)
     params = _params(own_template(OWN), parallel_tool_calls=True)
     assert params.grammar is not None and params.grammar_lazy
-    assert accepts(params.grammar, text[_lazy_start(params, text) :])
+    assert accepts(params.grammar, text[lazy_start(params, text) :])
 
 
-@pytest.mark.parametrize(
-    "name", _grammar_cases([n for n in CALL_SCENARIOS if not SCENARIOS[n].get("content")])
-)
+@pytest.mark.parametrize("name", [n for n in CALL_SCENARIOS if not SCENARIOS[n].get("content")])
 def test_required_grammar_accepts_calls(name: str) -> None:
     text = _own_output(name)
     params = _params(own_template(OWN), tool_choice="required", parallel_tool_calls=True)
@@ -149,7 +138,7 @@ def test_header_variants(header: str, ending: str) -> None:
     check_streaming(params, text, count=5)
     if header != "analysis-channel":  # the grammar allows the trained commentary channel only
         assert params.grammar is not None
-        assert accepts(params.grammar, text[_lazy_start(params, text) :])
+        assert accepts(params.grammar, text[lazy_start(params, text) :])
 
 
 def test_reasoning_format_none_keeps_the_analysis_message_as_content() -> None:
@@ -187,8 +176,8 @@ def test_parallel_calls_only_when_allowed() -> None:
     single = _params(own_template(OWN), parallel_tool_calls=False)
     parallel = _params(own_template(OWN), parallel_tool_calls=True)
     assert single.grammar and parallel.grammar
-    assert accepts(parallel.grammar, text[_lazy_start(parallel, text) :])
-    assert not accepts(single.grammar, text[_lazy_start(single, text) :])
+    assert accepts(parallel.grammar, text[lazy_start(parallel, text) :])
+    assert not accepts(single.grammar, text[lazy_start(single, text) :])
     # The parser still reads every call the model wrote.
     assert len(single.parse(text).tool_calls) == 2
 
@@ -285,10 +274,7 @@ def test_preserved_tokens_follow_the_analysis() -> None:
 
 
 def _corpus_template() -> ChatTemplate:
-    root = corpus_dir()
-    if root is None or not (root / "openai-gpt-oss-120b.jinja").is_file():
-        pytest.skip("gpt-oss template not in the corpus (../shared/templates)")
-    return ChatTemplate.from_file(root / "openai-gpt-oss-120b.jinja")
+    return corpus_template("openai-gpt-oss-120b.jinja", "gpt-oss")
 
 
 # The real template writes the content of a tool-call message into the analysis channel and
@@ -311,13 +297,13 @@ def test_corpus_gpt_oss_round_trip(name: str) -> None:
     check_streaming(params, text, count=5, seed=3)
 
 
-@pytest.mark.parametrize("name", _grammar_cases([n for n in CALL_SCENARIOS if n not in CORPUS_NA]))
+@pytest.mark.parametrize("name", [n for n in CALL_SCENARIOS if n not in CORPUS_NA])
 def test_corpus_gpt_oss_grammar(name: str) -> None:
     template = _corpus_template()
     text = model_output(template, SCENARIOS[name], TOOLS, (RETURN,))
     params = _params(template)
     assert params.grammar is not None and params.grammar_lazy
-    assert accepts(params.grammar, text[_lazy_start(params, text) :])
+    assert accepts(params.grammar, text[lazy_start(params, text) :])
     required = _params(template, tool_choice="required")
     assert required.grammar is not None and accepts(required.grammar, text)
 
@@ -356,7 +342,7 @@ def test_bench_output_parses_to_the_rendered_message(scale: str) -> None:
     _deltas, streamed = stream(params, chunks)
     assert streamed == got
     assert params.grammar is not None
-    start = _lazy_start(params, text)
+    start = lazy_start(params, text)
     assert accepts(params.grammar, text[start:])
 
 
