@@ -17,7 +17,12 @@ from collections.abc import Sequence
 
 from autoparser.formats import register
 from autoparser.generate import tags
-from autoparser.generate.builders import BuildContext, ParserDefinition
+from autoparser.generate.builders import (
+    BuildContext,
+    ParserDefinition,
+    json_args,
+    longest_name_first,
+)
 from autoparser.generate.request import ToolSpec
 from autoparser.generate.triggers import GrammarTrigger
 from autoparser.peg import (
@@ -43,19 +48,6 @@ TEXT = "all\n"  # the recipient of text meant for the user
 _DEFAULT_END = "<|eot_id|>"
 
 
-def _rule(name: str) -> str:
-    return re.sub(r"[^a-zA-Z0-9]+", "-", name).strip("-") or "x"
-
-
-def _args(tool: ToolSpec) -> Parser:
-    return json_schema(dict(tool.parameters), f"{_rule(tool.name)}-args")
-
-
-def _by_name(tools: Sequence[ToolSpec]) -> list[ToolSpec]:
-    """Longest names first, so a name that prefixes another cannot shadow it."""
-    return sorted(tools, key=lambda t: len(t.name), reverse=True)
-
-
 def _end_markers(ctx: BuildContext) -> tuple[str, ...]:
     return ctx.end_markers or (_DEFAULT_END,)
 
@@ -74,14 +66,14 @@ def _lenient_call(tool: ToolSpec, ends: Sequence[str]) -> Parser:
     the next segment), so the call a stream announced is a call in the final parse too.
     """
     header = tag(tags.TOOL_NAME, literal(tool.name)) + literal("\n") + space()
-    args = choice(tag(tags.TOOL_ARGS, _args(tool)), tag(tags.TOOL_ARGS_BAD, _stops(ends)))
+    args = choice(tag(tags.TOOL_ARGS, json_args(tool)), tag(tags.TOOL_ARGS_BAD, _stops(ends)))
     return tag(tags.TOOL, atomic(header + peek(literal("{"))) + args)
 
 
 def lenient_parser(tools: Sequence[ToolSpec], ends: Sequence[str]) -> Parser:
     """``(segment | end marker | stray text)*``: never fails, keeps every character."""
     text = literal(TEXT) + tag(tags.CONTENT, _stops(ends))
-    calls = [_lenient_call(t, ends) + space() for t in _by_name(tools)]
+    calls = [_lenient_call(t, ends) + space() for t in longest_name_first(tools)]
     segment = optional(literal(RECIPIENT)) + choice(*calls, text)
     stray = tag(tags.CONTENT, any_char() + _stops(ends))
     return zero_or_more(choice(segment, *[literal(m) for m in ends], stray)) + end()
@@ -96,7 +88,7 @@ def _calls(tools: Sequence[ToolSpec], parallel: bool, *, lazy: bool) -> Parser:
     Each alternative starts with a literal of its own (``NAME\\n``, ``>>>NAME\\n``), so the
     lazy grammar's trigger words are exactly the call openings, never ``>>>all``.
     """
-    ordered = [(t, _args(t)) for t in _by_name(tools)]
+    ordered = [(t, json_args(t)) for t in longest_name_first(tools)]
     first_alts = [literal(t.name + "\n") + a for t, a in ordered]
     later_alts = [literal(RECIPIENT + t.name + "\n") + a for t, a in ordered]
     first = choice(*first_alts, *later_alts) if lazy else choice(*first_alts)
@@ -130,9 +122,10 @@ def grammar_triggers(tools: Sequence[ToolSpec]) -> tuple[GrammarTrigger, ...]:
     """
     if not tools:
         return ()
-    names = "|".join(re.escape(t.name) for t in _by_name(tools))
+    ordered = longest_name_first(tools)
+    names = "|".join(re.escape(t.name) for t in ordered)
     first = GrammarTrigger("pattern_full", f"^((?:{names})\\n)[\\s\\S]*")
-    return (first, *(GrammarTrigger("word", RECIPIENT + t.name + "\n") for t in _by_name(tools)))
+    return (first, *(GrammarTrigger("word", RECIPIENT + t.name + "\n") for t in ordered))
 
 
 @register("functionary_v3_2")

@@ -34,7 +34,9 @@ from autoparser.generate.builders import (
     ParserDefinition,
     choice_of,
     lenient_body,
+    longest_name_first,
     reasoning_parser,
+    rule_name,
     seq_of,
 )
 from autoparser.generate.request import ToolSpec
@@ -190,15 +192,6 @@ VALUE_CONVERTERS[VALUE_TAG] = to_json
 # --------------------------------------------------------------------------- shared pieces
 
 
-def _rule(name: str) -> str:
-    return re.sub(r"[^a-zA-Z0-9]+", "-", name).strip("-") or "x"
-
-
-def _by_name(tools: Sequence[ToolSpec]) -> list[ToolSpec]:
-    """Longest names first, so a name that prefixes another cannot shadow it."""
-    return sorted(tools, key=lambda t: len(t.name), reverse=True)
-
-
 def _string() -> Parser:
     return literal(QUOTE) + until(QUOTE) + literal(QUOTE)
 
@@ -275,7 +268,7 @@ class _Values:
         pairs: list[Parser] = []
         for key in keys:
             self._count += 1
-            rule = f"{name}-{_rule(key)}-{self._count}"
+            rule = f"{name}-{rule_name(key)}-{self._count}"
             kv = literal(key + ":") + self.typed(props[key], rule)
             pairs.append(self.rules.define(rule, kv))
         firsts: list[Parser] = []
@@ -343,7 +336,7 @@ def _lenient_call(tool: ToolSpec, values: _Values, stops: Sequence[str]) -> Pars
 def lenient_section(ctx: BuildContext, tools: Sequence[ToolSpec]) -> Parser:
     values = _Values()
     stops = list(dict.fromkeys([CALL_END, CALL_START, *ctx.end_markers]))
-    call = choice_of([_lenient_call(t, values, stops) for t in _by_name(tools)])
+    call = choice_of([_lenient_call(t, values, stops) for t in longest_name_first(tools)])
     return call + zero_or_more(space() + call)
 
 
@@ -352,7 +345,7 @@ def lenient_section(ctx: BuildContext, tools: Sequence[ToolSpec]) -> Parser:
 
 def _strict_call(tool: ToolSpec, values: _Values) -> Parser:
     props = tool.properties
-    name = f"gemma-{_rule(tool.name)}"
+    name = f"gemma-{rule_name(tool.name)}"
     if props:
         inner = values.members(props, tool.parameters.get("required", ()), name)
     else:
@@ -366,7 +359,7 @@ def grammar_parser(ctx: BuildContext) -> tuple[Parser | None, bool]:
     reasoning = reasoning_parser(ctx, strict=True)
     if req.calls_enabled:
         values = _Values()
-        call = choice_of([_strict_call(t, values) for t in _by_name(req.grammar_tools)])
+        call = choice_of([_strict_call(t, values) for t in longest_name_first(req.grammar_tools)])
         calls = call + zero_or_more(space() + call) if req.parallel_tool_calls else call
         if req.tool_choice == "required":
             return seq_of(reasoning, space(), calls, space(), end()), False

@@ -18,12 +18,16 @@ included, so nothing the model wrote is lost.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from autoparser.formats import register
 from autoparser.generate import tags
-from autoparser.generate.builders import BuildContext, ParserDefinition
+from autoparser.generate.builders import (
+    BuildContext,
+    ParserDefinition,
+    json_args,
+    longest_name_first,
+)
 from autoparser.generate.request import ToolSpec
 from autoparser.peg import (
     Parser,
@@ -64,23 +68,10 @@ _DROPPED = (ASSISTANT, END, RETURN, CALL)
 _TYPE_CHARS = "a-zA-Z0-9_\\-"
 
 
-def _rule(name: str) -> str:
-    return re.sub(r"[^a-zA-Z0-9]+", "-", name).strip("-") or "x"
-
-
 def _constraint() -> Parser:
     """The optional content type after a channel or recipient: `` json``, `` <|constrain|>json``."""
     lead = choice(literal(" ") + optional(literal(CONSTRAIN)), literal(CONSTRAIN))
     return optional(lead + chars(_TYPE_CHARS, 1, 32))
-
-
-def _args(tool: ToolSpec) -> Parser:
-    return json_schema(dict(tool.parameters), f"{_rule(tool.name)}-args")
-
-
-def _by_name(tools: Sequence[ToolSpec]) -> list[ToolSpec]:
-    """Longest names first, so a name that prefixes another cannot shadow it."""
-    return sorted(tools, key=lambda t: len(t.name), reverse=True)
 
 
 # --------------------------------------------------------------------------- lenient parser
@@ -97,7 +88,7 @@ def _lenient_call(tool: ToolSpec) -> Parser:
     # Arguments that break are recovered (cut at their last valid prefix, up to the
     # message's end), so the call a stream announced is a call in the final parse too.
     bad = tag(tags.TOOL_ARGS_BAD, until_one_of(*_BODY_STOPS))
-    return tag(tags.TOOL, opened + choice(tag(tags.TOOL_ARGS, _args(tool)), bad))
+    return tag(tags.TOOL, opened + choice(tag(tags.TOOL_ARGS, json_args(tool)), bad))
 
 
 def _channel_header(channel: str) -> Parser:
@@ -125,7 +116,7 @@ def _text_message(channel: str) -> Parser:
 
 def lenient_parser(tools: Sequence[ToolSpec], extract_reasoning: bool) -> Parser:
     """``(message | marker | stray text)*``: never fails, keeps every character."""
-    items: list[Parser] = [_lenient_call(t) for t in _by_name(tools)]
+    items: list[Parser] = [_lenient_call(t) for t in longest_name_first(tools)]
     items += [_analysis(extract_reasoning), _text_message("final"), _text_message("commentary")]
     items += [literal(m) for m in _DROPPED]
     items.append(tag(tags.CONTENT, any_char() + until_one_of(*_BODY_STOPS)))
@@ -160,7 +151,7 @@ def _calls(tools: Sequence[ToolSpec], parallel: bool, *, lazy: bool) -> Parser:
     may have begun before it (``<|channel|>commentary`` when the recipient follows the
     channel); both header orders continue from there.
     """
-    ordered = [(t, _args(t)) for t in _by_name(tools)]
+    ordered = [(t, json_args(t)) for t in longest_name_first(tools)]
     if lazy:
         first = literal(RECIPIENT) + choice(
             *[_after_recipient(t, a, True) for t, a in ordered],

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -213,6 +214,22 @@ def _is_string_param(schema: Any, root: Any) -> bool:
     from autoparser.schema import parameter_is_string
 
     return bool(parameter_is_string(schema, root))
+
+
+def rule_name(name: str) -> str:
+    """A GBNF-safe rule name for a hand-written format's own rules: each run of characters
+    other than ASCII letters and digits becomes one ``-``."""
+    return re.sub(r"[^a-zA-Z0-9]+", "-", name).strip("-") or "x"
+
+
+def json_args(tool: ToolSpec) -> Parser:
+    """The JSON arguments of ``tool``, checked against its schema, in rules named after it."""
+    return json_schema(dict(tool.parameters), f"{rule_name(tool.name)}-args")
+
+
+def longest_name_first(tools: Sequence[ToolSpec]) -> list[ToolSpec]:
+    """Longest names first, so a name that prefixes another cannot shadow it."""
+    return sorted(tools, key=lambda t: len(t.name), reverse=True)
 
 
 def _rule_part(text: str) -> str:
@@ -716,7 +733,7 @@ def call_trigger_markers(ctx: BuildContext) -> tuple[str, ...]:
 def _one_call(ctx: BuildContext, tools: Sequence[ToolSpec], strict: bool) -> Parser:
     """One call to any of ``tools``, with its per-call markers."""
     _, _, call_start, call_end = _effective_markers(ctx)
-    ordered = sorted(tools, key=lambda t: len(t.name), reverse=True)
+    ordered = longest_name_first(tools)
     inner = choice_of([single_call(ctx, t, strict) for t in ordered])
     return tag(
         tags.TOOL,
