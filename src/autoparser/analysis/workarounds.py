@@ -75,6 +75,16 @@ def stripped_think_history(source: str, analysis: TemplateAnalysis) -> TemplateA
     )
 
 
+def _tools_if_none_found(
+    source: str, analysis: TemplateAnalysis, fingerprint: str, tools: ToolsAnalysis
+) -> TemplateAnalysis | None:
+    """``tools`` for a template recognised by ``fingerprint`` whose tool format the diffs
+    could not find (its turns never render calls); None for any other template."""
+    if fingerprint not in source or analysis.tools.format.mode is not ToolFormat.NONE:
+        return None
+    return dataclasses.replace(analysis, tools=tools)
+
+
 def granite_tool_call_list(source: str, analysis: TemplateAnalysis) -> TemplateAnalysis | None:
     """Granite 3.3: the call format exists only in the system prompt's instructions.
 
@@ -84,12 +94,11 @@ def granite_tool_call_list(source: str, analysis: TemplateAnalysis) -> TemplateA
     {...}}, ...]``: the JSON-native, array-wrapped family. Applied only when the analysis
     found no tool format.
     """
-    fingerprint = "respond only with <|tool_call|> followed by a JSON list of tools used"
-    if fingerprint not in source or analysis.tools.format.mode is not ToolFormat.NONE:
-        return None
-    return dataclasses.replace(
+    return _tools_if_none_found(
+        source,
         analysis,
-        tools=ToolsAnalysis(
+        "respond only with <|tool_call|> followed by a JSON list of tools used",
+        ToolsAnalysis(
             format=ToolFormatAnalysis(
                 mode=ToolFormat.JSON_NATIVE,
                 section_start="<|tool_call|>",
@@ -116,12 +125,11 @@ def lfm2_pythonic_calls(source: str, analysis: TemplateAnalysis) -> TemplateAnal
     template renders calls, with single quotes) is analysed as. The fingerprint is LFM2's
     ``<|tool_list_start|>`` around the tool list; applied only when no format was found.
     """
-    fingerprint = "List of tools: <|tool_list_start|>["
-    if fingerprint not in source or analysis.tools.format.mode is not ToolFormat.NONE:
-        return None
-    return dataclasses.replace(
+    return _tools_if_none_found(
+        source,
         analysis,
-        tools=ToolsAnalysis(
+        "List of tools: <|tool_list_start|>[",
+        ToolsAnalysis(
             format=ToolFormatAnalysis(
                 mode=ToolFormat.TAG_WITH_TAGGED,
                 section_start="<|tool_call_start|>[",
