@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from autoparser.analysis.model import (
     ArgumentsAnalysis,
     CallIdAnalysis,
@@ -86,6 +88,11 @@ class Case:
     eos: str = ""
     tools_in_output: bool = True  # False: the template renders tools only before the last turn
     content_only: bool = True  # False: a turn without reasoning cannot follow the prompt
+
+    @property
+    def request_tools(self) -> list[dict[str, Any]] | None:
+        """The tools of a request to this case: none for a format without calls."""
+        return TOOLS if self.calls else None
 
     def load(self) -> ChatTemplate:
         source = (TEMPLATES / self.template).read_text(encoding="utf-8")
@@ -425,6 +432,14 @@ def scenarios(case: Case) -> dict[str, dict[str, Any]]:
     }
     out["no_params"] = {"role": "assistant", "content": None, "tool_calls": [call("ping", {}, cid)]}
     return out
+
+
+# Every (case, scenario, message) the cases can express, as pytest parameters.
+SCENARIOS = [
+    pytest.param(case, name, msg, id=f"{case.name}-{name}")
+    for case in CASES
+    for name, msg in scenarios(case).items()
+]
 
 
 def normalized(message: ChatMessage, *, ids: bool) -> dict[str, Any]:

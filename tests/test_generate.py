@@ -12,7 +12,16 @@ from typing import Any
 
 import pytest
 from gbnf_oracle import accepts
-from generate_cases import CASE_BY_NAME, CASES, TOOLS, Case, call, expected, normalized, scenarios
+from generate_cases import (
+    CASE_BY_NAME,
+    SCENARIOS,
+    TOOLS,
+    Case,
+    call,
+    expected,
+    normalized,
+    scenarios,
+)
 from test_formats_common import check_streaming
 
 from autoparser.analysis.model import (
@@ -27,12 +36,6 @@ from autoparser.errors import RequestError
 from autoparser.generate import GrammarTrigger
 from autoparser.generate.params import build_params
 
-SCENARIOS = [
-    pytest.param(case, name, msg, id=f"{case.name}-{name}")
-    for case in CASES
-    for name, msg in scenarios(case).items()
-]
-
 
 def _grammar_params(only_calls: bool) -> list[Any]:
     """Call scenarios (without content before the calls for tool_choice=required)."""
@@ -43,13 +46,9 @@ def _grammar_params(only_calls: bool) -> list[Any]:
     ]
 
 
-def _tools(case: Case) -> list[dict[str, Any]] | None:
-    return TOOLS if case.calls else None
-
-
 @pytest.mark.parametrize(("case", "scenario", "message"), SCENARIOS)
 def test_parse_gives_back_the_message(case: Case, scenario: str, message: dict[str, Any]) -> None:
-    tools = _tools(case)
+    tools = case.request_tools
     text = case.output(message, tools)
     params = case.params(tools)
     assert normalized(params.parse(text), ids=case.ids) == expected(message, ids=case.ids)
@@ -58,7 +57,7 @@ def test_parse_gives_back_the_message(case: Case, scenario: str, message: dict[s
 
 @pytest.mark.parametrize(("case", "scenario", "message"), SCENARIOS)
 def test_end_of_turn_marker_optional(case: Case, scenario: str, message: dict[str, Any]) -> None:
-    tools = _tools(case)
+    tools = case.request_tools
     text = case.output(message, tools)
     params = case.params(tools)
     with_stop = params.parse(text + case.analysis.end_of_turn[0])
@@ -67,7 +66,7 @@ def test_end_of_turn_marker_optional(case: Case, scenario: str, message: dict[st
 
 @pytest.mark.parametrize(("case", "scenario", "message"), _grammar_params(only_calls=True))
 def test_required_grammar_accepts_calls(case: Case, scenario: str, message: dict[str, Any]) -> None:
-    tools = _tools(case)
+    tools = case.request_tools
     text = case.output(message, tools)
     params = case.params(tools, tool_choice="required")
     assert params.grammar is not None
@@ -80,7 +79,7 @@ def test_required_grammar_accepts_calls(case: Case, scenario: str, message: dict
 def test_lazy_grammar_accepts_from_trigger(
     case: Case, scenario: str, message: dict[str, Any]
 ) -> None:
-    tools = _tools(case)
+    tools = case.request_tools
     text = case.output(message, tools)
     params = case.params(tools)
     assert params.grammar is not None and params.grammar_lazy
@@ -310,7 +309,7 @@ def test_invalid_requests_raise_naming_the_field(options: dict[str, Any], field:
 @pytest.mark.parametrize(("case", "scenario", "message"), SCENARIOS)
 def test_apply_with_analysed_template(case: Case, scenario: str, message: dict[str, Any]) -> None:
     """template.apply: the template's own analysis (not the hand-written one) parses back."""
-    tools = _tools(case)
+    tools = case.request_tools
     text = case.output(message, tools)
     params = case.load().apply([{"role": "user", "content": "Hi"}], tools=tools)
     assert params.prompt == case.load().render(

@@ -13,6 +13,7 @@ from gbnf_oracle import accepts
 from generate_cases import (
     CASE_BY_NAME,
     CASES,
+    SCENARIOS,
     TOOLS,
     Case,
     accumulate,
@@ -23,16 +24,6 @@ from generate_cases import (
 
 from autoparser.errors import RequestError
 from autoparser.generate import ChatParams
-
-SCENARIOS = [
-    pytest.param(case, name, msg, id=f"{case.name}-{name}")
-    for case in CASES
-    for name, msg in scenarios(case).items()
-]
-
-
-def _tools(case: Case) -> list[dict[str, Any]] | None:
-    return TOOLS if case.calls else None
 
 
 def splits(text: str, rng: random.Random) -> list[str]:
@@ -91,14 +82,14 @@ def run_stream(params: ChatParams, chunks: list[str]) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize(("case", "scenario", "message"), SCENARIOS)
 def test_one_char_stream_equals_parse(case: Case, scenario: str, message: dict[str, Any]) -> None:
-    tools = _tools(case)
+    tools = case.request_tools
     text = case.output(message, tools)
     run_stream(case.params(tools), list(text))
 
 
 @pytest.mark.parametrize(("case", "scenario", "message"), SCENARIOS)
 def test_random_splits_equal_parse(case: Case, scenario: str, message: dict[str, Any]) -> None:
-    tools = _tools(case)
+    tools = case.request_tools
     text = case.output(message, tools)
     params = case.params(tools)
     rng = random.Random(f"{case.name}-{scenario}")
@@ -108,7 +99,7 @@ def test_random_splits_equal_parse(case: Case, scenario: str, message: dict[str,
 
 @pytest.mark.parametrize(("case", "scenario", "message"), SCENARIOS)
 def test_markers_never_leak(case: Case, scenario: str, message: dict[str, Any]) -> None:
-    tools = _tools(case)
+    tools = case.request_tools
     text = case.output(message, tools)
     params = case.params(tools)
     a = case.analysis
@@ -256,7 +247,7 @@ def test_needles_stream_in_order(case: Case) -> None:
     if case.calls:
         args = {"query": f"find {a[0]} then {a[1]}", "tags": [a[2]]}
         message["tool_calls"] = [call("search", args, "abcdefghi" if case.ids else "")]
-    tools = _tools(case)
+    tools = case.request_tools
     text = case.output(message, tools)
     params = case.params(tools)
     stream = params.stream()
@@ -279,7 +270,7 @@ def test_needles_stream_in_order(case: Case) -> None:
 
 @pytest.mark.parametrize(("case", "scenario", "message"), SCENARIOS)
 def test_stream_with_analysed_template(case: Case, scenario: str, message: dict[str, Any]) -> None:
-    tools = _tools(case)
+    tools = case.request_tools
     text = case.output(message, tools)
     params = case.load().apply([{"role": "user", "content": "Hi"}], tools=tools)
     run_stream(params, list(text))
