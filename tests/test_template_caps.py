@@ -121,3 +121,55 @@ def test_tool_use_variant_supplies_tool_caps(tmp_path: Path) -> None:
     assert not detect_caps(template).supports_tools
     assert template.caps.supports_tools and template.caps.supports_tool_call_id
     assert template.caps.supports_system_role == detect_caps(template).supports_system_role
+
+
+# Templates that list every tool in the system turn but show fewer assistant calls.
+TOOLS_LIST = "{% for t in tools or [] %}tool {{ t.function.name }}\n{% endfor %}"
+TURNS = (
+    "{% for m in messages %}{{ m.role }}: {{ m.content or '' }}"
+    "{% if m.role == 'assistant' %}{CALLS}{% endif %}\n{% endfor %}"
+)
+NO_CALLS = TOOLS_LIST + TURNS.replace("{CALLS}", "")
+FIRST_CALL = TOOLS_LIST + TURNS.replace(
+    "{CALLS}",
+    "{% if m.tool_calls %}{% set c = m.tool_calls[0].function %}"
+    "[{{ c.name }} {{ c.arguments | tojson }}]{% endif %}",
+)
+ALL_CALLS = TOOLS_LIST + TURNS.replace(
+    "{CALLS}",
+    "{% for tc in m.tool_calls or [] %}[{{ tc.function.name }} "
+    "{{ tc.function.arguments | tojson }}]{% endfor %}",
+)
+
+
+def repro_render(source: str) -> str:
+    """Two calls, `zz_one` and `zz_two`, offered only a third tool: what the turn shows."""
+    calls = [
+        {"type": "function", "function": {"name": name, "arguments": {"x": name + "_arg"}}}
+        for name in ("zz_one", "zz_two")
+    ]
+    tools = [{"type": "function", "function": {"name": "other", "parameters": {}}}]
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+    ]
+    return ChatTemplate(source).render(messages, tools, polyfills=False)
+
+
+@pytest.mark.parametrize(
+    ("source", "shown", "calls", "parallel"),
+    [
+        (NO_CALLS, (), False, False),
+        (FIRST_CALL, ("zz_one",), True, False),
+        (ALL_CALLS, ("zz_one", "zz_two"), True, True),
+    ],
+    ids=["no-calls", "first-call-only", "all-calls"],
+)
+def test_call_caps_follow_the_assistant_turn_not_the_tools_list(
+    source: str, shown: tuple[str, ...], calls: bool, parallel: bool
+) -> None:
+    text = repro_render(source)
+    assert {n for n in ("zz_one", "zz_two") if n in text} == set(shown)
+    caps = ChatTemplate(source).caps
+    assert caps.supports_tools
+    assert (caps.supports_tool_calls, caps.supports_parallel_tool_calls) == (calls, parallel)

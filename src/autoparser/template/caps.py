@@ -2,7 +2,9 @@
 
 Nothing here reads the template source. Each capability is a question answered by rendering
 a small conversation carrying unique marker strings (with polyfills off) and checking which
-markers reach the prompt, or whether the render fails. Results are cached per template text
+markers reach the prompt, or whether the render fails. Tool calls are judged by what the
+assistant turn adds: the tools list names every probe tool, so a call counts as rendered only
+when changing it (same tools) changes the render. Results are cached per template text
 and special tokens, so a template is probed once however often it is loaded.
 """
 
@@ -38,6 +40,7 @@ TOOL = "prb_tool_fn"
 TOOL2 = "prb_other_fn"
 ARG_KEY = "prb_arg"
 ARG_VALUE = "PrbArgVal"
+ARG_VALUE2 = "PrbArgValTwo"
 RESULT = "PrbToolResult"
 GENERIC_IDS = ("call_prb_00001", "call_prb_00002")
 ALNUM9_IDS = ("Prb0Id001", "Prb0Id002")
@@ -99,8 +102,14 @@ def _has(text: str | None, *markers: str) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class _CallProbe:
-    """The tool-call conversation shape that worked, and what it showed."""
+    """The tool-call conversation shape that rendered, and what it showed.
 
+    ``renders``: the template accepts the conversation in this shape (content, ids, results);
+    ``works``: the assistant turn also shows the call. A template may do the first without the
+    second (granite 3.3, LFM2), and its content/id needs still matter to the polyfills.
+    """
+
+    renders: bool = False
     works: bool = False
     alnum9: bool = False
     non_null: bool = False
@@ -108,8 +117,8 @@ class _CallProbe:
     rendered: str = ""
 
 
-def _call(name: str, call_id: str, as_object: bool) -> dict[str, Any]:
-    args: dict[str, Any] = {ARG_KEY: ARG_VALUE}
+def _call(name: str, call_id: str, as_object: bool, value: str = ARG_VALUE) -> dict[str, Any]:
+    args: dict[str, Any] = {ARG_KEY: value}
     return {
         "id": call_id,
         "type": "function",
@@ -124,10 +133,12 @@ def _call_conversation(
     as_object: bool,
     with_result: bool,
     parallel: bool = False,
+    names: tuple[str, str] = (TOOL, TOOL2),
+    second_value: str = ARG_VALUE,
 ) -> list[dict[str, Any]]:
-    calls = [_call(TOOL, ids[0], as_object)]
+    calls = [_call(names[0], ids[0], as_object)]
     if parallel:
-        calls.append(_call(TOOL2, ids[1], as_object))
+        calls.append(_call(names[1], ids[1], as_object, second_value))
     messages: list[dict[str, Any]] = [
         prober.user(),
         {"role": "assistant", "content": content, "tool_calls": calls},
@@ -142,16 +153,29 @@ def _call_conversation(
 
 
 def _find_call_shape(prober: _Prober) -> _CallProbe:
+    fallback = _CallProbe()
     for with_result in (True, False):
         for alnum9, ids in ((False, GENERIC_IDS), (True, ALNUM9_IDS)):
             for non_null, content in ((False, None), (True, "")):
                 for as_object in (True, False):
                     messages = _call_conversation(prober, ids, content, as_object, with_result)
                     text = prober.render(messages, PROBE_TOOLS, with_result)
-                    if _has(text, TOOL):
-                        assert text is not None
-                        return _CallProbe(True, alnum9, non_null, with_result, text)
-    return _CallProbe()
+                    if text is None:
+                        continue
+                    # The tools list names every probe tool, so finding TOOL proves nothing:
+                    # the call is rendered only if calling the other tool changes the render.
+                    swapped = _call_conversation(
+                        prober, ids, content, as_object, with_result, names=(TOOL2, TOOL)
+                    )
+                    other = prober.render(swapped, PROBE_TOOLS, with_result)
+                    if _has(text, TOOL) and other is not None and other != text:
+                        return _CallProbe(True, True, alnum9, non_null, with_result, text)
+                    # Else keep the first shape showing both the tools and the results: the
+                    # template takes part in tool conversations without showing calls, and
+                    # how it wants their messages (content, ids) still counts.
+                    if not fallback.renders and with_result and _has(text, TOOL, RESULT):
+                        fallback = _CallProbe(True, False, alnum9, non_null, with_result, text)
+    return fallback
 
 
 def _probe(template: ChatTemplate) -> tuple[TemplateCaps, TemplateQuirks]:
@@ -198,14 +222,27 @@ def _probe(template: ChatTemplate) -> tuple[TemplateCaps, TemplateQuirks]:
         requires_object = object_ok and (not string_ok or as_obj != as_str)
         # Objects print as Python reprs or break the render, while JSON strings work.
         arguments_as_string = string_ok and not object_ok
-        both = prober.render(
-            _call_conversation(
-                prober, ids, content, not arguments_as_string, shape.with_result, True
-            ),
-            PROBE_TOOLS,
-            shape.with_result,
-        )
-        parallel = _has(both, TOOL, TOOL2)
+        # The second call must show itself: changing its name and arguments (tools unchanged)
+        # must change the render, else the template drops every call after the first.
+        renders = [
+            prober.render(
+                _call_conversation(
+                    prober,
+                    ids,
+                    content,
+                    not arguments_as_string,
+                    shape.with_result,
+                    True,
+                    names,
+                    value,
+                ),
+                PROBE_TOOLS,
+                shape.with_result,
+            )
+            for names, value in (((TOOL, TOOL2), ARG_VALUE), ((TOOL, TOOL), ARG_VALUE2))
+        ]
+        parallel = _has(renders[0], TOOL, TOOL2) and None not in renders
+        parallel = parallel and renders[0] != renders[1]
 
     history = [
         prober.user(),
@@ -247,7 +284,7 @@ def _probe(template: ChatTemplate) -> tuple[TemplateCaps, TemplateQuirks]:
         supports_tool_call_id=shape.works and ids[0] in shape.rendered,
         supports_tool_responses=shape.with_result and RESULT in shape.rendered,
         requires_object_arguments=requires_object,
-        requires_non_null_content=shape.works and shape.non_null,
+        requires_non_null_content=shape.renders and shape.non_null,
         requires_typed_content=requires_typed,
         # Native, or under the other name / content shape the polyfills then supply.
         renders_reasoning=_has(reasoning, REASONING) or reasoning_key or thinking_block,
@@ -256,7 +293,7 @@ def _probe(template: ChatTemplate) -> tuple[TemplateCaps, TemplateQuirks]:
         ),
     )
     quirks = TemplateQuirks(
-        tool_call_id_alnum9=shape.works and shape.alnum9,
+        tool_call_id_alnum9=shape.renders and shape.alnum9,
         arguments_as_json_string=arguments_as_string,
         reads_reasoning_key=reasoning_key,
         reasoning_as_thinking_block=thinking_block,
