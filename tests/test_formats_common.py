@@ -8,6 +8,7 @@ client does, and check that streaming however split gives what ``parse`` gives.
 from __future__ import annotations
 
 import itertools
+import json
 import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -19,6 +20,7 @@ import pytest
 from conftest import OWN_TEMPLATES, corpus_dir
 from generate_cases import accumulate
 from generate_cases import message_dict as as_dict
+from hypothesis import strategies as st
 
 from autoparser import ChatTemplate
 from autoparser.errors import TemplateError
@@ -209,6 +211,32 @@ def corpus_template(filename: str, what: str) -> ChatTemplate:
     if root is None or not (root / filename).is_file():
         pytest.skip(f"{what} template not in the corpus (../shared/templates)")
     return ChatTemplate.from_file(root / filename)
+
+
+# Where a fuzzed output may end: nowhere special, or inside a call's arguments.
+ARGUMENT_CUTS = st.sampled_from(["", '{"city": "Pa', '{"city": '])
+
+
+def check_fragment_mix(params: ChatParams, parts: Sequence[str], cut: str, seed: int) -> None:
+    """Any mix of a format's fragments, arguments cut anywhere: parse never raises and
+    streaming folds into the parse."""
+    text = "".join(parts) + cut
+    if not text:
+        return
+    params.parse(text)  # never raises
+    check_streaming(params, text, count=2, seed=seed)
+
+
+def check_arguments_turning_invalid(params: ChatParams, text: str) -> None:
+    """``text`` announces a get_weather call whose arguments break off at ``{"city": ``
+    before the content ``ok``: the call stays a call in parse() (cut, closed, flagged)."""
+    _deltas, streamed = stream(params, list(text))
+    message = params.parse(text)
+    assert streamed == message
+    assert [c.name for c in message.tool_calls] == ["get_weather"] and message.truncated
+    assert json.loads(message.tool_calls[0].arguments) == {"city": None}
+    assert message.content == "ok"
+    check_streaming(params, text, seed=3)
 
 
 def needle_text_grows(params: ChatParams, text: str, needles: Sequence[str]) -> None:

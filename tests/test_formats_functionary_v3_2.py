@@ -16,9 +16,12 @@ from gbnf_oracle import accepts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_formats_common import (
+    ARGUMENT_CUTS,
     TOOLS,
     USER,
     call,
+    check_arguments_turning_invalid,
+    check_fragment_mix,
     check_streaming,
     corpus_template,
     expected,
@@ -286,27 +289,15 @@ FRAGMENTS = [
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(st.sampled_from(FRAGMENTS), max_size=14),
-    st.sampled_from(["", '{"city": "Pa', '{"city": ']),
+    ARGUMENT_CUTS,
     st.integers(0, 10_000),
 )
 def test_any_mix_of_segments_streams_like_it_parses(parts: list[str], cut: str, seed: int) -> None:
     # Arguments may break anywhere ('{"city": ' then another fragment).
-    text = "".join(parts) + cut
-    if not text:
-        return
-    params = _params(own_template(OWN))
-    params.parse(text)  # never raises
-    check_streaming(params, text, count=2, seed=seed)
+    check_fragment_mix(_params(own_template(OWN)), parts, cut, seed)
 
 
 def test_arguments_turning_invalid_mid_stream() -> None:
     """A call announced while streaming stays a call in parse(): cut, closed, flagged."""
     text = 'get_weather\n{"city": >>>all\nok'
-    params = _params(own_template(OWN))
-    _deltas, streamed = stream(params, list(text))
-    message = params.parse(text)
-    assert streamed == message
-    assert [c.name for c in message.tool_calls] == ["get_weather"] and message.truncated
-    assert json.loads(message.tool_calls[0].arguments) == {"city": None}
-    assert message.content == "ok"
-    check_streaming(params, text, seed=3)
+    check_arguments_turning_invalid(_params(own_template(OWN)), text)
