@@ -295,14 +295,20 @@ def _field_paths(ctx: BuildContext) -> list[str]:
     return paths
 
 
-def _object_from_paths(paths: list[str], leaf: Any, quote: str, prefix: str = "") -> Parser:
-    """A JSON object parser whose keys follow the paths (grouped by first component)."""
+def _paths_by_head(paths: list[str]) -> dict[str, list[str]]:
+    """Dotted key paths grouped by their first component, in order: the nested keys of each."""
     groups: dict[str, list[str]] = {}
     for path in paths:
         head, _, tail = path.partition(".")
         groups.setdefault(head, [])
         if tail:
             groups[head].append(tail)
+    return groups
+
+
+def _object_from_paths(paths: list[str], leaf: Any, quote: str, prefix: str = "") -> Parser:
+    """A JSON object parser whose keys follow the paths (grouped by first component)."""
+    groups = _paths_by_head(paths)
     pairs = []
     for head, tails in groups.items():
         full = prefix + head
@@ -315,12 +321,7 @@ def _object_prefix(
     paths: list[str], leaf: Any, quote: str, stop: str, prefix: str = ""
 ) -> Parser | None:
     """The object parser of ``_object_from_paths`` cut right after the key at ``stop``."""
-    groups: dict[str, list[str]] = {}
-    for path in paths:
-        head, _, tail = path.partition(".")
-        groups.setdefault(head, [])
-        if tail:
-            groups[head].append(tail)
+    groups = _paths_by_head(paths)
     parts: list[Part] = [literal("{"), space()]
     for i, (head, tails) in enumerate(groups.items()):
         full = prefix + head
