@@ -1,0 +1,222 @@
+"""The package's shape: no import cycles between its modules, precisely typed public entry points.
+
+The import graph is read with ``ast`` from every module of ``src/autoparser``: imports at
+module level and inside functions count (a function-level import still needs the other module
+to be importable at call time); imports under ``if TYPE_CHECKING:`` do not. Importing
+``a.b.c`` also runs ``a/b/__init__.py``, so an import reaching into another package adds an
+edge to that package's ``__init__`` too (never to the package holding the importer, nor to
+the root ``autoparser``, whose ``__init__`` only re-exports the public API).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import typing
+from pathlib import Path
+
+import pytest
+
+import autoparser
+from autoparser import ChatTemplate
+
+ROOT = Path(autoparser.__file__).parent
+PACKAGE = "autoparser"
+
+
+def _module_name(path: Path) -> str:
+    parts = [PACKAGE, *path.relative_to(ROOT).with_suffix("").parts]
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+
+
+def _imported_names(
+    tree: ast.Module, module: str, is_package: bool, modules: set[str]
+) -> set[str]:
+    """Absolute names of the modules ``module`` imports outside ``TYPE_CHECKING`` blocks.
+
+    ``from pkg import name`` imports ``pkg.name`` when that is a module, else takes ``name``
+    from ``pkg/__init__.py`` (a dependency on the package itself).
+    """
+    found: set[str] = set()
+    package = module if is_package else module.rpartition(".")[0]
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                found.add(sub if sub in modules else target)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports (see the module docstring for the rules)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        edges: set[str] = set()
+        names = _imported_names(tree, name, path.name == "__init__.py", set(modules))
+        for target in names:
+            if target not in modules:
+                continue
+            edges.add(target)
+            parts = target.split(".")
+            for depth in range(2, len(parts)):
+                ancestor = ".".join(parts[:depth])
+                if not (name == ancestor or name.startswith(ancestor + ".")):
+                    edges.add(ancestor)
+        edges.discard(name)
+        graph[name] = edges
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    components: list[list[str]] = []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    components.append(sorted(component))
+    return components
+
+
+def _cycle_path(graph: dict[str, set[str]], component: list[str]) -> list[str]:
+    """One concrete loop through a component's first module, to show in the failure."""
+    members = set(component)
+    start = component[0]
+    parents: dict[str, str] = {}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        for child in sorted(graph[node] & members):
+            if child == start:
+                path = [node]
+                while path[-1] != start:
+                    path.append(parents[path[-1]])
+                return [*reversed(path), start]
+            if child not in parents:
+                parents[child] = node
+                queue.append(child)
+    return component
+
+
+def test_the_graph_reader_sees_imports_and_skips_type_checking() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "from . import sibling\n"
+        "from ..other.mod import thing\n"
+        "import autoparser.errors\n"
+        "if TYPE_CHECKING:\n"
+        "    from autoparser.hidden import X\n"
+        "def f():\n"
+        "    from autoparser.late import Y\n"
+    )
+    known = {"autoparser.pkg.sibling"}
+    names = _imported_names(ast.parse(source), "autoparser.pkg.mod", False, known)
+    assert "autoparser.pkg" not in names  # only its submodule was imported
+    assert {
+        "autoparser.pkg.sibling",
+        "autoparser.other.mod",
+        "autoparser.errors",
+        "autoparser.late",
+    } <= names
+    assert "autoparser.hidden" not in names
+
+
+def test_cycle_finder_finds_a_planted_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_cycles(graph) == [["a", "b", "c"]]
+    assert _cycle_path(graph, ["a", "b", "c"]) == ["a", "b", "c", "a"]
+
+
+def test_no_import_cycles_between_package_modules() -> None:
+    graph = import_graph()
+    assert len(graph) > 30  # the walk found the package
+    cycles = import_cycles(graph)
+    report = [
+        f"{len(c)} modules: {', '.join(c)}\n    e.g. {' -> '.join(_cycle_path(graph, c))}"
+        for c in cycles
+    ]
+    assert not cycles, f"{len(cycles)} import cycle(s):\n" + "\n".join(report)
+
+
+def _mentions_any(annotation: object) -> bool:
+    if annotation is typing.Any:
+        return True
+    return any(_mentions_any(arg) for arg in typing.get_args(annotation))
+
+
+@pytest.mark.parametrize("method", ["analyze", "apply"])
+def test_public_entry_points_are_precisely_typed(method: str) -> None:
+    function = getattr(ChatTemplate, method)
+    hints = typing.get_type_hints(function)
+    assert "return" in hints
+    parameters = inspect.signature(function).parameters
+    untyped = [p for p in parameters if p != "self" and p not in hints]
+    assert not untyped, f"{method}: untyped parameters {untyped}"
+    loose = sorted(name for name, hint in hints.items() if _mentions_any(hint))
+    assert not loose, f"ChatTemplate.{method}: Any in {loose}"
