@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from autoparser import ChatTemplate
 from autoparser.analysis.analyzer import analyze_template, clear_cache, run_analysis
 from autoparser.errors import TemplateError
-from autoparser.template import ChatTemplate
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT.parent / "shared" / "templates"
@@ -30,9 +30,9 @@ MESSAGES = [{"role": "user", "content": "Hello"}]
 
 def _forget_compiled() -> None:
     """Drop the template layer's compile cache, so "cold" includes the jinja2 compile."""
-    from autoparser.template import chat_template
+    from autoparser.template import renderer
 
-    compile_fn = getattr(chat_template, "_compile", None)
+    compile_fn = getattr(renderer, "_compile", None)
     if compile_fn is not None and hasattr(compile_fn, "cache_clear"):
         compile_fn.cache_clear()
 

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from autoparser import ChatTemplate
 from autoparser.examples import example_path
-from autoparser.template import ChatTemplate
 
 WEATHER = {
     "type": "function",

@@ -198,7 +198,7 @@ class Row:
 
 def load_template(path: Path, prompt: str) -> Any:
     """The template with the BOS/EOS the meta's prompt was rendered with (none or <s>/</s>)."""
-    from autoparser.template import ChatTemplate
+    from autoparser import ChatTemplate
 
     source = path.read_text(encoding="utf-8")
     if prompt.startswith("<s>"):

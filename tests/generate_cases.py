@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from autoparser import ChatTemplate
 from autoparser.analysis.model import (
     ArgumentsAnalysis,
     CallIdAnalysis,
@@ -30,7 +31,6 @@ from autoparser.analysis.model import (
 )
 from autoparser.generate import ChatParams, build_params
 from autoparser.message import ChatMessage
-from autoparser.template import ChatTemplate
 
 TEMPLATES = Path(__file__).parent / "templates"
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from conftest import OWN_TEMPLATES, corpus_params
 
+from autoparser import ChatTemplate
 from autoparser.analysis import (
     ReasoningAnalysis,
     ReasoningMode,
@@ -34,7 +35,6 @@ from autoparser.analysis.workarounds import (
     stripped_think_history,
 )
 from autoparser.cli import main
-from autoparser.template import ChatTemplate
 
 DATA = Path(__file__).parent / "data" / "analysis"
 

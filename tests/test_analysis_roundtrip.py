@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from conftest import OWN_TEMPLATES, corpus_params
 
+from autoparser import ChatTemplate
 from autoparser.analysis import TemplateAnalysis, ToolFormat
 from autoparser.analysis.model import CallIdPosition
 from autoparser.errors import TemplateError
-from autoparser.template import ChatTemplate
 
 # (name, arguments, id): names, argument names and values the analysis never used.
 CALLS: list[tuple[str, dict[str, Any], str]] = [

@@ -41,9 +41,7 @@ def _is_type_checking(test: ast.expr) -> bool:
     return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
 
 
-def _imported_names(
-    tree: ast.Module, module: str, is_package: bool, modules: set[str]
-) -> set[str]:
+def _imported_names(tree: ast.Module, module: str, is_package: bool, modules: set[str]) -> set[str]:
     """Absolute names of the modules ``module`` imports outside ``TYPE_CHECKING`` blocks.
 
     ``from pkg import name`` imports ``pkg.name`` when that is a module, else takes ``name``

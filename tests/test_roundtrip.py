@@ -41,8 +41,8 @@ import pytest
 from conftest import OWN_TEMPLATES, corpus_templates
 from gbnf_oracle import accepts
 
+from autoparser import ChatTemplate
 from autoparser.errors import AutoparserError
-from autoparser.template import ChatTemplate
 
 XFAIL_FILE = Path(__file__).parent / "data" / "roundtrip_xfail.json"
 RANDOM_SPLITS = 20

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from conftest import corpus_params, corpus_templates
 
+from autoparser import ChatTemplate
 from autoparser.examples import example_path
-from autoparser.template import ChatTemplate, TemplateCaps
+from autoparser.template import TemplateCaps
 from autoparser.template.caps import detect_caps
 
 DATA = Path(__file__).parent / "data" / "template_caps_expectations.json"
@@ -104,7 +105,7 @@ def test_caps_probed_once_per_template_text() -> None:
     first = ChatTemplate(source, name="a")
     second = ChatTemplate(source, name="b")
     assert first.caps is first.caps
-    assert detect_caps(first) is detect_caps(second)
+    assert detect_caps(first.renderer) is detect_caps(second.renderer)
 
 
 def test_tool_use_variant_supplies_tool_caps(tmp_path: Path) -> None:
@@ -118,9 +119,9 @@ def test_tool_use_variant_supplies_tool_caps(tmp_path: Path) -> None:
     }
     (tmp_path / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
     template = ChatTemplate.from_file(tmp_path)
-    assert not detect_caps(template).supports_tools
+    assert not detect_caps(template.renderer).supports_tools
     assert template.caps.supports_tools and template.caps.supports_tool_call_id
-    assert template.caps.supports_system_role == detect_caps(template).supports_system_role
+    assert template.caps.supports_system_role == detect_caps(template.renderer).supports_system_role
 
 
 # Templates that list every tool in the system turn but show fewer assistant calls.

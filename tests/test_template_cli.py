@@ -10,9 +10,9 @@ from pathlib import Path
 import gguf
 import pytest
 
+from autoparser import ChatTemplate
 from autoparser.cli import main
 from autoparser.examples import example_path
-from autoparser.template import ChatTemplate
 
 EXAMPLE = example_path()
 SOURCE = EXAMPLE.read_text(encoding="utf-8")

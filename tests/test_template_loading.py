@@ -10,8 +10,8 @@ from typing import Any
 import gguf
 import pytest
 
+from autoparser import ChatTemplate
 from autoparser.errors import TemplateError
-from autoparser.template import ChatTemplate
 
 DEFAULT = "D[{{ bos_token }}|{{ eos_token }}]{% for m in messages %}{{ m.content }}{% endfor %}"
 TOOL_USE = (

@@ -20,8 +20,9 @@ from conftest import CORPUS_SKIP_REASON, corpus_params, corpus_templates
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from autoparser import ChatTemplate
 from autoparser.errors import TemplateError
-from autoparser.template import ChatTemplate, environment
+from autoparser.template import environment
 
 chat_template_utils = pytest.importorskip("transformers.utils.chat_template_utils")
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from autoparser import ChatTemplate
 from autoparser.errors import TemplateError
-from autoparser.template import ChatTemplate
 from autoparser.template.polyfill import alnum9_id
 
 OWN = Path(__file__).parent / "templates"

@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from autoparser import ChatTemplate
 from autoparser.errors import TemplateError
 from autoparser.examples import example_path
-from autoparser.template import ChatTemplate, environment
+from autoparser.template import environment
 
 chat_template_utils = pytest.importorskip("transformers.utils.chat_template_utils")
 
@@ -211,4 +212,4 @@ def test_mutating_template_renders_without_touching_inputs() -> None:
 
 def test_compiled_template_is_shared() -> None:
     source = "{{ messages | length }}"
-    assert ChatTemplate(source)._compiled is ChatTemplate(source)._compiled
+    assert ChatTemplate(source).renderer._compiled is ChatTemplate(source).renderer._compiled

@@ -1,6 +1,7 @@
 """autoparser: derive prompts, streaming parsers and grammars from any LLM chat template."""
 
 from autoparser.analysis.model import TemplateAnalysis
+from autoparser.chat import ChatTemplate
 from autoparser.errors import (
     AutoparserError,
     GrammarError,
@@ -11,7 +12,7 @@ from autoparser.errors import (
 from autoparser.generate import ChatParams, GrammarTrigger
 from autoparser.message import ChatMessage, ToolCall
 from autoparser.stream import StreamParser
-from autoparser.template import ChatTemplate, TemplateCaps
+from autoparser.template import TemplateCaps
 
 __all__ = [
     "AutoparserError",

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from autoparser.chat import ChatTemplate
 from autoparser.errors import AutoparserError
-from autoparser.template import ChatTemplate
 
 
 def _load_template(path: str) -> ChatTemplate:

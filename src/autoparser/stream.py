@@ -17,8 +17,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from autoparser import tags
 from autoparser.errors import RequestError
-from autoparser.generate import tags
 from autoparser.message import ChatMessage, ToolCall
 from autoparser.peg import IncrementalParse, Node, Parser, ParseStatus, end, json_object
 

@@ -11,12 +11,12 @@ from autoparser.analysis.probe import Probe
 from autoparser.analysis.reasoning import analyze_reasoning, generation_prompts
 from autoparser.analysis.tools import ToolFindings, analyze_tools, renders_tool_calls
 from autoparser.analysis.workarounds import apply_workarounds, detect_handler
-from autoparser.template import ChatTemplate
+from autoparser.template import Renderer
 
 _CACHE: dict[tuple[str, str, str], TemplateAnalysis] = {}
 
 
-def analyze_template(template: ChatTemplate) -> TemplateAnalysis:
+def analyze_template(template: Renderer) -> TemplateAnalysis:
     """The differential analysis of a template, cached per (source, bos, eos)."""
     key = (template.source, template.bos_token, template.eos_token)
     cached = _CACHE.get(key)
@@ -29,7 +29,7 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
-def run_analysis(template: ChatTemplate) -> TemplateAnalysis:
+def run_analysis(template: Renderer) -> TemplateAnalysis:
     """Analyse without the cache (for benchmarks and tests)."""
     probe = Probe(template)
     prompts = generation_prompts(probe)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from autoparser.errors import TemplateError
-from autoparser.template import ChatTemplate
+from autoparser.template import Renderer
 
 FUN_FIRST = "FFF_FIRST_FUN_F"
 FUN_SECOND = "SSS_SECOND_FUN_S"
@@ -65,7 +65,7 @@ CALL_TYPED: CallSpec = (
 class Probe:
     """Renders the analysis variants of one template, memoised."""
 
-    def __init__(self, template: ChatTemplate) -> None:
+    def __init__(self, template: Renderer) -> None:
         self.template = template
         self._cache: dict[Any, str | None] = {}
         # Arguments are passed as objects (what most templates index into); a template

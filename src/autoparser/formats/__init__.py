@@ -4,7 +4,7 @@ A handler is a function ``(ctx: BuildContext) -> ParserDefinition``, registered 
 name; ``TemplateAnalysis.handler`` names the handler to use (the analysis sets it from a
 fingerprint of the template source). A handler builds its parsers with the PEG library and
 the helpers of ``autoparser.generate.builders`` and tags nodes with the vocabulary of
-``autoparser.generate.tags``; streaming, deltas, truncation and the grammar then work as
+``autoparser.tags``; streaming, deltas, truncation and the grammar then work as
 for generated formats. Handlers live in ``autoparser/formats/<name>.py`` and register
 themselves on import; ``get_handler`` imports the module of that name on first use.
 """

@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from autoparser import tags
 from autoparser.formats import register
-from autoparser.generate import tags
 from autoparser.generate.builders import (
     BuildContext,
     ParserDefinition,

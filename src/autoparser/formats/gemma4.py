@@ -27,8 +27,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from autoparser import tags
 from autoparser.formats import register
-from autoparser.generate import tags
 from autoparser.generate.builders import (
     BuildContext,
     ParserDefinition,

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from autoparser import tags
 from autoparser.formats import register
-from autoparser.generate import tags
 from autoparser.generate.builders import (
     BuildContext,
     ParserDefinition,

@@ -1,11 +1,12 @@
 """Analysis + request -> ChatParams: prompt, PEG parser, GBNF grammar, triggers.
 
-``generate(template, messages, ...)`` is what ``ChatTemplate.apply`` calls;
-``build_params(analysis, prompt=...)`` does the same from an analysis alone.
+``ChatTemplate.apply`` validates the request, renders the prompt and calls
+``params_for_request``; ``build_params(analysis, prompt=...)`` does the same from an
+analysis and raw request options.
 """
 
 from autoparser.generate.builders import BuildContext, ParserDefinition, build_standard
-from autoparser.generate.params import ChatParams, build_params, generate
+from autoparser.generate.params import ChatParams, build_params, params_for_request
 from autoparser.generate.request import Request, ToolSpec, normalize_request
 from autoparser.generate.triggers import GrammarTrigger
 
@@ -18,6 +19,6 @@ __all__ = [
     "ToolSpec",
     "build_params",
     "build_standard",
-    "generate",
     "normalize_request",
+    "params_for_request",
 ]

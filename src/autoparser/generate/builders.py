@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from autoparser import tags
 from autoparser.analysis.model import (
     ArgumentsAnalysis,
     CallIdPosition,
@@ -26,7 +27,6 @@ from autoparser.analysis.model import (
     ToolFormat,
 )
 from autoparser.errors import RequestError
-from autoparser.generate import tags
 from autoparser.generate.request import Request, ToolSpec
 from autoparser.generate.triggers import GrammarTrigger
 from autoparser.peg import (

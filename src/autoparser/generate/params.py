@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autoparser.analysis.model import ReasoningMode, TemplateAnalysis
 from autoparser.errors import RequestError, SchemaError
@@ -22,9 +22,6 @@ from autoparser.generate.triggers import GrammarTrigger
 from autoparser.message import ChatMessage
 from autoparser.peg import Parser
 from autoparser.stream import CallIds, MapSpec, StreamParser, parse_text
-
-if TYPE_CHECKING:
-    from autoparser.template import ChatTemplate
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -135,8 +132,6 @@ def build_params(
     call_id_seed: int | None = None,
 ) -> ChatParams:
     """ChatParams from an analysis and an already rendered prompt (no template needed)."""
-    from autoparser.peg import grammar as emit_grammar
-
     request = normalize_request(
         tools=tools,
         tool_choice=tool_choice,
@@ -146,6 +141,27 @@ def build_params(
         reasoning_format=reasoning_format,
         template_supports_parallel=analysis.tools.parallel_calls,
     )
+    return params_for_request(
+        analysis,
+        request,
+        prompt=prompt,
+        generation_prompt=generation_prompt,
+        call_id_seed=call_id_seed,
+    )
+
+
+def params_for_request(
+    analysis: TemplateAnalysis,
+    request: Request,
+    *,
+    prompt: str = "",
+    generation_prompt: str = "",
+    call_id_seed: int | None = None,
+) -> ChatParams:
+    """ChatParams from an analysis, a validated request and its rendered prompt."""
+    from autoparser.peg import grammar as emit_grammar
+
+    enable_thinking = request.enable_thinking
     forced = is_forced_open(analysis, prompt, enable_thinking)
     ctx = BuildContext(
         analysis=normalize_markers(analysis),
@@ -200,45 +216,4 @@ def build_params(
         map_spec=spec,
         definition=definition,
         request=request,
-    )
-
-
-def generate(
-    template: ChatTemplate,
-    messages: Sequence[Mapping[str, Any]],
-    tools: Sequence[Mapping[str, Any]] | None = None,
-    tool_choice: Any = "auto",
-    parallel_tool_calls: bool | None = None,
-    response_format: Mapping[str, Any] | None = None,
-    enable_thinking: bool | None = None,
-    reasoning_format: str = "auto",
-    add_generation_prompt: bool = True,
-    **template_kwargs: Any,
-) -> ChatParams:
-    """Render the prompt and build the parser and grammar for one request."""
-    call_id_seed = template_kwargs.pop("call_id_seed", None)
-    analysis = template.analyze()
-    if enable_thinking is not None:
-        template_kwargs["enable_thinking"] = enable_thinking
-    render_tools = list(tools) if tools else None
-    prompt = template.render(
-        messages, tools=render_tools, add_generation_prompt=add_generation_prompt, **template_kwargs
-    )
-    generation_prompt = ""
-    if add_generation_prompt:
-        base = template.render(
-            messages, tools=render_tools, add_generation_prompt=False, **template_kwargs
-        )
-        generation_prompt = prompt[len(base) :] if prompt.startswith(base) else ""
-    return build_params(
-        analysis,
-        prompt=prompt,
-        generation_prompt=generation_prompt,
-        tools=tools,
-        tool_choice=tool_choice,
-        parallel_tool_calls=parallel_tool_calls,
-        response_format=response_format,
-        enable_thinking=enable_thinking,
-        reasoning_format=reasoning_format,
-        call_id_seed=call_id_seed,
     )

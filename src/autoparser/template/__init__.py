@@ -1,7 +1,27 @@
-"""Loading chat templates, the jinja2 sandbox, capability probing, message normalisation."""
+"""The renderer: loading chat templates, the jinja2 sandbox, capability probing, polyfills.
 
-from autoparser.template.caps import TemplateQuirks
-from autoparser.template.chat_template import ChatTemplate, TemplateCaps
+Everything here takes plain data (template text, tokens, messages); the public
+``ChatTemplate`` in :mod:`autoparser.chat` composes it.
+"""
+
+from autoparser.template.caps import (
+    TemplateCaps,
+    TemplateQuirks,
+    detect_caps,
+    detect_quirks,
+    template_caps,
+)
 from autoparser.template.loading import TemplateSource
+from autoparser.template.polyfill import apply_polyfills
+from autoparser.template.renderer import Renderer
 
-__all__ = ["ChatTemplate", "TemplateCaps", "TemplateQuirks", "TemplateSource"]
+__all__ = [
+    "Renderer",
+    "TemplateCaps",
+    "TemplateQuirks",
+    "TemplateSource",
+    "apply_polyfills",
+    "detect_caps",
+    "detect_quirks",
+    "template_caps",
+]

@@ -14,12 +14,27 @@ import dataclasses
 import functools
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autoparser.errors import TemplateError
+from autoparser.template.renderer import Renderer
 
-if TYPE_CHECKING:
-    from autoparser.template.chat_template import ChatTemplate, TemplateCaps
+
+@dataclasses.dataclass(frozen=True)
+class TemplateCaps:
+    """What a template can express, found by rendering probe conversations."""
+
+    supports_system_role: bool = True
+    supports_tools: bool = False
+    supports_tool_calls: bool = False
+    supports_parallel_tool_calls: bool = False
+    supports_tool_call_id: bool = False
+    supports_tool_responses: bool = False
+    requires_object_arguments: bool = False
+    requires_non_null_content: bool = False
+    requires_typed_content: bool = False
+    renders_reasoning: bool = False
+    supports_thinking_toggle: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +80,7 @@ PROBE_TOOLS = [
 class _Prober:
     """Renders probe conversations against one template, never raising."""
 
-    def __init__(self, template: ChatTemplate) -> None:
+    def __init__(self, template: Renderer) -> None:
         self.template = template
         self.typed = False
         # Tools passed when a probe passes none: set for tool-only variants that fail without.
@@ -86,7 +101,6 @@ class _Prober:
                 messages,
                 tools if tools is not None else self.default_tools,
                 add_generation_prompt,
-                polyfills=False,
                 **kwargs,
             )
         except TemplateError:
@@ -178,9 +192,7 @@ def _find_call_shape(prober: _Prober) -> _CallProbe:
     return fallback
 
 
-def _probe(template: ChatTemplate) -> tuple[TemplateCaps, TemplateQuirks]:
-    from autoparser.template.chat_template import TemplateCaps
-
+def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
     prober = _Prober(template)
     plain = prober.render([prober.user()], add_generation_prompt=True)
     if plain is None and prober.render([prober.user()], PROBE_TOOLS[:1], True) is not None:
@@ -305,16 +317,31 @@ def _probe(template: ChatTemplate) -> tuple[TemplateCaps, TemplateQuirks]:
 def _probe_cached(
     source: str, bos_token: str, eos_token: str
 ) -> tuple[TemplateCaps, TemplateQuirks]:
-    from autoparser.template.chat_template import ChatTemplate
-
-    return _probe(ChatTemplate(source, bos_token=bos_token, eos_token=eos_token))
+    return _probe(Renderer(source, bos_token=bos_token, eos_token=eos_token))
 
 
-def detect_caps(template: ChatTemplate) -> TemplateCaps:
+def detect_caps(template: Renderer) -> TemplateCaps:
     """The capabilities of exactly this template text (not its other named variants)."""
     return _probe_cached(template.source, template.bos_token, template.eos_token)[0]
 
 
-def detect_quirks(template: ChatTemplate) -> TemplateQuirks:
+def detect_quirks(template: Renderer) -> TemplateQuirks:
     """The polyfill-relevant details of exactly this template text."""
     return _probe_cached(template.source, template.bos_token, template.eos_token)[1]
+
+
+def template_caps(default: Renderer, tool_use: Renderer | None = None) -> TemplateCaps:
+    """Caps of a template; tool-related fields from its ``tool_use`` variant when it has one."""
+    own = detect_caps(default)
+    if tool_use is None:
+        return own
+    tool = detect_caps(tool_use)
+    return dataclasses.replace(
+        own,
+        supports_tools=tool.supports_tools,
+        supports_tool_calls=tool.supports_tool_calls,
+        supports_parallel_tool_calls=tool.supports_parallel_tool_calls,
+        supports_tool_call_id=tool.supports_tool_call_id,
+        supports_tool_responses=tool.supports_tool_responses,
+        requires_object_arguments=tool.requires_object_arguments,
+    )

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from autoparser.template.chat_template import ChatTemplate
+    from autoparser.template.caps import TemplateCaps, TemplateQuirks
 
 REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
 
@@ -230,15 +230,12 @@ def _reasoning_blocks(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def apply_polyfills(
-    template: ChatTemplate,
+    caps: TemplateCaps,
+    quirks: TemplateQuirks,
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
-    """Adapt messages (and tools) to ``template``'s probed needs; never mutates the inputs."""
-    from autoparser.template.caps import detect_caps
-
-    caps = detect_caps(template)
-    quirks = template.quirks
+    """Adapt messages (and tools) to a template's probed needs; never mutates the inputs."""
     if tools and not caps.supports_tools:
         messages = _add_to_system(messages, describe_tools(tools))
     if not caps.supports_system_role:

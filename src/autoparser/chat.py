@@ -1,0 +1,251 @@
+"""ChatTemplate: the public facade, on top of every stage.
+
+It loads a template (``template``), analyses it (``analysis``) and, per request, validates
+the request once, renders the prompt and builds the parser and grammar (``generate``). The
+stages below take plain data (template text, tokens, messages, an analysis, a validated
+request), never this object, so none of them imports this module.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from autoparser.analysis import TemplateAnalysis, analyze_template
+from autoparser.errors import TemplateError
+from autoparser.generate import ChatParams, normalize_request, params_for_request
+from autoparser.template import (
+    Renderer,
+    TemplateCaps,
+    TemplateQuirks,
+    TemplateSource,
+    apply_polyfills,
+    detect_caps,
+    detect_quirks,
+    template_caps,
+)
+from autoparser.template.loading import (
+    DEFAULT_VARIANT,
+    TOOL_USE_VARIANT,
+    load_path,
+    load_pretrained,
+)
+
+# An OpenAI-shaped message or tool: a JSON object, read (never mutated) by the library.
+JsonObject = Mapping[str, object]
+# ``"none" | "auto" | "required"`` or ``{"type": "function", "function": {"name": ...}}``.
+ToolChoice = str | JsonObject | None
+
+
+class ChatTemplate:
+    """A chat template (Jinja source) plus the special tokens it is rendered with.
+
+    ``variants`` holds further named templates from the same model (``tool_use`` ...); the
+    variant is chosen per render, as transformers does. ``polyfills`` switches the input
+    adaptations of :mod:`autoparser.template.polyfill` on or off by default.
+    """
+
+    def __init__(
+        self,
+        source: str,
+        *,
+        bos_token: str = "",
+        eos_token: str = "",
+        name: str | None = None,
+        variants: Mapping[str, str] | None = None,
+        polyfills: bool = True,
+        special_tokens: Mapping[str, str] | None = None,
+    ) -> None:
+        self.source = source
+        self.special_tokens: dict[str, str] = dict(special_tokens or {})
+        self.bos_token = bos_token
+        self.eos_token = eos_token
+        self.name = name or "<template>"
+        self.polyfills = polyfills
+        self.variants: dict[str, str] = dict(variants or {})
+        self.variants.pop(DEFAULT_VARIANT, None)
+        self.renderer = Renderer(
+            source,
+            bos_token=bos_token,
+            eos_token=eos_token,
+            name=self.name,
+            special_tokens=self.special_tokens,
+        )
+        self._variant_templates: dict[str, ChatTemplate] = {}
+
+    def __repr__(self) -> str:
+        return f"ChatTemplate(name={self.name!r})"
+
+    # ----------------------------------------------------------------- loading
+
+    @classmethod
+    def from_source(cls, loaded: TemplateSource, *, polyfills: bool = True) -> ChatTemplate:
+        variants = dict(loaded.variants)
+        if DEFAULT_VARIANT in variants:
+            default = variants.pop(DEFAULT_VARIANT)
+        elif len(variants) == 1:
+            default = variants.pop(next(iter(variants)))
+        else:
+            names = ", ".join(sorted(variants))
+            raise TemplateError(f"{loaded.name}: several chat templates ({names}), none 'default'")
+        return cls(
+            default,
+            bos_token=loaded.bos_token,
+            eos_token=loaded.eos_token,
+            name=loaded.name,
+            variants=variants,
+            polyfills=polyfills,
+            special_tokens=loaded.special_tokens,
+        )
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, polyfills: bool = True) -> ChatTemplate:
+        """Load a ``.jinja`` file, a ``tokenizer_config.json``, a model directory or a GGUF."""
+        return cls.from_source(load_path(path), polyfills=polyfills)
+
+    @classmethod
+    def from_pretrained(
+        cls, repo_id: str, revision: str | None = None, *, polyfills: bool = True
+    ) -> ChatTemplate:
+        """Fetch the template of a Hugging Face Hub model (needs ``huggingface_hub``)."""
+        return cls.from_source(load_pretrained(repo_id, revision), polyfills=polyfills)
+
+    def variant(self, name: str) -> ChatTemplate:
+        """The named template variant (``tool_use`` ...), with the same special tokens."""
+        if name == DEFAULT_VARIANT:
+            return self
+        if name not in self.variants:
+            raise TemplateError(f"{self.name}: no chat template variant {name!r}")
+        found = self._variant_templates.get(name)
+        if found is None:
+            found = ChatTemplate(
+                self.variants[name],
+                bos_token=self.bos_token,
+                eos_token=self.eos_token,
+                name=f"{self.name}[{name}]",
+                polyfills=self.polyfills,
+                special_tokens=self.special_tokens,
+            )
+            self._variant_templates[name] = found
+        return found
+
+    def for_tools(self, tools: object) -> ChatTemplate:
+        """The variant transformers would pick: ``tool_use`` when tools are given and exist."""
+        if tools is not None and TOOL_USE_VARIANT in self.variants:
+            return self.variant(TOOL_USE_VARIANT)
+        return self
+
+    # --------------------------------------------------------------- rendering
+
+    def render_raw(self, context: Mapping[str, object]) -> str:
+        """Render with exactly the given variables (no normalisation, no polyfills)."""
+        return self.renderer.render_raw(context)
+
+    def render(
+        self,
+        messages: Sequence[JsonObject],
+        tools: Sequence[JsonObject] | None = None,
+        add_generation_prompt: bool = True,
+        *,
+        polyfills: bool | None = None,
+        **template_kwargs: object,
+    ) -> str:
+        """Render a conversation (OpenAI-shaped messages) to the prompt text.
+
+        With polyfills off this is byte-identical to transformers'
+        ``apply_chat_template(messages, tools=tools, tokenize=False, ...)``; with them on
+        (the default) the messages are first adapted to what the template needs.
+        """
+        return self._render(messages, tools, add_generation_prompt, polyfills, template_kwargs)
+
+    def _render(
+        self,
+        messages: Sequence[JsonObject],
+        tools: Sequence[JsonObject] | None,
+        add_generation_prompt: bool,
+        polyfills: bool | None,
+        template_kwargs: Mapping[str, object],
+    ) -> str:
+        template = self.for_tools(tools)
+        use_polyfills = template.polyfills if polyfills is None else polyfills
+        prepared = [dict(m) for m in messages]
+        tool_list = None if tools is None else [dict(t) for t in tools]
+        if use_polyfills:
+            renderer = template.renderer
+            prepared, tool_list = apply_polyfills(
+                detect_caps(renderer), detect_quirks(renderer), prepared, tool_list
+            )
+        return template.renderer.render(
+            prepared, tool_list, add_generation_prompt, **template_kwargs
+        )
+
+    # ------------------------------------------------------------ capabilities
+
+    @functools.cached_property
+    def caps(self) -> TemplateCaps:
+        """Capabilities of this template; for tool-related fields, of its ``tool_use`` variant."""
+        tool_use = None
+        if TOOL_USE_VARIANT in self.variants:
+            tool_use = self.variant(TOOL_USE_VARIANT).renderer
+        return template_caps(self.renderer, tool_use)
+
+    @functools.cached_property
+    def quirks(self) -> TemplateQuirks:
+        """Probed details the polyfills need beyond the public caps (id shape, key names)."""
+        return detect_quirks(self.renderer)
+
+    # ------------------------------------------------------ analysis, requests
+
+    def analyze(self) -> TemplateAnalysis:
+        """The differential analysis of this template (cached per source)."""
+        return analyze_template(self.renderer)
+
+    def apply(
+        self,
+        messages: Sequence[JsonObject],
+        tools: Sequence[JsonObject] | None = None,
+        tool_choice: ToolChoice = "auto",
+        parallel_tool_calls: bool | None = None,
+        response_format: JsonObject | None = None,
+        enable_thinking: bool | None = None,
+        reasoning_format: str = "auto",
+        add_generation_prompt: bool = True,
+        *,
+        call_id_seed: int | None = None,
+        polyfills: bool | None = None,
+        **template_kwargs: object,
+    ) -> ChatParams:
+        """Prompt, grammar and output parser for one request.
+
+        The request options are validated (``RequestError`` naming the field) before
+        anything is rendered; ``call_id_seed`` makes generated call ids reproducible;
+        ``polyfills`` overrides the template's default as in :meth:`render`.
+        """
+        analysis = self.analyze()
+        request = normalize_request(
+            tools=tools,
+            tool_choice=tool_choice,
+            parallel_tool_calls=parallel_tool_calls,
+            response_format=response_format,
+            enable_thinking=enable_thinking,
+            reasoning_format=reasoning_format,
+            template_supports_parallel=analysis.tools.parallel_calls,
+        )
+        if enable_thinking is not None:
+            template_kwargs["enable_thinking"] = enable_thinking
+        render_tools = list(tools) if tools else None
+        prompt = self._render(
+            messages, render_tools, add_generation_prompt, polyfills, template_kwargs
+        )
+        generation_prompt = ""
+        if add_generation_prompt:
+            base = self._render(messages, render_tools, False, polyfills, template_kwargs)
+            generation_prompt = prompt[len(base) :] if prompt.startswith(base) else ""
+        return params_for_request(
+            analysis,
+            request,
+            prompt=prompt,
+            generation_prompt=generation_prompt,
+            call_id_seed=call_id_seed,
+        )

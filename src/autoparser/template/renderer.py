@@ -1,0 +1,136 @@
+"""Renderer: one chat template text plus its special tokens, rendered as transformers does.
+
+Plain data in, prompt text out: the renderer knows nothing of variants, polyfills or the
+request; the public :class:`autoparser.ChatTemplate` composes those on top of it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+import jinja2
+from jinja2.exceptions import SecurityError
+
+from autoparser.errors import AutoparserError, TemplateError
+from autoparser.template.environment import (
+    TemplateRaisedError,
+    make_environment,
+    make_mutable_environment,
+)
+from autoparser.template.polyfill import plain_data, transformers_messages
+
+# A refusal of the immutable sandbox to change a container in place (``list.append`` ...).
+_MUTATION_REFUSED = re.compile(r"access to attribute '\w+' of '(?:list|dict|set|deque)' object")
+
+
+@functools.lru_cache(maxsize=512)
+def _compile(source: str, mutable: bool) -> jinja2.Template:
+    env = make_mutable_environment() if mutable else make_environment()
+    return env.from_string(source)
+
+
+def _template_line(tb: TracebackType | None) -> int | None:
+    """The template line of the innermost frame jinja2 attributed to template code."""
+    line = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+class Renderer:
+    """One compiled chat template and the special tokens it is rendered with."""
+
+    def __init__(
+        self,
+        source: str,
+        *,
+        bos_token: str = "",
+        eos_token: str = "",
+        name: str = "<template>",
+        special_tokens: Mapping[str, str] | None = None,
+    ) -> None:
+        self.source = source
+        self.bos_token = bos_token
+        self.eos_token = eos_token
+        self.name = name
+        # Other named tokens (unk_token, pad_token...) passed to the template, as transformers does.
+        self.special_tokens: dict[str, str] = dict(special_tokens or {})
+        try:
+            self._compiled = _compile(source, False)
+        except jinja2.TemplateSyntaxError as exc:
+            raise TemplateError(
+                f"{self.name}: syntax error at line {exc.lineno}: {exc.message}"
+            ) from exc
+        self._mutates = False
+
+    def __repr__(self) -> str:
+        return f"Renderer(name={self.name!r})"
+
+    def _fail(self, exc: BaseException, what: str) -> TemplateError:
+        line = getattr(exc, "lineno", None) or _template_line(exc.__traceback__)
+        where = f" at line {line}" if line else ""
+        detail = str(exc) or type(exc).__name__
+        if not isinstance(exc, (jinja2.TemplateError, TemplateRaisedError)):
+            detail = f"{type(exc).__name__}: {detail}"
+        return TemplateError(f"{self.name}: {what}{where}: {detail}")
+
+    def _run(self, compiled: jinja2.Template, variables: dict[str, Any]) -> str:
+        try:
+            return compiled.render(**variables)
+        except TemplateRaisedError as exc:
+            raise self._fail(exc, "template raised an exception") from exc
+        except AutoparserError:
+            raise
+        except RecursionError as exc:
+            raise self._fail(exc, "render failed (recursion too deep)") from exc
+        except Exception as exc:
+            raise self._fail(exc, "render failed") from exc
+
+    def render_raw(self, context: Mapping[str, Any]) -> str:
+        """Render with exactly the given variables (no normalisation, no polyfills).
+
+        ``bos_token`` and ``eos_token`` default to this template's; ``context`` overrides them.
+        A template that mutates a list, which transformers' immutable sandbox refuses, is
+        rendered again in a sandbox that allows it (on a private copy of the variables).
+        """
+        variables = {
+            **self.special_tokens,
+            "bos_token": self.bos_token,
+            "eos_token": self.eos_token,
+            **context,
+        }
+        if not self._mutates:
+            try:
+                return self._run(self._compiled, variables)
+            except TemplateError as exc:
+                cause = exc.__cause__
+                if not (isinstance(cause, SecurityError) and _MUTATION_REFUSED.search(str(cause))):
+                    raise
+            self._mutates = True  # later renders go straight to the mutable sandbox
+        return self._run(_compile(self.source, True), plain_data(variables))
+
+    def render(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        **template_kwargs: Any,
+    ) -> str:
+        """Render a conversation exactly as transformers' ``apply_chat_template`` would.
+
+        No polyfills here: callers adapt the messages first when they want them.
+        """
+        context: dict[str, Any] = {
+            "messages": transformers_messages([dict(m) for m in messages]),
+            "tools": plain_data(None if tools is None else [dict(t) for t in tools]),
+            "documents": None,
+            "add_generation_prompt": add_generation_prompt,
+            **plain_data(template_kwargs),
+        }
+        return self.render_raw(context)
