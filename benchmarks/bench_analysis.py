@@ -15,8 +15,9 @@ import functools
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
+
+from timing import best_of
 
 from autoparser import ChatTemplate
 from autoparser.analysis.analyzer import analyze_template, clear_cache, run_analysis
@@ -35,15 +36,6 @@ def _forget_compiled() -> None:
     compile_fn = getattr(renderer, "_compile", None)
     if compile_fn is not None and hasattr(compile_fn, "cache_clear"):
         compile_fn.cache_clear()
-
-
-def _best_of(repeats: int, fn: Callable[[], None]) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def _baseline(source: str) -> None:
@@ -73,8 +65,8 @@ def main() -> int:
     rows: list[tuple[float, float, str]] = []
     for path in paths:
         source = path.read_text(encoding="utf-8")
-        base = _best_of(repeats, functools.partial(_baseline, source))
-        cold = _best_of(repeats, functools.partial(_cold, source))
+        base = best_of(functools.partial(_baseline, source), repeats)
+        cold = best_of(functools.partial(_cold, source), repeats)
         rows.append((cold, base, path.stem))
     rows.sort()
     colds = [r[0] for r in rows]

@@ -17,6 +17,8 @@ import random
 import time
 from collections.abc import Callable
 
+import timing
+
 from autoparser.peg import (
     Parser,
     json_object,
@@ -32,12 +34,7 @@ from autoparser.peg.example import chat_parser
 
 def best_of(fn: Callable[[], object], repeats: int) -> float:
     """Best CPU time of `repeats` runs (CPU time: the machine may be shared)."""
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.process_time()
-        fn()
-        best = min(best, time.process_time() - t0)
-    return best
+    return timing.best_of(fn, repeats, time.process_time)
 
 
 def json_document(size: int, seed: int = 1) -> str:

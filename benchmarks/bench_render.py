@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from timing import total_of
 
 from autoparser import ChatTemplate
 from autoparser.examples import example_path
@@ -58,13 +59,6 @@ def templates() -> list[Path]:
     return [example_path()]
 
 
-def timed(fn: Callable[[], object], repeat: int) -> float:
-    start = time.perf_counter()
-    for _ in range(repeat):
-        fn()
-    return time.perf_counter() - start
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--smoke", action="store_true", help="short run for CI")
@@ -101,9 +95,9 @@ def main() -> None:
         except Exception:
             continue  # a template that cannot render this conversation in either engine
         used += 1
-        ours_total += timed(ours, repeat)
-        theirs_total += timed(theirs, repeat)
-        polyfilled_total += timed(ours_polyfilled, repeat)
+        ours_total += total_of(ours, repeat)
+        theirs_total += total_of(theirs, repeat)
+        polyfilled_total += total_of(ours_polyfilled, repeat)
     renders = used * repeat
     probe_start = time.perf_counter()
     for path in templates():

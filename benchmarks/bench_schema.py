@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from collections.abc import Callable
 from typing import Any
+
+from timing import median_of
 
 from autoparser.schema import schema_rules, schema_to_gbnf
 
@@ -69,12 +69,7 @@ def tools(count: int, parameters: int) -> list[dict[str, Any]]:
 
 def median_ms(action: Callable[[], object], repeats: int) -> float:
     action()  # warm-up: caches, imports
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        action()
-        samples.append((time.perf_counter() - start) * 1000)
-    return statistics.median(samples)
+    return median_of(action, repeats) * 1000
 
 
 def main() -> None:

@@ -36,13 +36,14 @@ import argparse
 import json
 import os
 import re
-import statistics
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from timing import median_of
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIRS = [os.environ.get("AUTOPARSER_BENCH", ""), str(ROOT.parent / "shared" / "bench")]
@@ -98,12 +99,7 @@ def pieces_of(text: str, ends: list[int]) -> list[str]:
 
 
 def cpu_median(fn: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.process_time()
-        fn()
-        times.append(time.process_time() - t0)
-    return statistics.median(times)
+    return median_of(fn, repeats, time.process_time)
 
 
 def reference_figures(bench: Path) -> dict[str, tuple[float, float, float, float]]:
