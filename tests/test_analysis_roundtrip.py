@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import OWN_TEMPLATES, corpus_params
+from helpers.paths import OWN_TEMPLATES, corpus_params
 
 from autoparser import ChatTemplate
 from autoparser.analysis import TemplateAnalysis, ToolFormat

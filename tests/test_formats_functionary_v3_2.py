@@ -12,10 +12,7 @@ import zlib
 from typing import Any
 
 import pytest
-from gbnf_oracle import accepts
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from test_formats_common import (
+from helpers.formats import (
     ARGUMENT_CUTS,
     TOOLS,
     USER,
@@ -34,6 +31,9 @@ from test_formats_common import (
     stream,
     trigger_start,
 )
+from helpers.gbnf_oracle import accepts
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from autoparser import ChatTemplate
 from autoparser.generate import ChatParams

@@ -14,11 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from conftest import corpus_dir
-from gbnf_oracle import accepts
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from test_formats_common import (
+from helpers.formats import (
     TOOLS,
     USER,
     call,
@@ -30,6 +26,10 @@ from test_formats_common import (
     scenarios,
     stream,
 )
+from helpers.gbnf_oracle import accepts
+from helpers.paths import corpus_dir
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from autoparser import ChatTemplate
 from autoparser.analysis.workarounds import detect_handler

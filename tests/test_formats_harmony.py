@@ -12,11 +12,7 @@ import zlib
 from typing import Any
 
 import pytest
-from conftest import bench_dir
-from gbnf_oracle import accepts
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from test_formats_common import (
+from helpers.formats import (
     ARGUMENT_CUTS,
     TOOLS,
     USER,
@@ -34,6 +30,10 @@ from test_formats_common import (
     scenarios,
     stream,
 )
+from helpers.gbnf_oracle import accepts
+from helpers.paths import bench_dir
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from autoparser import ChatTemplate
 from autoparser.generate import ChatParams

@@ -1,6 +1,6 @@
 """The shared GBNF text primitives: escaping, classes, grouping, repetition, rule names.
 
-Texts are checked with llguidance (tests/gbnf_oracle.py) against what they should match,
+Texts are checked with llguidance (tests/helpers/gbnf_oracle.py) against what they should match,
 and the range helpers against Python sets.
 """
 
@@ -10,7 +10,7 @@ import itertools
 import re
 
 import pytest
-from gbnf_oracle import accepts
+from helpers.gbnf_oracle import accepts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

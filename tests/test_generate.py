@@ -11,8 +11,9 @@ import json
 from typing import Any
 
 import pytest
-from gbnf_oracle import accepts
-from generate_cases import (
+from helpers.formats import check_streaming
+from helpers.gbnf_oracle import accepts
+from helpers.generate_cases import (
     CASE_BY_NAME,
     SCENARIOS,
     TOOLS,
@@ -22,7 +23,6 @@ from generate_cases import (
     normalized,
     scenarios,
 )
-from test_formats_common import check_streaming
 
 from autoparser.analysis.model import (
     ArgumentsAnalysis,

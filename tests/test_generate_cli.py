@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from generate_cases import TEMPLATES, TOOLS, accumulate
+from helpers.generate_cases import TEMPLATES, TOOLS, accumulate
 
 from autoparser.cli import main
 

@@ -42,7 +42,7 @@ from autoparser.peg import (
     zero_or_more,
 )
 
-gbnf_oracle = pytest.importorskip("gbnf_oracle", reason="llguidance oracle unavailable")
+gbnf_oracle = pytest.importorskip("helpers.gbnf_oracle", reason="llguidance oracle unavailable")
 accepts = gbnf_oracle.accepts
 
 RULE_LINE = re.compile(r"^([a-z0-9-]+) ::= (.+)$")

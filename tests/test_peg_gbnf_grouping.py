@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from gbnf_oracle import accepts
+from helpers.gbnf_oracle import accepts
 
 from autoparser.peg import choice, grammar, seq, zero_or_more
 

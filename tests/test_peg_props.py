@@ -15,7 +15,7 @@ grammars are drawn from a fragment where they agree, by construction:
   open/close characters;
 - a JSON value is always followed by ``!`` (a number must not be extended by what follows).
 
-Oracle: llguidance with the byte tokenizer, whole-string match (tests/gbnf_oracle.py).
+Oracle: llguidance with the byte tokenizer, whole-string match (tests/helpers/gbnf_oracle.py).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from autoparser.peg import (
     until_one_of,
 )
 
-gbnf_oracle = pytest.importorskip("gbnf_oracle", reason="llguidance oracle unavailable")
+gbnf_oracle = pytest.importorskip("helpers.gbnf_oracle", reason="llguidance oracle unavailable")
 
 FRESH = "ABCDEFGHIJKLMNOPQRSTUVWXYZΑΒΓΔΕΖΗΘΙΚΛΜΝΞΟΠΡΣΤΥΦΧΨΩ"
 SHARED = "ab</>é→"  # non-decision characters (no whitespace, nothing fresh)

@@ -23,7 +23,7 @@ Normalisations (each one because the format or the template imposes it):
 A scenario the template cannot express (no tool calls, a part of the message dropped from
 the render, no parallel calls) is n/a (skipped with the reason); a known failure is a strict
 xfail listed in tests/data/roundtrip_xfail.json. The summary table is printed by
-tests/roundtrip_report.py.
+tests/helpers/roundtrip_report.py.
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import OWN_TEMPLATES, corpus_templates
-from gbnf_oracle import accepts
+from helpers.formats import trigger_start
+from helpers.gbnf_oracle import accepts
+from helpers.paths import OWN_TEMPLATES, corpus_templates
 
 from autoparser import ChatTemplate
 from autoparser.errors import AutoparserError
@@ -552,25 +553,6 @@ def stream_chunks(params: Any, chunks: list[str]) -> tuple[DeltaAccumulator, Any
     return acc, stream.message
 
 
-def trigger_start(text: str, triggers: list[Any]) -> int:
-    """Where a lazy grammar switches on in `text` (-1: never), as an engine applies it."""
-    import re
-
-    best = -1
-    for trig in triggers:
-        if trig.kind in ("word", "token"):
-            at = text.find(trig.value)
-        elif trig.kind == "pattern":
-            m = re.search(trig.value, text)
-            at = -1 if m is None else (m.start(1) if m.re.groups else m.start())
-        else:  # pattern_full: the whole output so far must match
-            m = re.fullmatch(trig.value, text)
-            at = -1 if m is None else (m.start(1) if m.re.groups else 0)
-        if at >= 0 and (best < 0 or at < best):
-            best = at
-    return best
-
-
 # ------------------------------------------------------------------ the test
 
 
@@ -586,7 +568,7 @@ def _params() -> list[Any]:
     params: list[Any] = []
     paths = template_paths()
     if not corpus_templates():
-        from conftest import CORPUS_SKIP_REASON
+        from helpers.paths import CORPUS_SKIP_REASON
 
         params.append(
             pytest.param(
@@ -631,7 +613,7 @@ def test_roundtrip(path: Path, scenario: str, record_property: Any) -> None:
     if params.grammar is None:
         assert scenario not in CALL_SCENARIOS, "no grammar for a request with tools"
         return
-    start = trigger_start(text, params.grammar_triggers) if params.grammar_lazy else 0
+    start = trigger_start(params, text) if params.grammar_lazy else 0
     if scenario not in CALL_SCENARIOS:
         assert start < 0, f"a lazy trigger fires in output without calls at {start}: {text!r}"
         return

@@ -25,7 +25,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from gbnf_oracle import accepts
+from helpers.gbnf_oracle import accepts
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema

@@ -8,7 +8,7 @@ import warnings
 from typing import Any
 
 import pytest
-from gbnf_oracle import accepts, check_grammar
+from helpers.gbnf_oracle import accepts, check_grammar
 
 from autoparser.errors import SchemaError
 from autoparser.schema import (

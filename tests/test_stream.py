@@ -9,8 +9,8 @@ import random
 from typing import Any
 
 import pytest
-from gbnf_oracle import accepts
-from generate_cases import (
+from helpers.gbnf_oracle import accepts
+from helpers.generate_cases import (
     CASE_BY_NAME,
     CASES,
     SCENARIOS,

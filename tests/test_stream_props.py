@@ -12,7 +12,7 @@ import random
 from typing import Any
 
 import pytest
-from generate_cases import CASE_BY_NAME, TOOLS, Case, call, expected, normalized
+from helpers.generate_cases import CASE_BY_NAME, TOOLS, Case, call, expected, normalized
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_stream import run_stream, splits

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import corpus_params, corpus_templates
+from helpers.paths import corpus_params, corpus_templates
 
 from autoparser import ChatTemplate
 from autoparser.examples import example_path

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CORPUS_SKIP_REASON, corpus_params, corpus_templates
+from helpers.paths import CORPUS_SKIP_REASON, corpus_params, corpus_templates
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

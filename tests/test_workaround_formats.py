@@ -13,9 +13,9 @@ import json
 from typing import Any
 
 import pytest
-from conftest import corpus_dir
-from gbnf_oracle import accepts
-from test_formats_common import check_streaming, trigger_start
+from helpers.formats import check_streaming, trigger_start
+from helpers.gbnf_oracle import accepts
+from helpers.paths import corpus_dir
 
 from autoparser import ChatTemplate
 from autoparser.generate import ChatParams

@@ -32,7 +32,7 @@ from autoparser.analysis.model import (
 from autoparser.generate import ChatParams, build_params
 from autoparser.message import ChatMessage
 
-TEMPLATES = Path(__file__).parent / "templates"
+TEMPLATES = Path(__file__).parent.parent / "templates"
 
 WEATHER = {
     "type": "function",
