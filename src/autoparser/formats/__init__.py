@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 from autoparser.errors import TemplateError
 
 if TYPE_CHECKING:
-    from autoparser.generate.builders import BuildContext, ParserDefinition
+    from autoparser.definition import ParserDefinition
+    from autoparser.generate.builders import BuildContext
 
 Handler = Callable[["BuildContext"], "ParserDefinition"]
 

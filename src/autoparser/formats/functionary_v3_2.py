@@ -15,17 +15,17 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from autoparser import tags
+from autoparser.definition import ParserDefinition
 from autoparser.formats import register
-from autoparser.generate import tags
 from autoparser.generate.builders import (
     BuildContext,
-    ParserDefinition,
     json_args,
     longest_name_first,
 )
 from autoparser.generate.request import ToolSpec
-from autoparser.generate.triggers import GrammarTrigger
 from autoparser.peg import (
+    GrammarTrigger,
     Parser,
     any_char,
     atomic,

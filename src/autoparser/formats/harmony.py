@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from autoparser import tags
+from autoparser.definition import ParserDefinition
 from autoparser.formats import register
-from autoparser.generate import tags
 from autoparser.generate.builders import (
     BuildContext,
-    ParserDefinition,
     json_args,
     longest_name_first,
 )

@@ -4,10 +4,11 @@
 ``build_params(analysis, prompt=...)`` does the same from an analysis alone.
 """
 
-from autoparser.generate.builders import BuildContext, ParserDefinition, build_standard
+from autoparser.definition import ParserDefinition
+from autoparser.generate.builders import BuildContext, build_standard
 from autoparser.generate.params import ChatParams, build_params, generate
 from autoparser.generate.request import Request, ToolSpec, normalize_request
-from autoparser.generate.triggers import GrammarTrigger
+from autoparser.peg import GrammarTrigger
 
 __all__ = [
     "BuildContext",

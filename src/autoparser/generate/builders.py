@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from autoparser import tags
 from autoparser.analysis.model import (
     ArgumentsAnalysis,
     CallIdPosition,
@@ -25,10 +26,9 @@ from autoparser.analysis.model import (
     TemplateAnalysis,
     ToolFormat,
 )
+from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError
-from autoparser.generate import tags
 from autoparser.generate.request import Request, ToolSpec
-from autoparser.generate.triggers import GrammarTrigger
 from autoparser.peg import (
     Parser,
     Rules,
@@ -71,27 +71,6 @@ class BuildContext:
     @property
     def end_markers(self) -> tuple[str, ...]:
         return tuple(m for m in self.analysis.end_of_turn if m)
-
-
-@dataclasses.dataclass(frozen=True)
-class ParserDefinition:
-    """The parsers a format produces: lenient for parsing, strict for the grammar.
-
-    ``expects_call_ids`` makes the stream wait for the model's call id before announcing a
-    call; ``trigger_markers`` are lazy-grammar trigger words used when the grammar itself
-    yields none. A hand-written format may also declare ``grammar_triggers`` (used instead
-    of those the lazy grammar derives, when the format knows better where a call starts),
-    and ``preserved_tokens`` / ``additional_stops`` (added to the analysis' own).
-    """
-
-    parser: Parser
-    grammar_parser: Parser | None = None
-    grammar_lazy: bool = False
-    expects_call_ids: bool = False
-    trigger_markers: tuple[str, ...] = ()
-    grammar_triggers: tuple[GrammarTrigger, ...] = ()
-    preserved_tokens: tuple[str, ...] = ()
-    additional_stops: tuple[str, ...] = ()
 
 
 def seq_of(*parts: Part) -> Parser:
