@@ -39,12 +39,6 @@ class CharSet:
         """The set as a GBNF expression (a class, or a union when the set is everything)."""
         return char_class(self.ranges, negated=self.negated)
 
-    def contains(self, ch: str) -> bool:
-        """Membership test for one character (used by grammar analysis, not by parsing)."""
-        cp = ord(ch)
-        inside = any(lo <= cp <= hi for lo, hi in self.ranges)
-        return inside != self.negated
-
 
 def parse_class(spec: str) -> CharSet:
     """Parse a class spec such as ``a-zA-Z_``, ``^<`` or ``[0-9]`` (brackets optional)."""
