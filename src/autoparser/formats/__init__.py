@@ -6,7 +6,8 @@ name; ``TemplateAnalysis.handler`` names the handler to use (the analysis sets i
 PEG library and the helpers of ``autoparser.generate.builders``, tags nodes with the
 vocabulary of ``autoparser.tags`` and returns a ``ParserDefinition``; streaming, deltas,
 truncation and the grammar then work as for generated formats. Handlers live in
-``autoparser/formats/<name>.py`` and register themselves on import; ``get_handler`` imports the module of that name on first use.
+``autoparser/formats/<name>.py`` and register themselves on import; ``get_handler``
+imports the module of that name on first use.
 
 This module stays below ``analysis`` and ``generate`` (it imports neither): the analysis
 needs only the fingerprints, and the builders, which sit above the generate primitives,
