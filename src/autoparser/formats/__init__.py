@@ -3,7 +3,8 @@
 A handler is a function ``(ctx: BuildContext) -> ParserDefinition``, registered under a
 name; ``TemplateAnalysis.handler`` names the handler to use (the analysis sets it with
 ``detect_format``, from the fingerprints below). A handler builds its parsers with the
-PEG library and the helpers of ``autoparser.generate.builders``, tags nodes with the
+PEG library and the helpers of ``autoparser.generate`` (context, reasoning, json_calls,
+tagged_calls, sections, assembly), tags nodes with the
 vocabulary of ``autoparser.tags`` and returns a ``ParserDefinition``; streaming, deltas,
 truncation and the grammar then work as for generated formats. Handlers live in
 ``autoparser/formats/<name>.py`` and register themselves on import; ``get_handler``
@@ -24,7 +25,7 @@ from autoparser.errors import TemplateError
 
 if TYPE_CHECKING:
     from autoparser.definition import ParserDefinition
-    from autoparser.generate.builders import BuildContext
+    from autoparser.generate.context import BuildContext
 
 Handler = Callable[["BuildContext"], "ParserDefinition"]
 

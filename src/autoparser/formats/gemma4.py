@@ -30,15 +30,15 @@ from typing import Any
 from autoparser import tags
 from autoparser.definition import ParserDefinition
 from autoparser.formats import register
-from autoparser.generate.builders import (
+from autoparser.generate.assembly import lenient_body
+from autoparser.generate.context import (
     BuildContext,
     choice_of,
-    lenient_body,
     longest_name_first,
-    reasoning_parser,
     rule_name,
     seq_of,
 )
+from autoparser.generate.reasoning import reasoning_parser
 from autoparser.generate.request import ToolSpec
 from autoparser.peg import (
     Parser,

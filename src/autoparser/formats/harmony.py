@@ -23,11 +23,8 @@ from collections.abc import Sequence
 from autoparser import tags
 from autoparser.definition import ParserDefinition
 from autoparser.formats import register
-from autoparser.generate.builders import (
-    BuildContext,
-    json_args,
-    longest_name_first,
-)
+from autoparser.generate.context import BuildContext, longest_name_first
+from autoparser.generate.json_calls import json_args
 from autoparser.generate.request import ToolSpec
 from autoparser.peg import (
     Parser,

@@ -5,7 +5,8 @@
 """
 
 from autoparser.definition import ParserDefinition
-from autoparser.generate.builders import BuildContext, build_standard
+from autoparser.generate.assembly import build_standard
+from autoparser.generate.context import BuildContext
 from autoparser.generate.params import ChatParams, build_params, generate
 from autoparser.generate.request import Request, ToolSpec, normalize_request
 from autoparser.peg import GrammarTrigger

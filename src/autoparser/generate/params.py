@@ -10,14 +10,11 @@ from typing import TYPE_CHECKING, Any
 from autoparser.analysis.model import ReasoningMode, TemplateAnalysis
 from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError, SchemaError
-from autoparser.generate.builders import (
-    BuildContext,
-    build_standard,
-    call_opener,
-    normalize_markers,
-    should_extract_reasoning,
-)
+from autoparser.generate.assembly import build_standard
+from autoparser.generate.context import BuildContext, normalize_markers
+from autoparser.generate.reasoning import should_extract_reasoning
 from autoparser.generate.request import Request, normalize_request
+from autoparser.generate.sections import call_opener
 from autoparser.message import ChatMessage
 from autoparser.peg import GrammarTrigger, Parser
 from autoparser.stream import CallIdPolicy, CallIds, StreamParser, parse_text
