@@ -42,7 +42,7 @@ from autoparser.peg.core import (
     until_one_of,
     zero_or_more,
 )
-from autoparser.peg.gbnf import Grammar, GrammarTrigger, grammar
+from autoparser.peg.gbnf_emit import Grammar, GrammarTrigger, grammar
 
 __all__ = [
     "Grammar",

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from autoparser.errors import GrammarError
-from autoparser.gbnf import char_class, merge_ranges
+from autoparser.gbnf_text import char_class, merge_ranges
 
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0"}
 

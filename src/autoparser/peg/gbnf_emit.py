@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoparser.errors import GrammarError
-from autoparser.gbnf import (
+from autoparser.gbnf_text import (
     ANY_CHAR,
     JSON_CHAR,
     JSON_NUMBER,
