@@ -28,13 +28,13 @@ from autoparser.analysis.diff import (
 )
 from autoparser.analysis.workarounds import (
     WORKAROUNDS,
-    detect_handler,
     granite_think_response,
     granite_tool_call_list,
     lfm2_pythonic_calls,
     stripped_think_history,
 )
 from autoparser.cli import main
+from autoparser.formats import detect_format
 
 DATA = Path(__file__).parent / "data" / "analysis"
 
@@ -240,11 +240,11 @@ def test_workarounds_applied_are_named_in_the_analysis() -> None:
 
 
 def test_handlers_by_fingerprint() -> None:
-    assert detect_handler("{{ '<|start|>assistant<|channel|>final<|message|>' }}") == "harmony"
-    assert detect_handler("Respond in this format:\n>>>${recipient}\n${content}") == (
+    assert detect_format("{{ '<|start|>assistant<|channel|>final<|message|>' }}") == "harmony"
+    assert detect_format("Respond in this format:\n>>>${recipient}\n${content}") == (
         "functionary_v3_2"
     )
-    assert detect_handler("{{ messages }}") == ""
+    assert detect_format("{{ messages }}") == ""
 
 
 # --- caching and serialisation -----------------------------------------------------------

@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autoparser import ChatTemplate
-from autoparser.analysis.workarounds import detect_handler
+from autoparser.formats import detect_format
 from autoparser.formats.gemma4 import CALL_END, CALL_START, QUOTE, to_json
 from autoparser.generate import ChatParams
 
@@ -104,7 +104,7 @@ def _lazy_start(params: ChatParams, text: str) -> int:
 
 
 def test_fingerprint_selects_the_handler() -> None:
-    assert detect_handler("{{- '<|tool_call>call:' + function['name'] + '{' -}}") == "gemma4"
+    assert detect_format("{{- '<|tool_call>call:' + function['name'] + '{' -}}") == "gemma4"
     assert own_template(OWN).analyze().handler == "gemma4"
 
 

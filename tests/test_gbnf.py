@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoparser.errors import GrammarError
-from autoparser.gbnf import (
+from autoparser.gbnf_text import (
     ANY_CHAR,
     alternatives,
     char_class,

@@ -533,7 +533,7 @@ def test_typed_name_suffix_streams_like_parse() -> None:
 
 def test_json_name_suffix_of_older_analyses() -> None:
     """An analysis without name_suffix_json: pythonic quoting still means bare values."""
-    from autoparser.generate.builders import json_name_suffix as suffix
+    from autoparser.generate.tagged_calls import json_name_suffix as suffix
 
     assert suffix(ArgumentsAnalysis(name_suffix="='", value_suffix="'")) == "="
     assert suffix(ArgumentsAnalysis(name_suffix=">", value_suffix="</p>")) == ">"
@@ -548,9 +548,10 @@ def test_json_name_suffix_of_older_analyses() -> None:
 def test_handler_tokens_stops_and_triggers_are_used() -> None:
     """A hand-written format's own preserved tokens and stops are merged with the
     analysis' ones; its explicit triggers replace those the lazy grammar derives."""
+    from autoparser.definition import ParserDefinition
     from autoparser.formats import register
     from autoparser.generate import build_standard
-    from autoparser.generate.builders import BuildContext, ParserDefinition
+    from autoparser.generate.context import BuildContext
 
     anchored = GrammarTrigger("pattern_full", r"^(<tool_call>)[\s\S]*")
 

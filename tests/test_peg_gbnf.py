@@ -9,10 +9,10 @@ import pytest
 from autoparser.errors import GrammarError
 from autoparser.peg import (
     Grammar,
+    GrammarTrigger,
     Parser,
     ParseStatus,
     Rules,
-    Trigger,
     any_char,
     char_class,
     chars,
@@ -233,7 +233,10 @@ def test_lazy_grammar_triggers() -> None:
     p = until_one_of("<tool_call>", "[TOOL_CALLS]") + zero_or_more(call | alt)
     g = grammar(p, lazy=True)
     assert isinstance(g, Grammar)
-    assert g.triggers == (Trigger("token", "<tool_call>"), Trigger("word", "[TOOL_CALLS]"))
+    assert g.triggers == (
+        GrammarTrigger("token", "<tool_call>"),
+        GrammarTrigger("word", "[TOOL_CALLS]"),
+    )
     assert_portable(g.text)
     assert accepts(g.text, '<tool_call>{"a": 1}</tool_call>')
     assert accepts(g.text, " [TOOL_CALLS][1]")
@@ -248,7 +251,7 @@ def test_lazy_grammar_triggers() -> None:
     # No leading literal: a regex pattern up to the first literal.
     named = trigger(chars("a-z_", 1, 20) + "(" + json_object() + ")")
     g = grammar(until("x") + named, lazy=True)
-    assert g.triggers == (Trigger("pattern", "[_a-z]{1,20}\\("),)
+    assert g.triggers == (GrammarTrigger("pattern", "[_a-z]{1,20}\\("),)
     assert re.search(g.triggers[0].value, "call get_weather({})")
     assert accepts(g.text, 'get_weather({"a": 1})')
     assert str(full) == full.text

@@ -10,7 +10,8 @@ from autoparser.analysis.model import TemplateAnalysis, ToolsAnalysis
 from autoparser.analysis.probe import Probe
 from autoparser.analysis.reasoning import analyze_reasoning, generation_prompts
 from autoparser.analysis.tools import ToolFindings, analyze_tools, renders_tool_calls
-from autoparser.analysis.workarounds import apply_workarounds, detect_handler
+from autoparser.analysis.workarounds import apply_workarounds
+from autoparser.formats import detect_format
 from autoparser.template import Renderer
 
 _CACHE: dict[tuple[str, str, str], TemplateAnalysis] = {}
@@ -49,7 +50,7 @@ def run_analysis(template: Renderer) -> TemplateAnalysis:
         tools=findings.tools,
         generation_prompt=prompts.default,
         end_of_turn=stops,
-        handler=detect_handler(template.source),
+        handler=detect_format(template.source),
     )
     analysis = apply_workarounds(template.source, analysis)
     return dataclasses.replace(analysis, preserved_tokens=preserved_tokens(analysis))

@@ -138,10 +138,6 @@ def markers_in(text: str) -> list[str]:
     return MARKER_RE.findall(text)
 
 
-def is_single_marker(text: str) -> bool:
-    return MARKER_RE.fullmatch(text) is not None
-
-
 def last_marker_end(text: str) -> int:
     """End index of the last whole marker in text (0 when there is none)."""
     end = 0

@@ -3,8 +3,8 @@
 Each workaround is one small function: it recognises its template by a distinctive
 substring of the source and patches the analysis, with a comment on why the diffs cannot
 find what it sets. Fewer is better; every one has a test. Hand-written formats (templates
-that are not an instance of the analysed families at all) are flagged through
-``TemplateAnalysis.handler`` instead and implemented in ``autoparser.formats``.
+that are not an instance of the analysed families at all) are recognised by their own
+fingerprints in ``autoparser.formats`` and named in ``TemplateAnalysis.handler``.
 """
 
 from __future__ import annotations
@@ -155,27 +155,6 @@ WORKAROUNDS: tuple[Workaround, ...] = (
     granite_tool_call_list,
     lfm2_pythonic_calls,
 )
-
-
-# Hand-written formats, by fingerprint: (handler name, substring of the source).
-HANDLERS: tuple[tuple[str, str], ...] = (
-    # gpt-oss "harmony": <|start|>assistant<|channel|>analysis<|message|>...; tool calls are
-    # addressed by "to=functions.f" in the header, so no marker brackets the call.
-    ("harmony", "<|channel|>"),
-    # functionary v3.2: ">>>recipient\n" switches between "all" (text) and a function name;
-    # the name is itself the delimiter, which the tag families cannot express.
-    ("functionary_v3_2", ">>>${recipient}"),
-    # gemma-4: call:NAME{key:<|"|>text<|"|>,n:3} -- bare keys, <|"|>-quoted strings, None:
-    # the arguments are not JSON, so no generated format can express them.
-    ("gemma4", "<|tool_call>call:"),
-)
-
-
-def detect_handler(source: str) -> str:
-    for name, fingerprint in HANDLERS:
-        if fingerprint in source:
-            return name
-    return ""
 
 
 def apply_workarounds(source: str, analysis: TemplateAnalysis) -> TemplateAnalysis:

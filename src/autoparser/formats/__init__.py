@@ -1,12 +1,18 @@
 """Registry of hand-written formats, for templates the analysis cannot express.
 
 A handler is a function ``(ctx: BuildContext) -> ParserDefinition``, registered under a
-name; ``TemplateAnalysis.handler`` names the handler to use (the analysis sets it from a
-fingerprint of the template source). A handler builds its parsers with the PEG library and
-the helpers of ``autoparser.generate.builders`` and tags nodes with the vocabulary of
-``autoparser.tags``; streaming, deltas, truncation and the grammar then work as
-for generated formats. Handlers live in ``autoparser/formats/<name>.py`` and register
-themselves on import; ``get_handler`` imports the module of that name on first use.
+name; ``TemplateAnalysis.handler`` names the handler to use (the analysis sets it with
+``detect_format``, from the fingerprints below). A handler builds its parsers with the
+PEG library and the helpers of ``autoparser.generate`` (context, reasoning, json_calls,
+tagged_calls, sections, assembly), tags nodes with the
+vocabulary of ``autoparser.tags`` and returns a ``ParserDefinition``; streaming, deltas,
+truncation and the grammar then work as for generated formats. Handlers live in
+``autoparser/formats/<name>.py`` and register themselves on import; ``get_handler``
+imports the module of that name on first use.
+
+This module stays below ``analysis`` and ``generate`` (it imports neither): the analysis
+needs only the fingerprints, and the builders, which sit above the generate primitives,
+are imported on demand. To add a format: a fingerprint here and ``formats/<name>.py``.
 """
 
 from __future__ import annotations
@@ -18,11 +24,33 @@ from typing import TYPE_CHECKING
 from autoparser.errors import TemplateError
 
 if TYPE_CHECKING:
-    from autoparser.generate.builders import BuildContext, ParserDefinition
+    from autoparser.definition import ParserDefinition
+    from autoparser.generate.context import BuildContext
 
 Handler = Callable[["BuildContext"], "ParserDefinition"]
 
 _HANDLERS: dict[str, Handler] = {}
+
+# Hand-written formats, by fingerprint: (handler name, substring of the template source).
+FINGERPRINTS: tuple[tuple[str, str], ...] = (
+    # gpt-oss "harmony": <|start|>assistant<|channel|>analysis<|message|>...; tool calls are
+    # addressed by "to=functions.f" in the header, so no marker brackets the call.
+    ("harmony", "<|channel|>"),
+    # functionary v3.2: ">>>recipient\n" switches between "all" (text) and a function name;
+    # the name is itself the delimiter, which the tag families cannot express.
+    ("functionary_v3_2", ">>>${recipient}"),
+    # gemma-4: call:NAME{key:<|"|>text<|"|>,n:3} -- bare keys, <|"|>-quoted strings, None:
+    # the arguments are not JSON, so no generated format can express them.
+    ("gemma4", "<|tool_call>call:"),
+)
+
+
+def detect_format(source: str) -> str:
+    """The hand-written format whose fingerprint the template source holds ("" if none)."""
+    for name, fingerprint in FINGERPRINTS:
+        if fingerprint in source:
+            return name
+    return ""
 
 
 def register(name: str) -> Callable[[Handler], Handler]:

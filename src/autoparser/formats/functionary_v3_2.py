@@ -16,16 +16,13 @@ import re
 from collections.abc import Sequence
 
 from autoparser import tags
+from autoparser.definition import ParserDefinition
 from autoparser.formats import register
-from autoparser.generate.builders import (
-    BuildContext,
-    ParserDefinition,
-    json_args,
-    longest_name_first,
-)
+from autoparser.generate.context import BuildContext, longest_name_first
+from autoparser.generate.json_calls import json_args
 from autoparser.generate.request import ToolSpec
-from autoparser.generate.triggers import GrammarTrigger
 from autoparser.peg import (
+    GrammarTrigger,
     Parser,
     any_char,
     atomic,

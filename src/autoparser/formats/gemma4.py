@@ -28,17 +28,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from autoparser import tags
+from autoparser.definition import ParserDefinition
 from autoparser.formats import register
-from autoparser.generate.builders import (
+from autoparser.generate.assembly import lenient_body
+from autoparser.generate.context import (
     BuildContext,
-    ParserDefinition,
     choice_of,
-    lenient_body,
     longest_name_first,
-    reasoning_parser,
     rule_name,
     seq_of,
 )
+from autoparser.generate.reasoning import reasoning_parser
 from autoparser.generate.request import ToolSpec
 from autoparser.peg import (
     Parser,
@@ -60,7 +60,6 @@ from autoparser.peg import (
     until_one_of,
     zero_or_more,
 )
-from autoparser.stream import VALUE_CONVERTERS
 
 QUOTE = '<|"|>'
 CALL_START = "<|tool_call>"
@@ -184,9 +183,6 @@ def to_json(raw: str) -> str:
     if reader.i < len(reader.toks):  # not one value: broken text, kept as a string
         value = raw.strip()
     return json.dumps(value, ensure_ascii=False)
-
-
-VALUE_CONVERTERS[VALUE_TAG] = to_json
 
 
 # --------------------------------------------------------------------------- shared pieces
@@ -384,6 +380,7 @@ def build(ctx: BuildContext) -> ParserDefinition:
         parser=seq_of(reasoning_parser(ctx, strict=False), body, end()),
         grammar_parser=strict,
         grammar_lazy=lazy,
+        value_converters={VALUE_TAG: to_json},
         trigger_markers=triggers,
         # The grammar spells calls with these; they must stay single tokens.
         preserved_tokens=(CALL_START, CALL_END, QUOTE) if section is not None else (),

@@ -5,10 +5,12 @@
 analysis and raw request options.
 """
 
-from autoparser.generate.builders import BuildContext, ParserDefinition, build_standard
+from autoparser.definition import ParserDefinition
+from autoparser.generate.assembly import build_standard
+from autoparser.generate.context import BuildContext
 from autoparser.generate.params import ChatParams, build_params, params_for_request
 from autoparser.generate.request import Request, ToolSpec, normalize_request
-from autoparser.generate.triggers import GrammarTrigger
+from autoparser.peg import GrammarTrigger
 
 __all__ = [
     "BuildContext",

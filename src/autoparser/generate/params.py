@@ -8,20 +8,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from autoparser.analysis.model import ReasoningMode, TemplateAnalysis
+from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError, SchemaError
-from autoparser.generate.builders import (
-    BuildContext,
-    ParserDefinition,
-    build_standard,
-    call_opener,
-    normalize_markers,
-    should_extract_reasoning,
-)
+from autoparser.generate.assembly import build_standard
+from autoparser.generate.context import BuildContext, normalize_markers
+from autoparser.generate.reasoning import should_extract_reasoning
 from autoparser.generate.request import Request, normalize_request
-from autoparser.generate.triggers import GrammarTrigger
+from autoparser.generate.sections import call_opener
 from autoparser.message import ChatMessage
-from autoparser.peg import Parser
-from autoparser.stream import CallIds, MapSpec, StreamParser, parse_text
+from autoparser.peg import GrammarTrigger, Parser
+from autoparser.stream import CallIdPolicy, CallIds, StreamParser, parse_text
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -40,18 +36,21 @@ class ChatParams:
     preserved_tokens: list[str]
     additional_stops: list[str]
     thinking_forced_open: bool
-    parser: Parser = dataclasses.field(repr=False)
-    map_spec: MapSpec = dataclasses.field(repr=False)
-    definition: ParserDefinition | None = dataclasses.field(default=None, repr=False)
-    request: Request | None = dataclasses.field(default=None, repr=False)
+    definition: ParserDefinition = dataclasses.field(repr=False)
+    call_ids: CallIdPolicy = dataclasses.field(repr=False)
+
+    @property
+    def parser(self) -> Parser:
+        """The PEG parser of the model's output (what ``parse`` and ``stream`` run)."""
+        return self.definition.parser
 
     def parse(self, text: str, partial: bool = False) -> ChatMessage:
         """The message in ``text`` (the model's whole output; partial: output so far)."""
-        return parse_text(self.parser, self.map_spec, text, partial=partial)
+        return parse_text(self.definition, self.call_ids, text, partial=partial)
 
     def stream(self) -> StreamParser:
         """A new stream parser for one generation."""
-        return StreamParser(self.parser, self.map_spec)
+        return StreamParser(self.definition, self.call_ids)
 
 
 def _handler_definition(ctx: BuildContext) -> ParserDefinition:
@@ -188,9 +187,7 @@ def params_for_request(
         grammar_text = g.text
         lazy = definition.grammar_lazy
         if lazy:
-            triggers = list(definition.grammar_triggers) or [
-                GrammarTrigger(t.kind, t.value) for t in g.triggers
-            ]
+            triggers = list(definition.grammar_triggers or g.triggers)
             if not triggers:
                 triggers = [GrammarTrigger("word", m) for m in definition.trigger_markers]
             if not triggers:
@@ -198,7 +195,7 @@ def params_for_request(
             elif ctx.thinking_forced_open and ctx.extract_reasoning:
                 triggers = _after_reasoning(triggers, ctx.analysis.reasoning.end)
 
-    spec = MapSpec(
+    call_ids = CallIdPolicy(
         expects_call_ids=definition.expects_call_ids,
         call_ids=CallIds(call_id_seed),
         model_ids=not analysis.tools.call_id.generated,
@@ -212,8 +209,6 @@ def params_for_request(
         preserved_tokens=_merged(analysis.preserved_tokens, definition.preserved_tokens),
         additional_stops=_merged(analysis.end_of_turn, definition.additional_stops),
         thinking_forced_open=forced,
-        parser=definition.parser,
-        map_spec=spec,
         definition=definition,
-        request=request,
+        call_ids=call_ids,
     )

@@ -12,7 +12,12 @@ from typing import Any
 
 from autoparser.errors import RequestError
 
+# What happens to reasoning text, as llama.cpp's ``reasoning_format`` means it: "auto"
+# extracts it into ``reasoning_content``; "none" leaves it in ``content``. "deepseek" is
+# llama.cpp's name for extraction and accepted here as an alias of "auto" (normalised to
+# it below, the only place it is mentioned).
 REASONING_FORMATS = ("auto", "deepseek", "none")
+_REASONING_ALIASES = {"deepseek": "auto"}
 TOOL_CHOICES = ("none", "auto", "required")
 
 
@@ -28,11 +33,6 @@ class ToolSpec:
     def properties(self) -> Mapping[str, Any]:
         props = self.parameters.get("properties")
         return props if isinstance(props, Mapping) else {}
-
-    @property
-    def open_ended(self) -> bool:
-        """True when the schema declares no properties: any argument names are accepted."""
-        return not self.properties
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,5 +193,5 @@ def normalize_request(
         parallel_tool_calls=parallel,
         response_schema=schema,
         enable_thinking=enable_thinking,
-        reasoning_format=reasoning_format,
+        reasoning_format=_REASONING_ALIASES.get(reasoning_format, reasoning_format),
     )

@@ -42,17 +42,17 @@ from autoparser.peg.core import (
     until_one_of,
     zero_or_more,
 )
-from autoparser.peg.gbnf import Grammar, Trigger, grammar
+from autoparser.peg.gbnf_emit import Grammar, GrammarTrigger, grammar
 
 __all__ = [
     "Grammar",
+    "GrammarTrigger",
     "IncrementalParse",
     "Node",
     "ParseResult",
     "ParseStatus",
     "Parser",
     "Rules",
-    "Trigger",
     "any_char",
     "atomic",
     "char_class",

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from autoparser.errors import GrammarError
-from autoparser.gbnf import char_class, merge_ranges
+from autoparser.gbnf_text import char_class, merge_ranges
 
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0"}
 
@@ -38,12 +38,6 @@ class CharSet:
     def gbnf(self) -> str:
         """The set as a GBNF expression (a class, or a union when the set is everything)."""
         return char_class(self.ranges, negated=self.negated)
-
-    def contains(self, ch: str) -> bool:
-        """Membership test for one character (used by grammar analysis, not by parsing)."""
-        cp = ord(ch)
-        inside = any(lo <= cp <= hi for lo, hi in self.ranges)
-        return inside != self.negated
 
 
 def parse_class(spec: str) -> CharSet:

@@ -9,6 +9,7 @@ says whether a tagged argument format writes the parameter as raw text.
 """
 
 from autoparser.errors import SchemaError
+from autoparser.schema.argument_types import parameter_is_string
 from autoparser.schema.convert import (
     COMPACT,
     PRETTY,
@@ -17,7 +18,6 @@ from autoparser.schema.convert import (
     schema_rules,
     schema_to_gbnf,
 )
-from autoparser.schema.params import parameter_is_string
 
 __all__ = [
     "COMPACT",

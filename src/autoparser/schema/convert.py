@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from autoparser.errors import SchemaError
-from autoparser.gbnf import (
+from autoparser.gbnf_text import (
     JSON_CHAR,
     JSON_NUMBER,
     alternatives,
@@ -32,10 +32,10 @@ from autoparser.gbnf import (
     rules_text,
     sequence,
 )
-from autoparser.gbnf import optional as optional_group
-from autoparser.schema.formats import FORMAT_RULES
+from autoparser.gbnf_text import optional as optional_group
 from autoparser.schema.ranges import integer_range, number_range
 from autoparser.schema.regex import DOT_RULE, translate_pattern
+from autoparser.schema.string_formats import FORMAT_RULES
 
 IGNORED_KEYWORDS = frozenset(
     {

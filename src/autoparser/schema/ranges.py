@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from autoparser.gbnf import alternatives, group, literal, optional, sequence
+from autoparser.gbnf_text import alternatives, group, literal, optional, sequence
 
 _DIGIT = "[0-9]"
 _FRACTION = '( "." [0-9]+ )'

@@ -14,7 +14,7 @@ import re
 from functools import lru_cache
 
 from autoparser.errors import SchemaError
-from autoparser.gbnf import (
+from autoparser.gbnf_text import (
     MAX_CODE,
     SURROGATES,
     alternatives,

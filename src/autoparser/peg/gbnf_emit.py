@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoparser.errors import GrammarError
-from autoparser.gbnf import (
+from autoparser.gbnf_text import (
     ANY_CHAR,
     JSON_CHAR,
     JSON_NUMBER,
@@ -52,16 +52,32 @@ from autoparser.peg.core import (
     as_parser,
 )
 
+# How engines apply a lazy-grammar trigger: ``word`` (the grammar applies from where the
+# word appears), ``token`` (the same for a special token), ``pattern`` (a regex searched in
+# the output; the grammar applies from its first capture group, else from the match),
+# ``pattern_full`` (a regex the whole output so far must match; the grammar applies from
+# its first capture group, else from the start).
 TRIGGER_KINDS = ("word", "pattern", "pattern_full", "token")
 _TRANSPARENT = (Tag, Atomic, TriggerMark)  # wrappers that match exactly what their child does
 
 
 @dataclass(frozen=True)
-class Trigger:
-    """A lazy-grammar trigger: the grammar applies from where this word/pattern appears."""
+class GrammarTrigger:
+    """When a lazy grammar switches on: a word, a regex (prefix / full match) or a token.
+
+    The one trigger type: the emitter derives them, hand-written formats declare them, and
+    ``ChatParams.grammar_triggers`` reports them (public as ``autoparser.GrammarTrigger``).
+    """
 
     kind: str
     value: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in TRIGGER_KINDS:
+            raise ValueError(f"GrammarTrigger.kind must be one of {TRIGGER_KINDS}: {self.kind!r}")
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "value": self.value}
 
 
 @dataclass(frozen=True)
@@ -69,7 +85,7 @@ class Grammar:
     """GBNF text (root rule ``root``) and, for lazy grammars, the trigger words/patterns."""
 
     text: str
-    triggers: tuple[Trigger, ...] = ()
+    triggers: tuple[GrammarTrigger, ...] = ()
 
     def __str__(self) -> str:
         return self.text
@@ -84,7 +100,7 @@ def grammar(parser: Parser | str, lazy: bool = False) -> Grammar:
         if triggers:
             bodies = [emitter.expr(t.child, tail=True) for t in triggers]
             emitter.rules["root"] = " | ".join(dict.fromkeys(bodies))
-            words: list[Trigger] = []
+            words: list[GrammarTrigger] = []
             for t in triggers:
                 try:
                     words.extend(_leading_words(t.child, t))
@@ -92,7 +108,7 @@ def grammar(parser: Parser | str, lazy: bool = False) -> Grammar:
                     pattern = _leading_pattern(t.child)
                     if pattern is None:
                         raise
-                    words.append(Trigger("pattern", pattern))
+                    words.append(GrammarTrigger("pattern", pattern))
             return Grammar(emitter.render(), tuple(dict.fromkeys(words)))
     emitter.rules["root"] = emitter.expr(root, tail=True)
     return Grammar(emitter.render())
@@ -472,12 +488,12 @@ def _find_triggers(root: Parser) -> list[TriggerMark]:
     return [n for n in _walk(root, stop=TriggerMark) if isinstance(n, TriggerMark)]
 
 
-def _leading_words(node: Parser, trig: TriggerMark) -> list[Trigger]:
+def _leading_words(node: Parser, trig: TriggerMark) -> list[GrammarTrigger]:
     """The trigger words a match of `node` must start with."""
     if isinstance(node, Token):
-        return [Trigger("token", node.value)]
+        return [GrammarTrigger("token", node.value)]
     if isinstance(node, Literal) and node.value:
-        return [Trigger("word", node.value)]
+        return [GrammarTrigger("word", node.value)]
     if isinstance(node, _TRANSPARENT):
         return _leading_words(node.child, trig)
     if isinstance(node, Ref):

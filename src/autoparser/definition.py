@@ -1,0 +1,40 @@
+"""What a tool-call format produces: the parsers, grammar facts and value converters.
+
+Generated formats (``autoparser.generate``) and hand-written ones (``autoparser.formats``)
+both return a ``ParserDefinition``; the grammar emitter and the stream parser consume it.
+It lives below both so that neither has to import the other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+
+from autoparser.peg import GrammarTrigger, Parser
+
+ValueConverter = Callable[[str], str]
+
+
+@dataclasses.dataclass(frozen=True)
+class ParserDefinition:
+    """The parsers a format produces: lenient for parsing, strict for the grammar.
+
+    ``expects_call_ids`` makes the stream wait for the model's call id before announcing a
+    call; ``trigger_markers`` are lazy-grammar trigger words used when the grammar itself
+    yields none. A hand-written format may also declare ``grammar_triggers`` (used instead
+    of those the lazy grammar derives, when the format knows better where a call starts),
+    ``preserved_tokens`` / ``additional_stops`` (added to the analysis' own), and
+    ``value_converters``: for a value tag of its own whose text is neither JSON nor a
+    Python literal, the function turning that text into JSON text (the stream delivers
+    such a value whole once complete, or its prefix at the end of a cut-off call).
+    """
+
+    parser: Parser
+    grammar_parser: Parser | None = None
+    grammar_lazy: bool = False
+    expects_call_ids: bool = False
+    trigger_markers: tuple[str, ...] = ()
+    grammar_triggers: tuple[GrammarTrigger, ...] = ()
+    preserved_tokens: tuple[str, ...] = ()
+    additional_stops: tuple[str, ...] = ()
+    value_converters: Mapping[str, ValueConverter] = dataclasses.field(default_factory=dict)

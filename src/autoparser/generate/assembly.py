@@ -1,0 +1,141 @@
+"""The standard assembly: reasoning, content and the tool section into one
+``ParserDefinition`` (what every generated format returns).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from autoparser import tags
+from autoparser.analysis.model import CallIdPosition, ContentMode, ToolFormat
+from autoparser.definition import ParserDefinition
+from autoparser.errors import RequestError
+from autoparser.generate.context import BuildContext, choice_of, seq_of
+from autoparser.generate.reasoning import reasoning_parser
+from autoparser.generate.sections import call_trigger_markers, tool_section
+from autoparser.peg import (
+    Parser,
+    any_char,
+    end,
+    json_schema,
+    literal,
+    optional,
+    rest,
+    space,
+    tag,
+    trigger,
+    until,
+    until_one_of,
+    zero_or_more,
+)
+
+
+def content_markers(ctx: BuildContext) -> tuple[str, ...]:
+    c = ctx.analysis.content
+    if c.mode == ContentMode.PLAIN:
+        return ()
+    return tuple(m for m in (c.start, c.end) if m)
+
+
+def lenient_body(ctx: BuildContext, section: Parser | None, triggers: Sequence[str]) -> Parser:
+    """``(tool section | dropped marker | content chunk)*``: never fails, keeps all text.
+
+    Content-wrapper markers are dropped; an end-of-turn marker ends the message (the rest
+    is ignored); a trigger that does not start a valid call becomes content one character
+    at a time (then up to the next delimiter).
+    """
+    wrappers = [m for m in content_markers(ctx) if m not in ctx.end_markers]
+    dropped = [*wrappers, *ctx.end_markers]
+    delims = list(dict.fromkeys([*triggers, *dropped]))
+    alts: list[Parser] = []
+    if section is not None:
+        alts.append(section)
+    # The end of turn ends the message: whatever a template or engine appends after it
+    # (the next turn's header) is not part of it.
+    alts.extend(literal(m) + rest() for m in sorted(set(ctx.end_markers), key=len, reverse=True))
+    alts.extend(literal(m) for m in sorted(set(wrappers), key=len, reverse=True))
+    if delims:
+        chunk = any_char() + (until(delims[0]) if len(delims) == 1 else until_one_of(*delims))
+        alts.append(tag(tags.CONTENT, chunk))
+        return zero_or_more(choice_of(alts))
+    # No delimiter at all: content is everything (still after an optional section).
+    if section is not None:
+        return zero_or_more(section) + tag(tags.CONTENT, rest())
+    return tag(tags.CONTENT, rest())
+
+
+def build_standard(ctx: BuildContext) -> ParserDefinition:
+    """The generated parsers for an analysed template (no hand-written handler)."""
+    req = ctx.request
+    fmt = ctx.analysis.tools.format
+    can_call = req.calls_enabled and fmt.mode != ToolFormat.NONE
+    triggers = call_trigger_markers(ctx) if can_call else ()
+    if can_call and not triggers:
+        can_call = False
+    if req.tool_choice == "required" and not can_call:
+        raise RequestError(
+            "tool_choice: the template has no tool-call format the parser can read, "
+            "so calls cannot be required"
+        )
+
+    opened = can_call and ctx.call_opened
+    lenient_reasoning = reasoning_parser(ctx, strict=False)
+    section = tool_section(ctx, req.tools, strict=False, parallel=True) if can_call else None
+    body = lenient_body(ctx, section, triggers)
+    first: Parser | None = None
+    if opened:
+        # The prompt wrote the first call's opener: the output may start inside that call.
+        first = optional(
+            seq_of(space(), tool_section(ctx, req.tools, strict=False, parallel=True, opened=True))
+        )
+    parser = seq_of(lenient_reasoning, first, body, end())
+
+    strict_reasoning = reasoning_parser(ctx, strict=True)
+    grammar_parser: Parser | None = None
+    lazy = False
+    c = ctx.analysis.content
+    if can_call:
+        strict_section = tool_section(
+            ctx, req.grammar_tools, strict=True, parallel=req.parallel_tool_calls, opened=opened
+        )
+        if opened:
+            # The prompt committed the model to a call: no trigger can start the grammar,
+            # so it applies from the first byte; text may follow the calls.
+            after = until(triggers[0]) if req.tool_choice != "required" else None
+            grammar_parser = seq_of(
+                strict_reasoning, space(), strict_section, space(), after, end()
+            )
+        elif req.tool_choice == "required":
+            grammar_parser = seq_of(strict_reasoning, space(), strict_section, space(), end())
+        else:
+            lazy = True
+            # Text may follow the calls (some templates write content after them), but
+            # never another trigger: a further call must be part of the section.
+            after = until(triggers[0]) if triggers else None
+            grammar_parser = seq_of(
+                strict_reasoning, trigger(seq_of(strict_section, space(), after)), end()
+            )
+    elif req.response_schema is not None:
+        wrapped = c.mode == ContentMode.ALWAYS_WRAPPED and bool(c.start)
+        content = tag(tags.CONTENT, json_schema(dict(req.response_schema), "response"))
+        grammar_parser = seq_of(
+            strict_reasoning,
+            space(),
+            c.start if wrapped else None,
+            content,
+            c.end if wrapped else None,
+            space(),
+            end(),
+        )
+
+    cid = ctx.analysis.tools.call_id
+    expects_ids = can_call and (
+        cid.position != CallIdPosition.NONE or bool(fmt.id_field or fmt.gen_id_field)
+    )
+    return ParserDefinition(
+        parser=parser,
+        grammar_parser=grammar_parser,
+        grammar_lazy=lazy,
+        expects_call_ids=expects_ids,
+        trigger_markers=tuple(triggers),
+    )

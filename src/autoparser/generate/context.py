@@ -1,0 +1,149 @@
+"""What every parser builder shares: the build context, sequence/choice helpers, the
+marker normalisation and the naming of grammar rules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+from autoparser.analysis.model import TemplateAnalysis
+from autoparser.generate.request import Request, ToolSpec
+from autoparser.peg import Parser, literal, optional, seq
+from autoparser.peg import choice as peg_choice
+
+Part = Parser | str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildContext:
+    """What a parser builder needs: the analysis, the validated request, the prompt facts."""
+
+    analysis: TemplateAnalysis
+    request: Request
+    thinking_forced_open: bool  # the output starts inside a reasoning block
+    extract_reasoning: bool  # reasoning goes to reasoning_content (else stays content)
+    # The prompt ends with the call opener (call_opener()): the output starts inside the
+    # first call, whose opener is already written; later calls carry their own.
+    call_opened: bool = False
+
+    @property
+    def end_markers(self) -> tuple[str, ...]:
+        return tuple(m for m in self.analysis.end_of_turn if m)
+
+
+def seq_of(*parts: Part) -> Parser:
+    """A sequence of the non-empty parts (strings are literals); at least one must remain."""
+    items: list[Parser] = []
+    for part in parts:
+        if part is None or part == "":
+            continue
+        items.append(literal(part) if isinstance(part, str) else part)
+    if not items:
+        raise ValueError("seq_of: nothing to sequence")
+    return items[0] if len(items) == 1 else seq(*items)
+
+
+def closing(marker: str, strict: bool) -> Parser | None:
+    """An end marker: required in the strict parser, optional in the lenient one."""
+    if not marker:
+        return None
+    return literal(marker) if strict else optional(literal(marker))
+
+
+def choice_of(parsers: Sequence[Parser]) -> Parser:
+    if not parsers:
+        raise ValueError("choice_of: no alternatives")
+    return parsers[0] if len(parsers) == 1 else peg_choice(*parsers)
+
+
+def _strip_fields(obj: Any, names: Sequence[str]) -> Any:
+    return dataclasses.replace(obj, **{n: getattr(obj, n).strip() for n in names})
+
+
+def normalize_markers(analysis: TemplateAnalysis) -> TemplateAnalysis:
+    """The analysis with whitespace stripped from every marker.
+
+    Renders put newlines around markers ("<tool_call>\n", "\n</parameter>\n"); the
+    builders allow any whitespace around markers instead (``space()``), so a model that
+    writes the marker without the newline, or with two, still parses. Whitespace-only
+    markers become absent.
+    """
+    t = analysis.tools
+    tools = dataclasses.replace(
+        t,
+        format=_strip_fields(
+            t.format,
+            (
+                "section_start",
+                "section_end",
+                "per_call_start",
+                "per_call_end",
+                "array_open",
+                "array_close",
+            ),
+        ),
+        function=_strip_fields(t.function, ("name_prefix", "name_suffix", "close")),
+        arguments=_strip_fields(
+            t.arguments,
+            (
+                "start",
+                "end",
+                "name_prefix",
+                "name_suffix",
+                "name_suffix_json",
+                "value_prefix",
+                "value_suffix",
+                "separator",
+            ),
+        ),
+        call_id=_strip_fields(t.call_id, ("prefix", "suffix")),
+        call_separator=t.call_separator.strip(),
+    )
+    return dataclasses.replace(
+        analysis,
+        reasoning=_strip_fields(analysis.reasoning, ("start", "end")),
+        content=_strip_fields(analysis.content, ("start", "end")),
+        tools=tools,
+        end_of_turn=tuple(m.strip() for m in analysis.end_of_turn if m.strip()),
+    )
+
+
+def rule_name(name: str) -> str:
+    """A GBNF-safe rule name for a hand-written format's own rules: each run of characters
+    other than ASCII letters and digits becomes one ``-``."""
+    return re.sub(r"[^a-zA-Z0-9]+", "-", name).strip("-") or "x"
+
+
+def longest_name_first(tools: Sequence[ToolSpec]) -> list[ToolSpec]:
+    """Longest names first, so a name that prefixes another cannot shadow it."""
+    return sorted(tools, key=lambda t: len(t.name), reverse=True)
+
+
+def rule_part(text: str) -> str:
+    """A GBNF-safe rule name part: ASCII letters and digits, everything else ``-``."""
+    return "".join(c if c.isascii() and c.isalnum() else "-" for c in text).strip("-") or "x"
+
+
+def tool_rule(ctx: BuildContext, tool: ToolSpec) -> str:
+    """The rule name prefix of a tool; distinct even when two names sanitise alike."""
+    part = rule_part(tool.name)
+    if sum(rule_part(t.name) == part for t in ctx.request.tools) > 1:
+        part += f"-{zlib.crc32(tool.name.encode('utf-8')):08x}"
+    return part
+
+
+def effective_markers(ctx: BuildContext) -> tuple[str, str, str, str]:
+    """(section_start, section_end, per_call_start, per_call_end), without double wrapping."""
+    f = ctx.analysis.tools.format
+    prefix = ctx.analysis.tools.function.name_prefix
+    section_start, section_end = f.section_start, f.section_end
+    call_start, call_end = f.per_call_start, f.per_call_end
+    if prefix and call_start == prefix:
+        call_start = ""
+    if prefix and section_start == prefix and not call_start:
+        section_start = ""
+    return section_start, section_end, call_start, call_end

@@ -1,0 +1,269 @@
+"""Calls whose name and arguments are JSON: JSON-native objects ({"name": ..., "arguments":
+...}), tag-wrapped JSON arguments, call ids, and the recovery of arguments that broke.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from autoparser import tags
+from autoparser.analysis.model import CallIdPosition
+from autoparser.generate.context import (
+    BuildContext,
+    Part,
+    choice_of,
+    closing,
+    effective_markers,
+    rule_name,
+    seq_of,
+    tool_rule,
+)
+from autoparser.generate.request import ToolSpec
+from autoparser.peg import (
+    Parser,
+    atomic,
+    chars,
+    json_schema,
+    json_string,
+    json_value,
+    literal,
+    optional,
+    rest,
+    space,
+    tag,
+    until,
+    until_one_of,
+)
+
+
+def is_string_param(schema: Any, root: Any) -> bool:
+    from autoparser.schema import parameter_is_string
+
+    return bool(parameter_is_string(schema, root))
+
+
+def json_args(tool: ToolSpec) -> Parser:
+    """The JSON arguments of ``tool``, checked against its schema, in rules named after it."""
+    return json_schema(dict(tool.parameters), f"{rule_name(tool.name)}-args")
+
+
+def _json_key(key: str, quote: str = '"') -> Parser:
+    text = json.dumps(key, ensure_ascii=False) if quote == '"' else f"{quote}{key}{quote}"
+    return literal(text) + space() + literal(":") + space()
+
+
+def _id_value_json(quote: str = '"') -> Parser:
+    return literal(quote) + tag(tags.TOOL_ID, until(quote)) + literal(quote)
+
+
+def _json_args_value(ctx: BuildContext, tool: ToolSpec) -> Parser:
+    fmt = ctx.analysis.tools.format
+    if fmt.arguments_as_string:
+        return tag(tags.TOOL_ARGS_STR, json_string())
+    if fmt.uses_python_dicts:
+        return tag(tags.TOOL_ARGS_PY, json_value(allow_single_quotes=True))
+    return tag(tags.TOOL_ARGS, json_schema(dict(tool.parameters), f"{tool_rule(ctx, tool)}-args"))
+
+
+def _json_object(pairs: Sequence[Parser]) -> Parser:
+    body: Parser = pairs[0]
+    for pair in pairs[1:]:
+        body = body + space() + literal(",") + space() + pair
+    return literal("{") + space() + body + space() + literal("}")
+
+
+def _field_paths(ctx: BuildContext) -> list[str]:
+    """Dotted paths of the fields of one JSON call, in the order the model writes them."""
+    fmt = ctx.analysis.tools.format
+    name_key = fmt.name_field or "name"
+    args_key = fmt.args_field or "arguments"
+    nest = f"{fmt.function_field}." if fmt.function_field else ""
+    name_path, args_path = nest + name_key, nest + args_key
+    paths: list[str] = []
+    for field in fmt.field_order:
+        if not field:
+            continue
+        if nest and "." not in field and field in (name_key, args_key):
+            field = nest + field  # legacy form: inner keys listed without their parent
+        if nest and field == fmt.function_field:
+            continue  # the parent comes from its children's paths
+        if field not in paths:
+            paths.append(field)
+    if not paths:
+        paths = [k for k in (fmt.id_field, fmt.gen_id_field) if k]
+    for required in (name_path, args_path):
+        if required not in paths:
+            paths.append(required)
+    return paths
+
+
+def _paths_by_head(paths: list[str]) -> dict[str, list[str]]:
+    """Dotted key paths grouped by their first component, in order: the nested keys of each."""
+    groups: dict[str, list[str]] = {}
+    for path in paths:
+        head, _, tail = path.partition(".")
+        groups.setdefault(head, [])
+        if tail:
+            groups[head].append(tail)
+    return groups
+
+
+def _object_from_paths(paths: list[str], leaf: Any, quote: str, prefix: str = "") -> Parser:
+    """A JSON object parser whose keys follow the paths (grouped by first component)."""
+    groups = _paths_by_head(paths)
+    pairs = []
+    for head, tails in groups.items():
+        full = prefix + head
+        value = _object_from_paths(tails, leaf, quote, full + ".") if tails else leaf(full)
+        pairs.append(_json_key(head, quote) + value)
+    return _json_object(pairs)
+
+
+def _object_prefix(
+    paths: list[str], leaf: Any, quote: str, stop: str, prefix: str = ""
+) -> Parser | None:
+    """The object parser of ``_object_from_paths`` cut right after the key at ``stop``."""
+    groups = _paths_by_head(paths)
+    parts: list[Part] = [literal("{"), space()]
+    for i, (head, tails) in enumerate(groups.items()):
+        full = prefix + head
+        if i:
+            parts += [space(), literal(","), space()]
+        key = _json_key(head, quote)
+        if full == stop:
+            return seq_of(*parts, key)
+        if tails and stop.startswith(full + "."):
+            inner = _object_prefix(tails, leaf, quote, stop, full + ".")
+            return seq_of(*parts, key, inner) if inner is not None else None
+        value = _object_from_paths(tails, leaf, quote, full + ".") if tails else leaf(full)
+        parts.append(key + value)
+    return None
+
+
+def _recovery_ends(ctx: BuildContext) -> list[str]:
+    """Markers after which a broken call is over: its end, the next call, the end of turn."""
+    section_start, section_end, call_start, call_end = effective_markers(ctx)
+    f = ctx.analysis.tools.function
+    ends = [f.close, call_end, section_end, call_start, section_start, *ctx.end_markers]
+    return list(dict.fromkeys(m for m in ends if m))
+
+
+def recover_arguments(ctx: BuildContext, kind: str = tags.TOOL_ARGS_BAD) -> Parser:
+    """Lenient recovery once a named call's arguments broke: raw text to the call's end.
+
+    A call is announced while streaming as soon as its name is complete; recovering here
+    keeps it a call in the final parse too (its arguments cut at the last valid prefix),
+    so the stream never has to retract it. ``kind`` says how the arguments are written:
+    ``TOOL_ARGS_BAD`` (JSON text), ``TOOL_ARGS_STR_BAD`` (a JSON string holding the JSON),
+    ``TOOL_ARGS_PY_BAD`` (a Python-literal dict).
+    """
+    ends = _recovery_ends(ctx)
+    if not ends:
+        return tag(kind, rest())
+    return tag(kind, until(ends[0]) if len(ends) == 1 else until_one_of(*ends))
+
+
+def _json_args_recovery(ctx: BuildContext) -> Parser:
+    fmt = ctx.analysis.tools.format
+    if fmt.arguments_as_string:
+        return recover_arguments(ctx, tags.TOOL_ARGS_STR_BAD)
+    if fmt.uses_python_dicts:
+        return recover_arguments(ctx, tags.TOOL_ARGS_PY_BAD)
+    return recover_arguments(ctx)
+
+
+def json_native_call(ctx: BuildContext, tool: ToolSpec, strict: bool = True) -> Parser:
+    """One call written as a JSON object (flat, nested under a key, or name-as-key).
+
+    With ``uses_python_dicts`` the call object is written with single quotes too. The
+    lenient parser recovers from broken arguments after the name (``recover_arguments``).
+    """
+    fmt = ctx.analysis.tools.format
+    q = "'" if fmt.uses_python_dicts else '"'
+    args = _json_args_value(ctx, tool)
+    bad = None if strict else _json_args_recovery(ctx)
+    if fmt.fun_name_is_key:
+        name = atomic(literal(q) + tag(tags.TOOL_NAME, literal(tool.name)) + literal(q))
+        good = _json_object([name + space() + literal(":") + space() + args])
+        if bad is None:
+            return good
+        return choice_of([good, literal("{") + space() + name + space() + ":" + space() + bad])
+    nest = f"{fmt.function_field}." if fmt.function_field else ""
+    name_path = nest + (fmt.name_field or "name")
+    args_path = nest + (fmt.args_field or "arguments")
+    id_names = {k for k in (fmt.id_field, fmt.gen_id_field) if k}
+    constants = dict(fmt.constant_fields)
+    name_value = literal(q) + atomic(tag(tags.TOOL_NAME, literal(tool.name)) + literal(q))
+
+    def leaf(path: str) -> Parser:
+        if path == name_path:
+            return name_value
+        if path == args_path:
+            return args
+        if path in constants and q == '"':
+            return literal(constants[path])
+        if path.rpartition(".")[2] in id_names:
+            return _id_value_json(q)
+        return json_value(allow_single_quotes=q == "'")
+
+    paths = _field_paths(ctx)
+    good = _object_from_paths(paths, leaf, q)
+    if bad is None or paths.index(name_path) > paths.index(args_path):
+        return good
+    head = _object_prefix(paths, leaf, q, args_path)
+    return good if head is None else choice_of([good, head + bad])
+
+
+def _call_id(ctx: BuildContext) -> Parser:
+    cid = ctx.analysis.tools.call_id
+    if cid.suffix:
+        value = tag(tags.TOOL_ID, until(cid.suffix))
+    else:
+        value = tag(tags.TOOL_ID, chars("a-zA-Z0-9_\\-", 1, 64))
+    return seq_of(cid.prefix, value, cid.suffix)
+
+
+def name_part(ctx: BuildContext, tool: ToolSpec) -> Parser:
+    fn = ctx.analysis.tools.function
+    gap = space() if fn.name_suffix else None  # the suffix may follow a newline
+    return atomic(
+        seq_of(fn.name_prefix, tag(tags.TOOL_NAME, literal(tool.name)), gap, fn.name_suffix)
+    )
+
+
+def with_call_id(
+    ctx: BuildContext, name: Parser, args: Parser, close: Parser | None, strict: bool
+) -> Parser:
+    cid = ctx.analysis.tools.call_id
+    pos = cid.position
+    id_part: Parser | None = None
+    if pos != CallIdPosition.NONE:
+        id_part = _call_id(ctx)
+        if not strict:
+            # A model may leave the id out (keeping the marker that introduces what follows).
+            bare = literal(cid.suffix) if cid.suffix and pos != CallIdPosition.POST_ARGS else None
+            id_part = optional(choice_of([id_part, bare]) if bare else id_part)
+    parts: list[Part] = []
+    if pos == CallIdPosition.PRE_FUNC_NAME:
+        parts += [id_part, space()]
+    parts += [name, space()]
+    if pos == CallIdPosition.BETWEEN_FUNC_AND_ARGS:
+        parts += [id_part, space()]
+    parts.append(args)
+    if pos == CallIdPosition.POST_ARGS:
+        parts += [space(), id_part]
+    if close is not None:
+        parts += [space(), close]
+    return seq_of(*parts)
+
+
+def tag_json_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
+    """``<name markers>{json arguments}<close>``."""
+    a = ctx.analysis.tools.arguments
+    args = tag(tags.TOOL_ARGS, json_schema(dict(tool.parameters), f"{tool_rule(ctx, tool)}-args"))
+    good = seq_of(args, closing(a.end, strict))
+    body = seq_of(a.start, good if strict else choice_of([good, recover_arguments(ctx)]))
+    close = closing(ctx.analysis.tools.function.close, strict)
+    return with_call_id(ctx, name_part(ctx, tool), body, close, strict)

@@ -1,0 +1,141 @@
+"""One call of any family, and the tool-call section around one or more calls (openers,
+separators, trigger markers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from autoparser import tags
+from autoparser.analysis.model import ToolFormat
+from autoparser.generate.context import (
+    BuildContext,
+    choice_of,
+    closing,
+    effective_markers,
+    longest_name_first,
+    seq_of,
+)
+from autoparser.generate.json_calls import json_native_call, tag_json_call
+from autoparser.generate.request import ToolSpec
+from autoparser.generate.tagged_calls import tag_tagged_call
+from autoparser.peg import Parser, literal, space, tag, zero_or_more
+
+
+def single_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
+    mode = ctx.analysis.tools.format.mode
+    if mode == ToolFormat.JSON_NATIVE:
+        return json_native_call(ctx, tool, strict)
+    if mode == ToolFormat.TAG_WITH_JSON:
+        return tag_json_call(ctx, tool, strict)
+    if mode == ToolFormat.TAG_WITH_TAGGED:
+        return tag_tagged_call(ctx, tool, strict)
+    raise ValueError(f"no call parser for tool format {mode.value}")
+
+
+def call_opener(ctx: BuildContext) -> str:
+    """The marker that opens the calls (section, per-call or name prefix), "" if none.
+
+    A prompt ending with it has opened the first call itself (``call_opened``). Array-wrapped
+    JSON whose section start holds the bracket is left out: its first call is not a unit.
+    """
+    f = ctx.analysis.tools.format
+    if f.mode == ToolFormat.NONE:
+        return ""
+    section_start, _, call_start, _ = effective_markers(ctx)
+    if section_start:
+        array = f.mode == ToolFormat.JSON_NATIVE and f.tools_array_wrapped
+        return "" if array and section_start.endswith("[") else section_start
+    if call_start:
+        return call_start
+    return ctx.analysis.tools.function.name_prefix if f.mode != ToolFormat.JSON_NATIVE else ""
+
+
+def _opened_context(ctx: BuildContext) -> BuildContext:
+    """The context for a call whose opener the prompt already wrote: that marker removed."""
+    opener = call_opener(ctx)
+    t = ctx.analysis.tools
+
+    def drop(marker: str) -> str:
+        return "" if marker == opener else marker
+
+    tools = dataclasses.replace(
+        t,
+        format=dataclasses.replace(
+            t.format,
+            section_start=drop(t.format.section_start),
+            per_call_start=drop(t.format.per_call_start),
+        ),
+        function=dataclasses.replace(t.function, name_prefix=drop(t.function.name_prefix)),
+    )
+    analysis = dataclasses.replace(ctx.analysis, tools=tools)
+    return dataclasses.replace(ctx, analysis=analysis, call_opened=False)
+
+
+def call_trigger_markers(ctx: BuildContext) -> tuple[str, ...]:
+    """Where a tool call can begin in the output (content stops there to try a call)."""
+    f = ctx.analysis.tools.format
+    section_start, _, call_start, _ = effective_markers(ctx)
+    first = section_start or call_start
+    if not first and f.mode != ToolFormat.JSON_NATIVE:
+        first = ctx.analysis.tools.function.name_prefix
+    if not first and f.mode == ToolFormat.JSON_NATIVE:
+        first = "[" if f.tools_array_wrapped else "{"
+    return (first,) if first else ()
+
+
+def _one_call(ctx: BuildContext, tools: Sequence[ToolSpec], strict: bool) -> Parser:
+    """One call to any of ``tools``, with its per-call markers."""
+    _, _, call_start, call_end = effective_markers(ctx)
+    ordered = longest_name_first(tools)
+    inner = choice_of([single_call(ctx, t, strict) for t in ordered])
+    return tag(
+        tags.TOOL,
+        seq_of(
+            call_start,
+            space() if call_start else None,
+            inner,
+            space() if call_end else None,
+            closing(call_end, strict),
+        ),
+    )
+
+
+def tool_section(
+    ctx: BuildContext,
+    tools: Sequence[ToolSpec],
+    *,
+    strict: bool,
+    parallel: bool,
+    opened: bool = False,
+) -> Parser:
+    """One section of calls: section markers, per-call markers, separators, array wrapping.
+
+    With ``opened`` the prompt wrote the opener (``call_opener``): the section starts after
+    it; where the opener is per call, only the first call lacks it.
+    """
+    first_ctx = _opened_context(ctx) if opened else ctx
+    if opened and effective_markers(ctx)[0]:
+        ctx = first_ctx  # the prompt opened the whole section
+    f = ctx.analysis.tools.format
+    section_start, section_end, _, _ = effective_markers(ctx)
+    call = _one_call(ctx, tools, strict)
+    first = _one_call(first_ctx, tools, strict) if first_ctx is not ctx else call
+    array = f.mode == ToolFormat.JSON_NATIVE and f.tools_array_wrapped
+    sep_text = "," if array else ctx.analysis.tools.call_separator.strip()
+    sep: Parser = space() + literal(sep_text) + space() if sep_text else space()
+    calls = first + zero_or_more(sep + call) if parallel else first
+    if array:
+        open_b = "" if section_start.endswith("[") else (f.array_open or "[")
+        close_b = "" if section_end.startswith("]") else (f.array_close or "]")
+        calls = seq_of(
+            open_b, space(), calls, space(), closing(close_b, strict) if close_b else None
+        )
+    return seq_of(
+        section_start,
+        space() if section_start else None,
+        calls,
+        space() if section_end else None,
+        closing(section_end, strict),
+    )

@@ -1,0 +1,227 @@
+"""Calls whose arguments are tagged one by one (<arg_key>k</arg_key><arg_value>v...):
+string, JSON and Python-literal values.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping
+from typing import Any
+
+from autoparser import tags
+from autoparser.analysis.model import ArgumentsAnalysis
+from autoparser.generate.context import (
+    BuildContext,
+    choice_of,
+    closing,
+    rule_part,
+    seq_of,
+    tool_rule,
+)
+from autoparser.generate.json_calls import is_string_param, name_part, with_call_id
+from autoparser.generate.request import ToolSpec
+from autoparser.peg import (
+    Parser,
+    Rules,
+    atomic,
+    chars,
+    json_number,
+    json_schema,
+    json_string,
+    literal,
+    optional,
+    space,
+    tag,
+    until,
+    until_one_of,
+    zero_or_more,
+)
+
+
+def _value_end(ctx: BuildContext) -> list[str]:
+    t = ctx.analysis.tools
+    a = t.arguments
+    if a.value_suffix:
+        return [a.value_suffix]
+    candidates = [
+        a.separator,
+        a.name_prefix,
+        a.end,
+        t.function.close,
+        t.format.per_call_end,
+        t.format.section_end,
+    ]
+    return [c for c in dict.fromkeys(candidates) if c and c.strip()]
+
+
+def _allows_null(schema: Any) -> bool:
+    if not isinstance(schema, Mapping):
+        return False
+    kind = schema.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return True
+    return any(
+        isinstance(options, list) and any(_allows_null(o) for o in options)
+        for options in (schema.get("anyOf"), schema.get("oneOf"))
+    )
+
+
+def _schema_types(schema: Any) -> set[str]:
+    if not isinstance(schema, Mapping):
+        return set()
+    kind = schema.get("type")
+    found = {kind} if isinstance(kind, str) else {k for k in kind or () if isinstance(k, str)}
+    for key in ("anyOf", "oneOf"):
+        for option in schema.get(key) or ():
+            found |= _schema_types(option)
+    return found
+
+
+def python_value() -> Parser:
+    """A value as Python's repr() writes it: 'quotes', True / False / None, dicts, lists."""
+    rules = Rules()
+    value = rules.ref("python-value")
+    sep = space() + literal(",") + space()
+    string = json_string(allow_single_quotes=True)
+    items = optional(value + zero_or_more(sep + value))
+    pair = string + space() + literal(":") + space() + value
+    pairs = optional(pair + zero_or_more(sep + pair))
+    rules["python-value"] = choice_of(
+        [
+            literal("{") + space() + pairs + space() + literal("}"),
+            literal("[") + space() + items + space() + literal("]"),
+            string,
+            json_number(),
+            literal("True"),
+            literal("False"),
+            literal("None"),
+        ]
+    )
+    return value
+
+
+def _python_words(schema: Any) -> list[str]:
+    """How Python's str() writes the scalar values a schema allows, where unlike JSON."""
+    types = _schema_types(schema)
+    words = ["True", "False"] if "boolean" in types else []
+    if "null" in types:
+        words.append("None")
+    return words
+
+
+def json_name_suffix(a: ArgumentsAnalysis) -> str:
+    """The argument name suffix written before a non-string (JSON) value.
+
+    The analysis records it when it differs from the string one (DeepSeek's
+    ``string="false">``, the bare ``=`` of ``f(a='v', n=1)``). Analyses from before that
+    field: a name suffix ending with the quote that also closes string values
+    (``='`` ... ``'``) means other values follow bare.
+    """
+    if a.name_suffix_json:
+        return a.name_suffix_json
+    quote = a.value_suffix if a.value_suffix in ("'", '"') else ""
+    if quote and a.name_suffix.endswith(quote) and not a.value_prefix:
+        return a.name_suffix[: -len(quote)]
+    return a.name_suffix
+
+
+def _string_argument(ctx: BuildContext, name_p: Parser, schema: Any, strict: bool) -> Parser:
+    """``name_prefix NAME name_suffix value_prefix RAW value_suffix``: a raw string value."""
+    a = ctx.analysis.tools.arguments
+    ends = _value_end(ctx)
+    header = atomic(seq_of(a.name_prefix, name_p, a.name_suffix))
+    raw = until(ends[0]) if len(ends) == 1 else until_one_of(*ends)
+    value: Parser = tag(tags.TOOL_ARG_STRING, raw)
+    suffix = closing(a.value_suffix, strict) if a.value_suffix else None
+    lead = space() if a.value_prefix else None  # whitespace between name and value markers
+    string_arg = seq_of(lead, a.value_prefix, value, suffix)
+    if a.value_suffix and _allows_null(schema):
+        # A nullable string: the bare word null (alone before the suffix) is JSON null.
+        null: Parser = tag(tags.TOOL_ARG_JSON, literal("null"))
+        if not strict:  # templates that print values with Python's str() write None
+            null = choice_of([null, tag(tags.TOOL_ARG_PY, literal("None"))])
+        null_arg = atomic(seq_of(lead, a.value_prefix, space(), null, space(), a.value_suffix))
+        return tag(tags.TOOL_ARG, header + choice_of([null_arg, string_arg]))
+    return tag(tags.TOOL_ARG, header + string_arg)
+
+
+def _json_argument(
+    ctx: BuildContext, tool: ToolSpec, name: str | None, name_p: Parser, schema: Any, strict: bool
+) -> Parser:
+    """``name_prefix NAME name_suffix_json value_prefix JSON value_suffix``: a typed value."""
+    a = ctx.analysis.tools.arguments
+    name_suffix = json_name_suffix(a)
+    header = atomic(seq_of(a.name_prefix, name_p, name_suffix))
+    part = rule_part(name or "arg")
+    if name and sum(rule_part(other) == part for other in tool.properties) > 1:
+        part += f"-{zlib.crc32(name.encode('utf-8')):08x}"
+    rule = f"{tool_rule(ctx, tool)}-{part}"
+    value = tag(tags.TOOL_ARG_JSON, json_schema(dict(schema), rule))
+    if name_suffix != a.name_suffix and name_suffix + a.value_suffix == a.name_suffix:
+        # Quoted strings, bare other values (f(city='Paris', days=3)): the quote opens and
+        # closes string values only; other values follow the suffix bare, as JSON or as
+        # Python's repr (True, ['a']).
+        repr_value = tag(tags.TOOL_ARG_PY, python_value())
+        return tag(tags.TOOL_ARG, header + space() + choice_of([value, repr_value]))
+    suffix = closing(a.value_suffix, strict) if a.value_suffix else None
+    lead = space() if a.value_prefix else None
+    if strict:
+        # Templates that print values with str() teach the model True / None / {'a': 1}.
+        words = _python_words(schema)
+        python: list[Parser] = [literal(w) for w in words]
+        if _schema_types(schema) & {"object", "array"} or not _schema_types(schema):
+            python.append(python_value())
+        if python:
+            value = choice_of([value, tag(tags.TOOL_ARG_PY, choice_of(python))])
+    json_arg = seq_of(lead, a.value_prefix, space(), value, space(), suffix)
+    if strict or not a.value_suffix:
+        return tag(tags.TOOL_ARG, header + json_arg)
+    # Templates that print values with Python's str() write True / None / {'a': 1}: read
+    # such a value as raw text up to the suffix and convert it once complete.
+    py_value = tag(tags.TOOL_ARG_PY, until(a.value_suffix))
+    py_arg = seq_of(lead, a.value_prefix, space(), py_value, suffix)
+    return tag(tags.TOOL_ARG, header + choice_of([json_arg, py_arg]))
+
+
+def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict: bool) -> Parser:
+    """One argument: string-typed parameters raw text, others JSON.
+
+    Where the template writes a different name suffix before non-string values (a typed
+    suffix), the lenient parser accepts either suffix for any parameter and types the
+    value by the suffix the model wrote; the grammar allows the one the schema implies
+    (either, for a nullable string and for the arguments of an open-ended tool).
+    """
+    a = ctx.analysis.tools.arguments
+    if name is None:  # open-ended tool: any identifier as argument name, string value
+        name_p: Parser = tag(tags.TOOL_ARG_NAME, chars("a-zA-Z0-9_.\\-", 1, 128))
+        is_string = True
+        schema: Any = {}
+    else:
+        name_p = tag(tags.TOOL_ARG_NAME, literal(name))
+        schema = tool.properties.get(name, {})
+        is_string = is_string_param(schema, tool.parameters)
+    typed = json_name_suffix(a) != a.name_suffix
+    # A nullable string's null is a non-string value: written after the typed suffix.
+    only_string = strict and name is not None and not _allows_null(schema)
+    if is_string and (not typed or only_string):
+        return _string_argument(ctx, name_p, schema, strict)
+    json_arg = _json_argument(ctx, tool, name, name_p, schema, strict)
+    if not is_string and (not typed or strict):
+        return json_arg
+    return choice_of([_string_argument(ctx, name_p, schema, strict), json_arg])
+
+
+def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
+    """``<name markers><arg markers>value...<close>``; string params raw, others JSON."""
+    t = ctx.analysis.tools
+    a = t.arguments
+    names: list[str | None] = [*sorted(tool.properties, key=len, reverse=True)]
+    if not names:
+        names = [None]
+    one = choice_of([_tagged_argument(ctx, tool, n, strict) for n in names])
+    sep: Parser = space()
+    if a.separator and a.separator.strip():
+        sep = space() + optional(literal(a.separator)) + space()
+    args_seq = optional(one + zero_or_more(sep + one))
+    body = seq_of(a.start, space(), args_seq, space(), closing(a.end, strict))
+    return with_call_id(ctx, name_part(ctx, tool), body, closing(t.function.close, strict), strict)

@@ -1,0 +1,12 @@
+"""Streaming: parse trees of a growing output -> OpenAI messages and appending deltas.
+
+``repair`` holds the pure JSON / Python-literal text helpers, ``arguments`` one streamer per
+argument encoding, ``mapper`` the walk from parse tree to deltas, ``parser`` the
+``StreamParser`` that drives them. See docs/streaming.md.
+"""
+
+from autoparser.stream.mapper import CallIdPolicy, CallIds
+from autoparser.stream.parser import StreamParser, parse_text
+from autoparser.stream.repair import json_closer
+
+__all__ = ["CallIdPolicy", "CallIds", "StreamParser", "json_closer", "parse_text"]
