@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import re
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ from jinja2.exceptions import SecurityError
 from autoparser.errors import AutoparserError, TemplateError
 from autoparser.template.environment import (
     TemplateRaisedError,
+    fixed_date_variables,
     make_environment,
     make_mutable_environment,
 )
@@ -75,6 +77,10 @@ class ChatTemplate:
     ``variants`` holds further named templates from the same model (``tool_use`` ...); the
     variant is chosen per render, as transformers does. ``polyfills`` switches the input
     adaptations of :mod:`autoparser.template.polyfill` on or off by default.
+
+    ``now`` fixes the date templates see (``strftime_now`` and ``date_string``), for
+    reproducible prompts; by default they read the real clock and ``date_string`` is left
+    undefined, as in transformers. ``render(..., now=...)`` overrides it per render.
     """
 
     def __init__(
@@ -87,8 +93,10 @@ class ChatTemplate:
         variants: Mapping[str, str] | None = None,
         polyfills: bool = True,
         special_tokens: Mapping[str, str] | None = None,
+        now: datetime | None = None,
     ) -> None:
         self.source = source
+        self.now = now
         # Other named tokens (unk_token, pad_token...) passed to the template, as transformers does.
         self.special_tokens: dict[str, str] = dict(special_tokens or {})
         self.bos_token = bos_token
@@ -158,6 +166,7 @@ class ChatTemplate:
                 name=f"{self.name}[{name}]",
                 polyfills=self.polyfills,
                 special_tokens=self.special_tokens,
+                now=self.now,
             )
             self._variant_templates[name] = found
         return found
@@ -220,6 +229,7 @@ class ChatTemplate:
         add_generation_prompt: bool = True,
         *,
         polyfills: bool | None = None,
+        now: datetime | None = None,
         **template_kwargs: Any,
     ) -> str:
         """Render a conversation (OpenAI-shaped messages) to the prompt text.
@@ -227,6 +237,8 @@ class ChatTemplate:
         With polyfills off this is byte-identical to transformers'
         ``apply_chat_template(messages, tools=tools, tokenize=False, ...)``; with them on
         (the default) the messages are first adapted to what the template needs.
+        ``now`` (or the template's own ``now``) pins the date the template sees; an explicit
+        ``date_string`` in ``template_kwargs`` still wins.
         """
         template = self.for_tools(tools)
         use_polyfills = template.polyfills if polyfills is None else polyfills
@@ -234,11 +246,13 @@ class ChatTemplate:
         tool_list = None if tools is None else [dict(t) for t in tools]
         if use_polyfills:
             prepared, tool_list = apply_polyfills(template, prepared, tool_list)
+        fixed = self.now if now is None else now
         context: dict[str, Any] = {
             "messages": transformers_messages(prepared),
             "tools": plain_data(tool_list),
             "documents": None,
             "add_generation_prompt": add_generation_prompt,
+            **(fixed_date_variables(fixed) if fixed is not None else {}),
             **plain_data(template_kwargs),
         }
         return template.render_raw(context)
