@@ -68,12 +68,12 @@ TOOLS = [
 I2 = "issue 10 §2"
 COMPILE = "jinja2 cannot compile the template (transformers cannot render it either)"
 ROUNDTRIP_XFAIL: dict[str, str] = {
-    "Kimi-K3": "2 calls: the per-call attribute index=\"N\" is read as the constant index=\"1\""
+    "Kimi-K3": '2 calls: the per-call attribute index="N" is read as the constant index="1"'
     f" and markers are cut mid-element; {I2}",
     "MiniMax-M3": "probe names leak into markers (argument separator '</AA_ARG_FST_AA>'); the"
     f" closing tag of each argument carries its name; {I2}",
     "muse-glimmer": "probe name FFF_FIRST_FUN_F leaks into function.name_suffix (the name is"
-    f" written twice: to=NAME<|message|> and invoke name=\"NAME\"); {I2}",
+    f' written twice: to=NAME<|message|> and invoke name="NAME"); {I2}',
     "upstage-Solar-Open-100B": "probe call ids ('call00001') leak into section_start and the"
     f" call separator instead of being read as an id before the name; {I2}",
     "moonshotai-Kimi-K2-Thinking": "analysis finds no tool format although calls render: the"
