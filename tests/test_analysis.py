@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.paths import OWN_TEMPLATES, corpus_params
+from helpers.paths import CORPUS_SKIP_REASON, OWN_TEMPLATES, corpus_params, corpus_templates
 
 from autoparser import ChatTemplate
 from autoparser.analysis import (
@@ -34,6 +34,7 @@ from autoparser.analysis.workarounds import (
     stripped_think_history,
 )
 from autoparser.cli import main
+from autoparser.errors import TemplateError
 from autoparser.formats import detect_format
 
 DATA = Path(__file__).parent / "data" / "analysis"
@@ -128,10 +129,34 @@ def test_own_templates_cover_every_family_and_mode() -> None:
     assert reasoning_modes == {m.value for m in ReasoningMode}
 
 
+def _expectation_file(path: Path) -> Path:
+    return DATA / f"{path.stem}.json"
+
+
 @pytest.mark.parametrize("path", corpus_params())
 def test_corpus_template_analysis(path: Path) -> None:
-    expected = _expected(DATA / f"{path.stem}.json")
+    """The analysis of each corpus template equals its pinned, hand-checked expectation; a
+    template jinja2 cannot compile is pinned as the error it raises."""
+    file = _expectation_file(path)
+    if not file.is_file():
+        pytest.fail(f"no expected analysis for {path.stem}: write {file.relative_to(DATA.parent)}")
+    expected = _expected(file)
+    if "error" in expected:
+        with pytest.raises(TemplateError) as raised:
+            run_analysis(_load(path))
+        assert expected["error"] in str(raised.value)
+        return
     assert run_analysis(_load(path)).to_dict() == expected["analysis"]
+
+
+def test_every_corpus_template_has_an_expected_analysis() -> None:
+    """Lists every corpus template without an expectation file, and every file without one."""
+    names = {p.stem for p in corpus_templates()}
+    if not names:
+        pytest.skip(CORPUS_SKIP_REASON)
+    files = {p.stem for p in DATA.glob("*.json")}
+    assert sorted(names - files) == [], "corpus templates without an expected analysis"
+    assert sorted(files - names) == [], "expected analyses without a corpus template"
 
 
 def _xfail_params() -> list[Any]:
@@ -141,7 +166,8 @@ def _xfail_params() -> list[Any]:
         if path is None:
             params.append(pytest.param(None, None, marks=p.marks, id="no-corpus"))  # type: ignore[attr-defined]
             continue
-        xfail = _expected(DATA / f"{path.stem}.json").get("xfail")
+        file = _expectation_file(path)
+        xfail = _expected(file).get("xfail") if file.is_file() else None
         if xfail:
             mark = pytest.mark.xfail(reason=xfail["reason"], strict=True)
             params.append(pytest.param(path, xfail["expected_fields"], marks=mark, id=path.stem))

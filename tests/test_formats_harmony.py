@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import zlib
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -320,6 +322,13 @@ def _bench(scale: str) -> tuple[str, dict[str, Any]]:
     return text, meta
 
 
+def _recorded_date(prompt: str) -> datetime:
+    """The date gpt-oss's template printed into the recorded prompt (``Current date: ...``)."""
+    found = re.search(r"Current date: (\d{4}-\d{2}-\d{2})", prompt)
+    assert found, "recorded gpt-oss prompt has no 'Current date:' line"
+    return datetime.strptime(found.group(1), "%Y-%m-%d")
+
+
 @pytest.mark.parametrize("scale", ["1x", "8x"])
 def test_bench_output_parses_to_the_rendered_message(scale: str) -> None:
     text, meta = _bench(scale)
@@ -331,6 +340,7 @@ def test_bench_output_parses_to_the_rendered_message(scale: str) -> None:
         parallel_tool_calls=inputs.get("parallel_tool_calls"),
         reasoning_format=inputs.get("reasoning_format", "auto"),
         enable_thinking=inputs.get("enable_thinking"),
+        now=_recorded_date(meta["prompt"]),
     )
     assert params.prompt == meta["prompt"]
     want = meta["rendered_assistant_message"]

@@ -188,12 +188,18 @@ def test_render_parity(capsys: pytest.CaptureFixture[str]) -> None:
     seen_fails: set[str] = set()
     for path in corpus_templates():
         source = path.read_text(encoding="utf-8")
-        template = ChatTemplate(source, bos_token=BOS, eos_token=EOS, name=path.stem)
+        loaded, load_error = _outcome(
+            lambda: ChatTemplate(source, bos_token=BOS, eos_token=EOS, name=path.stem)  # noqa: B023
+        )
         for conv_name, case in CONVERSATIONS.items():
             key = f"{path.stem}/{conv_name}"
             want, want_error = _outcome(lambda: oracle(source, case))  # noqa: B023
-            raw, raw_error = _outcome(lambda: ours(template, case, False))  # noqa: B023
-            got, got_error = _outcome(lambda: ours(template, case, True))  # noqa: B023
+            if loaded is None:  # does not compile: no render of ours either
+                raw = got = None
+                raw_error = got_error = load_error
+            else:
+                raw, raw_error = _outcome(lambda: ours(loaded, case, False))  # noqa: B023
+                got, got_error = _outcome(lambda: ours(loaded, case, True))  # noqa: B023
             if want_error is not None:
                 fails += 1
                 seen_fails.add(key)
@@ -243,7 +249,12 @@ def _with_string_arguments(case: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.usefixtures("fixed_clock")
 def test_openai_string_arguments_render_like_objects(path: Path, conv_name: str) -> None:
     """OpenAI-shaped input (arguments as a JSON string) gives the prompt objects give."""
-    template = ChatTemplate.from_file(path)
+    loaded, load_error = _outcome(lambda: ChatTemplate.from_file(path))
+    if loaded is None:
+        # A template jinja2 cannot compile renders neither shape (listed in the parity file).
+        assert load_error is not None and "syntax error" in load_error
+        return
+    template: ChatTemplate = loaded
     case = CONVERSATIONS[conv_name]
     native, native_error = _outcome(lambda: ours(template, case, True))
     openai, openai_error = _outcome(lambda: ours(template, _with_string_arguments(case), True))

@@ -213,3 +213,25 @@ def test_mutating_template_renders_without_touching_inputs() -> None:
 def test_compiled_template_is_shared() -> None:
     source = "{{ messages | length }}"
     assert ChatTemplate(source).renderer._compiled is ChatTemplate(source).renderer._compiled
+
+
+DATED = (
+    "{{ strftime_now('%Y-%m-%d') }}|{{ date_string if date_string is defined else 'unset' }}"
+    "{% for m in messages %}|{{ m.content }}{% endfor %}"
+)
+
+
+def test_now_pins_the_date_a_render_sees() -> None:
+    """``now`` fixes strftime_now and date_string; without it the clock is read and
+    date_string stays undefined (as in transformers)."""
+    pinned = dt.datetime(2031, 5, 6, 7, 8, 9)
+    template = ChatTemplate(DATED)
+    assert template.render(HELLO) == f"{FIXED_NOW:%Y-%m-%d}|unset|{HELLO[0]['content']}"
+    assert template.render(HELLO, now=pinned).startswith("2031-05-06|06 May 2031|")
+    # An explicit date_string wins over the one derived from now.
+    assert template.render(HELLO, now=pinned, date_string="x").startswith("2031-05-06|x|")
+    # Fixed on the template, per render, and passed through apply().
+    fixed = ChatTemplate(DATED, now=pinned)
+    assert fixed.render(HELLO).startswith("2031-05-06|06 May 2031|")
+    assert fixed.render(HELLO, now=FIXED_NOW).startswith(f"{FIXED_NOW:%Y-%m-%d}|")
+    assert template.apply(HELLO, now=pinned).prompt.startswith("2031-05-06|")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 
 from autoparser.analysis import TemplateAnalysis, analyze_template
@@ -44,6 +45,10 @@ class ChatTemplate:
     ``variants`` holds further named templates from the same model (``tool_use`` ...); the
     variant is chosen per render, as transformers does. ``polyfills`` switches the input
     adaptations of :mod:`autoparser.template.polyfill` on or off by default.
+
+    ``now`` fixes the date templates see (``strftime_now`` and ``date_string``), for
+    reproducible prompts; by default they read the real clock and ``date_string`` is left
+    undefined, as in transformers. ``render(..., now=...)``/``apply(..., now=...)`` override it.
     """
 
     def __init__(
@@ -56,8 +61,10 @@ class ChatTemplate:
         variants: Mapping[str, str] | None = None,
         polyfills: bool = True,
         special_tokens: Mapping[str, str] | None = None,
+        now: datetime | None = None,
     ) -> None:
         self.source = source
+        self.now = now
         self.special_tokens: dict[str, str] = dict(special_tokens or {})
         self.bos_token = bos_token
         self.eos_token = eos_token
@@ -71,6 +78,7 @@ class ChatTemplate:
             eos_token=eos_token,
             name=self.name,
             special_tokens=self.special_tokens,
+            now=now,
         )
         self._variant_templates: dict[str, ChatTemplate] = {}
 
@@ -126,6 +134,7 @@ class ChatTemplate:
                 name=f"{self.name}[{name}]",
                 polyfills=self.polyfills,
                 special_tokens=self.special_tokens,
+                now=self.now,
             )
             self._variant_templates[name] = found
         return found
@@ -149,6 +158,7 @@ class ChatTemplate:
         add_generation_prompt: bool = True,
         *,
         polyfills: bool | None = None,
+        now: datetime | None = None,
         **template_kwargs: object,
     ) -> str:
         """Render a conversation (OpenAI-shaped messages) to the prompt text.
@@ -157,7 +167,9 @@ class ChatTemplate:
         ``apply_chat_template(messages, tools=tools, tokenize=False, ...)``; with them on
         (the default) the messages are first adapted to what the template needs.
         """
-        return self._render(messages, tools, add_generation_prompt, polyfills, template_kwargs)
+        return self._render(
+            messages, tools, add_generation_prompt, polyfills, template_kwargs, now
+        )
 
     def _render(
         self,
@@ -166,6 +178,7 @@ class ChatTemplate:
         add_generation_prompt: bool,
         polyfills: bool | None,
         template_kwargs: Mapping[str, object],
+        now: datetime | None = None,
     ) -> str:
         template = self.for_tools(tools)
         use_polyfills = template.polyfills if polyfills is None else polyfills
@@ -177,7 +190,7 @@ class ChatTemplate:
                 detect_caps(renderer), detect_quirks(renderer), prepared, tool_list
             )
         return template.renderer.render(
-            prepared, tool_list, add_generation_prompt, **template_kwargs
+            prepared, tool_list, add_generation_prompt, now=now, **template_kwargs
         )
 
     # ------------------------------------------------------------ capabilities
@@ -214,6 +227,7 @@ class ChatTemplate:
         *,
         call_id_seed: int | None = None,
         polyfills: bool | None = None,
+        now: datetime | None = None,
         **template_kwargs: object,
     ) -> ChatParams:
         """Prompt, grammar and output parser for one request.
@@ -236,11 +250,11 @@ class ChatTemplate:
             template_kwargs["enable_thinking"] = enable_thinking
         render_tools = list(tools) if tools else None
         prompt = self._render(
-            messages, render_tools, add_generation_prompt, polyfills, template_kwargs
+            messages, render_tools, add_generation_prompt, polyfills, template_kwargs, now
         )
         generation_prompt = ""
         if add_generation_prompt:
-            base = self._render(messages, render_tools, False, polyfills, template_kwargs)
+            base = self._render(messages, render_tools, False, polyfills, template_kwargs, now)
             generation_prompt = prompt[len(base) :] if prompt.startswith(base) else ""
         return params_for_request(
             analysis,

@@ -91,6 +91,24 @@ def _strftime_now(fmt: str) -> str:
     return clock().strftime(fmt)
 
 
+# ``date_string`` as Llama 3.x templates expect it ("26 Jul 2024").
+DATE_STRING_FORMAT = "%d %b %Y"
+
+
+def fixed_date_variables(now: datetime) -> dict[str, Any]:
+    """Template variables that pin the date a render sees to ``now``.
+
+    ``strftime_now`` reads ``now`` instead of the real clock and ``date_string`` (the variable
+    Llama 3.x templates print, with their own fallback when it is undefined) is set from it.
+    Passed as render variables, which take precedence over the environment's globals.
+    """
+
+    def strftime_now(fmt: str) -> str:
+        return now.strftime(fmt)
+
+    return {"strftime_now": strftime_now, "date_string": now.strftime(DATE_STRING_FORMAT)}
+
+
 class _TemplateDict:
     """``dict`` for templates: builds dicts without exposing the ``dict`` type itself."""
 

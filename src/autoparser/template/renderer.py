@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 
@@ -18,6 +19,7 @@ from jinja2.exceptions import SecurityError
 from autoparser.errors import AutoparserError, TemplateError
 from autoparser.template.environment import (
     TemplateRaisedError,
+    fixed_date_variables,
     make_environment,
     make_mutable_environment,
 )
@@ -54,8 +56,11 @@ class Renderer:
         eos_token: str = "",
         name: str = "<template>",
         special_tokens: Mapping[str, str] | None = None,
+        now: datetime | None = None,
     ) -> None:
         self.source = source
+        # A fixed clock for strftime_now/date_string (None: the real clock), see render().
+        self.now = now
         self.bos_token = bos_token
         self.eos_token = eos_token
         self.name = name
@@ -120,17 +125,23 @@ class Renderer:
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None = None,
         add_generation_prompt: bool = True,
+        *,
+        now: datetime | None = None,
         **template_kwargs: Any,
     ) -> str:
         """Render a conversation exactly as transformers' ``apply_chat_template`` would.
 
-        No polyfills here: callers adapt the messages first when they want them.
+        No polyfills here: callers adapt the messages first when they want them. ``now`` (or
+        this renderer's own ``now``) pins the date the template sees; an explicit
+        ``date_string`` in ``template_kwargs`` still wins.
         """
+        fixed = self.now if now is None else now
         context: dict[str, Any] = {
             "messages": transformers_messages([dict(m) for m in messages]),
             "tools": plain_data(None if tools is None else [dict(t) for t in tools]),
             "documents": None,
             "add_generation_prompt": add_generation_prompt,
+            **(fixed_date_variables(fixed) if fixed is not None else {}),
             **plain_data(template_kwargs),
         }
         return self.render_raw(context)
