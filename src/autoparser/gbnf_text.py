@@ -1,7 +1,9 @@
 """GBNF text primitives shared by the PEG emitter and the schema converter.
 
 Portable means accepted unchanged by llama.cpp, xgrammar and llguidance: only the escapes
-all three know (`\\\\`, `\\"`, `\\n`, `\\r`, `\\t`, `\\xNN`), non-ASCII as literal UTF-8
+all three know (`\\\\`, `\\"`, `\\n`, `\\r`, `\\t`, `\\xNN`; a hex digit right after a
+`\\xNN` is itself written `\\xNN`, since llama.cpp reads two digits and xgrammar reads on),
+non-ASCII as literal UTF-8
 (never `\\u`), `""` rather than an empty alternative, repetition bounds always with a
 lower bound, rule names of lowercase letters, digits and '-'. Expressions are plain
 strings; what group(), alternatives(), sequence(), repeat() and optional() return is safe
@@ -30,6 +32,11 @@ for _code in [*range(0x20), 0x7F]:
 # as a hex escape, which all of them decode to the plain character.
 _CLASS_SPECIAL = frozenset('\\]^-["/')
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# What literal() escapes: a character of _ESCAPES, or a run of hex digits right after a
+# character written as `\xNN` (the run is escaped digit by digit, see the module docstring).
+_HEX_ESCAPED = "\x00-\x08\x0b\x0c\x0e-\x1f\x7f"
+_TO_ESCAPE = re.compile(f'[{_HEX_ESCAPED}"\\\\\n\r\t]|(?<=[{_HEX_ESCAPED}])[0-9A-Fa-f]+')
+_HEX_DIGIT = frozenset("0123456789ABCDEFabcdef")
 
 # JSON tokens, shared by the PEG emitter's RFC 8259 rules and the schema converter.
 JSON_CHAR = r'[^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )'
@@ -46,7 +53,14 @@ def literal(text: str) -> str:
     bad = _LONE_SURROGATE.search(text)
     if bad:
         raise GrammarError(f"lone surrogate U+{ord(bad.group()):04X} cannot be written in GBNF")
-    return '"' + text.translate(_ESCAPES) + '"'
+    return '"' + _TO_ESCAPE.sub(_escape_match, text) + '"'
+
+
+def _escape_match(match: re.Match[str]) -> str:
+    text = match.group()
+    if len(text) == 1 and ord(text) in _ESCAPES:
+        return _ESCAPES[ord(text)]
+    return "".join(f"\\x{ord(c):02X}" for c in text)
 
 
 def class_char(code: int) -> str:
@@ -108,14 +122,23 @@ def char_class(ranges: Iterable[tuple[int, int]], *, negated: bool = False) -> s
     Surrogates are left out; an empty negated class is written as ANY_CHAR, an empty
     class (which matches nothing) raises GrammarError.
     """
-    parts = []
-    for lo, hi in without_surrogates(ranges):
-        if lo == hi:
-            parts.append(class_char(lo))
-        elif hi == lo + 1:
-            parts.append(class_char(lo) + class_char(hi))
+    parts: list[str] = []
+
+    def add(code: int) -> None:
+        # a hex digit right after a `\xNN` escape would be read as part of it by xgrammar
+        after_escape = bool(parts) and parts[-1].startswith("\\x")
+        if after_escape and chr(code) in _HEX_DIGIT:
+            parts.append(f"\\x{code:02X}")
         else:
-            parts.append(f"{class_char(lo)}-{class_char(hi)}")
+            parts.append(class_char(code))
+
+    for lo, hi in without_surrogates(ranges):
+        add(lo)
+        if hi == lo + 1:
+            add(hi)
+        elif hi > lo:
+            parts.append("-")
+            add(hi)
     if not parts:
         if negated:
             return ANY_CHAR
