@@ -104,7 +104,10 @@ class StandIn:
                 return web.Response(text="<html>not json</html>")
             event = self._event(reply.text, True, reply, prompt, len(chunks))
             if self.kind == "openai":
-                event["usage"] = {"prompt_tokens": len(prompt.split()), "completion_tokens": len(chunks)}
+                event["usage"] = {
+                    "prompt_tokens": len(prompt.split()),
+                    "completion_tokens": len(chunks),
+                }
             return web.json_response(event)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)

@@ -16,14 +16,14 @@ import pytest
 
 pytest.importorskip("aiohttp", reason="the serve extra (aiohttp) is not installed")
 
-import aiohttp  # noqa: E402
-from generate_cases import CASE_BY_NAME, TOOLS, accumulate, scenarios  # noqa: E402
-from serve_standin import LoopThread, StandIn  # noqa: E402
+import aiohttp
+from generate_cases import CASE_BY_NAME, TOOLS, accumulate, scenarios
+from serve_standin import LoopThread, StandIn
 
-from autoparser import ChatTemplate, GrammarTrigger  # noqa: E402
-from autoparser.serve import create_app  # noqa: E402
-from autoparser.serve.app import ServeConfig, WholeCalls  # noqa: E402
-from autoparser.serve.backends import Generation, LlamaCppBackend  # noqa: E402
+from autoparser import ChatTemplate, GrammarTrigger
+from autoparser.serve import create_app
+from autoparser.serve.app import ServeConfig, WholeCalls
+from autoparser.serve.backends import Generation, LlamaCppBackend
 
 # Families: JSON in tags (Hermes/Qwen), tagged parameters (Qwen3-Coder), JSON-native
 # (Mistral [TOOL_CALLS]), reasoning in <think> tags.
@@ -131,7 +131,9 @@ def comparable(message: dict[str, Any], ids: bool) -> dict[str, Any]:
 
 
 def scenario_calls(message: dict[str, Any]) -> list[tuple[str, Any]]:
-    return [(c["function"]["name"], c["function"]["arguments"]) for c in message.get("tool_calls") or []]
+    return [
+        (c["function"]["name"], c["function"]["arguments"]) for c in message.get("tool_calls") or []
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -239,7 +241,9 @@ def test_llamacpp_request_fields(loop: LoopThread) -> None:
     served.post({"messages": messages, "tools": TOOLS, "tool_choice": "required"})
     sent = served.sent()
     assert sent["grammar_lazy"] is False and "grammar_triggers" not in sent
-    assert sent["grammar"] == case.load().apply(messages, tools=TOOLS, tool_choice="required").grammar
+    assert (
+        sent["grammar"] == case.load().apply(messages, tools=TOOLS, tool_choice="required").grammar
+    )
     # No tools, no response format: no grammar at all.
     served.post({"messages": messages, "stream": True})
     sent = served.sent()
@@ -253,7 +257,10 @@ def test_llamacpp_token_triggers_are_sent_as_preserved_words() -> None:
         prompt="p",
         grammar="root ::= x",
         grammar_lazy=True,
-        grammar_triggers=(GrammarTrigger("token", "<|call|>"), GrammarTrigger("pattern_full", "a(b)")),
+        grammar_triggers=(
+            GrammarTrigger("token", "<|call|>"),
+            GrammarTrigger("pattern_full", "a(b)"),
+        ),
         preserved_tokens=("<|x|>",),
     )
     body = LlamaCppBackend("http://127.0.0.1:1", None, "").payload(gen, stream=False)  # type: ignore[arg-type]
@@ -295,7 +302,12 @@ def test_openai_request_fields(loop: LoopThread) -> None:
 
 def test_template_and_model_from_props(loop: LoopThread) -> None:
     source = (CASE_BY_NAME["hermes"].load()).source
-    props = {"chat_template": source, "bos_token": "<B>", "eos_token": "<E>", "model_path": "/m/tiny.gguf"}
+    props = {
+        "chat_template": source,
+        "bos_token": "<B>",
+        "eos_token": "<E>",
+        "model_path": "/m/tiny.gguf",
+    }
     served = Served(loop, None, "llama.cpp", props=props)
     key = served.standin.add("props", "Hi there.")
     messages = [{"role": "user", "content": f"Hi {key}"}]
@@ -351,7 +363,9 @@ def test_finish_reason_and_usage(loop: LoopThread, kind: str) -> None:
         usage = {"prompt_tokens": len(sent_prompt.split()), "completion_tokens": len(chunks)}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         assert whole["usage"] == usage
-        status, events = served.post({**body, "stream": True, "stream_options": {"include_usage": True}})
+        status, events = served.post(
+            {**body, "stream": True, "stream_options": {"include_usage": True}}
+        )
         assert status == 200
         _, streamed_reason = stream_message(events)
         assert streamed_reason == reason
@@ -508,9 +522,9 @@ def test_tool_call_delta_policy(loop: LoopThread, policy: str) -> None:
     deltas = [e["choices"][0]["delta"] for e in events if e.get("choices")]
     call_deltas = [d["tool_calls"] for d in deltas if "tool_calls" in d]
     streamed, _ = stream_message(events)
-    assert [(c["name"], json.loads(c["arguments"])) for c in streamed["tool_calls"]] == scenario_calls(
-        message
-    )
+    assert [
+        (c["name"], json.loads(c["arguments"])) for c in streamed["tool_calls"]
+    ] == scenario_calls(message)
     if policy == "whole":
         assert len(call_deltas) == 2
         assert all(json.loads(tc[0]["function"]["arguments"]) for tc in call_deltas)
@@ -587,5 +601,9 @@ def test_cli_serve_arguments() -> None:
     args = build_argument_parser().parse_args(
         ["serve", "--backend", "http://127.0.0.1:9", "--tool-call-deltas", "whole", "--port", "0"]
     )
-    assert (args.command, args.backend, args.backend_kind) == ("serve", "http://127.0.0.1:9", "auto")
+    assert (args.command, args.backend, args.backend_kind) == (
+        "serve",
+        "http://127.0.0.1:9",
+        "auto",
+    )
     assert (args.tool_call_deltas, args.port, args.template) == ("whole", 0, None)

@@ -90,7 +90,9 @@ class ServeConfig:
         if self.backend_kind not in ("auto", *BACKEND_KINDS):
             raise ValueError(f"backend_kind must be auto, llama.cpp or openai: {self.backend_kind}")
         if self.tool_call_deltas not in (None, *TOOL_CALL_DELTAS):
-            raise ValueError(f"tool_call_deltas must be whole or incremental: {self.tool_call_deltas}")
+            raise ValueError(
+                f"tool_call_deltas must be whole or incremental: {self.tool_call_deltas}"
+            )
 
 
 class InvalidRequest(Exception):
@@ -236,7 +238,9 @@ async def build_params(state: ServerState, req: ChatRequest) -> ChatParams:
     except RequestError as exc:
         raise InvalidRequest(str(exc), _param_of(str(exc))) from exc
     except TemplateError as exc:
-        raise InvalidRequest(f"the chat template cannot render this request: {exc}", "messages")
+        raise InvalidRequest(
+            f"the chat template cannot render this request: {exc}", "messages"
+        ) from exc
     if not isinstance(params, ChatParams):  # pragma: no cover - apply's contract
         raise TypeError(f"template.apply returned {type(params).__name__}")
     return params

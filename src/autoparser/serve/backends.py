@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -143,7 +143,7 @@ class Backend:
             response.release()
         return self.read_whole(_json(text, where), where)
 
-    async def stream(self, gen: Generation) -> AsyncIterator[str | Finished]:
+    async def stream(self, gen: Generation) -> AsyncGenerator[str | Finished, None]:
         """Pieces of generated text, then one ``Finished`` (always the last item)."""
         response = await self._post(self.payload(gen, stream=True))
         where = f"{self.url}{self.path}"
@@ -332,9 +332,7 @@ async def first_model(url: str, session: aiohttp.ClientSession) -> str:
     return str(data[0].get("id", ""))
 
 
-def make_backend(
-    kind: str, url: str, session: aiohttp.ClientSession, model: str = ""
-) -> Backend:
+def make_backend(kind: str, url: str, session: aiohttp.ClientSession, model: str = "") -> Backend:
     if kind == "llama.cpp":
         return LlamaCppBackend(url, session, model)
     if kind == "openai":

@@ -9,7 +9,7 @@ from typing import Any
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``autoparser serve`` to the CLI's subparsers."""
-    serve = subparsers.add_parser(
+    serve: argparse.ArgumentParser = subparsers.add_parser(
         "serve",
         help="OpenAI-compatible chat server in front of a completion engine",
         description=(
@@ -25,8 +25,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="auto (default): llama.cpp when GET /props answers like it, else openai",
     )
     serve.add_argument(
-        "--template", help="chat template (.jinja, tokenizer_config.json, directory, .gguf); "
-        "default: the llama.cpp backend's own (GET /props)"
+        "--template",
+        help="chat template (.jinja, tokenizer_config.json, directory, .gguf); "
+        "default: the llama.cpp backend's own (GET /props)",
     )
     serve.add_argument("--model", help="model name to report and send (default: the backend's)")
     serve.add_argument("--host", default="127.0.0.1")
