@@ -1,4 +1,4 @@
-"""Command-line interface: ``autoparser render | caps | analyze | parse | grammar``.
+"""Command-line interface: ``autoparser render | caps | analyze | parse | grammar | serve``.
 
 Each subcommand is one function ``cmd_<name>(args) -> int``; keep them thin: the
 library does the work, the CLI only loads, calls and prints.
@@ -222,6 +222,9 @@ def build_argument_parser() -> argparse.ArgumentParser:
     grammar.add_argument("--json", action="store_true", help="print everything as JSON")
     grammar.set_defaults(func=cmd_grammar)
 
+    from autoparser.serve.command import register as register_serve
+
+    register_serve(sub)
     return parser
 
 

@@ -1,0 +1,40 @@
+"""``autoparser serve``: an OpenAI-compatible chat server in front of a completion engine.
+
+Needs the ``serve`` extra (``pip install autoparser[serve]``, which brings aiohttp); the
+rest of the package never imports it. ``create_app`` gives the aiohttp application (for
+embedding and tests), ``run`` serves it until interrupted.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from autoparser.serve.app import ServeConfig
+
+
+def create_app(config: ServeConfig) -> web.Application:
+    """The aiohttp application for ``config`` (backend probed, template loaded at startup)."""
+    from autoparser.serve.app import create_app as _create_app
+
+    return _create_app(config)
+
+
+def run(config: ServeConfig, **run_app_options: Any) -> None:
+    """Serve on ``config.host:config.port`` until interrupted."""
+    from aiohttp import web
+
+    web.run_app(create_app(config), host=config.host, port=config.port, **run_app_options)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ServeConfig":
+        from autoparser.serve.app import ServeConfig
+
+        return ServeConfig
+    raise AttributeError(name)
+
+
+__all__ = ["ServeConfig", "create_app", "run"]
