@@ -21,6 +21,7 @@ from autoparser.errors import RequestError
 from autoparser.generate import tags
 from autoparser.message import ChatMessage, ToolCall
 from autoparser.peg import IncrementalParse, Node, Parser, ParseStatus, end, json_object
+from autoparser.peg import python_literal
 
 _ID_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
@@ -91,7 +92,7 @@ def _dangling_key(tail: str) -> bool:
 # Value tags of hand-written formats (``autoparser.formats``) whose values are neither JSON
 # nor Python literals: tag -> converter of the value text to JSON text. Like JSON values, a
 # value is delivered whole once complete (or, at the end of a cut-off call, its prefix).
-VALUE_CONVERTERS: dict[str, Callable[[str], str]] = {}
+VALUE_CONVERTERS: dict[str, Callable[[str], str]] = {tags.TOOL_ARG_PYTHON: python_literal.to_json}
 _STRING_TAGS = (tags.TOOL_ARG_STRING, tags.TOOL_ARG_TEXT)
 _VALUE_TAGS = (*_STRING_TAGS, tags.TOOL_ARG_JSON, tags.TOOL_ARG_PY)
 

@@ -26,7 +26,7 @@ from autoparser.analysis.model import (
     ToolFormat,
 )
 from autoparser.errors import RequestError
-from autoparser.generate import tags
+from autoparser.generate import pythonic, tags
 from autoparser.generate.request import Request, ToolSpec
 from autoparser.generate.triggers import GrammarTrigger
 from autoparser.peg import (
@@ -642,6 +642,10 @@ def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
     """``<name markers><arg markers>value...<close>``; string params raw, others JSON."""
     t = ctx.analysis.tools
     a = t.arguments
+    if pythonic.is_pythonic(ctx.analysis):
+        body = pythonic.arguments(tool, a, strict=strict)
+        close = closing(t.function.close, strict)
+        return _with_call_id(ctx, _name_part(ctx, tool), body, close, strict)
     names: list[str | None] = [*sorted(tool.properties, key=len, reverse=True)]
     if not names:
         names = [None]
@@ -898,4 +902,7 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
         grammar_lazy=lazy,
         expects_call_ids=expects_ids,
         trigger_markers=tuple(triggers),
+        grammar_triggers=pythonic.call_start_triggers(ctx.analysis, triggers, req.grammar_tools)
+        if lazy
+        else (),
     )
