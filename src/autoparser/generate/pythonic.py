@@ -131,9 +131,18 @@ class _Values:
         return self.any
 
     def value(self, schema: Any, strict: bool) -> Parser:
-        literal_value = tag(tags.TOOL_ARG_PYTHON, self.typed(schema) if strict else self.any)
+        typed = self.typed(schema) if strict else self.any
+        string_param = _may_be_string(schema)
+        if strict and self.raw_quote and string_param and typed is self.string:
+            # The template's unescaped 'text' in place of the same-quoted literal: a GBNF
+            # engine lexes greedily, so the two cannot be alternatives of one another.
+            q = self.raw_quote
+            other = python_string("'\"".replace(q, ""))
+            raw = literal(q) + tag(tags.TOOL_ARG_TEXT, until(q)) + literal(q)
+            return choice(tag(tags.TOOL_ARG_PYTHON, other), raw)
+        literal_value = tag(tags.TOOL_ARG_PYTHON, typed)
         fallbacks: list[Parser] = []
-        if strict and not _may_be_string(schema):
+        if strict and not string_param:
             pass
         elif self.raw_quote:
             q = self.raw_quote

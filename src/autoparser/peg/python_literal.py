@@ -47,10 +47,10 @@ def _escape() -> Parser:
     return literal("\\") + choice(simple, chars("0-7", 1, 3), *hexes)
 
 
-def python_string() -> Parser:
-    """A one-line Python string literal, either quote, optional ``r``/``u`` prefix."""
+def python_string(quotes: str = "'\"") -> Parser:
+    """A one-line Python string literal in one of ``quotes``, optional ``r``/``u`` prefix."""
     forms: list[Parser] = []
-    for quote in ("'", '"'):
+    for quote in quotes:
         plain = chars(f"^{quote}\\\\\\n", 1)
         body = zero_or_more(choice(plain, _escape()))
         raw_body = zero_or_more(choice(plain, literal("\\") + chars("^\\n", 1, 1)))
