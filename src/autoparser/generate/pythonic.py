@@ -31,6 +31,7 @@ from autoparser.generate import tags
 from autoparser.generate.request import ToolSpec
 from autoparser.generate.triggers import GrammarTrigger
 from autoparser.peg import (
+    any_char,
     Parser,
     Rules,
     atomic,
@@ -134,12 +135,14 @@ class _Values:
         typed = self.typed(schema) if strict else self.any
         string_param = _may_be_string(schema)
         if strict and self.raw_quote and string_param and typed is self.string:
-            # The template's unescaped 'text' in place of the same-quoted literal: a GBNF
-            # engine lexes greedily, so the two cannot be alternatives of one another.
+            # The same-quoted literal or the template's unescaped 'text', as one expression:
+            # a GBNF engine lexes greedily, so the two cannot be alternatives. The parser
+            # reads the literal first, else the raw text.
             q = self.raw_quote
             other = python_string("'\"".replace(q, ""))
-            raw = literal(q) + tag(tags.TOOL_ARG_TEXT, until(q)) + literal(q)
-            return choice(tag(tags.TOOL_ARG_PYTHON, other), raw)
+            body = zero_or_more(choice(chars(f"^{q}\\\\", 1), literal("\\") + any_char()))
+            either = literal(q) + tag(tags.TOOL_ARG_TEXT, body) + literal(q)
+            return choice(tag(tags.TOOL_ARG_PYTHON, other), either)
         literal_value = tag(tags.TOOL_ARG_PYTHON, typed)
         fallbacks: list[Parser] = []
         if strict and not string_param:
