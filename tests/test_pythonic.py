@@ -129,7 +129,7 @@ def test_repr_written_calls_round_trip(
     [
         (r"[f(p=r'C:\new\d+')]", {"p": "C:\\new\\d+"}),
         ('[f(p=r"a\\"b")]', {"p": 'a\\"b'}),
-        ("[f(s='it\\'s', t=\"say \\\"hi\\\"\")]", {"s": "it's", "t": 'say "hi"'}),
+        ('[f(s=\'it\\\'s\', t="say \\"hi\\"")]', {"s": "it's", "t": 'say "hi"'}),
         ("[f(a=true,b=null,c=[false],)]", {"a": True, "b": None, "c": [False]}),
         ("[f(x='\\u00e9\\x41\\U0001F600')]", {"x": "éA😀"}),
         ("[f(d={'k': [1, {'n': None}], 2: 'two'})]", {"d": {"k": [1, {"n": None}], "2": "two"}}),

@@ -20,8 +20,15 @@ from typing import Any
 from autoparser.errors import RequestError
 from autoparser.generate import tags
 from autoparser.message import ChatMessage, ToolCall
-from autoparser.peg import IncrementalParse, Node, Parser, ParseStatus, end, json_object
-from autoparser.peg import python_literal
+from autoparser.peg import (
+    IncrementalParse,
+    Node,
+    Parser,
+    ParseStatus,
+    end,
+    json_object,
+    python_literal,
+)
 
 _ID_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')

@@ -31,9 +31,9 @@ from autoparser.generate import tags
 from autoparser.generate.request import ToolSpec
 from autoparser.generate.triggers import GrammarTrigger
 from autoparser.peg import (
-    any_char,
     Parser,
     Rules,
+    any_char,
     atomic,
     chars,
     choice,
@@ -221,4 +221,3 @@ def call_start_triggers(
             return ()
         found.append(GrammarTrigger("pattern", rf"{re.escape(marker)}\s*(?:{names})\s*{start}"))
     return tuple(found)
-
