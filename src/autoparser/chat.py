@@ -167,9 +167,7 @@ class ChatTemplate:
         ``apply_chat_template(messages, tools=tools, tokenize=False, ...)``; with them on
         (the default) the messages are first adapted to what the template needs.
         """
-        return self._render(
-            messages, tools, add_generation_prompt, polyfills, template_kwargs, now
-        )
+        return self._render(messages, tools, add_generation_prompt, polyfills, template_kwargs, now)
 
     def _render(
         self,

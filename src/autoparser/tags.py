@@ -32,6 +32,7 @@ TOOL_ARG_JSON = "tool-arg-json"  # JSON value text -> copied as is
 TOOL_ARG_PY = (
     "tool-arg-py"  # Python-literal value text (True, None, {'a': 1}) -> JSON, once complete
 )
+TOOL_ARG_PYTHON = "tool-arg-python"  # a Python literal (pythonic calls) -> JSON, once complete
 
 ALL = (
     REASONING,
@@ -52,4 +53,5 @@ ALL = (
     TOOL_ARG_TEXT,
     TOOL_ARG_JSON,
     TOOL_ARG_PY,
+    TOOL_ARG_PYTHON,
 )

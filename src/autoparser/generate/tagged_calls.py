@@ -10,6 +10,7 @@ from typing import Any
 
 from autoparser import tags
 from autoparser.analysis.model import ArgumentsAnalysis
+from autoparser.generate import pythonic
 from autoparser.generate.context import (
     BuildContext,
     choice_of,
@@ -215,6 +216,10 @@ def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
     """``<name markers><arg markers>value...<close>``; string params raw, others JSON."""
     t = ctx.analysis.tools
     a = t.arguments
+    if pythonic.is_pythonic(ctx.analysis):
+        body = pythonic.arguments(tool, a, strict=strict)
+        close = closing(t.function.close, strict)
+        return with_call_id(ctx, name_part(ctx, tool), body, close, strict)
     names: list[str | None] = [*sorted(tool.properties, key=len, reverse=True)]
     if not names:
         names = [None]

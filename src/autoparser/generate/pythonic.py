@@ -1,0 +1,227 @@
+"""Pythonic calls: ``[get_weather(city="Paris", days=3), ping()]`` read with Python's rules.
+
+A tagged-argument format whose arguments open with ``(``, close with ``)`` and bind names
+with a bare ``=`` (no marker before a name or a value) is Python call syntax, whatever the
+template itself prints for a value (``tojson``, ``'%s'``, ``repr``): models trained on it
+(Llama 3.2 / 4, ToolACE, Gemma 3 and MiniCPM3 through vLLM's templates, LFM2, Olmo 3)
+write every value as a Python literal. So values are parsed as Python literals
+(``autoparser.peg.python_literal``: either quote, raw strings, escapes, nested lists and
+dicts, ``True``/``None`` and JSON's ``true``/``null``) and converted once complete; the
+grammar allows exactly such literals, typed by the parameter's schema where Python's
+notation allows it (strings, numbers, booleans, null, string enums).
+
+A template that prints string values bare (``'%s' | format(v)``, so ``city=Paris``) shows
+that a value may also be raw text up to the next separator: the parser and the grammar then
+also accept that, as the template renders it.
+
+A lazy grammar must not wake up on a bare ``[`` in prose: when the call opener holds no
+letter or digit, the trigger is a pattern needing a call's start, ``[`` + a tool's name
++ ``(``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from autoparser import tags
+from autoparser.analysis.model import ArgumentsAnalysis, TemplateAnalysis, ToolFormat
+from autoparser.generate.request import ToolSpec
+from autoparser.peg import (
+    GrammarTrigger,
+    Parser,
+    Rules,
+    any_char,
+    atomic,
+    chars,
+    choice,
+    json_schema,
+    literal,
+    optional,
+    peek,
+    space,
+    tag,
+    until,
+    until_one_of,
+    zero_or_more,
+)
+from autoparser.peg.python_literal import python_literal, python_string, to_json
+
+# A Python identifier (ASCII): the name of an argument of a tool without declared ones.
+IDENTIFIER = chars("a-zA-Z_", 1, 1) + chars("a-zA-Z0-9_", 0, 127)
+
+
+def _bare_name_suffix(a: ArgumentsAnalysis) -> str:
+    """The suffix before a non-string value (``=`` for ``f(a='v', n=1)``)."""
+    if a.name_suffix_json:
+        return a.name_suffix_json
+    quote = a.value_suffix if a.value_suffix in ("'", '"') else ""
+    if quote and a.name_suffix.endswith(quote) and not a.value_prefix:
+        return a.name_suffix[: -len(quote)]
+    return a.name_suffix
+
+
+def is_pythonic(analysis: TemplateAnalysis) -> bool:
+    """Are the calls Python call syntax: ``NAME(key=value, ...)``?"""
+    t = analysis.tools
+    a = t.arguments
+    return (
+        t.format.mode == ToolFormat.TAG_WITH_TAGGED
+        and a.start.strip() == "("
+        and a.end.strip() == ")"
+        and not a.name_prefix.strip()
+        and not a.value_prefix.strip()
+        and _bare_name_suffix(a).strip() == "="
+        and not t.function.name_prefix.strip()
+        and not t.function.name_suffix.strip()
+        and not t.function.close.strip()
+    )
+
+
+def prints_bare_strings(a: ArgumentsAnalysis) -> bool:
+    """Does the template print string values unquoted (``city=Paris``)?"""
+    return not a.value_suffix and not a.name_suffix_json
+
+
+def raw_string_quote(a: ArgumentsAnalysis) -> str:
+    """The quote a template puts around string values it prints unescaped (``'%s'``)."""
+    quote = a.value_suffix
+    return quote if quote in ("'", '"') and a.name_suffix.endswith(quote) else ""
+
+
+class _Values:
+    """Python-literal values, generic (parsing) or typed by a parameter's schema (grammar).
+
+    After the literal, the template's own way of printing a string, where it is not Python:
+    bare text up to a separator (``raw_ends``) or text between quotes, unescaped
+    (``raw_quote``). Parsing tries the literal first (a separator or the close must follow
+    it); the grammar allows the template's way for string parameters only.
+    """
+
+    def __init__(self, raw_ends: Sequence[str], raw_quote: str, close: str) -> None:
+        self.close = close
+        self.raw_ends = tuple(e for e in raw_ends if e)
+        self.raw_quote = raw_quote
+        self.rules = Rules()
+        self.any = python_literal(self.rules, "py-value")
+        self.string = self.rules.ref("py-string")
+
+    def typed(self, schema: Any) -> Parser:
+        if not isinstance(schema, Mapping):
+            return self.any
+        options = schema.get("enum", [schema["const"]] if "const" in schema else None)
+        if isinstance(options, list) and options and all(isinstance(o, str) for o in options):
+            quoted = {repr(o) for o in options} | {_double_quoted(o) for o in options}
+            return choice(*(literal(q) for q in sorted(quoted)))
+        for combo in ("anyOf", "oneOf"):
+            if isinstance(schema.get(combo), list) and schema[combo]:
+                return choice(*(self.typed(s) for s in schema[combo]))
+        kind = schema.get("type")
+        if isinstance(kind, list) and kind:
+            return choice(*(self.typed({**schema, "type": k}) for k in kind))
+        if kind == "string":
+            return self.string
+        if kind in ("integer", "number"):
+            return json_schema({"type": kind}, f"py-{kind}")
+        if kind == "boolean":
+            return choice(*(literal(w) for w in ("True", "False", "true", "false")))
+        if kind == "null":
+            return choice(literal("None"), literal("null"))
+        return self.any
+
+    def value(self, schema: Any, strict: bool) -> Parser:
+        typed = self.typed(schema) if strict else self.any
+        string_param = _may_be_string(schema)
+        if strict and self.raw_quote and string_param and typed is self.string:
+            # The same-quoted literal or the template's unescaped 'text', as one expression:
+            # a GBNF engine lexes greedily, so the two cannot be alternatives. The parser
+            # reads the literal first, else the raw text.
+            q = self.raw_quote
+            other = python_string("'\"".replace(q, ""))
+            body = zero_or_more(choice(chars(f"^{q}\\\\", 1), literal("\\") + any_char()))
+            either = literal(q) + tag(tags.TOOL_ARG_TEXT, body) + literal(q)
+            return choice(tag(tags.TOOL_ARG_PYTHON, other), either)
+        literal_value = tag(tags.TOOL_ARG_PYTHON, typed)
+        fallbacks: list[Parser] = []
+        if strict and not string_param:
+            pass
+        elif self.raw_quote:
+            q = self.raw_quote
+            fallbacks.append(literal(q) + tag(tags.TOOL_ARG_TEXT, until(q)) + literal(q))
+        elif self.raw_ends:
+            ends = self.raw_ends
+            raw = until(ends[0]) if len(ends) == 1 else until_one_of(*ends)
+            fallbacks.append(tag(tags.TOOL_ARG_STRING, raw))
+        if not fallbacks:
+            return literal_value
+        if not strict:  # PEG: a literal counts only where the call can go on after it
+            after = peek(space() + choice(literal(","), literal(self.close), IDENTIFIER))
+            literal_value = literal_value + after
+        return choice(literal_value, *fallbacks)
+
+
+def _may_be_string(schema: Any) -> bool:
+    if not isinstance(schema, Mapping) or "type" not in schema:
+        return True  # untyped (or a combination): may be a string
+    kind = schema["type"]
+    return kind == "string" or (isinstance(kind, list) and "string" in kind)
+
+
+def _double_quoted(text: str) -> str:
+    """A string in double quotes with Python's escapes (what a model may write instead)."""
+    body = repr(text.replace("'", "\x00"))[1:-1]  # repr picks single quotes for this text
+    return '"' + body.replace('"', '\\"').replace("\\x00", "'") + '"'
+
+
+@functools.cache
+def _values(bare_ends: tuple[str, ...], raw_quote: str, close: str) -> _Values:
+    """One set of value rules per notation (parsers are immutable: shared by all tools)."""
+    return _Values(bare_ends, raw_quote, close)
+
+
+def arguments(tool: ToolSpec, a: ArgumentsAnalysis, *, strict: bool) -> Parser:
+    """``( key=value, ... )``: any order, trailing comma allowed, each value a literal."""
+    close = a.end.strip()
+    bare_ends = tuple(dict.fromkeys((a.separator or ",", close))) if prints_bare_strings(a) else ()
+    values = _values(bare_ends, raw_string_quote(a), close)
+    props: Mapping[str, Any] = tool.properties
+    names = sorted(props, key=len, reverse=True)
+    one: list[Parser] = []
+    for name in names:
+        header = atomic(tag(tags.TOOL_ARG_NAME, literal(name)) + space() + literal("="))
+        one.append(tag(tags.TOOL_ARG, header + space() + values.value(props[name], strict)))
+    if not names:  # no declared parameters: any identifier, any literal
+        header = atomic(tag(tags.TOOL_ARG_NAME, IDENTIFIER) + space() + literal("="))
+        one.append(tag(tags.TOOL_ARG, header + space() + values.value({}, strict)))
+    arg = choice(*one)
+    # The parser reads a missing comma; the grammar allows one where the template prints
+    # none between arguments (Gemma 3's vLLM template).
+    comma = literal(",") if strict and a.separator.strip() else optional(literal(","))
+    sep = space() + comma + space()
+    args = optional(arg + zero_or_more(sep + arg) + optional(space() + literal(",")))
+    return literal(a.start.strip()) + space() + args + space() + literal(close)
+
+
+def call_start_triggers(
+    analysis: TemplateAnalysis, markers: Sequence[str], tools: Sequence[ToolSpec]
+) -> tuple[GrammarTrigger, ...]:
+    """Pattern triggers for an opener without a letter or digit (``[``): opener + name + ``(``.
+
+    Empty (the word triggers stand) when the opener is a real marker or no tool is named.
+    """
+    if not is_pythonic(analysis) or not tools:
+        return ()
+    start = re.escape(analysis.tools.arguments.start.strip())
+    names = "|".join(re.escape(t.name) for t in sorted(tools, key=lambda t: -len(t.name)))
+    found = []
+    for marker in markers:
+        if any(ch.isalnum() for ch in marker):
+            return ()
+        found.append(GrammarTrigger("pattern", rf"{re.escape(marker)}\s*(?:{names})\s*{start}"))
+    return tuple(found)
+
+
+# Pythonic argument values arrive as Python literals; the stream delivers them as JSON.
+VALUE_CONVERTERS: Mapping[str, Callable[[str], str]] = {tags.TOOL_ARG_PYTHON: to_json}
