@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 from jinja2.exceptions import SecurityError
 
-from autoparser.errors import AutoparserError, TemplateError
+from autoparser.errors import AutoparserError, TemplateError, TemplateLimitError
 from autoparser.template.environment import (
     TemplateRaisedError,
     make_environment,
@@ -183,6 +183,10 @@ class ChatTemplate:
             return compiled.render(**variables)
         except TemplateRaisedError as exc:
             raise self._fail(exc, "template raised an exception") from exc
+        except TemplateLimitError as exc:
+            line = _template_line(exc.__traceback__)
+            where = f" at line {line}" if line else ""
+            raise TemplateLimitError(exc.limit, f"{self.name}{where}: {exc}") from exc
         except AutoparserError:
             raise
         except RecursionError as exc:
