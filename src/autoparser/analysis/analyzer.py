@@ -31,6 +31,7 @@ def clear_cache() -> None:
 
 def run_analysis(template: ChatTemplate) -> TemplateAnalysis:
     """Analyse without the cache (for benchmarks and tests)."""
+    template.caps  # noqa: B018 - raises TemplateError when no conversation renders at all
     probe = Probe(template)
     prompts = generation_prompts(probe)
     supports_tools = renders_tool_calls(probe)

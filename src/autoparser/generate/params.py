@@ -17,7 +17,7 @@ from autoparser.generate.builders import (
     normalize_markers,
     should_extract_reasoning,
 )
-from autoparser.generate.request import Request, normalize_request
+from autoparser.generate.request import Request, check_messages, normalize_request, normalize_tools
 from autoparser.generate.triggers import GrammarTrigger
 from autoparser.message import ChatMessage
 from autoparser.peg import Parser
@@ -217,6 +217,8 @@ def generate(
 ) -> ChatParams:
     """Render the prompt and build the parser and grammar for one request."""
     call_id_seed = template_kwargs.pop("call_id_seed", None)
+    normalize_tools(tools)  # a malformed request is a RequestError before anything renders
+    check_messages(messages)
     analysis = template.analyze()
     if enable_thinking is not None:
         template_kwargs["enable_thinking"] = enable_thinking

@@ -16,7 +16,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from autoparser.errors import TemplateError
+from autoparser.errors import TemplateError, TemplateLimitError
 
 if TYPE_CHECKING:
     from autoparser.template.chat_template import ChatTemplate, TemplateCaps
@@ -89,6 +89,8 @@ class _Prober:
                 polyfills=False,
                 **kwargs,
             )
+        except TemplateLimitError:
+            raise  # a hostile template is an error, not a missing capability
         except TemplateError:
             return None
 
@@ -188,6 +190,9 @@ def _probe(template: ChatTemplate) -> tuple[TemplateCaps, TemplateQuirks]:
         plain = prober.render([prober.user()], add_generation_prompt=True)
     prober.typed = True
     typed = prober.render([prober.user()], add_generation_prompt=True)
+    if plain is None and typed is None:
+        # Nothing renders at all: report the template's own error, not "supports nothing".
+        template.render([{"role": "user", "content": USER}], polyfills=False)
     requires_typed = not _has(plain, USER) and _has(typed, USER)
     prober.typed = requires_typed
 
@@ -259,6 +264,8 @@ def _probe(template: ChatTemplate) -> tuple[TemplateCaps, TemplateQuirks]:
             raw = template.render_raw(
                 {"messages": raw_history, "tools": None, "add_generation_prompt": False}
             )
+        except TemplateLimitError:
+            raise  # a hostile template is an error, not a missing capability
         except TemplateError:
             raw = None
         reasoning_key = _has(raw, REASONING)
