@@ -126,6 +126,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_caps(args: argparse.Namespace) -> int:
+    _template_vars(args)  # checked; probing renders its own conversations
     template = _load_template(args)
     caps = dataclasses.asdict(template.caps)
     if args.json:
@@ -173,6 +174,7 @@ How to read this (markers are shown as Python strings: '\\n' is a newline):
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
+    _template_vars(args)  # checked; the analysis renders its own conversations
     template = _load_template(args)
     analysis = template.analyze()
     data = analysis.to_dict()
