@@ -66,7 +66,9 @@ def test_missing_file_and_bad_var(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "--var '1=x'" in _error(capsys, ["render", QWEN, "--var", "1=x"])
 
 
-def test_request_body_fields_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_request_body_fields_are_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     body = _write(tmp_path, "body.json", json.dumps({"messages": "hi"}))
     assert "messages: expected a list" in _error(capsys, ["parse", QWEN, "--request", body])
     body = _write(tmp_path, "tools.json", json.dumps({"messages": USER, "tools": "x"}))
@@ -133,7 +135,10 @@ def test_parse_and_stream_give_the_same_call_ids(
     assert main(["parse", QWEN, "--tools", tools, "--seed", "7"]) == 0
     whole = json.loads(capsys.readouterr().out)
     monkeypatch.setattr(sys, "stdin", io.StringIO(OUTPUT))
-    assert main(["parse", QWEN, "--tools", tools, "--seed", "7", "--stream", "--chunks", "openai"]) == 0
+    assert (
+        main(["parse", QWEN, "--tools", tools, "--seed", "7", "--stream", "--chunks", "openai"])
+        == 0
+    )
     chunks = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert all(c["object"] == "chat.completion.chunk" for c in chunks)
     ids = [

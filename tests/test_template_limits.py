@@ -54,9 +54,13 @@ HOSTILE: dict[str, tuple[str, str]] = {
         "{% set ns.s = (ns.s ~ '\\n' ~ ns.s)|indent(ns.s) %}{% endfor %}",
         "max_value_size",
     ),
-    "output_flood": ("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", "max_output_chars"),
+    "output_flood": (
+        "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}",
+        "max_output_chars",
+    ),
     "macro_fanout": (
-        "{% macro m(n) %}{% if n < 40 %}{{ m(n+1) }}{{ m(n+1) }}{% endif %}{% endmacro %}{{ m(0) }}",
+        "{% macro m(n) %}{% if n < 40 %}{{ m(n+1) }}{{ m(n+1) }}{% endif %}{% endmacro %}"
+        "{{ m(0) }}",
         "max_steps|max_seconds",
     ),
 }
@@ -100,7 +104,9 @@ def test_limits_are_configurable_and_named() -> None:
 
 def test_limit_errors_stop_caps_and_analysis() -> None:
     # Renders fine on a tiny conversation, but every probe goes past a small step budget.
-    source = "{% for m in messages %}{% for i in range(100) %}{% endfor %}{{ m.content }}{% endfor %}"
+    source = (
+        "{% for m in messages %}{% for i in range(100) %}{% endfor %}{{ m.content }}{% endfor %}"
+    )
     template = ChatTemplate(source)
     with render_limits(RenderLimits(max_steps=50)):
         with pytest.raises(TemplateLimitError):

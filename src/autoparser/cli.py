@@ -38,7 +38,8 @@ def _load_json_file(path: str | None, shape: type | None = None) -> Any:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
+        where = f"line {exc.lineno} column {exc.colno}"
+        raise UsageError(f"{path}: not JSON: {exc.msg} at {where}") from None
     except UnicodeDecodeError as exc:
         raise UsageError(f"{path}: not UTF-8 text: {exc.reason}") from exc
     if shape is list and isinstance(data, dict) and "messages" in data:
@@ -431,7 +432,7 @@ def _version() -> str:
         from importlib.metadata import version
 
         return version("autoparser")
-    except Exception:  # noqa: BLE001 - not installed: still answer
+    except Exception:
         return "unknown"
 
 

@@ -77,7 +77,9 @@ def _check_schema(schema: Any, where: str) -> Mapping[str, Any]:
 def check_messages(messages: Any) -> None:
     """RequestError naming ``messages[i]`` unless ``messages`` is a list of message objects."""
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
-        raise RequestError(f"messages: must be a list of message objects, got {type(messages).__name__}")
+        raise RequestError(
+            f"messages: must be a list of message objects, got {type(messages).__name__}"
+        )
     for i, message in enumerate(messages):
         if not isinstance(message, Mapping):
             raise RequestError(f"messages[{i}]: must be an object, got {type(message).__name__}")

@@ -271,7 +271,9 @@ def _check_replace(text: str, old: object, new: object, count: object = -1) -> N
     active_budget().check_value(len(text) + found * (len(new) - len(old)), "replace")
 
 
-def _check_method(bound: object, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+def _check_method(
+    bound: object, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Any, ...]:
     """Refuse a str/list method call whose result would be too large (before running it)."""
     budget = active_budget()
     if isinstance(bound, str):
@@ -391,7 +393,7 @@ def _guard_filter(name: str, original: Callable[..., Any]) -> Callable[..., Any]
     return guarded
 
 
-def _lipsum(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> str:  # noqa: A002
+def _lipsum(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> str:
     words = n * max if isinstance(n, int) and isinstance(max, int) else 0
     active_budget().check_value(words * 12, "lipsum (estimated characters)")
     return str(jinja2.utils.generate_lorem_ipsum(n=n, html=html, min=min, max=max))
