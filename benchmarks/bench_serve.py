@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
 
 import aiohttp  # noqa: E402
-from generate_cases import CASE_BY_NAME, TOOLS, scenarios  # noqa: E402
-from serve_standin import LoopThread, StandIn  # noqa: E402
+from helpers.generate_cases import CASE_BY_NAME, TOOLS, scenarios  # noqa: E402
+from helpers.serve_standin import LoopThread, StandIn  # noqa: E402
 
 from autoparser.serve import create_app  # noqa: E402
 from autoparser.serve.app import ServeConfig  # noqa: E402

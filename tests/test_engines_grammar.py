@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import xgrammar_oracle
-from conftest import bench_dir, corpus_dir
-from gbnf_oracle import accepts, check_grammar
+from helpers import xgrammar_oracle
+from helpers.gbnf_oracle import accepts, check_grammar
+from helpers.paths import bench_dir, corpus_dir
 from test_roundtrip import (
     CALL_SCENARIOS,
     expected_view,
@@ -44,8 +44,8 @@ from test_roundtrip import (
     trigger_start,
 )
 
+from autoparser import ChatTemplate
 from autoparser.errors import AutoparserError
-from autoparser.template import ChatTemplate
 
 XFAIL_FILE = Path(__file__).parent / "data" / "engines_xfail.json"
 ENGINES = ("llguidance", "xgrammar", "llama.cpp")

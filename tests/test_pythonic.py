@@ -19,9 +19,9 @@ from helpers.gbnf_oracle import accepts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from autoparser import ChatTemplate
 from autoparser.peg import end
 from autoparser.peg.python_literal import python_literal, to_json
-from autoparser import ChatTemplate
 
 TEMPLATE = """{{- bos_token -}}
 {%- for m in messages -%}

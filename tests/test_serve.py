@@ -17,8 +17,8 @@ import pytest
 pytest.importorskip("aiohttp", reason="the serve extra (aiohttp) is not installed")
 
 import aiohttp
-from generate_cases import CASE_BY_NAME, TOOLS, accumulate, scenarios
-from serve_standin import LoopThread, StandIn
+from helpers.generate_cases import CASE_BY_NAME, TOOLS, accumulate, scenarios
+from helpers.serve_standin import LoopThread, StandIn
 
 from autoparser import ChatTemplate, GrammarTrigger
 from autoparser.serve import create_app

@@ -101,7 +101,7 @@ def _post(url: str, body: dict[str, Any]) -> Any:
 
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from tiny_gguf import write_tiny_model
+    from helpers.tiny_gguf import write_tiny_model
 
     tmp = tmp_path_factory.mktemp("e2e")
     hermes = (TEMPLATES / "own_chatml_hermes.jinja").read_text(encoding="utf-8")

@@ -54,8 +54,9 @@ def test_corpus_caps(path: Path) -> None:
     assert path.stem in EXPECTED, f"no caps row for {path.stem} in {DATA.name}"
     row = EXPECTED[path.stem]
     if "error" in row:
+        # Either the template does not compile, or it compiles and no probe renders.
         with pytest.raises(TemplateError, match=re.escape(row["error"])):
-            ChatTemplate.from_file(path)
+            ChatTemplate.from_file(path).caps  # noqa: B018
         return
     template = ChatTemplate.from_file(path)
     assert true_fields(template.caps) == set(row["caps"])

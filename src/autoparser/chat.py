@@ -16,6 +16,7 @@ from pathlib import Path
 from autoparser.analysis import TemplateAnalysis, analyze_template
 from autoparser.errors import TemplateError
 from autoparser.generate import ChatParams, normalize_request, params_for_request
+from autoparser.generate.request import check_messages
 from autoparser.template import (
     Renderer,
     TemplateCaps,
@@ -234,6 +235,7 @@ class ChatTemplate:
         anything is rendered; ``call_id_seed`` makes generated call ids reproducible;
         ``polyfills`` overrides the template's default as in :meth:`render`.
         """
+        check_messages(messages)  # a malformed request is a RequestError before anything renders
         analysis = self.analyze()
         request = normalize_request(
             tools=tools,

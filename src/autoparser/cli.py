@@ -16,28 +16,110 @@ from typing import Any
 
 from autoparser.chat import ChatTemplate
 from autoparser.errors import AutoparserError
+from autoparser.template.loading import load_path
 
 
-def _load_template(path: str) -> ChatTemplate:
-    return ChatTemplate.from_file(path)
+class UsageError(AutoparserError):
+    """A bad command-line argument or input file (printed as ``autoparser: error: ...``)."""
 
 
-def _load_json_file(path: str | None) -> Any:
+def _load_template(args: argparse.Namespace) -> ChatTemplate:
+    loaded = load_path(args.template)
+    tokens = {
+        key: value
+        for key in ("bos_token", "eos_token")
+        if (value := getattr(args, key, None)) is not None
+    }
+    if tokens:
+        loaded = dataclasses.replace(loaded, **tokens)
+    return ChatTemplate.from_source(loaded)
+
+
+def _load_json_file(path: str | None, shape: type | None = None) -> Any:
+    """The JSON in ``path``; UsageError naming the file and the position or the shape."""
     if path is None:
         return None
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno} column {exc.colno}"
+        raise UsageError(f"{path}: not JSON: {exc.msg} at {where}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text: {exc.reason}") from exc
+    if shape is list and isinstance(data, dict) and "messages" in data:
+        raise UsageError(
+            f"{path}: a whole chat-completions request body; pass it with --request {path}"
+        )
+    if shape is not None and not isinstance(data, shape):
+        want = "a list" if shape is list else "an object"
+        raise UsageError(f"{path}: expected {want}, got a JSON {type(data).__name__}")
+    return data
+
+
+def _template_vars(args: argparse.Namespace) -> dict[str, Any]:
+    """``--var KEY=VALUE`` pairs: the value as JSON, else as a plain string."""
+    found: dict[str, Any] = {}
+    for item in getattr(args, "var", None) or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise UsageError(f"--var {item!r}: expected KEY=VALUE with KEY a name")
+        try:
+            found[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            found[key] = raw
+    return found
+
+
+REQUEST_FIELDS = (
+    "messages",
+    "tools",
+    "tool_choice",
+    "response_format",
+    "parallel_tool_calls",
+    "chat_template_kwargs",
+)
+
+
+def _load_request(path: str | None) -> dict[str, Any]:
+    """The fields autoparser uses from an OpenAI chat-completions request body."""
+    if path is None:
+        return {}
+    body = _load_json_file(path, dict)
+    if not isinstance(body.get("messages"), list):
+        raise UsageError(f"{path}: messages: expected a list of messages")
+    kwargs = body.get("chat_template_kwargs", {})
+    if not isinstance(kwargs, dict):
+        raise UsageError(f"{path}: chat_template_kwargs: expected an object")
+    return {k: body[k] for k in REQUEST_FIELDS if k in body}
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    template = _load_template(args.template)
-    messages = _load_json_file(args.messages) or [{"role": "user", "content": "Hello!"}]
-    tools = _load_json_file(args.tools)
-    kwargs: dict[str, Any] = {}
-    if args.enable_thinking is not None:
-        kwargs["enable_thinking"] = args.enable_thinking == "true"
+    template = _load_template(args)
+    options = _request_options(args)
+    messages = options.pop("messages")
+    kwargs: dict[str, Any] = options.pop("template_kwargs")
+    if options.get("enable_thinking") is not None:
+        kwargs["enable_thinking"] = options["enable_thinking"]
+    if args.json:
+        params = template.apply(
+            messages,
+            add_generation_prompt=not args.no_generation_prompt,
+            **options,
+            **kwargs,
+        )
+        data = {
+            "prompt": params.prompt,
+            "additional_stops": params.additional_stops,
+            "preserved_tokens": params.preserved_tokens,
+            "grammar_lazy": params.grammar_lazy,
+            "grammar_triggers": [t.to_dict() for t in params.grammar_triggers],
+            "thinking_forced_open": params.thinking_forced_open,
+        }
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+        return 0
     prompt = template.render(
         messages,
-        tools=tools,
+        tools=options.get("tools"),
         add_generation_prompt=not args.no_generation_prompt,
         polyfills=not args.no_polyfills,
         **kwargs,
@@ -49,7 +131,8 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_caps(args: argparse.Namespace) -> int:
-    template = _load_template(args.template)
+    _template_vars(args)  # checked; probing renders its own conversations
+    template = _load_template(args)
     caps = dataclasses.asdict(template.caps)
     if args.json:
         print(json.dumps(caps, indent=2))
@@ -78,8 +161,26 @@ def _analysis_lines(data: dict[str, Any], prefix: str = "") -> list[tuple[str, s
     return rows
 
 
+EXPLAIN = """\
+How to read this (markers are shown as Python strings: '\\n' is a newline):
+  reasoning.start/end         text around the model's thinking ("<think>" ... "</think>")
+  reasoning.*_prompt_suffix   what the prompt ends with when thinking is off / on
+  content.start/end           text around the visible answer, if any
+  tools.format.*              how a tool call is written: the section and per-call
+                              wrappers, JSON field names, the order of fields
+  tools.function.*            text before/after a function name in a call
+  tools.arguments.*           text around arguments (tag formats: per argument)
+  tools.call_id.*             where a call id appears and what surrounds it
+  generation_prompt           what add_generation_prompt appends
+  end_of_turn                 strings that end the assistant turn (extra stops)
+  preserved_tokens            special tokens a tokenizer must keep as single tokens
+  -                           empty / not used by this template
+"""
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
-    template = _load_template(args.template)
+    _template_vars(args)  # checked; the analysis renders its own conversations
+    template = _load_template(args)
     analysis = template.analyze()
     data = analysis.to_dict()
     if args.json:
@@ -96,11 +197,22 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
+    if args.explain:
+        print()
+        sys.stdout.write(EXPLAIN)
     return 0
 
 
 def _request_options(args: argparse.Namespace) -> dict[str, Any]:
-    options: dict[str, Any] = {"tools": _load_json_file(args.tools)}
+    """The request from --request, then the single options on top; ``template_kwargs`` holds
+    chat_template_kwargs and --var values."""
+    body = _load_request(getattr(args, "request", None))
+    options: dict[str, Any] = {
+        k: v for k, v in body.items() if k not in ("messages", "chat_template_kwargs")
+    }
+    options["template_kwargs"] = {**body.get("chat_template_kwargs", {}), **_template_vars(args)}
+    if args.tools is not None:
+        options["tools"] = _load_json_file(args.tools, list)
     choice = getattr(args, "tool_choice", None)
     if choice is not None:
         known = ("none", "auto", "required")
@@ -109,44 +221,73 @@ def _request_options(args: argparse.Namespace) -> dict[str, Any]:
         )
     if args.enable_thinking is not None:
         options["enable_thinking"] = args.enable_thinking == "true"
+    if getattr(args, "reasoning_format", None):
+        options["reasoning_format"] = args.reasoning_format
     if getattr(args, "no_parallel", False):
         options["parallel_tool_calls"] = False
     if getattr(args, "response_schema", None):
-        schema = _load_json_file(args.response_schema)
+        schema = _load_json_file(args.response_schema, dict)
         options["response_format"] = {"type": "json_schema", "json_schema": {"schema": schema}}
-    messages = _load_json_file(args.messages) or [{"role": "user", "content": "Hello!"}]
-    options["messages"] = messages
+    messages = _load_json_file(args.messages, list) if args.messages else body.get("messages")
+    options["messages"] = messages or [{"role": "user", "content": "Hello!"}]
     return options
+
+
+def _apply(template: ChatTemplate, args: argparse.Namespace) -> Any:
+    options = _request_options(args)
+    kwargs = options.pop("template_kwargs")
+    if getattr(args, "seed", None) is not None:
+        kwargs["call_id_seed"] = args.seed
+    return template.apply(options.pop("messages"), **options, **kwargs)
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
     """Parse model output (stdin) into a message; --stream prints the deltas instead."""
-    template = _load_template(args.template)
-    options = _request_options(args)
-    if args.reasoning_format:
-        options["reasoning_format"] = args.reasoning_format
-    params = template.apply(options.pop("messages"), **options)
+    template = _load_template(args)
+    params = _apply(template, args)
     text = sys.stdin.read()
     if not args.stream:
         print(json.dumps(params.parse(text).to_openai(), ensure_ascii=False, indent=2))
         return 0
     stream = params.stream()
     size = max(1, args.chunk_size)
+    show = _chunk_printer(args.chunks)
     for start in range(0, len(text), size):
         for delta in stream.feed(text[start : start + size]):
-            print(json.dumps(delta, ensure_ascii=False))
+            show(delta, None)
     for delta in stream.finish():
-        print(json.dumps(delta, ensure_ascii=False))
+        show(delta, None)
+    if args.chunks == "openai":
+        finish = "tool_calls" if stream.message.tool_calls else "stop"
+        show({}, "length" if stream.message.truncated else finish)
     if stream.message.truncated:
         print("autoparser: note: the output ends inside a call or reasoning", file=sys.stderr)
     return 0
 
 
+def _chunk_printer(style: str) -> Any:
+    """Print one delta per line: bare (``deltas``) or in an OpenAI chunk envelope."""
+
+    def show(delta: dict[str, Any], finish_reason: str | None) -> None:
+        if style == "deltas":
+            print(json.dumps(delta, ensure_ascii=False))
+            return
+        chunk = {
+            "id": "chatcmpl-autoparser",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "autoparser",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+        }
+        print(json.dumps(chunk, ensure_ascii=False))
+
+    return show
+
+
 def cmd_grammar(args: argparse.Namespace) -> int:
     """Print the grammar, its laziness and triggers for a request."""
-    template = _load_template(args.template)
-    options = _request_options(args)
-    params = template.apply(options.pop("messages"), **options)
+    template = _load_template(args)
+    params = _apply(template, args)
     if args.json:
         data = {
             "grammar": params.grammar,
@@ -170,15 +311,48 @@ def cmd_grammar(args: argparse.Namespace) -> int:
     return 0
 
 
+TEMPLATE_HELP = ".jinja file, tokenizer_config.json, model directory or .gguf"
+
+
+def _add_template_arguments(sub: argparse.ArgumentParser) -> None:
+    """The template and what it is rendered with: shared by every subcommand."""
+    sub.add_argument("template", help=TEMPLATE_HELP)
+    sub.add_argument("--bos-token", help="bos_token for the template (default: from the config)")
+    sub.add_argument("--eos-token", help="eos_token for the template (default: from the config)")
+    sub.add_argument(
+        "--var",
+        action="append",
+        metavar="KEY=VALUE",
+        help="template variable (VALUE read as JSON, else as a string); repeatable",
+    )
+
+
 def _add_request_arguments(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument("template", help=".jinja, tokenizer_config.json, directory or .gguf")
-    sub.add_argument("--tools", help="JSON file with a list of OpenAI-style tools")
-    sub.add_argument("--messages", help="JSON file with the conversation (default: one user turn)")
+    _add_template_arguments(sub)
+    sub.add_argument(
+        "--request",
+        metavar="FILE",
+        help="OpenAI chat-completions request body (JSON): messages, tools, tool_choice, "
+        "response_format, parallel_tool_calls, chat_template_kwargs; options below override it",
+    )
+    sub.add_argument("--tools", metavar="FILE", help="JSON file with a list of OpenAI-style tools")
+    sub.add_argument(
+        "--messages",
+        metavar="FILE",
+        help="JSON file with a list of OpenAI-style messages (default: one user turn)",
+    )
     sub.add_argument(
         "--tool-choice", default=None, help="none | auto | required | the name of one tool"
     )
-    sub.add_argument("--no-parallel", action="store_true", help="parallel_tool_calls=false")
-    sub.add_argument("--enable-thinking", choices=["true", "false"], default=None)
+    sub.add_argument(
+        "--no-parallel", action="store_true", help="parallel_tool_calls=false (one call at most)"
+    )
+    sub.add_argument(
+        "--enable-thinking",
+        choices=["true", "false"],
+        default=None,
+        help="pass enable_thinking to the template (default: the template's own default)",
+    )
 
 
 def build_argument_parser() -> argparse.ArgumentParser:
@@ -186,39 +360,71 @@ def build_argument_parser() -> argparse.ArgumentParser:
         prog="autoparser",
         description="Render, analyse and parse with any LLM chat template.",
     )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {_version()}", help="print the version"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     render = sub.add_parser("render", help="render a conversation to the prompt text")
-    render.add_argument("template", help=".jinja, tokenizer_config.json, directory or .gguf")
-    render.add_argument("--messages", help="JSON file with a list of OpenAI-style messages")
-    render.add_argument("--tools", help="JSON file with a list of OpenAI-style tools")
-    render.add_argument("--enable-thinking", choices=["true", "false"], default=None)
-    render.add_argument("--no-generation-prompt", action="store_true")
+    _add_request_arguments(render)
+    render.add_argument(
+        "--no-generation-prompt",
+        action="store_true",
+        help="add_generation_prompt=false (no assistant header at the end)",
+    )
     render.add_argument(
         "--no-polyfills", action="store_true", help="render exactly as transformers would"
+    )
+    render.add_argument(
+        "--json",
+        action="store_true",
+        help="print the prompt with its stops, preserved tokens and grammar triggers as JSON",
     )
     render.set_defaults(func=cmd_render)
 
     caps = sub.add_parser("caps", help="print what the template supports")
-    caps.add_argument("template")
+    _add_template_arguments(caps)
     caps.add_argument("--json", action="store_true", help="print as JSON")
     caps.set_defaults(func=cmd_caps)
 
     analyze = sub.add_parser("analyze", help="print the differential analysis of a template")
-    analyze.add_argument("template")
+    _add_template_arguments(analyze)
     analyze.add_argument("--json", action="store_true", help="print the serialised analysis")
+    analyze.add_argument("--explain", action="store_true", help="add a legend of the fields")
     analyze.set_defaults(func=cmd_analyze)
 
     parse = sub.add_parser("parse", help="parse model output from stdin into an OpenAI message")
     _add_request_arguments(parse)
     parse.add_argument("--stream", action="store_true", help="print the streaming deltas")
-    parse.add_argument("--chunk-size", type=int, default=4, help="characters per fed chunk")
-    parse.add_argument("--reasoning-format", choices=["auto", "deepseek", "none"], default=None)
+    parse.add_argument(
+        "--chunk-size", type=int, default=4, help="characters per fed chunk (with --stream)"
+    )
+    parse.add_argument(
+        "--chunks",
+        choices=["deltas", "openai"],
+        default="deltas",
+        help="with --stream: bare deltas, or OpenAI chat.completion.chunk envelopes "
+        "ending with finish_reason",
+    )
+    parse.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the generated tool call ids (same ids with and without --stream)",
+    )
+    parse.add_argument(
+        "--reasoning-format",
+        choices=["auto", "deepseek", "none"],
+        default=None,
+        help="where reasoning goes: auto / deepseek (reasoning_content) or none (content)",
+    )
     parse.set_defaults(func=cmd_parse)
 
     grammar = sub.add_parser("grammar", help="print the GBNF grammar and triggers of a request")
     _add_request_arguments(grammar)
-    grammar.add_argument("--response-schema", help="JSON schema file constraining the content")
+    grammar.add_argument(
+        "--response-schema", metavar="FILE", help="JSON schema file constraining the content"
+    )
     grammar.add_argument("--json", action="store_true", help="print everything as JSON")
     grammar.set_defaults(func=cmd_grammar)
 
@@ -226,6 +432,15 @@ def build_argument_parser() -> argparse.ArgumentParser:
 
     register_serve(sub)
     return parser
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("autoparser")
+    except Exception:
+        return "unknown"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -237,7 +452,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"autoparser: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"autoparser: error: {exc}", file=sys.stderr)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"autoparser: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
 
 

@@ -21,3 +21,16 @@ class GrammarError(AutoparserError):
 
 class SchemaError(AutoparserError, ValueError):
     """A JSON schema uses a keyword or construct the grammar converter does not support."""
+
+
+class TemplateLimitError(TemplateError):
+    """A template went past a render limit (output or value size, steps, time).
+
+    Templates are untrusted code: one that builds gigantic strings or loops for ever is
+    stopped with this error, never "supports nothing". ``limit`` names the field of
+    :class:`autoparser.template.limits.RenderLimits` that was exceeded.
+    """
+
+    def __init__(self, limit: str, message: str) -> None:
+        super().__init__(message)
+        self.limit = limit

@@ -13,6 +13,7 @@ from autoparser.analysis.tools import ToolFindings, analyze_tools, renders_tool_
 from autoparser.analysis.workarounds import apply_workarounds
 from autoparser.formats import detect_format
 from autoparser.template import Renderer
+from autoparser.template.caps import detect_caps
 
 _CACHE: dict[tuple[str, str, str], TemplateAnalysis] = {}
 
@@ -32,6 +33,7 @@ def clear_cache() -> None:
 
 def run_analysis(template: Renderer) -> TemplateAnalysis:
     """Analyse without the cache (for benchmarks and tests)."""
+    detect_caps(template)  # raises TemplateError when no conversation renders at all
     probe = Probe(template)
     prompts = generation_prompts(probe)
     supports_tools = renders_tool_calls(probe)

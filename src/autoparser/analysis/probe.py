@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from autoparser.errors import TemplateError
+from autoparser.errors import TemplateError, TemplateLimitError
 from autoparser.template import Renderer
 
 FUN_FIRST = "FFF_FIRST_FUN_F"
@@ -134,6 +134,8 @@ class Probe:
             context["enable_thinking"] = thinking
         try:
             out: str | None = self.template.render_raw(context)
+        except TemplateLimitError:
+            raise  # a hostile template is an error, not a missing capability
         except TemplateError:
             out = None
         self._cache[key] = out
@@ -173,6 +175,8 @@ class Probe:
             out: str | None = self.template.render_raw(
                 {"messages": messages, "add_generation_prompt": False, "enable_thinking": True}
             )
+        except TemplateLimitError:
+            raise  # a hostile template is an error, not a missing capability
         except TemplateError:
             out = None
         self._cache[key] = out

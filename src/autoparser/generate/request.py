@@ -74,6 +74,17 @@ def _check_schema(schema: Any, where: str) -> Mapping[str, Any]:
     return schema
 
 
+def check_messages(messages: Any) -> None:
+    """RequestError naming ``messages[i]`` unless ``messages`` is a list of message objects."""
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise RequestError(
+            f"messages: must be a list of message objects, got {type(messages).__name__}"
+        )
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise RequestError(f"messages[{i}]: must be an object, got {type(message).__name__}")
+
+
 def normalize_tools(tools: Sequence[Mapping[str, Any]] | None) -> tuple[ToolSpec, ...]:
     """OpenAI-style tools -> ToolSpecs; RequestError naming ``tools[i]...`` when malformed."""
     if tools is None:

@@ -30,8 +30,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "default: the llama.cpp backend's own (GET /props)",
     )
     serve.add_argument("--model", help="model name to report and send (default: the backend's)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     serve.add_argument(
         "--tool-call-deltas",
         choices=["whole", "incremental"],

@@ -34,6 +34,11 @@ class StreamParser:
     def feed(self, chunk: str) -> list[dict[str, Any]]:
         if self._finished:
             raise RequestError("StreamParser.feed: the stream is already finished")
+        if not isinstance(chunk, str):
+            raise RequestError(
+                f"model output must be a str, got {type(chunk).__name__}"
+                + (" (decode the bytes first)" if isinstance(chunk, (bytes, bytearray)) else "")
+            )
         if not chunk:
             return []
         result = self._inc.feed(chunk)

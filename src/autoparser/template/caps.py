@@ -16,7 +16,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from autoparser.errors import TemplateError
+from autoparser.errors import TemplateError, TemplateLimitError
 from autoparser.template.renderer import Renderer
 
 
@@ -103,6 +103,8 @@ class _Prober:
                 add_generation_prompt,
                 **kwargs,
             )
+        except TemplateLimitError:
+            raise  # a hostile template is an error, not a missing capability
         except TemplateError:
             return None
 
@@ -200,6 +202,9 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
         plain = prober.render([prober.user()], add_generation_prompt=True)
     prober.typed = True
     typed = prober.render([prober.user()], add_generation_prompt=True)
+    if plain is None and typed is None:
+        # Nothing renders at all: report the template's own error, not "supports nothing".
+        template.render([{"role": "user", "content": USER}])
     requires_typed = not _has(plain, USER) and _has(typed, USER)
     prober.typed = requires_typed
 
@@ -271,6 +276,8 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
             raw = template.render_raw(
                 {"messages": raw_history, "tools": None, "add_generation_prompt": False}
             )
+        except TemplateLimitError:
+            raise  # a hostile template is an error, not a missing capability
         except TemplateError:
             raw = None
         reasoning_key = _has(raw, REASONING)

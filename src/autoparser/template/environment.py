@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import operator
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, NoReturn
 
@@ -20,13 +20,17 @@ import jinja2
 import jinja2.ext
 import jinja2.nodes
 import jinja2.parser
+import jinja2.runtime
 import jinja2.utils
+import jinja2.visitor
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
-# Largest string or list a template may build with ``*`` and the largest exponent of ``**``:
-# real templates never come near these; hostile ones would otherwise exhaust memory or CPU.
-MAX_REPEAT_SIZE = 10_000_000
+from autoparser.errors import TemplateLimitError
+from autoparser.template.limits import active_budget, budgeted_render
+
+# The largest result of ``**`` (in bits): real templates never come near it; a hostile one
+# would otherwise spend minutes on one power. Every other bound is in ``template.limits``.
 MAX_EXPONENT_BITS = 4096
 
 
@@ -142,87 +146,343 @@ class _TemplateNamespace(jinja2.utils.Namespace):
 
 
 def _sized(value: object) -> int | None:
-    return len(value) if isinstance(value, (str, list, tuple)) else None
+    return len(value) if isinstance(value, (str, bytes, list, tuple)) else None
+
+
+def _text_size(value: object) -> int:
+    return len(value) if isinstance(value, str) else len(str(value))
+
+
+def _check_result(result: Any, what: str) -> Any:
+    size = _sized(result)
+    if size is not None:
+        active_budget().check_value(size, what)
+    return result
 
 
 def _guarded_mul(left: Any, right: Any) -> Any:
     for seq, count in ((left, right), (right, left)):
         size = _sized(seq)
-        if size is not None and isinstance(count, int) and size * count > MAX_REPEAT_SIZE:
-            raise SecurityError(f"repetition too large ({size} x {count} > {MAX_REPEAT_SIZE})")
+        if size is not None and isinstance(count, int):
+            active_budget().check_value(size * count, "repetition (*)")
     return operator.mul(left, right)
+
+
+def _guarded_add(left: Any, right: Any) -> Any:
+    sizes = (_sized(left), _sized(right))
+    if sizes[0] is not None and sizes[1] is not None:
+        active_budget().check_value(sizes[0] + sizes[1], "concatenation (+)")
+    return operator.add(left, right)
 
 
 def _guarded_pow(left: Any, right: Any) -> Any:
     ints = isinstance(left, int) and isinstance(right, int)
     if ints and abs(left) > 1 and right * abs(left).bit_length() > MAX_EXPONENT_BITS:
-        raise SecurityError(f"power too large ({left} ** {right})")
+        raise TemplateLimitError("max_value_size", f"power too large ({left} ** {right})")
     return operator.pow(left, right)
 
 
-# A printf-style field with a huge width or precision, or one taken from the arguments.
-_HUGE_PRINTF_FIELD = re.compile(r"%[-#0 +]*(?:\*|\d{8,})|%[-#0 +]*\d*\.(?:\*|\d{8,})")
-# A str.format field with a huge width or precision (``{:>999999999}``).
-_HUGE_FORMAT_FIELD = re.compile(r"\{[^{}]*:[^{}]*\d{8,}[^{}]*\}")
+def _concat(parts: tuple[Any, ...]) -> str:
+    """``a ~ b ~ c``: the joined string, refused before it is built when too large."""
+    texts = [str(p) for p in parts]
+    active_budget().check_value(sum(map(len, texts)), "string concatenation (~)")
+    return "".join(texts)
 
 
-def _check_printf(template: object) -> None:
-    if isinstance(template, str) and _HUGE_PRINTF_FIELD.search(template):
-        raise SecurityError("printf-style field width or precision too large (or '*')")
+def _counted(iterable: Any) -> Iterator[Any]:
+    """A loop's iterable: every iteration is one step of the render budget."""
+    budget = active_budget()
+    for item in iterable:
+        budget.step()
+        yield item
+
+
+def _output(parts: Iterable[str]) -> str:
+    """``environment.concat``: the rendered output (or a macro's), bounded as it grows."""
+    budget = active_budget()
+    limit = budget.limits.max_output_chars
+    out: list[str] = []
+    total = 0
+    for part in parts:
+        total += len(part)
+        if total > limit:
+            budget.check_output(total)
+        out.append(part)
+    return "".join(out)
+
+
+# printf fields (``%-10.3f``, ``%(name)s``, ``%*d``) and str.format fields (``{0:>{w}}``).
+_PRINTF_FIELD = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d*)(?:\.(\*|\d*))?[hlL]?[a-zA-Z%]")
+_FORMAT_FIELD = re.compile(r"\{[^{}]*(?:\{[^{}]*\}[^{}]*)*\}")
+_DIGITS = re.compile(r"\d+")
+
+
+def _number(digits: str) -> int:
+    return int(digits) if len(digits) < 16 else 10**16
+
+
+def _int_arguments(args: Iterable[Any]) -> int:
+    return sum(a for a in args if isinstance(a, int) and not isinstance(a, bool) and a > 0)
+
+
+def _arguments(args: Any) -> list[Any]:
+    if isinstance(args, Mapping):
+        return list(args.values())
+    return list(args) if isinstance(args, tuple) else [args]
+
+
+def _check_format_size(fmt: str, values: list[Any], printf: bool) -> None:
+    """A printf / str.format result is at most the template, plus every field padded to its
+    width (or precision) holding the largest argument."""
+    largest = max((_text_size(v) for v in values), default=0)
+    fields = 0
+    padding = 0
+    if printf:
+        for match in _PRINTF_FIELD.finditer(fmt):
+            fields += 1
+            for spec in match.groups():
+                if spec == "*":
+                    padding += _int_arguments(values)
+                elif spec:
+                    padding += _number(spec)
+    else:
+        for match in _FORMAT_FIELD.finditer(fmt):
+            fields += 1
+            spec = match.group().partition(":")[2]
+            padding += sum(_number(d) for d in _DIGITS.findall(spec))
+            if "{" in spec:
+                padding += _int_arguments(values)
+    active_budget().check_value(len(fmt) + fields * largest + padding, "formatted string")
 
 
 def _guarded_mod(left: Any, right: Any) -> Any:
-    _check_printf(left)
+    if isinstance(left, str):
+        _check_format_size(left, _arguments(right), printf=True)
     return operator.mod(left, right)
 
 
-def _check_int_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _check_int_arguments(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+    limit = active_budget().limits.max_value_size
     for value in (*args, *kwargs.values()):
-        if isinstance(value, int) and not isinstance(value, bool) and value > MAX_REPEAT_SIZE:
-            raise SecurityError(f"argument {value} too large (over {MAX_REPEAT_SIZE})")
+        if isinstance(value, int) and not isinstance(value, bool) and value > limit:
+            raise TemplateLimitError(
+                "max_value_size",
+                f"render limit max_value_size={limit:,} exceeded: argument {value:,}",
+            )
+
+
+def _materialized(value: Any) -> Any:
+    return value if isinstance(value, (str, list, tuple, Mapping)) else list(value)
+
+
+def _check_join(sep: object, items: Any) -> None:
+    sizes = sum(map(len, map(str, items)))  # C-level: a long list is checked quickly
+    active_budget().check_value(sizes + _text_size(sep) * max(len(items) - 1, 0), "join")
+
+
+def _check_replace(text: str, old: object, new: object, count: object = -1) -> None:
+    if not isinstance(old, str) or not isinstance(new, str) or len(new) <= len(old):
+        return
+    found = len(text) + 1 if not old else text.count(old)
+    if isinstance(count, int) and count >= 0:
+        found = min(found, count)
+    active_budget().check_value(len(text) + found * (len(new) - len(old)), "replace")
+
+
+def _check_method(
+    bound: object, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Any, ...]:
+    """Refuse a str/list method call whose result would be too large (before running it)."""
+    budget = active_budget()
+    if isinstance(bound, str):
+        if name == "join" and args:
+            args = (_materialized(args[0]), *args[1:])
+            _check_join(bound, args[0])
+        elif name == "replace" and len(args) >= 2:
+            _check_replace(bound, *args[:3])
+        elif name == "expandtabs":
+            size = args[0] if args else kwargs.get("tabsize", 8)
+            if isinstance(size, int):
+                budget.check_value(len(bound) + bound.count("\t") * size, "expandtabs")
+        elif name == "translate" and args and isinstance(args[0], Mapping):
+            longest = max((_sized(v) or 1 for v in args[0].values()), default=1)
+            budget.check_value(len(bound) * longest, "translate")
+        elif name in ("format", "format_map"):
+            values = [*args, *kwargs.values()]
+            if name == "format_map" and args and isinstance(args[0], Mapping):
+                values = list(args[0].values())
+            _check_format_size(bound, values, printf=False)
+    elif isinstance(bound, list) and name == "extend" and args:
+        size = _sized(args[0])
+        if size is not None:
+            budget.check_value(len(bound) + size, "list.extend")
+    return args
+
+
+# Pre-checks of the filters that can build a value much larger than their input; every
+# filter's result is checked afterwards too. Each gets the filter's arguments without the
+# context / environment jinja2 passes first, and returns them (a lazy iterable made a list).
+def _join_filter(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    if args and "attribute" not in kwargs and len(args) < 3:
+        args = (_materialized(args[0]), *args[1:])
+        _check_join(args[1] if len(args) > 1 else kwargs.get("d", ""), args[0])
+    return args
+
+
+def _replace_filter(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    if len(args) >= 3:
+        _check_replace(str(args[0]), *args[1:3], *args[3:4])
+    return args
+
+
+def _indent_filter(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    if args:
+        width = args[1] if len(args) > 1 else kwargs.get("width", 4)
+        text = str(args[0])
+        step = width if isinstance(width, int) else _text_size(width)
+        active_budget().check_value(len(text) + (text.count("\n") + 1) * step, "indent")
+    return args
+
+
+def _wordwrap_filter(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    if args:
+        text = str(args[0])
+        width = args[1] if len(args) > 1 else kwargs.get("width", 79)
+        wrap = args[3] if len(args) > 3 else kwargs.get("wrapstring") or "\n"
+        breaks = text.count(" ") + text.count("\n") + len(text) // max(int(width), 1) + 1
+        active_budget().check_value(len(text) + breaks * _text_size(wrap), "wordwrap")
+    return args
+
+
+def _format_filter(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    if args and isinstance(args[0], str):
+        _check_format_size(args[0], [*args[1:], *kwargs.values()], printf=True)
+    return args
+
+
+def _sum_filter(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    if args and "attribute" not in kwargs and len(args) < 3:
+        args = (_materialized(args[0]), *args[1:])
+        start = kwargs.get("start", args[2] if len(args) > 2 else 0)
+        sizes = [_sized(x) for x in (start, *args[0])]
+        if any(s is not None for s in sizes):
+            active_budget().check_value(sum(s or 0 for s in sizes), "sum")
+    return args
+
+
+def _tojson_filter(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    indent = args[2] if len(args) > 2 else kwargs.get("indent")
+    if args and isinstance(indent, int) and indent > 1:
+        # A generator (``map(...)``) would be used up by the measuring dump: keep its items.
+        args = (_materialized(args[0]), *args[1:])
+        one = json.dumps(args[0], indent=1, default=_json_default)
+        active_budget().check_value(len(one) * indent, "tojson indent")
+    return args
+
+
+_FILTER_CHECKS: dict[str, Callable[[tuple[Any, ...], dict[str, Any]], tuple[Any, ...]]] = {
+    "join": _join_filter,
+    "replace": _replace_filter,
+    "indent": _indent_filter,
+    "wordwrap": _wordwrap_filter,
+    "format": _format_filter,
+    "sum": _sum_filter,
+    "tojson": _tojson_filter,
+}
+# Filters whose integer arguments are widths or counts of the result.
+_INT_CHECKED_FILTERS = frozenset({"center", "indent", "format", "truncate", "wordwrap", "tojson"})
+
+
+def _guard_filter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    check = _FILTER_CHECKS.get(name)
+    passed = 1 if hasattr(original, "jinja_pass_arg") else 0  # context / environment first
+
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        head, values = args[:passed], args[passed:]
+        if name in _INT_CHECKED_FILTERS:
+            _check_int_arguments(values, kwargs)
+        if check is not None:
+            values = check(values, kwargs)
+        return _check_result(original(*head, *values, **kwargs), f"result of filter {name!r}")
+
+    guarded.__name__ = original.__name__
+    # Keep jinja2's pass_context / pass_eval_context markers on the wrapper.
+    guarded.__dict__.update(getattr(original, "__dict__", {}))
+    if hasattr(original, "jinja_pass_arg"):
+        guarded.jinja_pass_arg = original.jinja_pass_arg  # type: ignore[attr-defined]
+    return guarded
+
+
+def _lipsum(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> str:
+    words = n * max if isinstance(n, int) and isinstance(max, int) else 0
+    active_budget().check_value(words * 12, "lipsum (estimated characters)")
+    return str(jinja2.utils.generate_lorem_ipsum(n=n, html=html, min=min, max=max))
 
 
 _GUARDED_BINOPS: dict[str, Callable[[Any, Any], Any]] = {
     "*": _guarded_mul,
+    "+": _guarded_add,
     "**": _guarded_pow,
     "%": _guarded_mod,
 }
+_LOOP_FILTER = "autoparser_counted_loop"
+_CONCAT_FILTER = "autoparser_guarded_concat"
+
+
+class _Instrument(jinja2.visitor.NodeTransformer):
+    """Route every loop's iterable and every ``~`` through the render budget."""
+
+    def visit_For(self, node: jinja2.nodes.For) -> jinja2.nodes.Node:
+        self.generic_visit(node)
+        node.iter = jinja2.nodes.Filter(
+            node.iter, _LOOP_FILTER, [], [], None, None, lineno=node.iter.lineno
+        )
+        return node
+
+    def visit_Concat(self, node: jinja2.nodes.Concat) -> jinja2.nodes.Node:
+        self.generic_visit(node)
+        parts = jinja2.nodes.Tuple(node.nodes, "load", lineno=node.lineno)
+        return jinja2.nodes.Filter(parts, _CONCAT_FILTER, [], [], None, None, lineno=node.lineno)
+
+
+class _BudgetedTemplate(jinja2.Template):
+    """A compiled template whose every render runs under a fresh :class:`RenderBudget`."""
+
+    def render(self, *args: Any, **kwargs: Any) -> str:
+        with budgeted_render():
+            return super().render(*args, **kwargs)
 
 
 class _GuardedMixin:
-    """Refuse the few operations that let a template build gigantic values.
+    """Bound what a template can build and how long it can run (see ``template.limits``).
 
-    ``*`` and ``**`` on huge operands, printf/format fields with huge widths, and huge integer
-    arguments to calls (``'x'.ljust(10**9)``). Real templates never come near these limits.
+    Sizes are checked before ``*``, ``+``, ``~``, ``%``, joins, replaces, paddings and
+    formats build their value, results of every call and filter after; every loop iteration
+    and call is a step of the render budget, which also watches the clock.
     """
 
     intercepted_binops = frozenset(_GUARDED_BINOPS)
+    template_class = _BudgetedTemplate
+    concat = staticmethod(_output)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         return _GUARDED_BINOPS[operator](left, right)
 
+    def _parse(self, source: str, name: str | None, filename: str | None) -> jinja2.nodes.Template:
+        tree = super()._parse(source, name, filename)  # type: ignore[misc]
+        result: jinja2.nodes.Template = _Instrument().visit(tree)
+        return result
+
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        active_budget().step()
+        if isinstance(__obj, jinja2.runtime.LoopContext) and args:
+            args = (_counted(args[0]), *args[1:])  # a recursive loop's next level
         _check_int_arguments(args, kwargs)
         target = getattr(__obj, "__wrapped__", __obj)
-        bound = getattr(target, "__self__", None)
-        if isinstance(bound, str) and _HUGE_FORMAT_FIELD.search(bound):
-            raise SecurityError("format field width or precision too large")
-        return super().call(__context, __obj, *args, **kwargs)  # type: ignore[misc]
-
-
-def _guard_filter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        _check_int_arguments(args, kwargs)
-        if name == "format" and args:
-            _check_printf(args[0])
-        return original(*args, **kwargs)
-
-    guarded.__name__ = original.__name__
-    # Keep jinja2's pass_context / pass_eval_context markers on the wrapper.
-    guarded.__dict__.update(original.__dict__)
-    if hasattr(original, "jinja_pass_arg"):
-        guarded.jinja_pass_arg = original.jinja_pass_arg  # type: ignore[attr-defined]
-    return guarded
+        name = getattr(target, "__name__", "")
+        args = _check_method(getattr(target, "__self__", None), name, args, kwargs)
+        result = super().call(__context, __obj, *args, **kwargs)  # type: ignore[misc]
+        return _check_result(result, f"result of {name or 'call'}")
 
 
 class ChatSandbox(_GuardedMixin, ImmutableSandboxedEnvironment):
@@ -237,9 +497,12 @@ class MutableChatSandbox(_GuardedMixin, SandboxedEnvironment):
 
 
 def _configure(env: SandboxedEnvironment) -> SandboxedEnvironment:
-    for name in ("center", "indent", "format", "truncate", "wordwrap"):
-        env.filters[name] = _guard_filter(name, env.filters[name])
     env.filters["tojson"] = _tojson
+    for name, original in list(env.filters.items()):
+        env.filters[name] = _guard_filter(name, original)
+    env.filters[_LOOP_FILTER] = _counted
+    env.filters[_CONCAT_FILTER] = _concat
+    env.globals["lipsum"] = _lipsum
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
     env.globals["dict"] = _TemplateDict()

@@ -16,7 +16,7 @@ from typing import Any
 import jinja2
 from jinja2.exceptions import SecurityError
 
-from autoparser.errors import AutoparserError, TemplateError
+from autoparser.errors import AutoparserError, TemplateError, TemplateLimitError
 from autoparser.template.environment import (
     TemplateRaisedError,
     fixed_date_variables,
@@ -90,6 +90,10 @@ class Renderer:
             return compiled.render(**variables)
         except TemplateRaisedError as exc:
             raise self._fail(exc, "template raised an exception") from exc
+        except TemplateLimitError as exc:
+            line = _template_line(exc.__traceback__)
+            where = f" at line {line}" if line else ""
+            raise TemplateLimitError(exc.limit, f"{self.name}{where}: {exc}") from exc
         except AutoparserError:
             raise
         except RecursionError as exc:
