@@ -141,6 +141,11 @@ class ArgumentsAnalysis:
     # '" string="false">' versus '" string="true">', or "=" versus "='" for f(a='v', n=1);
     # "" = the same as name_suffix.
     name_suffix_json: str = ""
+    # Added by the analyser: the name suffix per JSON type of the value, as (type, suffix)
+    # for "integer", "number", "boolean", "null", "object" and "array", when the template
+    # names the value's type in it (Kimi-K3's ``" type="boolean"<|sep|>``); () when every
+    # non-string value takes name_suffix_json.
+    name_suffix_by_type: tuple[tuple[str, str], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,6 +21,7 @@ from autoparser.analysis.diff import (
     MARKER_RE,
     common_prefix_len,
     diff_split,
+    ends_with_element,
     last_marker_end,
     safe_common_prefix,
     safe_common_suffix,
@@ -55,6 +56,7 @@ from autoparser.analysis.probe import (
     CallSpec,
     Probe,
 )
+from autoparser.analysis.probe import needle_in
 
 _DECODER = json.JSONDecoder()
 
@@ -100,7 +102,10 @@ def _section(probe: Probe, calls: tuple[CallSpec, ...]) -> tuple[str, str] | Non
     d = diff_split(base, with_calls)
     section, left = d.right, d.left.replace(ASSISTANT_MSG, "", 1).strip()
     eot = ""
-    if left and MARKER_RE.fullmatch(left):
+    if left and section.lstrip().startswith(left):
+        # The content's closer, rendered after the empty content of the call turn too.
+        section = section.lstrip()[len(left) :]
+    elif left and MARKER_RE.fullmatch(left):
         # The text turn's closing marker is replaced by another one (e.g. <|eom_id|>),
         # or sits in the section only because whitespace kept the suffixes apart.
         segs = segmentize(section.rstrip())
@@ -164,13 +169,14 @@ def _id_split(region: str, id_at: int, id_len: int) -> tuple[str, str, str]:
 
 
 def _index_id_at(after_first: str, after_second: str) -> int:
-    """Offset of a 0/1 call index the template writes itself (e.g. ``:0``), or -1."""
+    """Offset of a call index the template writes itself (``:0`` then ``:1``, or
+    ``index="1"`` then ``index="2"``), or -1."""
     k = common_prefix_len(after_first, after_second)
     while k > 0 and after_first[k - 1].isdigit():
         k -= 1
     digits = re.match(r"\d+", after_first[k:])
     other = re.match(r"\d+", after_second[k:])
-    if digits and other and digits.group() == "0" and other.group() == "1":
+    if digits and other and digits.group() in ("0", "1") and int(other.group()) == int(digits.group()) + 1:
         return k
     return -1
 
@@ -369,6 +375,8 @@ def _analyze_tagged(
         if typed is not None:
             json_suffix = _json_name_suffix(typed[0], arguments)
             arguments = dataclasses.replace(arguments, name_suffix_json=json_suffix)
+            by_type = _name_suffix_by_type(probe, arguments)
+            arguments = dataclasses.replace(arguments, name_suffix_by_type=by_type)
 
     if id_token and id_token in name_suffix:
         before, prefix, suffix = _id_split(name_suffix, name_suffix.find(id_token), len(id_token))
@@ -420,6 +428,11 @@ def _tagged_arguments(body: str) -> tuple[str, ArgumentsAnalysis, str] | None:
         return None
     name_prefix = safe_common_suffix(g, h).lstrip()
     value_suffix = safe_common_prefix(g, t)
+    overlap = len(value_suffix) + len(name_prefix) - len(g)
+    if overlap > 0 and ends_with_element(value_suffix):
+        # Both claim the text where they meet: an element closer ("<|close|>arg<|sep|>")
+        # keeps its last token, the name prefix starts after it.
+        name_prefix = name_prefix[overlap:].lstrip()
     value_suffix = value_suffix[: max(0, len(g) - len(name_prefix))]
     separator = g[len(value_suffix) : len(g) - len(name_prefix)]
     name_suffix, value_prefix = split_after_first_close(m1)
@@ -464,6 +477,69 @@ def _json_name_suffix(section: str, arguments: ArgumentsAnalysis) -> str:
         return ""
     suffix = between[: len(between) - len(prefix)]
     return "" if suffix == arguments.name_suffix else suffix
+
+
+class _FrozenDict(dict[str, Any]):
+    """A dict the probe can memoise renders by (its key must be hashable)."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(self.items()))
+
+
+class _FrozenList(list[Any]):
+    """A list the probe can memoise renders by."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(self))
+
+
+# A value of each JSON type for the second argument, with the ways templates write it.
+_TYPED_VALUES: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
+    ("integer", VALUE_NUMBER, (str(VALUE_NUMBER),)),
+    ("number", 9182.5, ("9182.5",)),
+    ("boolean", True, ("true", "True")),
+    ("null", None, ("null", "None")),
+    ("object", _FrozenDict(n=7), ('{"n": 7}', '{"n":7}', "{'n': 7}")),
+    ("array", _FrozenList([7, 8]), ("[7, 8]", "[7,8]")),
+)
+
+
+def _name_suffix_by_type(probe: Probe, arguments: ArgumentsAnalysis) -> tuple[tuple[str, str], ...]:
+    """The name suffix before a value of each JSON type, when they differ by type.
+
+    A template that names the value's type in the argument's header (Kimi-K3's
+    ``type="boolean"``) writes one suffix per type; one non-string suffix for all of them
+    is what ``name_suffix_json`` already says, and gives ().
+    """
+    found: list[tuple[str, str]] = []
+    for kind, value, spellings in _TYPED_VALUES:
+        spec: CallSpec = (FUN_FIRST, ((ARG_FIRST, VALUE_FIRST), (ARG_SECOND, value)), CALL_ID)
+        section = _section(probe, (spec,))
+        if section is None:
+            continue
+        text = section[0]
+        a2 = text.find(ARG_SECOND)
+        if a2 < 0:
+            continue
+        a2 += len(ARG_SECOND)
+        # The value ends where the value suffix starts (the type name may be the value's
+        # own spelling, type="null" then null).
+        v_end = text.find(arguments.value_suffix, a2) if arguments.value_suffix.strip() else -1
+        head = text[a2:v_end].rstrip() if v_end >= 0 else ""
+        hits = [len(head) - len(w) for w in spellings if head and head.endswith(w)]
+        if not head:
+            hits = [h - a2 for h in (text.find(w, a2) for w in spellings) if h >= 0]
+        if not hits:
+            continue
+        between = text[a2 : a2 + min(hits)]
+        prefix = arguments.value_prefix
+        if prefix and not between.endswith(prefix):
+            continue
+        found.append((kind, between[: len(between) - len(prefix)]))
+    suffixes = {suffix for _, suffix in found}
+    if len(suffixes) < 2 or any(needle_in(suffix) for suffix in suffixes):
+        return ()
+    return tuple(found)
 
 
 def _next_turn_after_calls(probe: Probe, section: str) -> str:

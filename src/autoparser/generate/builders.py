@@ -162,12 +162,24 @@ def normalize_markers(analysis: TemplateAnalysis) -> TemplateAnalysis:
         call_id=_strip_fields(t.call_id, ("prefix", "suffix")),
         call_separator=t.call_separator.strip(),
     )
+    tools = _strip_typed_suffixes(tools)
     return dataclasses.replace(
         analysis,
         reasoning=_strip_fields(analysis.reasoning, ("start", "end")),
         content=_strip_fields(analysis.content, ("start", "end")),
         tools=tools,
         end_of_turn=tuple(m.strip() for m in analysis.end_of_turn if m.strip()),
+    )
+
+
+def _strip_typed_suffixes(tools: Any) -> Any:
+    """``normalize_markers`` for the per-type argument name suffixes."""
+    a = tools.arguments
+    if not a.name_suffix_by_type:
+        return tools
+    by_type = tuple((kind, suffix.strip()) for kind, suffix in a.name_suffix_by_type)
+    return dataclasses.replace(
+        tools, arguments=dataclasses.replace(a, name_suffix_by_type=by_type)
     )
 
 
@@ -552,6 +564,26 @@ def json_name_suffix(a: ArgumentsAnalysis) -> str:
     return a.name_suffix
 
 
+# Which recorded value types a JSON Schema type's values take (an integer is a number).
+_SUFFIX_TYPES = {"number": ("number", "integer")}
+
+
+def typed_name_suffixes(a: ArgumentsAnalysis, schema: Any) -> list[str]:
+    """The name suffixes that may precede a non-string value of ``schema`` (None: any).
+
+    With ``name_suffix_by_type`` the template names the value's type in the header
+    (``type="boolean"``): the schema's types pick theirs; otherwise the one JSON suffix.
+    """
+    if not a.name_suffix_by_type:
+        return [json_name_suffix(a)]
+    by_type = dict(a.name_suffix_by_type)
+    types = _schema_types(schema) if schema is not None else set()
+    wanted = [k for t in sorted(types) for k in _SUFFIX_TYPES.get(t, (t,)) if k in by_type]
+    if not wanted:
+        wanted = list(by_type)
+    return list(dict.fromkeys(by_type[k] for k in wanted))
+
+
 def _string_argument(ctx: BuildContext, name_p: Parser, schema: Any, strict: bool) -> Parser:
     """``name_prefix NAME name_suffix value_prefix RAW value_suffix``: a raw string value."""
     a = ctx.analysis.tools.arguments
@@ -578,7 +610,9 @@ def _json_argument(
     """``name_prefix NAME name_suffix_json value_prefix JSON value_suffix``: a typed value."""
     a = ctx.analysis.tools.arguments
     name_suffix = json_name_suffix(a)
-    header = atomic(seq_of(a.name_prefix, name_p, name_suffix))
+    suffixes = typed_name_suffixes(a, schema if strict else None)
+    suffix_p = choice_of([literal(x) for x in suffixes]) if len(suffixes) > 1 else suffixes[0]
+    header = atomic(seq_of(a.name_prefix, name_p, suffix_p))
     part = _rule_part(name or "arg")
     if name and sum(_rule_part(other) == part for other in tool.properties) > 1:
         part += f"-{zlib.crc32(name.encode('utf-8')):08x}"
