@@ -146,6 +146,9 @@ class ArgumentsAnalysis:
     # names the value's type in it (Kimi-K3's ``" type="boolean"<|sep|>``); () when every
     # non-string value takes name_suffix_json.
     name_suffix_by_type: tuple[tuple[str, str], ...] = ()
+    # Added by the analyser: non-empty when the value's closer repeats the argument name,
+    # XML-style: the closer is value_suffix + NAME + this (MiniMax-M3's "</" NAME ">").
+    value_suffix_after_name: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import Any
 from autoparser.analysis.diff import (
     MARKER_RE,
     common_prefix_len,
+    common_suffix_len,
     diff_split,
     ends_with_element,
     last_marker_end,
@@ -92,7 +93,50 @@ def _json_span(text: str, needle_at: int) -> tuple[int, int, Any] | None:
     return None
 
 
+# Stands for the argument's name in a closer that repeats it.
+_ARG_NAME = "\x01"
+# Where an XML-style tag starts ("<tool_call>", "</invoke>", "<AA_ARG>").
+_TAG_START = re.compile(r"<[A-Za-z/_]")
+
+
+def fence_of(section: str) -> str:
+    """The token written before every tag of a tool section, or "".
+
+    MiniMax-M3 writes ``]<]minimax[>[`` before each element (``]<]minimax[>[<invoke ...>``,
+    ``]<]minimax[>[</invoke>``); the analysis reads the section without it and puts it back
+    before the tags of the markers it found (``put_fence_back``).
+    """
+    starts = [m.start() for m in _TAG_START.finditer(section)]
+    if len(starts) < 2:
+        return ""
+    n = min(starts)
+    for at in starts:
+        n = min(n, common_suffix_len(section[: starts[0]], section[:at], n))
+    fence = section[starts[0] - n : starts[0]].lstrip()
+    if len(fence) < 2 or fence.isalnum() or needle_in(fence) or not fence.strip():
+        return ""
+    return fence
+
+
 def _section(probe: Probe, calls: tuple[CallSpec, ...]) -> tuple[str, str] | None:
+    """``_fenced_section`` read without its fence token (``fence_of``)."""
+    found = _fenced_section(probe, calls)
+    if found is None:
+        return None
+    fence = fence_of(found[0])
+    if not fence:
+        return found
+    return re.sub(re.escape(fence) + r"(?=<)", "", found[0]), found[1]
+
+
+def put_fence_back(marker: str, fence: str) -> str:
+    """A marker as the template writes it: the fence token before each tag start."""
+    if not fence:
+        return marker
+    return re.sub(r"<(?=[A-Za-z/_]|$)", lambda m: fence + m.group(), marker)
+
+
+def _fenced_section(probe: Probe, calls: tuple[CallSpec, ...]) -> tuple[str, str] | None:
     """The tool section of a turn with ``calls`` (diffed against a text turn), and the
     end-of-turn marker that replaces the text turn's one, if it differs."""
     base = probe.turn(ASSISTANT_MSG, tools=True)
@@ -426,6 +470,10 @@ def _tagged_arguments(body: str) -> tuple[str, ArgumentsAnalysis, str] | None:
     t = body[v2 + len(VALUE_SECOND) :]
     if m1 != m2:
         return None
+    # XML-style closers repeat the argument's name ("</AA_ARG>"): read them with the name
+    # replaced by a placeholder, then record what comes after it (value_suffix_after_name).
+    if ARG_FIRST in g and ARG_SECOND in t and ARG_FIRST not in h:
+        g, t = g.replace(ARG_FIRST, _ARG_NAME, 1), t.replace(ARG_SECOND, _ARG_NAME, 1)
     name_prefix = safe_common_suffix(g, h).lstrip()
     value_suffix = safe_common_prefix(g, t)
     overlap = len(value_suffix) + len(name_prefix) - len(g)
@@ -437,6 +485,9 @@ def _tagged_arguments(body: str) -> tuple[str, ArgumentsAnalysis, str] | None:
     separator = g[len(value_suffix) : len(g) - len(name_prefix)]
     name_suffix, value_prefix = split_after_first_close(m1)
     head, close = h[: len(h) - len(name_prefix)], t[len(value_suffix) :]
+    value_suffix, _, after_name = value_suffix.partition(_ARG_NAME)
+    if _ARG_NAME in separator + close:
+        return None  # the name is repeated somewhere the markers cannot say
     # An opening bracket right before the first argument and its mirror after the last
     # one contain the arguments (f(a='v'), f{a:v}); markers stay with the function.
     opener = re.search(r"[{(\[]\s*$", head)
@@ -453,6 +504,7 @@ def _tagged_arguments(body: str) -> tuple[str, ArgumentsAnalysis, str] | None:
         name_suffix=name_suffix,
         value_prefix=value_prefix,
         value_suffix=value_suffix,
+        value_suffix_after_name=after_name,
         separator=separator,
     )
     return head, args, close
@@ -599,7 +651,63 @@ def analyze_tools(probe: Probe, reasoning: ReasoningAnalysis, text_eot: str = ""
     sec_end = sec_end if sec_end.strip() else ""
     fmt = dataclasses.replace(fmt, section_start=sec_start, section_end=sec_end)
     result = dataclasses.replace(result, format=fmt)
+    raw = _fenced_section(probe, (CALL_1,))
+    result = _with_fence(result, fence_of(raw[0]) if raw is not None else "")
     if not eot:
         eot = _next_turn_after_calls(probe, s1)
     requires_content = probe.turn(None, None, (CALL_1,), tools=True) is None
+    if _leaks_needle(result):
+        # A placeholder in a marker means the diffs were misread: no format beats a wrong one.
+        return ToolFindings(ToolsAnalysis(), eot, requires_content)
     return ToolFindings(result, eot, requires_content)
+
+
+_MARKER_FIELDS = {
+    "format": (
+        "section_start",
+        "section_end",
+        "per_call_start",
+        "per_call_end",
+    ),
+    "function": ("name_prefix", "name_suffix", "close"),
+    "arguments": (
+        "start",
+        "end",
+        "name_prefix",
+        "name_suffix",
+        "name_suffix_json",
+        "value_prefix",
+        "value_suffix",
+        "value_suffix_after_name",
+        "separator",
+    ),
+    "call_id": ("prefix", "suffix"),
+}
+
+
+def _marker_texts(tools: ToolsAnalysis) -> list[str]:
+    texts = [tools.call_separator]
+    for part, names in _MARKER_FIELDS.items():
+        texts.extend(getattr(getattr(tools, part), name) for name in names)
+    texts.extend(suffix for _, suffix in tools.arguments.name_suffix_by_type)
+    return texts
+
+
+def _leaks_needle(tools: ToolsAnalysis) -> bool:
+    return any(needle_in(text) for text in _marker_texts(tools))
+
+
+def _with_fence(tools: ToolsAnalysis, fence: str) -> ToolsAnalysis:
+    """Every marker with the fence token put back before its tags (``fence_of``)."""
+    if not fence:
+        return tools
+    changes: dict[str, Any] = {"call_separator": put_fence_back(tools.call_separator, fence)}
+    for part, names in _MARKER_FIELDS.items():
+        obj = getattr(tools, part)
+        fields = {n: put_fence_back(getattr(obj, n), fence) for n in names}
+        if part == "arguments":
+            fields["name_suffix_by_type"] = tuple(
+                (k, put_fence_back(v, fence)) for k, v in obj.name_suffix_by_type
+            )
+        changes[part] = dataclasses.replace(obj, **fields)
+    return dataclasses.replace(tools, **changes)
