@@ -652,6 +652,7 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
     value by the suffix the model wrote; the grammar allows the one the schema implies
     (either, for a nullable string and for the arguments of an open-ended tool).
     """
+    ctx = _with_named_closer(ctx, name)
     a = ctx.analysis.tools.arguments
     if name is None:  # open-ended tool: any identifier as argument name, string value
         name_p: Parser = tag(tags.TOOL_ARG_NAME, chars("a-zA-Z0-9_.\\-", 1, 128))
@@ -670,6 +671,19 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
     if not is_string and (not typed or strict):
         return json_arg
     return choice_of([_string_argument(ctx, name_p, schema, strict), json_arg])
+
+
+def _with_named_closer(ctx: BuildContext, name: str | None) -> BuildContext:
+    """The context for one argument whose closer repeats its name (``</NAME>``): the
+    value suffix made whole for that name (an open-ended tool's argument keeps the part
+    before the name)."""
+    a = ctx.analysis.tools.arguments
+    if not a.value_suffix_after_name:
+        return ctx
+    closer = a.value_suffix + name + a.value_suffix_after_name if name else a.value_suffix
+    arguments = dataclasses.replace(a, value_suffix=closer, value_suffix_after_name="")
+    tools = dataclasses.replace(ctx.analysis.tools, arguments=arguments)
+    return dataclasses.replace(ctx, analysis=dataclasses.replace(ctx.analysis, tools=tools))
 
 
 def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
