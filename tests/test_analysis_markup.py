@@ -5,7 +5,6 @@ repeat the argument name (MiniMax-M3 style). Own templates, then the corpus ones
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,7 +44,11 @@ def _round_trip(template: ChatTemplate, arguments: dict[str, Any]) -> None:
     """Render a two-call turn, cut it after the generation prompt, parse it back."""
     user = {"role": "user", "content": "hi"}
     calls = [
-        {"id": f"c{i}", "type": "function", "function": {"name": "get_weather", "arguments": arguments}}
+        {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": arguments},
+        }
         for i in range(2)
     ]
     turn = {"role": "assistant", "content": "", "tool_calls": calls}

@@ -166,7 +166,11 @@ def markers_in(text: str) -> list[str]:
 def ends_with_element(text: str) -> bool:
     """Whether text ends with a whole element run ("...<|close|>call<|sep|>")."""
     found = list(MARKER_RE.finditer(text))
-    return bool(found) and found[-1].end() == len(text) and ELEMENT_RE.fullmatch(found[-1].group()) is not None
+    return (
+        bool(found)
+        and found[-1].end() == len(text)
+        and ELEMENT_RE.fullmatch(found[-1].group()) is not None
+    )
 
 
 def tokens_in(text: str) -> list[str]:

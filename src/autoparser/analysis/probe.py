@@ -52,6 +52,7 @@ def needle_in(text: str) -> bool:
     """Whether text holds a probe placeholder (then it is no marker of the template)."""
     return any(needle in text for needle in NEEDLES)
 
+
 _PARAMS = {
     "type": "object",
     "properties": {

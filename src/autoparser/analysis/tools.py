@@ -56,8 +56,8 @@ from autoparser.analysis.probe import (
     VALUE_SECOND,
     CallSpec,
     Probe,
+    needle_in,
 )
-from autoparser.analysis.probe import needle_in
 
 _DECODER = json.JSONDecoder()
 
@@ -220,7 +220,12 @@ def _index_id_at(after_first: str, after_second: str) -> int:
         k -= 1
     digits = re.match(r"\d+", after_first[k:])
     other = re.match(r"\d+", after_second[k:])
-    if digits and other and digits.group() in ("0", "1") and int(other.group()) == int(digits.group()) + 1:
+    if (
+        digits
+        and other
+        and digits.group() in ("0", "1")
+        and int(other.group()) == int(digits.group()) + 1
+    ):
         return k
     return -1
 
@@ -704,7 +709,7 @@ def _with_fence(tools: ToolsAnalysis, fence: str) -> ToolsAnalysis:
     changes: dict[str, Any] = {"call_separator": put_fence_back(tools.call_separator, fence)}
     for part, names in _MARKER_FIELDS.items():
         obj = getattr(tools, part)
-        fields = {n: put_fence_back(getattr(obj, n), fence) for n in names}
+        fields: dict[str, Any] = {n: put_fence_back(getattr(obj, n), fence) for n in names}
         if part == "arguments":
             fields["name_suffix_by_type"] = tuple(
                 (k, put_fence_back(v, fence)) for k, v in obj.name_suffix_by_type

@@ -178,9 +178,7 @@ def _strip_typed_suffixes(tools: Any) -> Any:
     if not a.name_suffix_by_type:
         return tools
     by_type = tuple((kind, suffix.strip()) for kind, suffix in a.name_suffix_by_type)
-    return dataclasses.replace(
-        tools, arguments=dataclasses.replace(a, name_suffix_by_type=by_type)
-    )
+    return dataclasses.replace(tools, arguments=dataclasses.replace(a, name_suffix_by_type=by_type))
 
 
 # --------------------------------------------------------------------------- reasoning
