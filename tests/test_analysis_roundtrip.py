@@ -125,7 +125,7 @@ def _tagged_args(a: TemplateAnalysis, args: dict[str, Any]) -> str:
 def _tag_call(a: TemplateAnalysis, index: int, call: tuple[str, dict[str, Any], str]) -> str:
     t = a.tools
     name, args, call_id = call
-    cid = str(index) if t.call_id.generated else call_id
+    cid = str(index + t.call_id.index_base) if t.call_id.generated else call_id
     id_text = t.call_id.prefix + cid + t.call_id.suffix
     if t.format.mode is ToolFormat.TAG_WITH_JSON:
         body = json.dumps(args, ensure_ascii=False)

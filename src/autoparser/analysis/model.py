@@ -159,6 +159,8 @@ class CallIdAnalysis:
     # Added by the analyser: the template writes the call's position in the turn
     # (0, 1, ...) here rather than the request's call id (e.g. Kimi-K2 "functions.f:0").
     generated: bool = False
+    # With ``generated``: the index of the first call (0, or 1 for Kimi-K3's index="1").
+    index_base: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

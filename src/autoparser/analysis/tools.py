@@ -400,7 +400,7 @@ def _analyze_tagged(
     elif after_second:
         k = _index_id_at(tail, after_second)
         if k >= 0 and k < len(body):
-            id_value, id_generated = "0", True
+            id_value, id_generated = body[k], True
             body = body[:k] + "\x00" + body[k + 1 :]
     id_token = "\x00" if id_generated else id_value
 
@@ -440,7 +440,7 @@ def _analyze_tagged(
         name_prefix = suffix
         call_id = CallIdAnalysis(CallIdPosition.PRE_FUNC_NAME, before + prefix, "")
     if id_generated:
-        call_id = dataclasses.replace(call_id, generated=True)
+        call_id = dataclasses.replace(call_id, generated=True, index_base=int(id_value))
     function = FunctionAnalysis(name_prefix=name_prefix, name_suffix=name_suffix, close=close)
     fmt = ToolFormatAnalysis(
         mode=mode,
