@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from autoparser.analysis.content import analyze_content
-from autoparser.analysis.diff import markers_in
+from autoparser.analysis.diff import tokens_in
 from autoparser.analysis.model import TemplateAnalysis, ToolsAnalysis
 from autoparser.analysis.probe import Probe
 from autoparser.analysis.reasoning import analyze_reasoning, generation_prompts
@@ -92,7 +92,7 @@ def preserved_tokens(analysis: TemplateAnalysis) -> tuple[str, ...]:
     )
     tokens: list[str] = []
     for text in candidates:
-        found = markers_in(text)
+        found = tokens_in(text)
         tokens.extend(found)
         rest = text.strip()
         if not found and rest[:1] in ("<", "["):

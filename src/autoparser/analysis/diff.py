@@ -12,9 +12,18 @@ from __future__ import annotations
 import dataclasses
 import re
 
-# A marker: "<...>" or "[...]" on one line, without nested brackets. Square-bracket markers
-# must start like a word or a closing slash, so JSON arrays ("[{", '["a"') never qualify.
-MARKER_RE = re.compile(r"<[^\s<>][^<>\n]{0,126}>|\[[A-Za-z/_|][^\[\]\n{}\"]{0,126}\]")
+# A single marker: "<...>" or "[...]" on one line, without nested brackets. Square-bracket
+# markers must start like a word or a closing slash, so JSON arrays ("[{", '["a"') never
+# qualify. Diff boundaries are kept outside these.
+SINGLE_MARKER_RE = re.compile(r"<[^\s<>][^<>\n]{0,126}>|\[[A-Za-z/_|][^\[\]\n{}\"]{0,126}\]")
+# Element markup built from special tokens ("<|open|>think<|sep|>", "<|close|>think<|sep|>"):
+# a token, a bare lowercase element name, a token. When segmenting, such a run is one marker
+# (the element name is no text of its own). A diff boundary is kept outside such a run only
+# when every render has one there: "<|start|>assistant<|channel|>" against
+# "<|start|>assistant to=f" is a token followed by different text, not two elements.
+_TOKEN = r"<\|[^\s<>|]{1,40}\|>"
+ELEMENT_RE = re.compile(_TOKEN + r"[a-z][a-z_]{0,30}" + _TOKEN)
+MARKER_RE = re.compile(ELEMENT_RE.pattern + "|" + SINGLE_MARKER_RE.pattern)
 # How far around a boundary a marker that straddles it can start.
 _WINDOW = 130
 
@@ -63,15 +72,23 @@ def common_suffix_len(a: str, b: str, limit: int | None = None) -> int:
     return lo
 
 
-def _straddling(text: str, pos: int) -> tuple[int, int] | None:
+def _straddling(
+    text: str, pos: int, pattern: re.Pattern[str] = SINGLE_MARKER_RE
+) -> tuple[int, int] | None:
     """The span of a marker in ``text`` with ``start < pos < end``, if any."""
     lo = max(0, pos - _WINDOW)
-    for m in MARKER_RE.finditer(text, lo, min(len(text), pos + _WINDOW)):
+    for m in pattern.finditer(text, lo, min(len(text), pos + _WINDOW)):
         if m.start() >= pos:
             break
         if m.end() > pos:
             return m.start(), m.end()
     return None
+
+
+def _elements_straddling(texts: tuple[str, ...], pos_of: list[int]) -> list[tuple[int, int]]:
+    """The element runs straddling each text's boundary, or [] unless every text has one."""
+    spans = [_straddling(text, pos, ELEMENT_RE) for text, pos in zip(texts, pos_of, strict=True)]
+    return [s for s in spans if s is not None] if None not in spans else []
 
 
 def safe_prefix_len(texts: tuple[str, ...], n: int) -> int:
@@ -84,6 +101,10 @@ def safe_prefix_len(texts: tuple[str, ...], n: int) -> int:
             if span is not None:
                 n = span[0]
                 changed = True
+        elements = _elements_straddling(texts, [n] * len(texts))
+        if not changed and elements:
+            n = min(start for start, _ in elements)
+            changed = True
     return n
 
 
@@ -97,6 +118,10 @@ def safe_suffix_len(texts: tuple[str, ...], n: int) -> int:
             if span is not None:
                 n = len(text) - span[1]
                 changed = True
+        elements = _elements_straddling(texts, [len(text) - n for text in texts])
+        if not changed and elements:
+            n = min(len(text) - end for text, (_, end) in zip(texts, elements, strict=True))
+            changed = True
     return n
 
 
@@ -136,6 +161,21 @@ def segmentize(text: str) -> list[Segment]:
 def markers_in(text: str) -> list[str]:
     """The whole markers in text, in order."""
     return MARKER_RE.findall(text)
+
+
+def ends_with_element(text: str) -> bool:
+    """Whether text ends with a whole element run ("...<|close|>call<|sep|>")."""
+    found = list(MARKER_RE.finditer(text))
+    return (
+        bool(found)
+        and found[-1].end() == len(text)
+        and ELEMENT_RE.fullmatch(found[-1].group()) is not None
+    )
+
+
+def tokens_in(text: str) -> list[str]:
+    """The single markers in text, in order (an element run gives its tokens)."""
+    return SINGLE_MARKER_RE.findall(text)
 
 
 def last_marker_end(text: str) -> int:

@@ -141,6 +141,14 @@ class ArgumentsAnalysis:
     # '" string="false">' versus '" string="true">', or "=" versus "='" for f(a='v', n=1);
     # "" = the same as name_suffix.
     name_suffix_json: str = ""
+    # Added by the analyser: the name suffix per JSON type of the value, as (type, suffix)
+    # for "integer", "number", "boolean", "null", "object" and "array", when the template
+    # names the value's type in it (Kimi-K3's ``" type="boolean"<|sep|>``); () when every
+    # non-string value takes name_suffix_json.
+    name_suffix_by_type: tuple[tuple[str, str], ...] = ()
+    # Added by the analyser: non-empty when the value's closer repeats the argument name,
+    # XML-style: the closer is value_suffix + NAME + this (MiniMax-M3's "</" NAME ">").
+    value_suffix_after_name: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,6 +159,8 @@ class CallIdAnalysis:
     # Added by the analyser: the template writes the call's position in the turn
     # (0, 1, ...) here rather than the request's call id (e.g. Kimi-K2 "functions.f:0").
     generated: bool = False
+    # With ``generated``: the index of the first call (0, or 1 for Kimi-K3's index="1").
+    index_base: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,6 +29,29 @@ TOOL_RESULT = "T_TOOL_RESULT sunny END_T"
 CALL_ID = "call00001"
 CALL_ID_SECOND = "call00002"
 CALL_ID_ALT = "call99999"
+# Every placeholder the analysis renders: none may ever end up in a marker.
+NEEDLES = (
+    FUN_FIRST,
+    FUN_SECOND,
+    ARG_FIRST,
+    ARG_SECOND,
+    VALUE_FIRST,
+    VALUE_SECOND,
+    str(VALUE_NUMBER),
+    USER_MSG,
+    ASSISTANT_MSG,
+    THINKING,
+    TOOL_RESULT,
+    CALL_ID,
+    CALL_ID_SECOND,
+    CALL_ID_ALT,
+)
+
+
+def needle_in(text: str) -> bool:
+    """Whether text holds a probe placeholder (then it is no marker of the template)."""
+    return any(needle in text for needle in NEEDLES)
+
 
 _PARAMS = {
     "type": "object",

@@ -82,7 +82,14 @@ def _block_markers(without: str, with_reasoning: str) -> _Block | None:
     segs = segmentize(post.strip())
     end = segs[0].value.strip() if segs else ""
     after_end = post.strip()[len(segs[0].value) :] if segs else ""
-    return _Block(pre.strip(), end, after_end)
+    start = pre.strip()
+    if not start and end and segs[0].is_marker and without[lo:].lstrip().startswith(end):
+        # The block is rendered empty without reasoning ("<think></think>"): its opener is
+        # in the common prefix, the marker hugging the needle.
+        head = segmentize(d.prefix.rstrip())
+        if head and head[-1].is_marker:
+            start = head[-1].value
+    return _Block(start, end, after_end)
 
 
 def _toggle_markers(enabled: str, disabled: str, common: str) -> tuple[str, str]:

@@ -20,7 +20,9 @@ from typing import Any
 from autoparser.analysis.diff import (
     MARKER_RE,
     common_prefix_len,
+    common_suffix_len,
     diff_split,
+    ends_with_element,
     last_marker_end,
     safe_common_prefix,
     safe_common_suffix,
@@ -54,6 +56,7 @@ from autoparser.analysis.probe import (
     VALUE_SECOND,
     CallSpec,
     Probe,
+    needle_in,
 )
 
 _DECODER = json.JSONDecoder()
@@ -90,7 +93,50 @@ def _json_span(text: str, needle_at: int) -> tuple[int, int, Any] | None:
     return None
 
 
+# Stands for the argument's name in a closer that repeats it.
+_ARG_NAME = "\x01"
+# Where an XML-style tag starts ("<tool_call>", "</invoke>", "<AA_ARG>").
+_TAG_START = re.compile(r"<[A-Za-z/_]")
+
+
+def fence_of(section: str) -> str:
+    """The token written before every tag of a tool section, or "".
+
+    MiniMax-M3 writes ``]<]minimax[>[`` before each element (``]<]minimax[>[<invoke ...>``,
+    ``]<]minimax[>[</invoke>``); the analysis reads the section without it and puts it back
+    before the tags of the markers it found (``put_fence_back``).
+    """
+    starts = [m.start() for m in _TAG_START.finditer(section)]
+    if len(starts) < 2:
+        return ""
+    n = min(starts)
+    for at in starts:
+        n = min(n, common_suffix_len(section[: starts[0]], section[:at], n))
+    fence = section[starts[0] - n : starts[0]].lstrip()
+    if len(fence) < 2 or fence.isalnum() or needle_in(fence) or not fence.strip():
+        return ""
+    return fence
+
+
 def _section(probe: Probe, calls: tuple[CallSpec, ...]) -> tuple[str, str] | None:
+    """``_fenced_section`` read without its fence token (``fence_of``)."""
+    found = _fenced_section(probe, calls)
+    if found is None:
+        return None
+    fence = fence_of(found[0])
+    if not fence:
+        return found
+    return re.sub(re.escape(fence) + r"(?=<)", "", found[0]), found[1]
+
+
+def put_fence_back(marker: str, fence: str) -> str:
+    """A marker as the template writes it: the fence token before each tag start."""
+    if not fence:
+        return marker
+    return re.sub(r"<(?=[A-Za-z/_]|$)", lambda m: fence + m.group(), marker)
+
+
+def _fenced_section(probe: Probe, calls: tuple[CallSpec, ...]) -> tuple[str, str] | None:
     """The tool section of a turn with ``calls`` (diffed against a text turn), and the
     end-of-turn marker that replaces the text turn's one, if it differs."""
     base = probe.turn(ASSISTANT_MSG, tools=True)
@@ -100,7 +146,10 @@ def _section(probe: Probe, calls: tuple[CallSpec, ...]) -> tuple[str, str] | Non
     d = diff_split(base, with_calls)
     section, left = d.right, d.left.replace(ASSISTANT_MSG, "", 1).strip()
     eot = ""
-    if left and MARKER_RE.fullmatch(left):
+    if left and section.lstrip().startswith(left):
+        # The content's closer, rendered after the empty content of the call turn too.
+        section = section.lstrip()[len(left) :]
+    elif left and MARKER_RE.fullmatch(left):
         # The text turn's closing marker is replaced by another one (e.g. <|eom_id|>),
         # or sits in the section only because whitespace kept the suffixes apart.
         segs = segmentize(section.rstrip())
@@ -164,13 +213,19 @@ def _id_split(region: str, id_at: int, id_len: int) -> tuple[str, str, str]:
 
 
 def _index_id_at(after_first: str, after_second: str) -> int:
-    """Offset of a 0/1 call index the template writes itself (e.g. ``:0``), or -1."""
+    """Offset of a call index the template writes itself (``:0`` then ``:1``, or
+    ``index="1"`` then ``index="2"``), or -1."""
     k = common_prefix_len(after_first, after_second)
     while k > 0 and after_first[k - 1].isdigit():
         k -= 1
     digits = re.match(r"\d+", after_first[k:])
     other = re.match(r"\d+", after_second[k:])
-    if digits and other and digits.group() == "0" and other.group() == "1":
+    if (
+        digits
+        and other
+        and digits.group() in ("0", "1")
+        and int(other.group()) == int(digits.group()) + 1
+    ):
         return k
     return -1
 
@@ -345,7 +400,7 @@ def _analyze_tagged(
     elif after_second:
         k = _index_id_at(tail, after_second)
         if k >= 0 and k < len(body):
-            id_value, id_generated = "0", True
+            id_value, id_generated = body[k], True
             body = body[:k] + "\x00" + body[k + 1 :]
     id_token = "\x00" if id_generated else id_value
 
@@ -369,6 +424,8 @@ def _analyze_tagged(
         if typed is not None:
             json_suffix = _json_name_suffix(typed[0], arguments)
             arguments = dataclasses.replace(arguments, name_suffix_json=json_suffix)
+            by_type = _name_suffix_by_type(probe, arguments)
+            arguments = dataclasses.replace(arguments, name_suffix_by_type=by_type)
 
     if id_token and id_token in name_suffix:
         before, prefix, suffix = _id_split(name_suffix, name_suffix.find(id_token), len(id_token))
@@ -383,7 +440,7 @@ def _analyze_tagged(
         name_prefix = suffix
         call_id = CallIdAnalysis(CallIdPosition.PRE_FUNC_NAME, before + prefix, "")
     if id_generated:
-        call_id = dataclasses.replace(call_id, generated=True)
+        call_id = dataclasses.replace(call_id, generated=True, index_base=int(id_value))
     function = FunctionAnalysis(name_prefix=name_prefix, name_suffix=name_suffix, close=close)
     fmt = ToolFormatAnalysis(
         mode=mode,
@@ -418,12 +475,24 @@ def _tagged_arguments(body: str) -> tuple[str, ArgumentsAnalysis, str] | None:
     t = body[v2 + len(VALUE_SECOND) :]
     if m1 != m2:
         return None
+    # XML-style closers repeat the argument's name ("</AA_ARG>"): read them with the name
+    # replaced by a placeholder, then record what comes after it (value_suffix_after_name).
+    if ARG_FIRST in g and ARG_SECOND in t and ARG_FIRST not in h:
+        g, t = g.replace(ARG_FIRST, _ARG_NAME, 1), t.replace(ARG_SECOND, _ARG_NAME, 1)
     name_prefix = safe_common_suffix(g, h).lstrip()
     value_suffix = safe_common_prefix(g, t)
+    overlap = len(value_suffix) + len(name_prefix) - len(g)
+    if overlap > 0 and ends_with_element(value_suffix):
+        # Both claim the text where they meet: an element closer ("<|close|>arg<|sep|>")
+        # keeps its last token, the name prefix starts after it.
+        name_prefix = name_prefix[overlap:].lstrip()
     value_suffix = value_suffix[: max(0, len(g) - len(name_prefix))]
     separator = g[len(value_suffix) : len(g) - len(name_prefix)]
     name_suffix, value_prefix = split_after_first_close(m1)
     head, close = h[: len(h) - len(name_prefix)], t[len(value_suffix) :]
+    value_suffix, _, after_name = value_suffix.partition(_ARG_NAME)
+    if _ARG_NAME in separator + close:
+        return None  # the name is repeated somewhere the markers cannot say
     # An opening bracket right before the first argument and its mirror after the last
     # one contain the arguments (f(a='v'), f{a:v}); markers stay with the function.
     opener = re.search(r"[{(\[]\s*$", head)
@@ -440,6 +509,7 @@ def _tagged_arguments(body: str) -> tuple[str, ArgumentsAnalysis, str] | None:
         name_suffix=name_suffix,
         value_prefix=value_prefix,
         value_suffix=value_suffix,
+        value_suffix_after_name=after_name,
         separator=separator,
     )
     return head, args, close
@@ -464,6 +534,69 @@ def _json_name_suffix(section: str, arguments: ArgumentsAnalysis) -> str:
         return ""
     suffix = between[: len(between) - len(prefix)]
     return "" if suffix == arguments.name_suffix else suffix
+
+
+class _FrozenDict(dict[str, Any]):
+    """A dict the probe can memoise renders by (its key must be hashable)."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(self.items()))
+
+
+class _FrozenList(list[Any]):
+    """A list the probe can memoise renders by."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(self))
+
+
+# A value of each JSON type for the second argument, with the ways templates write it.
+_TYPED_VALUES: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
+    ("integer", VALUE_NUMBER, (str(VALUE_NUMBER),)),
+    ("number", 9182.5, ("9182.5",)),
+    ("boolean", True, ("true", "True")),
+    ("null", None, ("null", "None")),
+    ("object", _FrozenDict(n=7), ('{"n": 7}', '{"n":7}', "{'n': 7}")),
+    ("array", _FrozenList([7, 8]), ("[7, 8]", "[7,8]")),
+)
+
+
+def _name_suffix_by_type(probe: Probe, arguments: ArgumentsAnalysis) -> tuple[tuple[str, str], ...]:
+    """The name suffix before a value of each JSON type, when they differ by type.
+
+    A template that names the value's type in the argument's header (Kimi-K3's
+    ``type="boolean"``) writes one suffix per type; one non-string suffix for all of them
+    is what ``name_suffix_json`` already says, and gives ().
+    """
+    found: list[tuple[str, str]] = []
+    for kind, value, spellings in _TYPED_VALUES:
+        spec: CallSpec = (FUN_FIRST, ((ARG_FIRST, VALUE_FIRST), (ARG_SECOND, value)), CALL_ID)
+        section = _section(probe, (spec,))
+        if section is None:
+            continue
+        text = section[0]
+        a2 = text.find(ARG_SECOND)
+        if a2 < 0:
+            continue
+        a2 += len(ARG_SECOND)
+        # The value ends where the value suffix starts (the type name may be the value's
+        # own spelling, type="null" then null).
+        v_end = text.find(arguments.value_suffix, a2) if arguments.value_suffix.strip() else -1
+        head = text[a2:v_end].rstrip() if v_end >= 0 else ""
+        hits = [len(head) - len(w) for w in spellings if head and head.endswith(w)]
+        if not head:
+            hits = [h - a2 for h in (text.find(w, a2) for w in spellings) if h >= 0]
+        if not hits:
+            continue
+        between = text[a2 : a2 + min(hits)]
+        prefix = arguments.value_prefix
+        if prefix and not between.endswith(prefix):
+            continue
+        found.append((kind, between[: len(between) - len(prefix)]))
+    suffixes = {suffix for _, suffix in found}
+    if len(suffixes) < 2 or any(needle_in(suffix) for suffix in suffixes):
+        return ()
+    return tuple(found)
 
 
 def _next_turn_after_calls(probe: Probe, section: str) -> str:
@@ -523,7 +656,63 @@ def analyze_tools(probe: Probe, reasoning: ReasoningAnalysis, text_eot: str = ""
     sec_end = sec_end if sec_end.strip() else ""
     fmt = dataclasses.replace(fmt, section_start=sec_start, section_end=sec_end)
     result = dataclasses.replace(result, format=fmt)
+    raw = _fenced_section(probe, (CALL_1,))
+    result = _with_fence(result, fence_of(raw[0]) if raw is not None else "")
     if not eot:
         eot = _next_turn_after_calls(probe, s1)
     requires_content = probe.turn(None, None, (CALL_1,), tools=True) is None
+    if _leaks_needle(result):
+        # A placeholder in a marker means the diffs were misread: no format beats a wrong one.
+        return ToolFindings(ToolsAnalysis(), eot, requires_content)
     return ToolFindings(result, eot, requires_content)
+
+
+_MARKER_FIELDS = {
+    "format": (
+        "section_start",
+        "section_end",
+        "per_call_start",
+        "per_call_end",
+    ),
+    "function": ("name_prefix", "name_suffix", "close"),
+    "arguments": (
+        "start",
+        "end",
+        "name_prefix",
+        "name_suffix",
+        "name_suffix_json",
+        "value_prefix",
+        "value_suffix",
+        "value_suffix_after_name",
+        "separator",
+    ),
+    "call_id": ("prefix", "suffix"),
+}
+
+
+def _marker_texts(tools: ToolsAnalysis) -> list[str]:
+    texts = [tools.call_separator]
+    for part, names in _MARKER_FIELDS.items():
+        texts.extend(getattr(getattr(tools, part), name) for name in names)
+    texts.extend(suffix for _, suffix in tools.arguments.name_suffix_by_type)
+    return texts
+
+
+def _leaks_needle(tools: ToolsAnalysis) -> bool:
+    return any(needle_in(text) for text in _marker_texts(tools))
+
+
+def _with_fence(tools: ToolsAnalysis, fence: str) -> ToolsAnalysis:
+    """Every marker with the fence token put back before its tags (``fence_of``)."""
+    if not fence:
+        return tools
+    changes: dict[str, Any] = {"call_separator": put_fence_back(tools.call_separator, fence)}
+    for part, names in _MARKER_FIELDS.items():
+        obj = getattr(tools, part)
+        fields: dict[str, Any] = {n: put_fence_back(getattr(obj, n), fence) for n in names}
+        if part == "arguments":
+            fields["name_suffix_by_type"] = tuple(
+                (k, put_fence_back(v, fence)) for k, v in obj.name_suffix_by_type
+            )
+        changes[part] = dataclasses.replace(obj, **fields)
+    return dataclasses.replace(tools, **changes)

@@ -10,7 +10,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from autoparser.analysis.model import TemplateAnalysis
+from autoparser.analysis.model import TemplateAnalysis, ToolsAnalysis
 from autoparser.generate.request import Request, ToolSpec
 from autoparser.peg import Parser, literal, optional, seq
 from autoparser.peg import choice as peg_choice
@@ -64,6 +64,15 @@ def _strip_fields(obj: Any, names: Sequence[str]) -> Any:
     return dataclasses.replace(obj, **{n: getattr(obj, n).strip() for n in names})
 
 
+def _strip_typed_suffixes(tools: ToolsAnalysis) -> ToolsAnalysis:
+    """``normalize_markers`` for the per-type argument name suffixes."""
+    a = tools.arguments
+    if not a.name_suffix_by_type:
+        return tools
+    by_type = tuple((kind, suffix.strip()) for kind, suffix in a.name_suffix_by_type)
+    return dataclasses.replace(tools, arguments=dataclasses.replace(a, name_suffix_by_type=by_type))
+
+
 def normalize_markers(analysis: TemplateAnalysis) -> TemplateAnalysis:
     """The analysis with whitespace stripped from every marker.
 
@@ -103,6 +112,7 @@ def normalize_markers(analysis: TemplateAnalysis) -> TemplateAnalysis:
         call_id=_strip_fields(t.call_id, ("prefix", "suffix")),
         call_separator=t.call_separator.strip(),
     )
+    tools = _strip_typed_suffixes(tools)
     return dataclasses.replace(
         analysis,
         reasoning=_strip_fields(analysis.reasoning, ("start", "end")),

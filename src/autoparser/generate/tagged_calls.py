@@ -4,6 +4,7 @@ string, JSON and Python-literal values.
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from collections.abc import Mapping
 from typing import Any
@@ -126,6 +127,26 @@ def json_name_suffix(a: ArgumentsAnalysis) -> str:
     return a.name_suffix
 
 
+# Which recorded value types a JSON Schema type's values take (an integer is a number).
+_SUFFIX_TYPES = {"number": ("number", "integer")}
+
+
+def typed_name_suffixes(a: ArgumentsAnalysis, schema: Any) -> list[str]:
+    """The name suffixes that may precede a non-string value of ``schema`` (None: any).
+
+    With ``name_suffix_by_type`` the template names the value's type in the header
+    (``type="boolean"``): the schema's types pick theirs; otherwise the one JSON suffix.
+    """
+    if not a.name_suffix_by_type:
+        return [json_name_suffix(a)]
+    by_type = dict(a.name_suffix_by_type)
+    types = _schema_types(schema) if schema is not None else set()
+    wanted = [k for t in sorted(types) for k in _SUFFIX_TYPES.get(t, (t,)) if k in by_type]
+    if not wanted:
+        wanted = list(by_type)
+    return list(dict.fromkeys(by_type[k] for k in wanted))
+
+
 def _string_argument(ctx: BuildContext, name_p: Parser, schema: Any, strict: bool) -> Parser:
     """``name_prefix NAME name_suffix value_prefix RAW value_suffix``: a raw string value."""
     a = ctx.analysis.tools.arguments
@@ -152,7 +173,9 @@ def _json_argument(
     """``name_prefix NAME name_suffix_json value_prefix JSON value_suffix``: a typed value."""
     a = ctx.analysis.tools.arguments
     name_suffix = json_name_suffix(a)
-    header = atomic(seq_of(a.name_prefix, name_p, name_suffix))
+    suffixes = typed_name_suffixes(a, schema if strict else None)
+    suffix_p = choice_of([literal(x) for x in suffixes]) if len(suffixes) > 1 else suffixes[0]
+    header = atomic(seq_of(a.name_prefix, name_p, suffix_p))
     part = rule_part(name or "arg")
     if name and sum(rule_part(other) == part for other in tool.properties) > 1:
         part += f"-{zlib.crc32(name.encode('utf-8')):08x}"
@@ -192,6 +215,7 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
     value by the suffix the model wrote; the grammar allows the one the schema implies
     (either, for a nullable string and for the arguments of an open-ended tool).
     """
+    ctx = _with_named_closer(ctx, name)
     a = ctx.analysis.tools.arguments
     if name is None:  # open-ended tool: any identifier as argument name, string value
         name_p: Parser = tag(tags.TOOL_ARG_NAME, chars("a-zA-Z0-9_.\\-", 1, 128))
@@ -210,6 +234,19 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
     if not is_string and (not typed or strict):
         return json_arg
     return choice_of([_string_argument(ctx, name_p, schema, strict), json_arg])
+
+
+def _with_named_closer(ctx: BuildContext, name: str | None) -> BuildContext:
+    """The context for one argument whose closer repeats its name (``</NAME>``): the
+    value suffix made whole for that name (an open-ended tool's argument keeps the part
+    before the name)."""
+    a = ctx.analysis.tools.arguments
+    if not a.value_suffix_after_name:
+        return ctx
+    closer = a.value_suffix + name + a.value_suffix_after_name if name else a.value_suffix
+    arguments = dataclasses.replace(a, value_suffix=closer, value_suffix_after_name="")
+    tools = dataclasses.replace(ctx.analysis.tools, arguments=arguments)
+    return dataclasses.replace(ctx, analysis=dataclasses.replace(ctx.analysis, tools=tools))
 
 
 def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
