@@ -373,6 +373,12 @@ def test_tagged_values_printed_as_python_literals() -> None:
     assert strict.grammar is not None and accepts(strict.grammar, text)
     assert not accepts(strict.grammar, text.replace("\n7\n", "\nseven\n"))
     assert not accepts(strict.grammar, text.replace("None,", "Nothing,"))
+    # A required parameter (query) cannot be left out, nor written twice.
+    assert not accepts(strict.grammar, text.replace("<parameter=query>\nx\n</parameter>\n", ""))
+    twice = text.replace(
+        "<parameter=query>\nx\n</parameter>\n", "<parameter=query>\nx\n</parameter>\n" * 2
+    )
+    assert not accepts(strict.grammar, twice)
 
 
 @pytest.mark.parametrize(

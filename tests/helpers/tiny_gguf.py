@@ -8,11 +8,25 @@ from pathlib import Path
 import numpy as np
 
 
-def write_tiny_model(vocab_gguf: Path, out: Path, chat_template: str, seed: int = 0) -> Path:
+def write_tiny_model(
+    vocab_gguf: Path,
+    out: Path,
+    chat_template: str,
+    seed: int = 0,
+    special_tokens: tuple[str, ...] = ("<tool_call>", "</tool_call>"),
+) -> Path:
+    """Write the model; ``special_tokens`` take the places of the vocabulary's last
+    ``[PAD...]`` placeholders (as in the real Qwen2 vocabulary), as user-defined tokens."""
     import gguf
 
     reader = gguf.GGUFReader(str(vocab_gguf))
-    tokens = reader.fields["tokenizer.ggml.tokens"].contents()
+    tokens = list(reader.fields["tokenizer.ggml.tokens"].contents())
+    token_types = list(reader.fields["tokenizer.ggml.token_type"].contents())
+    pads = [i for i, t in enumerate(tokens) if t.startswith("[PAD")][: len(special_tokens)]
+    for index, text in zip(pads, special_tokens):
+        tokens[index] = text
+        token_types[index] = int(gguf.TokenType.USER_DEFINED)
+    replaced = {"tokenizer.ggml.tokens": tokens, "tokenizer.ggml.token_type": token_types}
     n_vocab, n_embd, n_ff, n_layer, n_head = len(tokens), 64, 128, 2, 4
     writer = gguf.GGUFWriter(str(out), "llama")
     writer.add_context_length(2048)
@@ -29,7 +43,8 @@ def write_tiny_model(vocab_gguf: Path, out: Path, chat_template: str, seed: int 
             continue
         vtype = field.types[0]
         if vtype == gguf.GGUFValueType.ARRAY:
-            writer.add_key_value(name, field.contents(), vtype, sub_type=field.types[-1])
+            value = replaced.get(name, field.contents())
+            writer.add_key_value(name, value, vtype, sub_type=field.types[-1])
         else:
             writer.add_key_value(name, field.contents(), vtype)
     writer.add_chat_template(chat_template)

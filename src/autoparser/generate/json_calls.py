@@ -54,8 +54,15 @@ def _json_key(key: str, quote: str = '"') -> Parser:
     return literal(text) + space() + literal(":") + space()
 
 
-def _id_value_json(quote: str = '"') -> Parser:
-    return literal(quote) + tag(tags.TOOL_ID, until(quote)) + literal(quote)
+# What the grammar lets a model write as a call id: id-like characters, bounded (an engine
+# must not be able to sample an id forever); the parser reads any text up to the quote.
+_GRAMMAR_ID_CHARS = "a-zA-Z0-9_\\-.:"
+_GRAMMAR_ID_MAX = 64
+
+
+def _id_value_json(quote: str = '"', strict: bool = False) -> Parser:
+    value = chars(_GRAMMAR_ID_CHARS, 1, _GRAMMAR_ID_MAX) if strict else until(quote)
+    return literal(quote) + tag(tags.TOOL_ID, value) + literal(quote)
 
 
 def _json_args_value(ctx: BuildContext, tool: ToolSpec) -> Parser:
@@ -205,7 +212,7 @@ def json_native_call(ctx: BuildContext, tool: ToolSpec, strict: bool = True) -> 
         if path in constants and q == '"':
             return literal(constants[path])
         if path.rpartition(".")[2] in id_names:
-            return _id_value_json(q)
+            return _id_value_json(q, strict)
         return json_value(allow_single_quotes=q == "'")
 
     paths = _field_paths(ctx)

@@ -147,12 +147,27 @@ def typed_name_suffixes(a: ArgumentsAnalysis, schema: Any) -> list[str]:
     return list(dict.fromkeys(by_type[k] for k in wanted))
 
 
+def _string_choices(schema: Any) -> list[str]:
+    """The strings a string parameter is limited to (``enum`` / ``const``), else []."""
+    if not isinstance(schema, dict):
+        return []
+    values = schema["enum"] if isinstance(schema.get("enum"), list) else []
+    if "const" in schema:
+        values = [schema["const"]]
+    if values and all(isinstance(v, str) and v for v in values):
+        return list(dict.fromkeys(values))
+    return []
+
+
 def _string_argument(ctx: BuildContext, name_p: Parser, schema: Any, strict: bool) -> Parser:
     """``name_prefix NAME name_suffix value_prefix RAW value_suffix``: a raw string value."""
     a = ctx.analysis.tools.arguments
     ends = _value_end(ctx)
     header = atomic(seq_of(a.name_prefix, name_p, a.name_suffix))
     raw = until(ends[0]) if len(ends) == 1 else until_one_of(*ends)
+    choices = _string_choices(schema) if strict else []
+    if choices:  # the grammar writes one of the allowed strings, raw as the template does
+        raw = choice_of([literal(word) for word in choices])
     value: Parser = tag(tags.TOOL_ARG_STRING, raw)
     suffix = closing(a.value_suffix, strict) if a.value_suffix else None
     lead = space() if a.value_prefix else None  # whitespace between name and value markers
@@ -249,6 +264,32 @@ def _with_named_closer(ctx: BuildContext, name: str | None) -> BuildContext:
     return dataclasses.replace(ctx, analysis=dataclasses.replace(ctx.analysis, tools=tools))
 
 
+def _required_names(tool: ToolSpec) -> list[str]:
+    """The tool's required parameters that it also describes, in schema order."""
+    required = tool.parameters.get("required")
+    if not isinstance(required, list):
+        return []
+    return [n for n in tool.properties if n in required]
+
+
+def _required_arguments(
+    ctx: BuildContext, tool: ToolSpec, required: list[str], sep: Parser
+) -> Parser:
+    """The grammar's arguments when some are required: each required parameter exactly
+    once, in schema order (a tagged format has no other way to make one mandatory), and
+    optional parameters anywhere around them."""
+    optional_names = [n for n in tool.properties if n not in required]
+    extra: Parser | None = None
+    if optional_names:
+        extra = choice_of([_tagged_argument(ctx, tool, n, True) for n in optional_names])
+    parts: list[Parser | None] = [zero_or_more(extra + sep) if extra else None]
+    for index, name in enumerate(required):
+        parts.append(sep if index else None)
+        parts.append(_tagged_argument(ctx, tool, name, True))
+        parts.append(zero_or_more(sep + extra) if extra else None)
+    return seq_of(*parts)
+
+
 def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
     """``<name markers><arg markers>value...<close>``; string params raw, others JSON."""
     t = ctx.analysis.tools
@@ -260,10 +301,14 @@ def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
     names: list[str | None] = [*sorted(tool.properties, key=len, reverse=True)]
     if not names:
         names = [None]
-    one = choice_of([_tagged_argument(ctx, tool, n, strict) for n in names])
     sep: Parser = space()
     if a.separator and a.separator.strip():
         sep = space() + optional(literal(a.separator)) + space()
-    args_seq = optional(one + zero_or_more(sep + one))
+    required = _required_names(tool)
+    if strict and required:
+        args_seq = _required_arguments(ctx, tool, required, sep)
+    else:
+        one = choice_of([_tagged_argument(ctx, tool, n, strict) for n in names])
+        args_seq = optional(one + zero_or_more(sep + one))
     body = seq_of(a.start, space(), args_seq, space(), closing(a.end, strict))
     return with_call_id(ctx, name_part(ctx, tool), body, closing(t.function.close, strict), strict)

@@ -45,6 +45,7 @@ from autoparser.peg.core import (
     Repeat,
     Rest,
     Seq,
+    Space,
     Tag,
     Token,
     TriggerMark,
@@ -114,6 +115,11 @@ def grammar(parser: Parser | str, lazy: bool = False) -> Grammar:
     return Grammar(emitter.render())
 
 
+# The most whitespace the grammar allows where the parser skips any (``space()``): more than
+# any template renders between two markers (a blank line plus deep indentation).
+MAX_GRAMMAR_SPACE = 20
+
+
 # --- JSON rules (RFC 8259, any whitespace between tokens) ----------------------------------
 
 _JSON_RULES = """\
@@ -179,6 +185,10 @@ class _Emitter:
     def expr(self, node: Parser, tail: bool) -> str:
         if isinstance(node, Literal):  # also Token
             return self.literal(node.value)
+        if isinstance(node, Space):
+            # Bounded in the grammar (the parser stays lenient): an engine must not be able
+            # to sample whitespace between markers forever, as a weak or random model will.
+            return repeat(node.charset.gbnf(), 0, MAX_GRAMMAR_SPACE)
         if isinstance(node, Chars):
             return repeat(node.charset.gbnf(), node.min, node.max)
         if isinstance(node, Seq):
