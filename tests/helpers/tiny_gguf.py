@@ -23,7 +23,7 @@ def write_tiny_model(
     tokens = list(reader.fields["tokenizer.ggml.tokens"].contents())
     token_types = list(reader.fields["tokenizer.ggml.token_type"].contents())
     pads = [i for i, t in enumerate(tokens) if t.startswith("[PAD")][: len(special_tokens)]
-    for index, text in zip(pads, special_tokens):
+    for index, text in zip(pads, special_tokens, strict=True):
         tokens[index] = text
         token_types[index] = int(gguf.TokenType.USER_DEFINED)
     replaced = {"tokenizer.ggml.tokens": tokens, "tokenizer.ggml.token_type": token_types}
