@@ -14,10 +14,16 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import timing
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from helpers.peg_example import chat_parser
 
 from autoparser.peg import (
     Parser,
@@ -29,7 +35,6 @@ from autoparser.peg import (
     zero_or_more,
 )
 from autoparser.peg import end as end_of_input
-from autoparser.peg.example import chat_parser
 
 
 def best_of(fn: Callable[[], object], repeats: int) -> float:

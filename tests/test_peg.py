@@ -6,6 +6,7 @@ import json
 import random
 
 import pytest
+from helpers.peg_example import chat_parser
 
 from autoparser.errors import GrammarError
 from autoparser.peg import (
@@ -43,7 +44,6 @@ from autoparser.peg import (
     until_one_of,
     zero_or_more,
 )
-from autoparser.peg.example import chat_parser
 
 OK = ParseStatus.SUCCESS
 FAIL = ParseStatus.FAIL

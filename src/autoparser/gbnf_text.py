@@ -17,6 +17,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from autoparser.errors import GrammarError
 
+# Single-letter escapes of control characters, as regex and character-class syntax write them
+# (``\n``, ``\t`` ...): read by the PEG character classes and the schema pattern converter.
+CONTROL_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0"}
+
 MAX_CODE = 0x10FFFF
 SURROGATES = (0xD800, 0xDFFF)
 

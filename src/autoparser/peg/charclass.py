@@ -11,9 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from autoparser.errors import GrammarError
-from autoparser.gbnf_text import char_class, merge_ranges
-
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0"}
+from autoparser.gbnf_text import CONTROL_ESCAPES, char_class, merge_ranges
 
 
 @dataclass(frozen=True)
@@ -80,7 +78,7 @@ def _unescape(spec: str) -> list[tuple[str, bool]]:
                 out.append((chr(int(spec[i + 2 : i + 6], 16)), True))
                 i += 6
                 continue
-            out.append((_ESCAPES.get(nxt, nxt), True))
+            out.append((CONTROL_ESCAPES.get(nxt, nxt), True))
             i += 2
             continue
         out.append((ch, False))

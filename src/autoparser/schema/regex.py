@@ -15,6 +15,7 @@ from functools import lru_cache
 
 from autoparser.errors import SchemaError
 from autoparser.gbnf_text import (
+    CONTROL_ESCAPES,
     MAX_CODE,
     SURROGATES,
     alternatives,
@@ -47,8 +48,6 @@ def _all_scalars() -> str:
     low = "".join(map(chr, range(SURROGATES[0])))
     return low + "".join(map(chr, range(SURROGATES[1] + 1, MAX_CODE + 1)))
 
-
-_CONTROL_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0"}
 
 ANY_TEXT = "json-char*"
 """Any JSON string content (the converter defines the shared `json-char` rule)."""
@@ -243,8 +242,8 @@ class _PatternParser:
             raise self.fail(f"anchor or word boundary '\\{char}'")
         elif (char.isdigit() and char != "0") or char == "k":
             raise self.fail("backreference")
-        elif char in _CONTROL_ESCAPES:
-            code = ord(_CONTROL_ESCAPES[char])
+        elif char in CONTROL_ESCAPES:
+            code = ord(CONTROL_ESCAPES[char])
             ranges = [(code, code)]
         elif char in "xu":
             code = self._hex_escape(char)
