@@ -37,6 +37,7 @@ class ParseStatus(enum.IntEnum):
 
 
 _FAIL, _OK, _MORE = 0, 1, 2
+_STATUSES = (ParseStatus.FAIL, ParseStatus.SUCCESS, ParseStatus.NEED_MORE_INPUT)
 Res = tuple[int, int, tuple["Node", ...], bool, str]
 _NO_NODES: tuple[Node, ...] = ()
 
@@ -129,13 +130,13 @@ class _Ctx:
         r = self.memo.get(key)
         if r is not None:
             return r
-        self.depth += 1
-        if self.depth > self.max_depth:
+        # No try/finally: an exception ends the whole parse and this context with it.
+        depth = self.depth + 1
+        if depth > self.max_depth:
             raise ParseDepthError(f"grammar nesting deeper than {self.max_depth} levels")
-        try:
-            r = node._match(self, pos)
-        finally:
-            self.depth -= 1
+        self.depth = depth
+        r = node._match(self, pos)
+        self.depth = depth - 1
         self.memo[key] = r
         if r[3]:
             self.volatile.append(key)
@@ -246,7 +247,7 @@ class Parser:
             msg = str(exc) if isinstance(exc, ParseDepthError) else "recursion too deep"
             return ParseResult(ParseStatus.FAIL, 0, Node(None, 0, 0, False), msg)
         tree = Node(None, 0, end, status == _OK, nodes, closer if status == _MORE else "")
-        return ParseResult(ParseStatus(status), end, tree)
+        return ParseResult(_STATUSES[status], end, tree)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}#{self._uid}"
@@ -435,7 +436,7 @@ class Until(Parser):
     prefix of a delimiter is held back (not part of the span) and more input is needed.
     """
 
-    __slots__ = ("_longest", "_rx", "delimiters")
+    __slots__ = ("_hold_rx", "_longest", "_rx", "delimiters")
 
     def __init__(self, delimiters: tuple[str, ...]) -> None:
         super().__init__()
@@ -445,6 +446,11 @@ class Until(Parser):
         self._longest = max(len(d) for d in delimiters)
         alternation = "|".join(re.escape(d) for d in sorted(delimiters, key=len, reverse=True))
         self._rx = re.compile(alternation) if len(delimiters) > 1 else None
+        # Any proper prefix of a delimiter that ends the text: searched from the leftmost
+        # start that could still hold one, the first match is the longest held-back tail.
+        prefixes = sorted({d[:k] for d in delimiters for k in range(1, len(d))}, key=len)
+        held = "|".join(re.escape(p) for p in reversed(prefixes))
+        self._hold_rx = re.compile(f"(?:{held})\\Z") if prefixes else None
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         text = ctx.text
@@ -461,13 +467,8 @@ class Until(Parser):
         ctx.hints[key] = max(pos, n - self._longest + 1)
         if not ctx.partial:
             return (_OK, max(pos, n), _NO_NODES, True, "")
-        hold = 0
-        for d in self.delimiters:
-            for k in range(min(len(d) - 1, n - pos), hold, -1):
-                if text.endswith(d[:k]):
-                    hold = k
-                    break
-        return (_MORE, max(pos, n - hold), _NO_NODES, True, "")
+        held = None if self._hold_rx is None else self._hold_rx.search(text, max(pos, n - self._longest + 1))
+        return (_MORE, max(pos, held.start() if held else n), _NO_NODES, True, "")
 
     def __repr__(self) -> str:
         if len(self.delimiters) == 1:
