@@ -124,23 +124,7 @@ class _Ctx:
         self.max_depth = max_depth
 
     def run(self, node: Parser, pos: int) -> Res:
-        if not node._memo:
-            return node._match(self, pos)
-        key = (node._uid, pos)
-        r = self.memo.get(key)
-        if r is not None:
-            return r
-        # No try/finally: an exception ends the whole parse and this context with it.
-        depth = self.depth + 1
-        if depth > self.max_depth:
-            raise ParseDepthError(f"grammar nesting deeper than {self.max_depth} levels")
-        self.depth = depth
-        r = node._match(self, pos)
-        self.depth = depth - 1
-        self.memo[key] = r
-        if r[3]:
-            self.volatile.append(key)
-        return r
+        return node._call(self, pos)
 
 
 _uids = count(1)
@@ -173,6 +157,34 @@ class Parser:
 
     def __init__(self) -> None:
         self._uid = next(_uids)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # The entry point a parent calls: the memoised wrapper, or (for nodes cheaper to
+        # rerun than to look up) the node's own _match, one Python call less per node.
+        super().__init_subclass__(**kwargs)
+        cls._call = Parser._memo_call if cls._memo else cls._match  # type: ignore[method-assign]
+
+    def _call(self, ctx: _Ctx, pos: int) -> Res:
+        """Match at `pos` through the memo (replaced per class, see __init_subclass__)."""
+        return self._memo_call(ctx, pos)
+
+    def _memo_call(self, ctx: _Ctx, pos: int) -> Res:
+        key = (self._uid, pos)
+        memo = ctx.memo
+        r = memo.get(key)
+        if r is not None:
+            return r
+        # No try/finally: an exception ends the whole parse and its context with it.
+        depth = ctx.depth + 1
+        if depth > ctx.max_depth:
+            raise ParseDepthError(f"grammar nesting deeper than {ctx.max_depth} levels")
+        ctx.depth = depth
+        r = self._match(ctx, pos)
+        ctx.depth = depth - 1
+        memo[key] = r
+        if r[3]:
+            ctx.volatile.append(key)
+        return r
 
     # --- building -------------------------------------------------------------------------
     def __add__(self, other: ParserLike) -> Parser:
@@ -241,7 +253,7 @@ class Parser:
         budget = sys.getrecursionlimit() - _frame_depth() - 50
         ctx = _Ctx(text, partial, memo, hints, volatile, max(budget // 3, 1))
         try:
-            status, end, nodes, _hit, closer = ctx.run(self, 0)
+            status, end, nodes, _hit, closer = self._call(ctx, 0)
         except (ParseDepthError, RecursionError) as exc:
             # Partial memo contents are still valid: only finished matches were stored.
             msg = str(exc) if isinstance(exc, ParseDepthError) else "recursion too deep"
@@ -537,9 +549,8 @@ class Seq(Parser):
         nodes: list[Node] = []
         hit = False
         p = pos
-        run = ctx.run
         for item in self.items:
-            st, e, ns, h, cl = run(item, p)
+            st, e, ns, h, cl = item._call(ctx, p)
             hit = hit or h
             if st != _OK:
                 if st == _MORE:
@@ -571,7 +582,7 @@ class Choice(Parser):
         hit = False
         furthest = pos
         for alt in self.alternatives:
-            r = ctx.run(alt, pos)
+            r = alt._call(ctx, pos)
             if r[0] != _FAIL:
                 return r if not hit or r[3] else (r[0], r[1], r[2], True, r[4])
             hit = hit or r[3]
@@ -619,12 +630,12 @@ class Repeat(_Wrapper):
         stable: tuple[int, int, int] | None = None  # (pos, count, len(nodes)) if advanced
         hit = False
         child = self.child
-        run = ctx.run
+        call = child._call
         limit = self.max
         status = _OK
         closer = ""
         while limit is None or got < limit:
-            st, e, ns, h, cl = run(child, p)
+            st, e, ns, h, cl = call(ctx, p)
             hit = hit or h
             if st == _FAIL:
                 break
@@ -658,7 +669,7 @@ class Peek(_Wrapper):
     __slots__ = ()
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
-        st, _e, _ns, h, _cl = ctx.run(self.child, pos)
+        st, _e, _ns, h, _cl = self.child._call(ctx, pos)
         return (st, pos, _NO_NODES, h, "")
 
     def __repr__(self) -> str:
@@ -671,7 +682,7 @@ class Negate(_Wrapper):
     __slots__ = ()
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
-        st, _e, _ns, h, _cl = ctx.run(self.child, pos)
+        st, _e, _ns, h, _cl = self.child._call(ctx, pos)
         if st == _FAIL:
             return (_OK, pos, _NO_NODES, h, "")
         if st == _MORE or (h and ctx.partial):
@@ -692,7 +703,7 @@ class Tag(_Wrapper):
         self.name = name
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
-        st, e, ns, h, cl = ctx.run(self.child, pos)
+        st, e, ns, h, cl = self.child._call(ctx, pos)
         if st == _FAIL:
             return (st, e, _NO_NODES, h, "")
         return (st, e, (Node(self.name, pos, e, st == _OK, ns, cl),), h, cl)
@@ -707,7 +718,7 @@ class Atomic(_Wrapper):
     __slots__ = ()
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
-        r = ctx.run(self.child, pos)
+        r = self.child._call(ctx, pos)
         if r[0] == _MORE and r[2]:
             return (r[0], r[1], _NO_NODES, r[3], r[4])
         return r
@@ -723,7 +734,7 @@ class TriggerMark(_Wrapper):
     _memo = False
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
-        return ctx.run(self.child, pos)
+        return self.child._call(ctx, pos)
 
     def __repr__(self) -> str:
         return f"trigger({self.child!r})"
@@ -747,7 +758,7 @@ class Ref(Parser):
             raise GrammarError(f"reference to undefined rule {self.name!r}") from None
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
-        return ctx.run(self.target(), pos)
+        return self.target()._call(ctx, pos)
 
     def __repr__(self) -> str:
         return f"ref({self.name!r})"
