@@ -149,6 +149,11 @@ def _frame_depth() -> int:
     return depth
 
 
+def _depth_budget() -> int:
+    """How deep a parse may nest from here: a clear FAIL before Python's RecursionError."""
+    return max((sys.getrecursionlimit() - _frame_depth() - 50) // 3, 1)
+
+
 class Parser:
     """Base class of every parser node; nodes are immutable once built."""
 
@@ -246,12 +251,14 @@ class Parser:
         memo: dict[tuple[int, int], Res],
         hints: dict[tuple[int, int], Any],
         volatile: list[tuple[int, int]],
+        max_depth: int = 0,
     ) -> ParseResult:
-        for key in volatile:
-            memo.pop(key, None)
-        volatile.clear()
-        budget = sys.getrecursionlimit() - _frame_depth() - 50
-        ctx = _Ctx(text, partial, memo, hints, volatile, max(budget // 3, 1))
+        if volatile:
+            pop = memo.pop
+            for key in volatile:
+                pop(key, None)
+            volatile.clear()
+        ctx = _Ctx(text, partial, memo, hints, volatile, max_depth or _depth_budget())
         try:
             status, end, nodes, _hit, closer = self._call(ctx, 0)
         except (ParseDepthError, RecursionError) as exc:
@@ -275,6 +282,10 @@ class IncrementalParse:
         self._hints: dict[tuple[int, int], Any] = {}
         self._volatile: list[tuple[int, int]] = []
         self._decoder: codecs.IncrementalDecoder | None = None
+        # The nesting budget of the first feed is kept: walking the caller's frames on
+        # every feed costs more than a token's parse (a deeper later caller still gets a
+        # FAIL from RecursionError, never a crash).
+        self._max_depth = 0
 
     @property
     def text(self) -> str:
@@ -287,7 +298,11 @@ class IncrementalParse:
         self._text = ""  # drop our reference so CPython can grow the string in place
         text += chunk
         self._text = text
-        return self._parser._run(text, True, self._memo, self._hints, self._volatile)
+        if not self._max_depth:
+            self._max_depth = _depth_budget()
+        return self._parser._run(
+            text, True, self._memo, self._hints, self._volatile, self._max_depth
+        )
 
     def feed_bytes(self, data: bytes) -> ParseResult:
         """Append UTF-8 bytes: a character split across chunks waits for its last byte;
