@@ -320,7 +320,9 @@ class IncrementalParse:
             tail = self._decoder.decode(b"", final=True)
             if tail:
                 self.feed(tail)
-        return self._parser._run(self._text, False, self._memo, self._hints, self._volatile)
+        return self._parser._run(
+            self._text, False, self._memo, self._hints, self._volatile, self._max_depth
+        )
 
 
 # --- leaves --------------------------------------------------------------------------------
@@ -494,7 +496,8 @@ class Until(Parser):
         ctx.hints[key] = max(pos, n - self._longest + 1)
         if not ctx.partial:
             return (_OK, max(pos, n), _NO_NODES, True, "")
-        held = None if self._hold_rx is None else self._hold_rx.search(text, max(pos, n - self._longest + 1))
+        rx = self._hold_rx
+        held = rx.search(text, max(pos, n - self._longest + 1)) if rx is not None else None
         return (_MORE, max(pos, held.start() if held else n), _NO_NODES, True, "")
 
     def __repr__(self) -> str:
