@@ -14,6 +14,8 @@ tools, enable_thinking, reasoning_format, parallel_tool_calls):
   The pieces follow the reference protocol of the bench README: growing prefixes of 4 bytes
   each, backed off to a UTF-8 code point boundary, the last being the whole text; our
   ``StreamParser`` takes the difference between successive prefixes;
+- the cost per token: CPU µs of each ``feed`` of a 4-byte piece, median and p99 over the
+  pieces of the 1x and 8x outputs (1x pooled over the repetitions);
 - our 8x/1x streaming ratio (linear growth: about 8; the issue's bound: at most 10);
 - baseline measured in the same run (not with --smoke): the reference protocol itself in
   Python, i.e. a ``parse(prefix, partial=True)`` of every growing prefix of the 1x and 8x
@@ -169,6 +171,28 @@ def run_stream(params: Any, pieces: list[str]) -> Any:
     return stream.message
 
 
+def chunk_costs(params: Any, pieces: list[str], repeats: int) -> tuple[float, float]:
+    """Median and p99 CPU µs of one ``feed`` of a 4-byte piece, pooled over the repetitions.
+
+    The fixed cost per token is what a streaming server pays most often: a parser whose
+    total is fine can still be slow per token on short outputs.
+    """
+    clock = time.process_time_ns
+    costs: list[int] = []
+    for _ in range(repeats):
+        stream = params.stream()
+        feed = stream.feed
+        for piece in pieces:
+            t0 = clock()
+            feed(piece)
+            costs.append(clock() - t0)
+        stream.finish()
+    costs.sort()
+    median = costs[len(costs) // 2]
+    p99 = costs[min(len(costs) - 1, (len(costs) * 99) // 100)]
+    return median / 1e3, p99 / 1e3
+
+
 def reparse_prefixes(params: Any, text: str, ends: list[int]) -> None:
     for end in ends[:-1]:
         params.parse(text[:end], partial=True)
@@ -185,6 +209,8 @@ class Row:
     parse8_us: float
     stream1_ms: float
     stream8_ms: float
+    chunk1_us: tuple[float, float]
+    chunk8_us: tuple[float, float]
     reparse1_ms: float | None
     reparse8_ms: float | None
     check1: str
@@ -241,6 +267,8 @@ def measure(name: str, bench: Path, templates: Path, repeats: int, baseline: boo
     parse8 = cpu_median(lambda: params.parse(text8), repeats * 3)
     stream1 = cpu_median(lambda: run_stream(params, pieces1), repeats)
     stream8 = cpu_median(lambda: run_stream(params, pieces8), repeats)
+    chunk1 = chunk_costs(params, pieces1, repeats)
+    chunk8 = chunk_costs(params, pieces8, max(1, repeats // 2))
     reparse1 = reparse8 = None
     if baseline:
         reparse1 = cpu_median(lambda: reparse_prefixes(params, text1, ends1), 1)
@@ -261,6 +289,8 @@ def measure(name: str, bench: Path, templates: Path, repeats: int, baseline: boo
         parse8_us=parse8 * 1e6,
         stream1_ms=stream1 * 1e3,
         stream8_ms=stream8 * 1e3,
+        chunk1_us=chunk1,
+        chunk8_us=chunk8,
         reparse1_ms=None if reparse1 is None else reparse1 * 1e3,
         reparse8_ms=None if reparse8 is None else reparse8 * 1e3,
         check1=matches(parsed[0], meta["rendered_assistant_message"], text1),
@@ -273,9 +303,10 @@ def table(rows: list[Row], refs: dict[str, tuple[float, float, float, float]]) -
     """Markdown table: ours next to the reference, per template."""
     lines = [
         "| template | analysis ms | build ms | parse 1x µs (ref) | parse 8x µs "
-        "| stream 1x ms (ref) | stream 8x ms (ref) | 8x/1x (ref) | re-parse 1x / 8x ms "
+        "| stream 1x ms (ref) | stream 8x ms (ref) | 8x/1x (ref) "
+        "| µs/chunk 1x med / p99 | µs/chunk 8x med / p99 | re-parse 1x / 8x ms "
         "| stream / re-parse 1x / 8x | parse = meta 1x / 8x | stream = parse |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in rows:
         ref = refs.get(r.name)
@@ -291,7 +322,9 @@ def table(rows: list[Row], refs: dict[str, tuple[float, float, float, float]]) -
         lines.append(
             f"| {name} | {r.analysis_ms:.1f} | {r.build_ms:.1f} | {r.parse1_us:.0f} ({rp}) "
             f"| {r.parse8_us:.0f} | {r.stream1_ms:.1f} ({rs1}) | {r.stream8_ms:.1f} ({rs8}) "
-            f"| {r.stream8_ms / r.stream1_ms:.1f} ({rr}) | {reparse} | {base} "
+            f"| {r.stream8_ms / r.stream1_ms:.1f} ({rr}) "
+            f"| {r.chunk1_us[0]:.1f} / {r.chunk1_us[1]:.0f} "
+            f"| {r.chunk8_us[0]:.1f} / {r.chunk8_us[1]:.0f} | {reparse} | {base} "
             f"| {r.check1} / {r.check8} "
             f"| {r.stream_check} |"
         )

@@ -248,6 +248,26 @@ def test_until_prefix_inside_text_is_not_held_back() -> None:
     assert st(until("</think>"), "a</thb", partial=True) == (MORE, 6)
 
 
+@pytest.mark.parametrize(
+    "delims", [("aab",), ("abab", "ba"), ("a.b*", "b+"), ("<|im_end|>", "<|tool|>", "|")]
+)
+def test_until_holds_back_the_longest_delimiter_prefix(delims: tuple[str, ...]) -> None:
+    """Random texts over the delimiters' characters: the held-back tail is the longest
+    proper prefix of any delimiter that ends the text (computed here by definition)."""
+    rng = random.Random(14)
+    alphabet = "".join(sorted(set("".join(delims)))) + "x"
+    p = until_one_of(*delims)
+    checked = 0
+    for _ in range(400):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        if any(d in text for d in delims):
+            continue
+        hold = max((k for d in delims for k in range(1, len(d)) if text.endswith(d[:k])), default=0)
+        assert st(p, text, partial=True) == (MORE, len(text) - hold), text
+        checked += 1
+    assert checked > 50
+
+
 # --- rules ---------------------------------------------------------------------------------
 
 

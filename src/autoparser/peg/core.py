@@ -37,6 +37,7 @@ class ParseStatus(enum.IntEnum):
 
 
 _FAIL, _OK, _MORE = 0, 1, 2
+_STATUSES = (ParseStatus.FAIL, ParseStatus.SUCCESS, ParseStatus.NEED_MORE_INPUT)
 Res = tuple[int, int, tuple["Node", ...], bool, str]
 _NO_NODES: tuple[Node, ...] = ()
 
@@ -123,23 +124,7 @@ class _Ctx:
         self.max_depth = max_depth
 
     def run(self, node: Parser, pos: int) -> Res:
-        if not node._memo:
-            return node._match(self, pos)
-        key = (node._uid, pos)
-        r = self.memo.get(key)
-        if r is not None:
-            return r
-        self.depth += 1
-        if self.depth > self.max_depth:
-            raise ParseDepthError(f"grammar nesting deeper than {self.max_depth} levels")
-        try:
-            r = node._match(self, pos)
-        finally:
-            self.depth -= 1
-        self.memo[key] = r
-        if r[3]:
-            self.volatile.append(key)
-        return r
+        return node._call(self, pos)
 
 
 _uids = count(1)
@@ -164,6 +149,11 @@ def _frame_depth() -> int:
     return depth
 
 
+def _depth_budget() -> int:
+    """How deep a parse may nest from here: a clear FAIL before Python's RecursionError."""
+    return max((sys.getrecursionlimit() - _frame_depth() - 50) // 3, 1)
+
+
 class Parser:
     """Base class of every parser node; nodes are immutable once built."""
 
@@ -172,6 +162,34 @@ class Parser:
 
     def __init__(self) -> None:
         self._uid = next(_uids)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # The entry point a parent calls: the memoised wrapper, or (for nodes cheaper to
+        # rerun than to look up) the node's own _match, one Python call less per node.
+        super().__init_subclass__(**kwargs)
+        cls._call = Parser._memo_call if cls._memo else cls._match  # type: ignore[method-assign]
+
+    def _call(self, ctx: _Ctx, pos: int) -> Res:
+        """Match at `pos` through the memo (replaced per class, see __init_subclass__)."""
+        return self._memo_call(ctx, pos)
+
+    def _memo_call(self, ctx: _Ctx, pos: int) -> Res:
+        key = (self._uid, pos)
+        memo = ctx.memo
+        r = memo.get(key)
+        if r is not None:
+            return r
+        # No try/finally: an exception ends the whole parse and its context with it.
+        depth = ctx.depth + 1
+        if depth > ctx.max_depth:
+            raise ParseDepthError(f"grammar nesting deeper than {ctx.max_depth} levels")
+        ctx.depth = depth
+        r = self._match(ctx, pos)
+        ctx.depth = depth - 1
+        memo[key] = r
+        if r[3]:
+            ctx.volatile.append(key)
+        return r
 
     # --- building -------------------------------------------------------------------------
     def __add__(self, other: ParserLike) -> Parser:
@@ -233,20 +251,22 @@ class Parser:
         memo: dict[tuple[int, int], Res],
         hints: dict[tuple[int, int], Any],
         volatile: list[tuple[int, int]],
+        max_depth: int = 0,
     ) -> ParseResult:
-        for key in volatile:
-            memo.pop(key, None)
-        volatile.clear()
-        budget = sys.getrecursionlimit() - _frame_depth() - 50
-        ctx = _Ctx(text, partial, memo, hints, volatile, max(budget // 3, 1))
+        if volatile:
+            pop = memo.pop
+            for key in volatile:
+                pop(key, None)
+            volatile.clear()
+        ctx = _Ctx(text, partial, memo, hints, volatile, max_depth or _depth_budget())
         try:
-            status, end, nodes, _hit, closer = ctx.run(self, 0)
+            status, end, nodes, _hit, closer = self._call(ctx, 0)
         except (ParseDepthError, RecursionError) as exc:
             # Partial memo contents are still valid: only finished matches were stored.
             msg = str(exc) if isinstance(exc, ParseDepthError) else "recursion too deep"
             return ParseResult(ParseStatus.FAIL, 0, Node(None, 0, 0, False), msg)
         tree = Node(None, 0, end, status == _OK, nodes, closer if status == _MORE else "")
-        return ParseResult(ParseStatus(status), end, tree)
+        return ParseResult(_STATUSES[status], end, tree)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}#{self._uid}"
@@ -262,6 +282,10 @@ class IncrementalParse:
         self._hints: dict[tuple[int, int], Any] = {}
         self._volatile: list[tuple[int, int]] = []
         self._decoder: codecs.IncrementalDecoder | None = None
+        # The nesting budget of the first feed is kept: walking the caller's frames on
+        # every feed costs more than a token's parse (a deeper later caller still gets a
+        # FAIL from RecursionError, never a crash).
+        self._max_depth = 0
 
     @property
     def text(self) -> str:
@@ -274,7 +298,11 @@ class IncrementalParse:
         self._text = ""  # drop our reference so CPython can grow the string in place
         text += chunk
         self._text = text
-        return self._parser._run(text, True, self._memo, self._hints, self._volatile)
+        if not self._max_depth:
+            self._max_depth = _depth_budget()
+        return self._parser._run(
+            text, True, self._memo, self._hints, self._volatile, self._max_depth
+        )
 
     def feed_bytes(self, data: bytes) -> ParseResult:
         """Append UTF-8 bytes: a character split across chunks waits for its last byte;
@@ -292,7 +320,9 @@ class IncrementalParse:
             tail = self._decoder.decode(b"", final=True)
             if tail:
                 self.feed(tail)
-        return self._parser._run(self._text, False, self._memo, self._hints, self._volatile)
+        return self._parser._run(
+            self._text, False, self._memo, self._hints, self._volatile, self._max_depth
+        )
 
 
 # --- leaves --------------------------------------------------------------------------------
@@ -435,7 +465,7 @@ class Until(Parser):
     prefix of a delimiter is held back (not part of the span) and more input is needed.
     """
 
-    __slots__ = ("_longest", "_rx", "delimiters")
+    __slots__ = ("_hold_rx", "_longest", "_rx", "delimiters")
 
     def __init__(self, delimiters: tuple[str, ...]) -> None:
         super().__init__()
@@ -445,6 +475,11 @@ class Until(Parser):
         self._longest = max(len(d) for d in delimiters)
         alternation = "|".join(re.escape(d) for d in sorted(delimiters, key=len, reverse=True))
         self._rx = re.compile(alternation) if len(delimiters) > 1 else None
+        # Any proper prefix of a delimiter that ends the text: searched from the leftmost
+        # start that could still hold one, the first match is the longest held-back tail.
+        prefixes = sorted({d[:k] for d in delimiters for k in range(1, len(d))}, key=len)
+        held = "|".join(re.escape(p) for p in reversed(prefixes))
+        self._hold_rx = re.compile(f"(?:{held})\\Z") if prefixes else None
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         text = ctx.text
@@ -461,13 +496,9 @@ class Until(Parser):
         ctx.hints[key] = max(pos, n - self._longest + 1)
         if not ctx.partial:
             return (_OK, max(pos, n), _NO_NODES, True, "")
-        hold = 0
-        for d in self.delimiters:
-            for k in range(min(len(d) - 1, n - pos), hold, -1):
-                if text.endswith(d[:k]):
-                    hold = k
-                    break
-        return (_MORE, max(pos, n - hold), _NO_NODES, True, "")
+        rx = self._hold_rx
+        held = rx.search(text, max(pos, n - self._longest + 1)) if rx is not None else None
+        return (_MORE, max(pos, held.start() if held else n), _NO_NODES, True, "")
 
     def __repr__(self) -> str:
         if len(self.delimiters) == 1:
@@ -536,9 +567,8 @@ class Seq(Parser):
         nodes: list[Node] = []
         hit = False
         p = pos
-        run = ctx.run
         for item in self.items:
-            st, e, ns, h, cl = run(item, p)
+            st, e, ns, h, cl = item._call(ctx, p)
             hit = hit or h
             if st != _OK:
                 if st == _MORE:
@@ -570,7 +600,7 @@ class Choice(Parser):
         hit = False
         furthest = pos
         for alt in self.alternatives:
-            r = ctx.run(alt, pos)
+            r = alt._call(ctx, pos)
             if r[0] != _FAIL:
                 return r if not hit or r[3] else (r[0], r[1], r[2], True, r[4])
             hit = hit or r[3]
@@ -618,12 +648,12 @@ class Repeat(_Wrapper):
         stable: tuple[int, int, int] | None = None  # (pos, count, len(nodes)) if advanced
         hit = False
         child = self.child
-        run = ctx.run
+        call = child._call
         limit = self.max
         status = _OK
         closer = ""
         while limit is None or got < limit:
-            st, e, ns, h, cl = run(child, p)
+            st, e, ns, h, cl = call(ctx, p)
             hit = hit or h
             if st == _FAIL:
                 break
@@ -657,7 +687,7 @@ class Peek(_Wrapper):
     __slots__ = ()
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
-        st, _e, _ns, h, _cl = ctx.run(self.child, pos)
+        st, _e, _ns, h, _cl = self.child._call(ctx, pos)
         return (st, pos, _NO_NODES, h, "")
 
     def __repr__(self) -> str:
@@ -670,7 +700,7 @@ class Negate(_Wrapper):
     __slots__ = ()
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
-        st, _e, _ns, h, _cl = ctx.run(self.child, pos)
+        st, _e, _ns, h, _cl = self.child._call(ctx, pos)
         if st == _FAIL:
             return (_OK, pos, _NO_NODES, h, "")
         if st == _MORE or (h and ctx.partial):
@@ -691,7 +721,7 @@ class Tag(_Wrapper):
         self.name = name
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
-        st, e, ns, h, cl = ctx.run(self.child, pos)
+        st, e, ns, h, cl = self.child._call(ctx, pos)
         if st == _FAIL:
             return (st, e, _NO_NODES, h, "")
         return (st, e, (Node(self.name, pos, e, st == _OK, ns, cl),), h, cl)
@@ -706,7 +736,7 @@ class Atomic(_Wrapper):
     __slots__ = ()
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
-        r = ctx.run(self.child, pos)
+        r = self.child._call(ctx, pos)
         if r[0] == _MORE and r[2]:
             return (r[0], r[1], _NO_NODES, r[3], r[4])
         return r
@@ -722,7 +752,7 @@ class TriggerMark(_Wrapper):
     _memo = False
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
-        return ctx.run(self.child, pos)
+        return self.child._call(ctx, pos)
 
     def __repr__(self) -> str:
         return f"trigger({self.child!r})"
@@ -746,7 +776,7 @@ class Ref(Parser):
             raise GrammarError(f"reference to undefined rule {self.name!r}") from None
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
-        return ctx.run(self.target(), pos)
+        return self.target()._call(ctx, pos)
 
     def __repr__(self) -> str:
         return f"ref({self.name!r})"
