@@ -322,19 +322,20 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
 
 @functools.lru_cache(maxsize=256)
 def _probe_cached(
-    source: str, bos_token: str, eos_token: str
+    source: str, bos_token: str, eos_token: str, name: str
 ) -> tuple[TemplateCaps, TemplateQuirks]:
-    return _probe(Renderer(source, bos_token=bos_token, eos_token=eos_token))
+    # The name is part of the key so that a probe's TemplateError names the template.
+    return _probe(Renderer(source, bos_token=bos_token, eos_token=eos_token, name=name))
 
 
 def detect_caps(template: Renderer) -> TemplateCaps:
     """The capabilities of exactly this template text (not its other named variants)."""
-    return _probe_cached(template.source, template.bos_token, template.eos_token)[0]
+    return _probe_cached(template.source, template.bos_token, template.eos_token, template.name)[0]
 
 
 def detect_quirks(template: Renderer) -> TemplateQuirks:
     """The polyfill-relevant details of exactly this template text."""
-    return _probe_cached(template.source, template.bos_token, template.eos_token)[1]
+    return _probe_cached(template.source, template.bos_token, template.eos_token, template.name)[1]
 
 
 def template_caps(default: Renderer, tool_use: Renderer | None = None) -> TemplateCaps:
