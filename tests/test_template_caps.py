@@ -20,11 +20,12 @@ from autoparser.template.caps import detect_caps
 DATA = Path(__file__).parent / "data" / "template_caps_expectations.json"
 OWN = Path(__file__).parent / "templates"
 EXPECTED: dict[str, dict[str, Any]] = json.loads(DATA.read_text(encoding="utf-8"))
-FIELDS = {f.name for f in dataclasses.fields(TemplateCaps)}
+FIELDS = {f.name for f in dataclasses.fields(TemplateCaps) if f.type in ("bool", bool)}
 
 
 def true_fields(obj: object) -> set[str]:
-    return {k for k, v in dataclasses.asdict(obj).items() if v}  # type: ignore[call-overload]
+    """The boolean fields that are set (the switch is pinned on its own)."""
+    return {k for k, v in dataclasses.asdict(obj).items() if v is True}  # type: ignore[call-overload]
 
 
 def test_expectations_name_only_known_fields() -> None:
@@ -61,6 +62,13 @@ def test_corpus_caps(path: Path) -> None:
     template = ChatTemplate.from_file(path)
     assert true_fields(template.caps) == set(row["caps"])
     assert true_fields(template.quirks) == set(row.get("quirks", []))
+    assert switch_row(template.caps) == row.get("thinking_switch")
+
+
+def switch_row(caps: TemplateCaps) -> list[Any] | None:
+    """The reasoning switch as pinned in a row: [variable, on value, off value]."""
+    switch = caps.thinking_switch
+    return None if switch is None else [switch.variable, switch.on, switch.off]
 
 
 @pytest.mark.parametrize(

@@ -33,8 +33,9 @@ def clear_cache() -> None:
 
 def run_analysis(template: Renderer) -> TemplateAnalysis:
     """Analyse without the cache (for benchmarks and tests)."""
-    detect_caps(template)  # raises TemplateError when no conversation renders at all
-    probe = Probe(template)
+    # Raises TemplateError when no conversation renders at all.
+    caps = detect_caps(template)
+    probe = Probe(template, caps.thinking_switch)
     prompts = generation_prompts(probe)
     supports_tools = renders_tool_calls(probe)
     reasoning, after_reasoning = analyze_reasoning(probe, prompts, supports_tools)

@@ -31,8 +31,14 @@ def assistant_turn(probe: Probe, render: str | None) -> str | None:
     at += len(USER_MSG)
     gp = generation_prompt(probe, True)
     segs = segmentize(gp)
-    for n in range(len(segs), 0, -1):
-        header = "".join(seg.value for seg in segs[:n]).rstrip() if n < len(segs) else gp
+    headers = [gp]
+    # What the prompt appends whether thinking is on or off: the role header without what
+    # the switch adds (Seed-Think's "assistant/think" when reasoning is forced).
+    shared = safe_common_prefix(gp, generation_prompt(probe, False))
+    if shared.strip() and shared != gp:
+        headers.append(shared)
+    headers += ["".join(s.value for s in segs[:n]).rstrip() for n in range(len(segs) - 1, 0, -1)]
+    for header in headers:
         if header.strip():
             found = render.find(header, at)
             if found >= 0:

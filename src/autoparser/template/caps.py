@@ -18,6 +18,7 @@ from typing import Any
 
 from autoparser.errors import TemplateError, TemplateLimitError
 from autoparser.template.renderer import Renderer
+from autoparser.template.switches import SwitchValue, ThinkingSwitch, find_switch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +36,9 @@ class TemplateCaps:
     requires_typed_content: bool = False
     renders_reasoning: bool = False
     supports_thinking_toggle: bool = False
+    # The variable (and its values) that switches reasoning in the generation prompt, when
+    # the template has one: ``enable_thinking``, ``thinking``, ``thinking_mode``...
+    thinking_switch: ThinkingSwitch | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,6 +198,21 @@ def _find_call_shape(prober: _Prober) -> _CallProbe:
     return fallback
 
 
+def _generation_prompt(prober: _Prober, variable: str, value: SwitchValue) -> str | None:
+    """What the prompt ends with after the user turn, with ``variable`` set.
+
+    The text after the user's message, not the whole render: a variable that only changes
+    the system prompt (gpt-oss's ``reasoning_effort``) switches no reasoning on or off,
+    while one that appends an empty block after the turn (even outside the generation
+    prompt's own branch) does.
+    """
+    text = prober.render([prober.user()], None, True, **{variable: value})
+    if text is None:
+        return None
+    at = text.rfind(USER)
+    return text[at + len(USER) :] if at >= 0 else text
+
+
 def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
     prober = _Prober(template)
     plain = prober.render([prober.user()], add_generation_prompt=True)
@@ -292,8 +311,12 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
         dumped = shown is not None and ("'thinking'" in shown or '"thinking"' in shown)
         thinking_block = _has(shown, REASONING, ANSWER) and not dumped
 
-    thinking_on = prober.render([prober.user()], None, True, enable_thinking=True)
-    thinking_off = prober.render([prober.user()], None, True, enable_thinking=False)
+    switch = find_switch(template.source, functools.partial(_generation_prompt, prober))
+    variable = switch.variable if switch else "enable_thinking"
+    on_value: SwitchValue = switch.on if switch else True
+    off_value: SwitchValue = switch.off if switch else False
+    thinking_on = prober.render([prober.user()], None, True, **{variable: on_value})
+    thinking_off = prober.render([prober.user()], None, True, **{variable: off_value})
 
     caps = TemplateCaps(
         supports_system_role=_has(system, SYSTEM),
@@ -310,6 +333,7 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
         supports_thinking_toggle=(
             thinking_on is not None and thinking_off is not None and thinking_on != thinking_off
         ),
+        thinking_switch=switch,
     )
     quirks = TemplateQuirks(
         tool_call_id_alnum9=shape.renders and shape.alnum9,
