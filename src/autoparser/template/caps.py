@@ -18,7 +18,7 @@ from typing import Any
 
 from autoparser.errors import TemplateError, TemplateLimitError
 from autoparser.template.renderer import Renderer
-from autoparser.template.switches import SwitchValue, ThinkingSwitch, find_switch
+from autoparser.template.switches import PromptEnds, SwitchValue, ThinkingSwitch, find_switch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,19 +198,23 @@ def _find_call_shape(prober: _Prober) -> _CallProbe:
     return fallback
 
 
-def _generation_prompt(prober: _Prober, variable: str, value: SwitchValue) -> str | None:
-    """What the prompt ends with after the user turn, with ``variable`` set.
+def _prompt_ends(prober: _Prober, variable: str, value: SwitchValue) -> PromptEnds | None:
+    """What the prompt ends with after the user turn, with ``variable`` set: with the
+    generation prompt, and without it.
 
     The text after the user's message, not the whole render: a variable that only changes
     the system prompt (gpt-oss's ``reasoning_effort``) switches no reasoning on or off,
     while one that appends an empty block after the turn (even outside the generation
     prompt's own branch) does.
     """
-    text = prober.render([prober.user()], None, True, **{variable: value})
-    if text is None:
-        return None
-    at = text.rfind(USER)
-    return text[at + len(USER) :] if at >= 0 else text
+    ends: list[str] = []
+    for add_generation_prompt in (True, False):
+        text = prober.render([prober.user()], None, add_generation_prompt, **{variable: value})
+        if text is None:
+            return None
+        at = text.rfind(USER)
+        ends.append(text[at + len(USER) :] if at >= 0 else text)
+    return ends[0], ends[1]
 
 
 def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
@@ -311,7 +315,7 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
         dumped = shown is not None and ("'thinking'" in shown or '"thinking"' in shown)
         thinking_block = _has(shown, REASONING, ANSWER) and not dumped
 
-    switch = find_switch(template.source, functools.partial(_generation_prompt, prober))
+    switch = find_switch(template.source, functools.partial(_prompt_ends, prober))
     variable = switch.variable if switch else "enable_thinking"
     on_value: SwitchValue = switch.on if switch else True
     off_value: SwitchValue = switch.off if switch else False

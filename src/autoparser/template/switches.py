@@ -93,7 +93,9 @@ def switch_candidates(source: str) -> tuple[str, ...]:
     tested: set[str] = set()
     for node in tree.find_all((nodes.If, nodes.CondExpr)):
         test = getattr(node, "test", None)
-        if isinstance(test, nodes.Node):
+        if isinstance(test, nodes.Name):
+            tested.add(test.name)  # find_all() yields only the descendants of a node
+        elif isinstance(test, nodes.Node):
             tested.update(name.name for name in test.find_all(nodes.Name))
     return tuple(sorted(undeclared & tested, key=lambda name: (_rank(name), name)))
 
@@ -111,38 +113,48 @@ def _pairs(name: str) -> tuple[tuple[SwitchValue, SwitchValue], ...]:
     return flags + WORD_PAIRS
 
 
+# What a prompt ends with after the user's turn, with and without the generation prompt.
+PromptEnds = tuple[str, str]
+
+
 def find_switch(
-    source: str, generation_prompt: Callable[[str, SwitchValue], str | None]
+    source: str, prompt_ends: Callable[[str, SwitchValue], PromptEnds | None]
 ) -> ThinkingSwitch | None:
     """The first candidate whose on and off values give different generation prompts.
 
-    ``generation_prompt(variable, value)`` renders what add_generation_prompt appends with
-    the variable set (``None`` when the template refuses the value).
+    ``prompt_ends(variable, value)`` renders what follows a user turn with the variable
+    set, with and without add_generation_prompt (``None`` when the template refuses the
+    value). A variable not named for reasoning must change only the generation prompt
+    (a flag that prints itself or a response after the turn is no switch).
     """
     for name in switch_candidates(source):
-        switch = _switch_of(name, generation_prompt)
+        switch = _switch_of(name, prompt_ends)
         if switch is not None:
             return switch
     return None
 
 
 def _switch_of(
-    name: str, generation_prompt: Callable[[str, SwitchValue], str | None]
+    name: str, prompt_ends: Callable[[str, SwitchValue], PromptEnds | None]
 ) -> ThinkingSwitch | None:
     """The first value pair of one variable giving different generation prompts."""
-    seen: dict[tuple[str, SwitchValue], str | None] = {}
+    seen: dict[tuple[str, SwitchValue], PromptEnds | None] = {}
 
-    def prompt(value: SwitchValue) -> str | None:
+    def ends(value: SwitchValue) -> PromptEnds | None:
         key = (type(value).__name__, value)  # False and 0 are equal keys otherwise
         if key not in seen:
-            seen[key] = generation_prompt(name, value)
+            seen[key] = prompt_ends(name, value)
         return seen[key]
 
+    only_in_prompt = _rank(name) == 3
     for on, off in _pairs(name):
-        on_prompt = prompt(on)
-        if on_prompt is None:
+        on_ends = ends(on)
+        if on_ends is None:
             continue
-        off_prompt = prompt(off)
-        if off_prompt is not None and off_prompt != on_prompt:
-            return ThinkingSwitch(name, on, off)
+        off_ends = ends(off)
+        if off_ends is None or off_ends[0] == on_ends[0]:
+            continue
+        if only_in_prompt and off_ends[1] != on_ends[1]:
+            continue
+        return ThinkingSwitch(name, on, off)
     return None
