@@ -128,12 +128,43 @@ OWN_EXPECTED = {
     "tpl_reasoning_key": {"supports_system_role", "renders_reasoning"},
     "tpl_thinking_blocks": {"supports_system_role", "renders_reasoning"},
     "tpl_mutates_list": {"supports_system_role"},
+    # Tools read as bare function objects: found by passing them in that shape too.
+    "tpl_bare_function_tools": {
+        "supports_system_role",
+        "supports_tools",
+        "supports_tool_calls",
+        "supports_parallel_tool_calls",
+        "supports_tool_responses",
+        "requires_object_arguments",
+    },
+    # Lists only tools with a description (the probe tools have one); renders no calls.
+    "tpl_described_tools": {"supports_system_role", "supports_tools", "supports_tool_responses"},
 }
 
 
 @pytest.mark.parametrize("name", sorted(OWN_EXPECTED))
 def test_own_template_caps(name: str) -> None:
     assert true_fields(ChatTemplate.from_file(OWN / f"{name}.jinja").caps) == OWN_EXPECTED[name]
+
+
+def test_tools_read_as_bare_functions_are_passed_in_that_shape() -> None:
+    template = ChatTemplate.from_file(OWN / "tpl_bare_function_tools.jinja")
+    assert template.quirks.tools_as_functions
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+    user = [{"role": "user", "content": "Weather?"}]
+    prompt = template.render(user, [tool])
+    assert '- get_weather: Current weather. {"type": "object"' in prompt
+    # Polyfills off: the template sees the OpenAI shape and cannot read it.
+    with pytest.raises(TemplateError):
+        template.render(user, [tool], polyfills=False)
+    assert template.analyze().tools.format.mode.value == "json_native"
 
 
 def test_example_template_caps() -> None:

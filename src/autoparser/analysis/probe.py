@@ -88,8 +88,15 @@ CALL_TYPED: CallSpec = (
 class Probe:
     """Renders the analysis variants of one template, memoised."""
 
-    def __init__(self, template: Renderer, switch: ThinkingSwitch | None = None) -> None:
+    def __init__(
+        self,
+        template: Renderer,
+        switch: ThinkingSwitch | None = None,
+        tools_as_functions: bool = False,
+    ) -> None:
         self.template = template
+        # The tools list in the shape the template reads (bare function objects or OpenAI's).
+        self.tools = [t["function"] for t in TOOLS] if tools_as_functions else TOOLS
         # The variable that switches reasoning; ``thinking`` in render() is mapped onto it
         # (``enable_thinking`` is always passed too, as a request would).
         self.switch = switch
@@ -155,7 +162,7 @@ class Probe:
                 messages.append({"role": "tool", "tool_call_id": CALL_ID, "content": TOOL_RESULT})
         context: dict[str, Any] = {"messages": messages, "add_generation_prompt": gen_prompt}
         if tools:
-            context["tools"] = TOOLS
+            context["tools"] = self.tools
         self._set_thinking(context, thinking)
         try:
             out: str | None = self.template.render_raw(context)

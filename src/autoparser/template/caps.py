@@ -49,6 +49,9 @@ class TemplateQuirks:
     arguments_as_json_string: bool = False  # objects would print as Python reprs
     reads_reasoning_key: bool = False  # reasoning read only as ``message.reasoning``
     reasoning_as_thinking_block: bool = False  # reasoning read only as a typed "thinking" part
+    # Tools read as bare function objects ({"name", "description", "parameters"}), not
+    # under OpenAI's {"type": "function", "function": {...}}.
+    tools_as_functions: bool = False
 
 
 USER = "PrbUserMsg"
@@ -89,6 +92,13 @@ class _Prober:
         self.typed = False
         # Tools passed when a probe passes none: set for tool-only variants that fail without.
         self.default_tools: list[dict[str, Any]] | None = None
+        # The template reads each tool as a bare function object.
+        self.bare_tools = False
+
+    def tools(self, count: int = 2) -> list[dict[str, Any]]:
+        """The probe tools, in the shape the template reads."""
+        tools = PROBE_TOOLS[:count]
+        return [t["function"] for t in tools] if self.bare_tools else tools
 
     def content(self, text: str) -> Any:
         return [{"type": "text", "text": text}] if self.typed else text
@@ -179,7 +189,7 @@ def _find_call_shape(prober: _Prober) -> _CallProbe:
             for non_null, content in ((False, None), (True, "")):
                 for as_object in (True, False):
                     messages = _call_conversation(prober, ids, content, as_object, with_result)
-                    text = prober.render(messages, PROBE_TOOLS, with_result)
+                    text = prober.render(messages, prober.tools(), with_result)
                     if text is None:
                         continue
                     # The tools list names every probe tool, so finding TOOL proves nothing:
@@ -187,7 +197,7 @@ def _find_call_shape(prober: _Prober) -> _CallProbe:
                     swapped = _call_conversation(
                         prober, ids, content, as_object, with_result, names=(TOOL2, TOOL)
                     )
-                    other = prober.render(swapped, PROBE_TOOLS, with_result)
+                    other = prober.render(swapped, prober.tools(), with_result)
                     if _has(text, TOOL) and other is not None and other != text:
                         return _CallProbe(True, True, alnum9, non_null, with_result, text)
                     # Else keep the first shape showing both the tools and the results: the
@@ -235,7 +245,15 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
         [{"role": "system", "content": prober.content(SYSTEM)}, prober.user()],
         add_generation_prompt=True,
     )
-    with_tools = prober.render([prober.user()], PROBE_TOOLS[:1], True)
+    with_tools = prober.render([prober.user()], prober.tools(1), True)
+    if not _has(with_tools, TOOL):
+        # Some templates read a tool as the bare function object (``tool.name``).
+        prober.bare_tools = True
+        bare = prober.render([prober.user()], prober.tools(1), True)
+        if _has(bare, TOOL):
+            with_tools = bare
+        else:
+            prober.bare_tools = False
 
     shape = _find_call_shape(prober)
     ids = ALNUM9_IDS if shape.alnum9 else GENERIC_IDS
@@ -244,12 +262,12 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
     if shape.works:
         as_obj = prober.render(
             _call_conversation(prober, ids, content, True, shape.with_result),
-            PROBE_TOOLS,
+            prober.tools(),
             shape.with_result,
         )
         as_str = prober.render(
             _call_conversation(prober, ids, content, False, shape.with_result),
-            PROBE_TOOLS,
+            prober.tools(),
             shape.with_result,
         )
         # Objects are the transformers convention: prefer them whenever they render well and
@@ -276,7 +294,7 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
                     names,
                     value,
                 ),
-                PROBE_TOOLS,
+                prober.tools(),
                 shape.with_result,
             )
             for names, value in (((TOOL, TOOL2), ARG_VALUE), ((TOOL, TOOL), ARG_VALUE2))
@@ -344,6 +362,7 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
         arguments_as_json_string=arguments_as_string,
         reads_reasoning_key=reasoning_key,
         reasoning_as_thinking_block=thinking_block,
+        tools_as_functions=prober.bare_tools,
     )
     return caps, quirks
 
