@@ -67,7 +67,7 @@ RESULT = "PrbToolResult"
 GENERIC_IDS = ("call_prb_00001", "call_prb_00002")
 ALNUM9_IDS = ("Prb0Id001", "Prb0Id002")
 
-PROBE_TOOLS = [
+PROBE_TOOLS: list[dict[str, Any]] = [
     {
         "type": "function",
         "function": {
