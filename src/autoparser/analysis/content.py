@@ -80,6 +80,13 @@ def _next_turn_marker(probe: Probe, user_end: list[str]) -> str:
     return eot
 
 
+def _wraps_user_text(probe: Probe, opener: str) -> bool:
+    """Whether the user's message is opened by the same marker as the answer."""
+    text = probe.render()
+    at = -1 if text is None else text.rfind(USER_MSG)
+    return text is not None and at >= 0 and text[:at].rstrip().endswith(opener)
+
+
 def _strip_reasoning(pre: str, reasoning: ReasoningAnalysis) -> str:
     if reasoning.end and reasoning.end in pre:
         return pre[pre.rfind(reasoning.end) + len(reasoning.end) :]
@@ -96,7 +103,16 @@ def analyze_content(
         return ContentAnalysis(), ""
     at = turn.find(ASSISTANT_MSG)
     start = _strip_reasoning(turn[:at], reasoning).strip()
-    end, eot = split_post(turn[at + len(ASSISTANT_MSG) :], user_end)
+    post = turn[at + len(ASSISTANT_MSG) :]
+    end, eot = split_post(post, user_end)
+    if start and not end and _wraps_user_text(probe, start) and len(user_end) > 1:
+        # The user's text is wrapped like the answer ("<|START_TEXT|>...<|END_TEXT|>"): the
+        # user turn's first closing marker closes the text, the next one ends the turn.
+        rest = post.strip()
+        if rest.startswith(user_end[0] + user_end[1]) or rest.startswith(
+            user_end[0] + "\n" + user_end[1]
+        ):
+            end, eot = user_end[0], user_end[1]
     if not eot:
         eot = _next_turn_marker(probe, user_end)
     mode = ContentMode.ALWAYS_WRAPPED if start or end else ContentMode.PLAIN
