@@ -20,11 +20,12 @@ from autoparser.template.caps import detect_caps
 DATA = Path(__file__).parent / "data" / "template_caps_expectations.json"
 OWN = Path(__file__).parent / "templates"
 EXPECTED: dict[str, dict[str, Any]] = json.loads(DATA.read_text(encoding="utf-8"))
-FIELDS = {f.name for f in dataclasses.fields(TemplateCaps)}
+FIELDS = {f.name for f in dataclasses.fields(TemplateCaps) if f.type in ("bool", bool)}
 
 
 def true_fields(obj: object) -> set[str]:
-    return {k for k, v in dataclasses.asdict(obj).items() if v}  # type: ignore[call-overload]
+    """The boolean fields that are set (the switch is pinned on its own)."""
+    return {k for k, v in dataclasses.asdict(obj).items() if v is True}  # type: ignore[call-overload]
 
 
 def test_expectations_name_only_known_fields() -> None:
@@ -61,6 +62,13 @@ def test_corpus_caps(path: Path) -> None:
     template = ChatTemplate.from_file(path)
     assert true_fields(template.caps) == set(row["caps"])
     assert true_fields(template.quirks) == set(row.get("quirks", []))
+    assert switch_row(template.caps) == row.get("thinking_switch")
+
+
+def switch_row(caps: TemplateCaps) -> list[Any] | None:
+    """The reasoning switch as pinned in a row: [variable, on value, off value]."""
+    switch = caps.thinking_switch
+    return None if switch is None else [switch.variable, switch.on, switch.off]
 
 
 @pytest.mark.parametrize(
@@ -120,12 +128,43 @@ OWN_EXPECTED = {
     "tpl_reasoning_key": {"supports_system_role", "renders_reasoning"},
     "tpl_thinking_blocks": {"supports_system_role", "renders_reasoning"},
     "tpl_mutates_list": {"supports_system_role"},
+    # Tools read as bare function objects: found by passing them in that shape too.
+    "tpl_bare_function_tools": {
+        "supports_system_role",
+        "supports_tools",
+        "supports_tool_calls",
+        "supports_parallel_tool_calls",
+        "supports_tool_responses",
+        "requires_object_arguments",
+    },
+    # Lists only tools with a description (the probe tools have one); renders no calls.
+    "tpl_described_tools": {"supports_system_role", "supports_tools", "supports_tool_responses"},
 }
 
 
 @pytest.mark.parametrize("name", sorted(OWN_EXPECTED))
 def test_own_template_caps(name: str) -> None:
     assert true_fields(ChatTemplate.from_file(OWN / f"{name}.jinja").caps) == OWN_EXPECTED[name]
+
+
+def test_tools_read_as_bare_functions_are_passed_in_that_shape() -> None:
+    template = ChatTemplate.from_file(OWN / "tpl_bare_function_tools.jinja")
+    assert template.quirks.tools_as_functions
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+    user = [{"role": "user", "content": "Weather?"}]
+    prompt = template.render(user, [tool])
+    assert '- get_weather: Current weather. {"type": "object"' in prompt
+    # Polyfills off: the template sees the OpenAI shape and cannot read it.
+    with pytest.raises(TemplateError):
+        template.render(user, [tool], polyfills=False)
+    assert template.analyze().tools.format.mode.value == "json_native"
 
 
 def test_example_template_caps() -> None:

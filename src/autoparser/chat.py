@@ -247,7 +247,12 @@ class ChatTemplate:
             template_supports_parallel=analysis.tools.parallel_calls,
         )
         if enable_thinking is not None:
-            template_kwargs["enable_thinking"] = enable_thinking
+            # Mapped onto the template's own switch; a caller's explicit kwargs win.
+            template_kwargs.setdefault("enable_thinking", enable_thinking)
+            r = analysis.reasoning
+            if r.switch_variable:
+                value = r.switch_on if enable_thinking else r.switch_off
+                template_kwargs.setdefault(r.switch_variable, value)
         render_tools = list(tools) if tools else None
         prompt = self._render(
             messages, render_tools, add_generation_prompt, polyfills, template_kwargs, now

@@ -13,7 +13,7 @@ from autoparser.analysis.tools import ToolFindings, analyze_tools, renders_tool_
 from autoparser.analysis.workarounds import apply_workarounds
 from autoparser.formats import detect_format
 from autoparser.template import Renderer
-from autoparser.template.caps import detect_caps
+from autoparser.template.caps import detect_caps, detect_quirks
 
 _CACHE: dict[tuple[str, str, str], TemplateAnalysis] = {}
 
@@ -33,8 +33,10 @@ def clear_cache() -> None:
 
 def run_analysis(template: Renderer) -> TemplateAnalysis:
     """Analyse without the cache (for benchmarks and tests)."""
-    detect_caps(template)  # raises TemplateError when no conversation renders at all
-    probe = Probe(template)
+    # Raises TemplateError when no conversation renders at all.
+    caps = detect_caps(template)
+    quirks = detect_quirks(template)
+    probe = Probe(template, caps.thinking_switch, quirks.tools_as_functions)
     prompts = generation_prompts(probe)
     supports_tools = renders_tool_calls(probe)
     reasoning, after_reasoning = analyze_reasoning(probe, prompts, supports_tools)

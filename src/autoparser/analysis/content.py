@@ -31,8 +31,14 @@ def assistant_turn(probe: Probe, render: str | None) -> str | None:
     at += len(USER_MSG)
     gp = generation_prompt(probe, True)
     segs = segmentize(gp)
-    for n in range(len(segs), 0, -1):
-        header = "".join(seg.value for seg in segs[:n]).rstrip() if n < len(segs) else gp
+    headers = [gp]
+    # What the prompt appends whether thinking is on or off: the role header without what
+    # the switch adds (Seed-Think's "assistant/think" when reasoning is forced).
+    shared = safe_common_prefix(gp, generation_prompt(probe, False))
+    if shared.strip() and shared != gp:
+        headers.append(shared)
+    headers += ["".join(s.value for s in segs[:n]).rstrip() for n in range(len(segs) - 1, 0, -1)]
+    for header in headers:
         if header.strip():
             found = render.find(header, at)
             if found >= 0:
@@ -74,6 +80,13 @@ def _next_turn_marker(probe: Probe, user_end: list[str]) -> str:
     return eot
 
 
+def _wraps_user_text(probe: Probe, opener: str) -> bool:
+    """Whether the user's message is opened by the same marker as the answer."""
+    text = probe.render()
+    at = -1 if text is None else text.rfind(USER_MSG)
+    return text is not None and at >= 0 and text[:at].rstrip().endswith(opener)
+
+
 def _strip_reasoning(pre: str, reasoning: ReasoningAnalysis) -> str:
     if reasoning.end and reasoning.end in pre:
         return pre[pre.rfind(reasoning.end) + len(reasoning.end) :]
@@ -90,7 +103,16 @@ def analyze_content(
         return ContentAnalysis(), ""
     at = turn.find(ASSISTANT_MSG)
     start = _strip_reasoning(turn[:at], reasoning).strip()
-    end, eot = split_post(turn[at + len(ASSISTANT_MSG) :], user_end)
+    post = turn[at + len(ASSISTANT_MSG) :]
+    end, eot = split_post(post, user_end)
+    if start and not end and _wraps_user_text(probe, start) and len(user_end) > 1:
+        # The user's text is wrapped like the answer ("<|START_TEXT|>...<|END_TEXT|>"): the
+        # user turn's first closing marker closes the text, the next one ends the turn.
+        rest = post.strip()
+        if rest.startswith(user_end[0] + user_end[1]) or rest.startswith(
+            user_end[0] + "\n" + user_end[1]
+        ):
+            end, eot = user_end[0], user_end[1]
     if not eot:
         eot = _next_turn_marker(probe, user_end)
     mode = ContentMode.ALWAYS_WRAPPED if start or end else ContentMode.PLAIN

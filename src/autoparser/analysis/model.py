@@ -74,6 +74,13 @@ class ReasoningAnalysis:
     # "reasoning_content", "reasoning" or "thinking" (message key), "thinking_block"
     # (a {"type": "thinking", "thinking": ...} content block), or "" (never rendered).
     history_field: str = ""
+    # Added by the analyser: the template variable that switches reasoning on and off
+    # (``enable_thinking``, ``thinking``, ``thinking_mode``, ``reasoning_effort``...), with
+    # the values for on and off; "" when the template has none. The request's
+    # ``enable_thinking`` is mapped onto it, and the prompt suffixes above are rendered with it.
+    switch_variable: str = ""
+    switch_on: bool | int | str | None = None
+    switch_off: bool | int | str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from autoparser.errors import TemplateError, TemplateLimitError
-from autoparser.template import Renderer
+from autoparser.template import Renderer, ThinkingSwitch
 
 FUN_FIRST = "FFF_FIRST_FUN_F"
 FUN_SECOND = "SSS_SECOND_FUN_S"
@@ -88,8 +88,18 @@ CALL_TYPED: CallSpec = (
 class Probe:
     """Renders the analysis variants of one template, memoised."""
 
-    def __init__(self, template: Renderer) -> None:
+    def __init__(
+        self,
+        template: Renderer,
+        switch: ThinkingSwitch | None = None,
+        tools_as_functions: bool = False,
+    ) -> None:
         self.template = template
+        # The tools list in the shape the template reads (bare function objects or OpenAI's).
+        self.tools = [t["function"] for t in TOOLS] if tools_as_functions else TOOLS
+        # The variable that switches reasoning; ``thinking`` in render() is mapped onto it
+        # (``enable_thinking`` is always passed too, as a request would).
+        self.switch = switch
         self._cache: dict[Any, str | None] = {}
         # Arguments are passed as objects (what most templates index into); a template
         # that concatenates them as strings gets JSON strings instead.
@@ -152,9 +162,8 @@ class Probe:
                 messages.append({"role": "tool", "tool_call_id": CALL_ID, "content": TOOL_RESULT})
         context: dict[str, Any] = {"messages": messages, "add_generation_prompt": gen_prompt}
         if tools:
-            context["tools"] = TOOLS
-        if thinking is not None:
-            context["enable_thinking"] = thinking
+            context["tools"] = self.tools
+        self._set_thinking(context, thinking)
         try:
             out: str | None = self.template.render_raw(context)
         except TemplateLimitError:
@@ -163,6 +172,13 @@ class Probe:
             out = None
         self._cache[key] = out
         return out
+
+    def _set_thinking(self, context: dict[str, Any], thinking: bool | None) -> None:
+        if thinking is None:
+            return
+        context["enable_thinking"] = thinking
+        if self.switch is not None:
+            context[self.switch.variable] = self.switch.value(thinking)
 
     def turn(
         self,
@@ -195,9 +211,9 @@ class Probe:
             {"role": "assistant", "content": blocks},
         ]
         try:
-            out: str | None = self.template.render_raw(
-                {"messages": messages, "add_generation_prompt": False, "enable_thinking": True}
-            )
+            context: dict[str, Any] = {"messages": messages, "add_generation_prompt": False}
+            self._set_thinking(context, True)
+            out: str | None = self.template.render_raw(context)
         except TemplateLimitError:
             raise  # a hostile template is an error, not a missing capability
         except TemplateError:

@@ -193,9 +193,10 @@ def analyze_reasoning(
     else:
         mode = ReasoningMode.NONE
     if mode is ReasoningMode.NONE:
-        return ReasoningAnalysis(renders_last_reasoning=renders_last), ""
-    return (
-        ReasoningAnalysis(
+        analysis = ReasoningAnalysis(renders_last_reasoning=renders_last)
+        after_end = ""
+    else:
+        analysis = ReasoningAnalysis(
             mode=mode,
             start=start,
             end=end,
@@ -203,6 +204,10 @@ def analyze_reasoning(
             enabled_prompt_suffix=enabled_suffix,
             renders_last_reasoning=renders_last,
             history_field=field,
-        ),
-        after_end,
-    )
+        )
+    switch = probe.switch
+    if switch is not None:
+        analysis = dataclasses.replace(
+            analysis, switch_variable=switch.variable, switch_on=switch.on, switch_off=switch.off
+        )
+    return analysis, after_end

@@ -14,12 +14,14 @@ from autoparser.template.caps import (
 from autoparser.template.loading import TemplateSource
 from autoparser.template.polyfill import apply_polyfills
 from autoparser.template.renderer import Renderer
+from autoparser.template.switches import ThinkingSwitch
 
 __all__ = [
     "Renderer",
     "TemplateCaps",
     "TemplateQuirks",
     "TemplateSource",
+    "ThinkingSwitch",
     "apply_polyfills",
     "detect_caps",
     "detect_quirks",

@@ -18,6 +18,7 @@ from typing import Any
 
 from autoparser.errors import TemplateError, TemplateLimitError
 from autoparser.template.renderer import Renderer
+from autoparser.template.switches import PromptEnds, SwitchValue, ThinkingSwitch, find_switch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +36,9 @@ class TemplateCaps:
     requires_typed_content: bool = False
     renders_reasoning: bool = False
     supports_thinking_toggle: bool = False
+    # The variable (and its values) that switches reasoning in the generation prompt, when
+    # the template has one: ``enable_thinking``, ``thinking``, ``thinking_mode``...
+    thinking_switch: ThinkingSwitch | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +49,9 @@ class TemplateQuirks:
     arguments_as_json_string: bool = False  # objects would print as Python reprs
     reads_reasoning_key: bool = False  # reasoning read only as ``message.reasoning``
     reasoning_as_thinking_block: bool = False  # reasoning read only as a typed "thinking" part
+    # Tools read as bare function objects ({"name", "description", "parameters"}), not
+    # under OpenAI's {"type": "function", "function": {...}}.
+    tools_as_functions: bool = False
 
 
 USER = "PrbUserMsg"
@@ -60,7 +67,7 @@ RESULT = "PrbToolResult"
 GENERIC_IDS = ("call_prb_00001", "call_prb_00002")
 ALNUM9_IDS = ("Prb0Id001", "Prb0Id002")
 
-PROBE_TOOLS = [
+PROBE_TOOLS: list[dict[str, Any]] = [
     {
         "type": "function",
         "function": {
@@ -85,6 +92,13 @@ class _Prober:
         self.typed = False
         # Tools passed when a probe passes none: set for tool-only variants that fail without.
         self.default_tools: list[dict[str, Any]] | None = None
+        # The template reads each tool as a bare function object.
+        self.bare_tools = False
+
+    def tools(self, count: int = 2) -> list[dict[str, Any]]:
+        """The probe tools, in the shape the template reads."""
+        tools = PROBE_TOOLS[:count]
+        return [t["function"] for t in tools] if self.bare_tools else tools
 
     def content(self, text: str) -> Any:
         return [{"type": "text", "text": text}] if self.typed else text
@@ -175,7 +189,7 @@ def _find_call_shape(prober: _Prober) -> _CallProbe:
             for non_null, content in ((False, None), (True, "")):
                 for as_object in (True, False):
                     messages = _call_conversation(prober, ids, content, as_object, with_result)
-                    text = prober.render(messages, PROBE_TOOLS, with_result)
+                    text = prober.render(messages, prober.tools(), with_result)
                     if text is None:
                         continue
                     # The tools list names every probe tool, so finding TOOL proves nothing:
@@ -183,7 +197,7 @@ def _find_call_shape(prober: _Prober) -> _CallProbe:
                     swapped = _call_conversation(
                         prober, ids, content, as_object, with_result, names=(TOOL2, TOOL)
                     )
-                    other = prober.render(swapped, PROBE_TOOLS, with_result)
+                    other = prober.render(swapped, prober.tools(), with_result)
                     if _has(text, TOOL) and other is not None and other != text:
                         return _CallProbe(True, True, alnum9, non_null, with_result, text)
                     # Else keep the first shape showing both the tools and the results: the
@@ -192,6 +206,25 @@ def _find_call_shape(prober: _Prober) -> _CallProbe:
                     if not fallback.renders and with_result and _has(text, TOOL, RESULT):
                         fallback = _CallProbe(True, False, alnum9, non_null, with_result, text)
     return fallback
+
+
+def _prompt_ends(prober: _Prober, variable: str, value: SwitchValue) -> PromptEnds | None:
+    """What the prompt ends with after the user turn, with ``variable`` set: with the
+    generation prompt, and without it.
+
+    The text after the user's message, not the whole render: a variable that only changes
+    the system prompt (gpt-oss's ``reasoning_effort``) switches no reasoning on or off,
+    while one that appends an empty block after the turn (even outside the generation
+    prompt's own branch) does.
+    """
+    ends: list[str] = []
+    for add_generation_prompt in (True, False):
+        text = prober.render([prober.user()], None, add_generation_prompt, **{variable: value})
+        if text is None:
+            return None
+        at = text.rfind(USER)
+        ends.append(text[at + len(USER) :] if at >= 0 else text)
+    return ends[0], ends[1]
 
 
 def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
@@ -212,7 +245,15 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
         [{"role": "system", "content": prober.content(SYSTEM)}, prober.user()],
         add_generation_prompt=True,
     )
-    with_tools = prober.render([prober.user()], PROBE_TOOLS[:1], True)
+    with_tools = prober.render([prober.user()], prober.tools(1), True)
+    if not _has(with_tools, TOOL):
+        # Some templates read a tool as the bare function object (``tool.name``).
+        prober.bare_tools = True
+        bare = prober.render([prober.user()], prober.tools(1), True)
+        if _has(bare, TOOL):
+            with_tools = bare
+        else:
+            prober.bare_tools = False
 
     shape = _find_call_shape(prober)
     ids = ALNUM9_IDS if shape.alnum9 else GENERIC_IDS
@@ -221,12 +262,12 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
     if shape.works:
         as_obj = prober.render(
             _call_conversation(prober, ids, content, True, shape.with_result),
-            PROBE_TOOLS,
+            prober.tools(),
             shape.with_result,
         )
         as_str = prober.render(
             _call_conversation(prober, ids, content, False, shape.with_result),
-            PROBE_TOOLS,
+            prober.tools(),
             shape.with_result,
         )
         # Objects are the transformers convention: prefer them whenever they render well and
@@ -253,7 +294,7 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
                     names,
                     value,
                 ),
-                PROBE_TOOLS,
+                prober.tools(),
                 shape.with_result,
             )
             for names, value in (((TOOL, TOOL2), ARG_VALUE), ((TOOL, TOOL), ARG_VALUE2))
@@ -292,8 +333,12 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
         dumped = shown is not None and ("'thinking'" in shown or '"thinking"' in shown)
         thinking_block = _has(shown, REASONING, ANSWER) and not dumped
 
-    thinking_on = prober.render([prober.user()], None, True, enable_thinking=True)
-    thinking_off = prober.render([prober.user()], None, True, enable_thinking=False)
+    switch = find_switch(template.source, functools.partial(_prompt_ends, prober))
+    variable = switch.variable if switch else "enable_thinking"
+    on_value: SwitchValue = switch.on if switch else True
+    off_value: SwitchValue = switch.off if switch else False
+    thinking_on = prober.render([prober.user()], None, True, **{variable: on_value})
+    thinking_off = prober.render([prober.user()], None, True, **{variable: off_value})
 
     caps = TemplateCaps(
         supports_system_role=_has(system, SYSTEM),
@@ -310,12 +355,14 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
         supports_thinking_toggle=(
             thinking_on is not None and thinking_off is not None and thinking_on != thinking_off
         ),
+        thinking_switch=switch,
     )
     quirks = TemplateQuirks(
         tool_call_id_alnum9=shape.renders and shape.alnum9,
         arguments_as_json_string=arguments_as_string,
         reads_reasoning_key=reasoning_key,
         reasoning_as_thinking_block=thinking_block,
+        tools_as_functions=prober.bare_tools,
     )
     return caps, quirks
 

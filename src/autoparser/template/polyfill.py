@@ -229,6 +229,14 @@ def _reasoning_blocks(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return result
 
 
+def _bare_function(tool: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI tool as the bare function object some templates read."""
+    function = tool.get("function")
+    if tool.get("type") == "function" and isinstance(function, dict):
+        return dict(function)
+    return tool
+
+
 def apply_polyfills(
     caps: TemplateCaps,
     quirks: TemplateQuirks,
@@ -238,6 +246,8 @@ def apply_polyfills(
     """Adapt messages (and tools) to a template's probed needs; never mutates the inputs."""
     if tools and not caps.supports_tools:
         messages = _add_to_system(messages, describe_tools(tools))
+    elif tools and quirks.tools_as_functions:
+        tools = [_bare_function(tool) for tool in tools]
     if not caps.supports_system_role:
         messages = _fold_system(messages)
     if quirks.tool_call_id_alnum9:

@@ -1,0 +1,147 @@
+"""Reasoning switches: the template variable that turns thinking on and off is found by
+probing, recorded in caps and analysis, and the request's enable_thinking is mapped onto it."""
+
+from __future__ import annotations
+
+import pytest
+from helpers.paths import OWN_TEMPLATES
+
+from autoparser import ChatTemplate
+from autoparser.analysis import ReasoningMode
+from autoparser.template.switches import ThinkingSwitch, switch_candidates
+
+USER = [{"role": "user", "content": "What is 2+2?"}]
+
+
+def _own(name: str) -> ChatTemplate:
+    return ChatTemplate.from_file(OWN_TEMPLATES / f"{name}.jinja")
+
+
+# (template, switch, reasoning mode, prompt end with thinking on, prompt end with it off)
+OWN_SWITCHES = [
+    (
+        "own_switch_thinking",
+        ThinkingSwitch("thinking", True, False),
+        ReasoningMode.FORCED_CLOSED,
+        "<|Assistant|><think>",
+        "<|Assistant|></think>",
+    ),
+    (
+        "own_switch_thinking_mode",
+        ThinkingSwitch("thinking_mode", "enabled", "disabled"),
+        ReasoningMode.FORCED_CLOSED,
+        "<|im_start|>assistant\n<mm:think>",
+        "<|im_start|>assistant\n<mm:think></mm:think>\n",
+    ),
+    (
+        "own_switch_reasoning_effort",
+        ThinkingSwitch("reasoning_effort", "high", "none"),
+        ReasoningMode.TAG_BASED,
+        "[BOT]",
+        "[BOT]<thought></thought>",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "switch", "mode", "on_end", "off_end"), OWN_SWITCHES, ids=[c[0] for c in OWN_SWITCHES]
+)
+def test_own_switch_is_found_and_mapped(
+    name: str, switch: ThinkingSwitch, mode: ReasoningMode, on_end: str, off_end: str
+) -> None:
+    template = _own(name)
+    assert template.caps.thinking_switch == switch
+    assert template.caps.supports_thinking_toggle
+    reasoning = template.analyze().reasoning
+    assert (reasoning.switch_variable, reasoning.switch_on, reasoning.switch_off) == (
+        switch.variable,
+        switch.on,
+        switch.off,
+    )
+    assert reasoning.mode is mode
+    on = template.apply(USER, enable_thinking=True)
+    off = template.apply(USER, enable_thinking=False)
+    assert on.prompt.endswith(on_end) and not on.prompt.endswith(off_end)
+    assert off.prompt.endswith(off_end)
+    # Reasoning opened by the prompt is parsed as reasoning; closed, the output is content.
+    if mode is ReasoningMode.FORCED_CLOSED:
+        assert on.thinking_forced_open and not off.thinking_forced_open
+        message = on.parse(f"Adding.{reasoning.end}4")
+        assert (message.reasoning_content, message.content) == ("Adding.", "4")
+    assert off.parse("4").content == "4"
+
+
+def test_explicit_template_kwargs_win_over_the_mapped_switch() -> None:
+    template = _own("own_switch_thinking")
+    params = template.apply(USER, enable_thinking=True, thinking=False)
+    assert params.prompt.endswith("<|Assistant|></think>")
+    params = template.apply(USER, enable_thinking=False, thinking=True)
+    assert params.prompt.endswith("<|Assistant|><think>")
+
+
+def test_without_enable_thinking_the_template_default_applies() -> None:
+    assert _own("own_switch_thinking").apply(USER).prompt.endswith("<|Assistant|></think>")
+    assert _own("own_switch_reasoning_effort").apply(USER).prompt.endswith("[BOT]")
+
+
+def test_a_flag_changing_only_the_system_text_is_no_switch() -> None:
+    # own_switch_thinking's `verbose_tools` is a candidate, but never the switch.
+    source = (OWN_TEMPLATES / "own_switch_thinking.jinja").read_text(encoding="utf-8")
+    assert set(switch_candidates(source)) == {"thinking", "verbose_tools"}
+    effort_in_system_only = (
+        "{{ 'Reasoning: ' + (reasoning_effort if reasoning_effort is defined else 'medium') }}"
+        "{% for m in messages %}<u>{{ m.content }}</u>{% endfor %}"
+        "{% if add_generation_prompt %}<a>{% endif %}"
+    )
+    template = ChatTemplate(effort_in_system_only)
+    assert template.caps.thinking_switch is None
+    assert template.analyze().reasoning.switch_variable == ""
+
+
+def test_switch_candidates_rank_reasoning_names_first_and_skip_context() -> None:
+    source = (
+        "{% set local = 1 %}{% if messages and tools and add_generation_prompt %}{% endif %}"
+        "{% if color %}{% endif %}{% if reasoning_effort %}{% endif %}"
+        "{% if thinking %}{% endif %}{% if enable_thinking %}{% endif %}{% if local %}{% endif %}"
+        "{{ not_in_a_condition }}"
+    )
+    assert switch_candidates(source) == ("enable_thinking", "thinking", "reasoning_effort", "color")
+    assert switch_candidates("{% if %}") == ()  # unparsable: no candidates, no crash
+
+
+def test_an_inverted_flag_is_on_when_false() -> None:
+    source = (
+        "{% for m in messages %}<u>{{ m.content }}</u>{% endfor %}"
+        "{% if add_generation_prompt %}<a>{% if not skip_thinking %}<think>{% endif %}{% endif %}"
+    )
+    assert ChatTemplate(source).caps.thinking_switch == ThinkingSwitch("skip_thinking", False, True)
+
+
+def test_a_token_budget_switches_with_numbers() -> None:
+    source = (
+        "{% for m in messages %}<u>{{ m.content }}</u>{% endfor %}"
+        "{% if add_generation_prompt %}<a>"
+        "{% if thinking_budget is defined and thinking_budget == 0 %}<think></think>{% endif %}"
+        "{% endif %}"
+    )
+    assert ChatTemplate(source).caps.thinking_switch == ThinkingSwitch("thinking_budget", -1, 0)
+
+
+def test_enable_thinking_is_the_switch_where_the_template_reads_it() -> None:
+    switch = _own("own_forced_closed").caps.thinking_switch
+    assert switch == ThinkingSwitch("enable_thinking", True, False)
+
+
+def test_a_flag_not_named_for_reasoning_must_act_only_in_the_generation_prompt() -> None:
+    printed_after_the_turn = (
+        "{% for m in messages %}<u>{{ m.content }}</u>{% endfor %}<a>"
+        "{{ response }}{% if response %}<u>{% endif %}"
+    )
+    assert ChatTemplate(printed_after_the_turn).caps.thinking_switch is None
+    prompt_only = (
+        "{% for m in messages %}<u>{{ m.content }}</u>{% endfor %}"
+        "{% if add_generation_prompt %}<a>{% if deliberate %}<think>{% endif %}{% endif %}"
+    )
+    assert ChatTemplate(prompt_only).caps.thinking_switch == ThinkingSwitch(
+        "deliberate", True, False
+    )
