@@ -369,20 +369,37 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
 
 @functools.lru_cache(maxsize=256)
 def _probe_cached(
-    source: str, bos_token: str, eos_token: str, name: str
+    source: str, bos_token: str, eos_token: str
 ) -> tuple[TemplateCaps, TemplateQuirks]:
-    # The name is part of the key so that a probe's TemplateError names the template.
-    return _probe(Renderer(source, bos_token=bos_token, eos_token=eos_token, name=name))
+    return _probe(Renderer(source, bos_token=bos_token, eos_token=eos_token))
+
+
+_UNNAMED = "<template>"  # the name of the shared probe renderer (Renderer's default)
+
+
+def _probed(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
+    """The probe results of this template text, shared by every template with that text;
+    a probe's error is raised naming this template."""
+    try:
+        return _probe_cached(template.source, template.bos_token, template.eos_token)
+    except TemplateError as exc:
+        message = str(exc)
+        if not message.startswith(_UNNAMED):
+            raise
+        renamed = template.name + message[len(_UNNAMED) :]
+        if isinstance(exc, TemplateLimitError):
+            raise TemplateLimitError(exc.limit, renamed) from exc
+        raise TemplateError(renamed) from exc
 
 
 def detect_caps(template: Renderer) -> TemplateCaps:
     """The capabilities of exactly this template text (not its other named variants)."""
-    return _probe_cached(template.source, template.bos_token, template.eos_token, template.name)[0]
+    return _probed(template)[0]
 
 
 def detect_quirks(template: Renderer) -> TemplateQuirks:
     """The polyfill-relevant details of exactly this template text."""
-    return _probe_cached(template.source, template.bos_token, template.eos_token, template.name)[1]
+    return _probed(template)[1]
 
 
 def template_caps(default: Renderer, tool_use: Renderer | None = None) -> TemplateCaps:
