@@ -1,0 +1,273 @@
+"""A template analysis as a transformers response template (``transformers.utils.chat_parsing``).
+
+transformers, vLLM and SGLang read one declarative description of a model's output: regions
+opened and closed by literals or regular expressions, each parsed as text, JSON or shallow
+XML-like tags. This module writes that description from the markers the analysis found.
+Formats it cannot describe (calls written as Python expressions, a hand-written format such
+as harmony's channels, calls without an opening marker...) raise :class:`ExportError` naming
+why, rather than a template that would misread the output.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from autoparser.analysis.model import (
+    CallIdPosition,
+    ContentMode,
+    ReasoningMode,
+    TemplateAnalysis,
+    ToolFormat,
+)
+from autoparser.errors import ExportError
+
+RESPONSE_TEMPLATE_VERSION = 1
+# transformers' serving reads ``reasoning_content`` (and the older ``thinking``).
+REASONING_FIELD = "reasoning_content"
+_NAME = r"(?P<name>[\w.\-]+)"
+_GAP = r"\s*"
+
+
+def _lit(marker: str) -> str:
+    """A marker as a pattern; surrounding whitespace becomes optional whitespace."""
+    core = marker.strip()
+    return _GAP + re.escape(core) + _GAP if core else _GAP
+
+
+def _alternatives(markers: tuple[str, ...] | list[str]) -> str:
+    cores = sorted({m.strip() for m in markers if m.strip()}, key=len, reverse=True)
+    return "(?:" + "|".join(re.escape(c) for c in cores) + ")"
+
+
+def response_template(
+    analysis: TemplateAnalysis, *, thinking_forced_open: bool = False, extract_reasoning: bool = True
+) -> dict[str, Any]:
+    """The response template (transformers' version 1) of an analysed template's output."""
+    if analysis.handler:
+        raise ExportError(
+            f"the format is the hand-written {analysis.handler!r} one, whose structure "
+            "(channels, nested sections or special value syntax) a response template cannot express"
+        )
+    fields: dict[str, Any] = {}
+    reasoning = _reasoning_field(analysis, extract_reasoning)
+    if reasoning is not None:
+        fields[REASONING_FIELD] = reasoning
+    calls = _tool_calls_field(analysis)
+    if calls is not None:
+        fields["tool_calls"] = calls
+    fields["content"] = _content_field(analysis)
+    return {
+        "version": RESPONSE_TEMPLATE_VERSION,
+        "defaults": {"role": "assistant"},
+        "start_anchor": _start_anchor(analysis, thinking_forced_open),
+        "fields": fields,
+    }
+
+
+def _start_anchor(analysis: TemplateAnalysis, thinking_forced_open: bool) -> str:
+    """The generation prompt, without the reasoning opener it may end with.
+
+    The parser reads the prompt from the last anchor on, so an opener the template wrote
+    (forced-open reasoning) or a closed empty block (thinking off) is read as the output's.
+    """
+    anchor = analysis.generation_prompt
+    start = analysis.reasoning.start.strip()
+    if start and start in anchor:
+        anchor = anchor[: anchor.index(start)]
+    if not anchor.strip():
+        raise ExportError(
+            "the template's generation prompt is empty or blank, so the start of the "
+            "assistant message cannot be found in the prompt"
+        )
+    return anchor
+
+
+def _reasoning_field(analysis: TemplateAnalysis, extract_reasoning: bool) -> dict[str, Any] | None:
+    r = analysis.reasoning
+    if r.mode == ReasoningMode.NONE or not r.end.strip():
+        return None
+    if not extract_reasoning:
+        raise ExportError(
+            "reasoning is left in the content with its markers (reasoning_format none), "
+            "which a response template cannot do"
+        )
+    if not r.start.strip():
+        raise ExportError(
+            f"reasoning has no start marker (it runs from the start of the output to {r.end!r}); "
+            "a response template opens a region only on a marker"
+        )
+    return {"open": r.start.strip(), "close": r.end.strip(), "content": "text"}
+
+
+def _content_field(analysis: TemplateAnalysis) -> dict[str, Any]:
+    c = analysis.content
+    if c.mode == ContentMode.WRAPPED_WITH_REASONING:
+        raise ExportError(
+            "the content is wrapped in markers only when reasoning is present, "
+            "which a response template cannot make conditional"
+        )
+    if c.mode == ContentMode.ALWAYS_WRAPPED and c.start.strip() and c.end.strip():
+        return {"open": c.start.strip(), "close": c.end.strip(), "content": "text"}
+    field: dict[str, Any] = {"content": "text"}
+    ends = [m for m in analysis.end_of_turn if m.strip()]
+    if ends:
+        # Leading whitespace joins the close so that it never opens an empty region whose
+        # close would overwrite the real content.
+        field["close_pattern"] = _GAP + _alternatives(ends)
+    return field
+
+
+def _tool_calls_field(analysis: TemplateAnalysis) -> dict[str, Any] | None:
+    fmt = analysis.tools.format
+    if fmt.mode == ToolFormat.NONE:
+        return None
+    if fmt.uses_python_dicts:
+        raise ExportError("calls are written as Python dicts (single quotes), which is not JSON")
+    if fmt.mode == ToolFormat.JSON_NATIVE:
+        return _json_calls(analysis)
+    return _tagged_calls(analysis)
+
+
+def _json_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
+    fmt = analysis.tools.format
+    if fmt.fun_name_is_key:
+        raise ExportError('calls write the function name as a key ({"name": {args}}), not a value')
+    if fmt.arguments_as_string:
+        raise ExportError("calls write the arguments as a JSON string, not an object")
+    if not fmt.name_field or not fmt.args_field:
+        raise ExportError("the JSON call object's name and arguments keys are unknown")
+    prefix = fmt.function_field + "." if fmt.function_field else ""
+    transform = {
+        "type": "function",
+        "function": {
+            "name": "{" + prefix + fmt.name_field + "}",
+            "arguments": "{" + prefix + fmt.args_field + "}",
+        },
+    }
+    if fmt.tools_array_wrapped:
+        if not fmt.section_start.strip():
+            raise ExportError("a bare JSON array of calls has no opening marker to start a region on")
+        field: dict[str, Any] = {
+            "open_pattern": _lit(fmt.section_start),
+            "content": "json",
+            "transform": transform,
+            "transform_each": True,
+        }
+        if fmt.section_end.strip():
+            field["close"] = fmt.section_end.strip()
+        elif ends := [m for m in analysis.end_of_turn if m.strip()]:
+            field["close_pattern"] = _GAP + _alternatives(ends)
+        return field
+    opener = _opener(analysis, fmt.per_call_start)
+    closer = _closer(analysis, fmt.per_call_end)
+    field = {
+        "open_pattern": opener,
+        "repeats": True,
+        "content": "json",
+        "transform": _scoped(transform),
+    }
+    if closer:
+        field["close_pattern"] = closer
+    return field
+
+
+def _scoped(transform: dict[str, Any]) -> dict[str, Any]:
+    """The transform reading the parsed object from ``content`` (a single, not each, call)."""
+    function = transform["function"]
+    return {
+        "type": "function",
+        "function": {key: "{content." + value[1:] for key, value in function.items()},
+    }
+
+
+def _opener(analysis: TemplateAnalysis, per_call_start: str) -> str:
+    """Pattern of what comes before one call: separator, section start, the call's opener."""
+    fmt = analysis.tools.format
+    if not fmt.section_start.strip() and not per_call_start.strip():
+        raise ExportError("calls have no opening marker, so a region cannot start on them")
+    pieces = [_GAP]
+    sep = analysis.tools.call_separator.strip()
+    if sep:
+        pieces.append("(?:" + re.escape(sep) + _GAP + ")?")
+    if fmt.section_start.strip():
+        section = re.escape(fmt.section_start.strip()) + _GAP
+        pieces.append(f"(?:{section})?" if per_call_start.strip() else section)
+    if per_call_start.strip():
+        pieces.append(re.escape(per_call_start.strip()) + _GAP)
+    return "".join(pieces)
+
+
+def _closer(analysis: TemplateAnalysis, per_call_end: str) -> str:
+    fmt = analysis.tools.format
+    pieces: list[str] = []
+    if per_call_end.strip():
+        pieces.append(_GAP + re.escape(per_call_end.strip()))
+    if fmt.section_end.strip():
+        section = _GAP + re.escape(fmt.section_end.strip())
+        pieces.append(f"(?:{section})?" if pieces else section)
+    return "".join(pieces)
+
+
+def _call_id(position: CallIdPosition, analysis: TemplateAnalysis, where: CallIdPosition) -> str:
+    cid = analysis.tools.call_id
+    if position != where:
+        return ""
+    return _GAP + re.escape(cid.prefix.strip()) + r".*?" + re.escape(cid.suffix.strip()) + _GAP
+
+
+def _tagged_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
+    tools = analysis.tools
+    fmt, fn, args = tools.format, tools.function, tools.arguments
+    position = tools.call_id.position
+    if not fn.name_suffix.strip() and not args.start.strip():
+        raise ExportError("nothing marks the end of the function name")
+    opener = (
+        _opener(analysis, fmt.per_call_start + fn.name_prefix)
+        + _call_id(position, analysis, CallIdPosition.PRE_FUNC_NAME)
+        + _NAME
+        + _lit(fn.name_suffix)
+        + _call_id(position, analysis, CallIdPosition.BETWEEN_FUNC_AND_ARGS)
+        + (re.escape(args.start.strip()) + _GAP if args.start.strip() else "")
+    )
+    end = args.end.strip() + fn.close.strip()
+    closer = (
+        (_GAP + re.escape(args.end.strip()) if args.end.strip() else "")
+        + _call_id(position, analysis, CallIdPosition.POST_ARGS)
+        + (_GAP + re.escape(fn.close.strip()) if fn.close.strip() else "")
+    )
+    closer += _closer(analysis, fmt.per_call_end) if closer else ""
+    if not closer:
+        closer = _closer(analysis, fmt.per_call_end)
+    if not closer and not end:
+        raise ExportError("nothing marks the end of a call")
+    field: dict[str, Any] = {
+        "open_pattern": opener,
+        "close_pattern": closer,
+        "repeats": True,
+        "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}},
+    }
+    if fmt.mode == ToolFormat.TAG_WITH_JSON:
+        field["content"] = "json"
+        return field
+    if not args.name_suffix.strip():
+        raise ExportError("nothing marks the end of an argument's name")
+    suffixes = [args.name_suffix, args.name_suffix_json, *(s for _, s in args.name_suffix_by_type)]
+    value_end = re.escape(args.value_suffix.strip())
+    if args.value_suffix_after_name:
+        value_end += r"(?P=key)" + re.escape(args.value_suffix_after_name.strip())
+    if not value_end:
+        raise ExportError("nothing marks the end of an argument's value")
+    tag = (
+        re.escape(args.name_prefix.strip())
+        + r"(?P<key>[^\s<>=\"']+?)"
+        + _alternatives(suffixes)
+        + _GAP
+        + (re.escape(args.value_prefix.strip()) if args.value_prefix.strip() else "")
+        + r"(?P<value>.*?)"
+        + _GAP
+        + value_end
+    )
+    field["content"] = "xml-inline"
+    field["content_args"] = {"tag_pattern": tag}
+    return field
