@@ -62,14 +62,17 @@ class ChatParams:
         expressed in it (Python-literal calls, channels, calls without markers...).
         """
         from autoparser.errors import ExportError
+        from autoparser.generate.pythonic import is_pythonic
         from autoparser.integrations.response_template import response_template
 
         if self.analysis is None:
             raise ExportError("these params were built without an analysis to export")
+        generation_prompt = self.generation_prompt if self.generation_prompt in self.prompt else ""
         return response_template(
             self.analysis,
-            thinking_forced_open=self.thinking_forced_open,
+            generation_prompt=generation_prompt,
             extract_reasoning=self.extract_reasoning,
+            pythonic_calls=is_pythonic(self.analysis),
         )
 
 

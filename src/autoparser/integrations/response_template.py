@@ -41,9 +41,22 @@ def _alternatives(markers: tuple[str, ...] | list[str]) -> str:
 
 
 def response_template(
-    analysis: TemplateAnalysis, *, thinking_forced_open: bool = False, extract_reasoning: bool = True
+    analysis: TemplateAnalysis,
+    *,
+    generation_prompt: str = "",
+    extract_reasoning: bool = True,
+    pythonic_calls: bool = False,
 ) -> dict[str, Any]:
-    """The response template (transformers' version 1) of an analysed template's output."""
+    """The response template (transformers' version 1) of an analysed template's output.
+
+    ``generation_prompt`` is what the request's prompt ends with (the analysis' own when
+    empty); ``pythonic_calls`` says the calls are Python expressions (not expressible).
+    """
+    if pythonic_calls:
+        raise ExportError(
+            "calls are Python expressions (f(a='v', n=1)), whose arguments a response "
+            "template can parse neither as JSON nor as tags"
+        )
     if analysis.handler:
         raise ExportError(
             f"the format is the hand-written {analysis.handler!r} one, whose structure "
@@ -60,18 +73,18 @@ def response_template(
     return {
         "version": RESPONSE_TEMPLATE_VERSION,
         "defaults": {"role": "assistant"},
-        "start_anchor": _start_anchor(analysis, thinking_forced_open),
+        "start_anchor": _start_anchor(analysis, generation_prompt or analysis.generation_prompt),
         "fields": fields,
     }
 
 
-def _start_anchor(analysis: TemplateAnalysis, thinking_forced_open: bool) -> str:
+def _start_anchor(analysis: TemplateAnalysis, generation_prompt: str) -> str:
     """The generation prompt, without the reasoning opener it may end with.
 
     The parser reads the prompt from the last anchor on, so an opener the template wrote
     (forced-open reasoning) or a closed empty block (thinking off) is read as the output's.
     """
-    anchor = analysis.generation_prompt
+    anchor = generation_prompt
     start = analysis.reasoning.start.strip()
     if start and start in anchor:
         anchor = anchor[: anchor.index(start)]
@@ -168,7 +181,7 @@ def _json_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
         "transform": _scoped(transform),
     }
     if closer:
-        field["close_pattern"] = closer
+        field["close_pattern"] = closer + _GAP
     return field
 
 
@@ -181,9 +194,10 @@ def _scoped(transform: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _opener(analysis: TemplateAnalysis, per_call_start: str) -> str:
+def _opener(analysis: TemplateAnalysis, *call_start: str) -> str:
     """Pattern of what comes before one call: separator, section start, the call's opener."""
     fmt = analysis.tools.format
+    per_call_start = "".join(m for m in call_start if m.strip())
     if not fmt.section_start.strip() and not per_call_start.strip():
         raise ExportError("calls have no opening marker, so a region cannot start on them")
     pieces = [_GAP]
@@ -193,14 +207,14 @@ def _opener(analysis: TemplateAnalysis, per_call_start: str) -> str:
     if fmt.section_start.strip():
         section = re.escape(fmt.section_start.strip()) + _GAP
         pieces.append(f"(?:{section})?" if per_call_start.strip() else section)
-    if per_call_start.strip():
-        pieces.append(re.escape(per_call_start.strip()) + _GAP)
+    pieces.extend(re.escape(m.strip()) + _GAP for m in call_start if m.strip())
     return "".join(pieces)
 
 
-def _closer(analysis: TemplateAnalysis, per_call_end: str) -> str:
+def _closer(analysis: TemplateAnalysis, per_call_end: str, call_end: str = "") -> str:
+    """Pattern of what ends one call; the section's end is optional after the call's own."""
     fmt = analysis.tools.format
-    pieces: list[str] = []
+    pieces: list[str] = [call_end] if call_end else []
     if per_call_end.strip():
         pieces.append(_GAP + re.escape(per_call_end.strip()))
     if fmt.section_end.strip():
@@ -220,27 +234,27 @@ def _tagged_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
     tools = analysis.tools
     fmt, fn, args = tools.format, tools.function, tools.arguments
     position = tools.call_id.position
-    if not fn.name_suffix.strip() and not args.start.strip():
+    if not fn.name_suffix and not args.start and position != CallIdPosition.BETWEEN_FUNC_AND_ARGS:
         raise ExportError("nothing marks the end of the function name")
     opener = (
-        _opener(analysis, fmt.per_call_start + fn.name_prefix)
+        _opener(analysis, fmt.per_call_start, fn.name_prefix)
         + _call_id(position, analysis, CallIdPosition.PRE_FUNC_NAME)
         + _NAME
         + _lit(fn.name_suffix)
         + _call_id(position, analysis, CallIdPosition.BETWEEN_FUNC_AND_ARGS)
         + (re.escape(args.start.strip()) + _GAP if args.start.strip() else "")
     )
-    end = args.end.strip() + fn.close.strip()
-    closer = (
+    call_end = (
         (_GAP + re.escape(args.end.strip()) if args.end.strip() else "")
         + _call_id(position, analysis, CallIdPosition.POST_ARGS)
         + (_GAP + re.escape(fn.close.strip()) if fn.close.strip() else "")
     )
-    closer += _closer(analysis, fmt.per_call_end) if closer else ""
+    closer = _closer(analysis, fmt.per_call_end, call_end)
     if not closer:
-        closer = _closer(analysis, fmt.per_call_end)
-    if not closer and not end:
         raise ExportError("nothing marks the end of a call")
+    # Whitespace after a call joins its close, so that it never opens an empty content
+    # region whose close would overwrite the real content.
+    closer += _GAP
     field: dict[str, Any] = {
         "open_pattern": opener,
         "close_pattern": closer,
