@@ -73,27 +73,27 @@ def response_template(
     return {
         "version": RESPONSE_TEMPLATE_VERSION,
         "defaults": {"role": "assistant"},
-        "start_anchor": _start_anchor(analysis, generation_prompt or analysis.generation_prompt),
+        **_start_anchor(analysis, generation_prompt or analysis.generation_prompt),
         "fields": fields,
     }
 
 
-def _start_anchor(analysis: TemplateAnalysis, generation_prompt: str) -> str:
-    """The generation prompt, without the reasoning opener it may end with.
+def _start_anchor(analysis: TemplateAnalysis, generation_prompt: str) -> dict[str, str]:
+    """Where the assistant message starts in the prompt: the generation prompt, without the
+    reasoning opener it may end with.
 
     The parser reads the prompt from the last anchor on, so an opener the template wrote
     (forced-open reasoning) or a closed empty block (thinking off) is read as the output's.
+    A template with a blank generation prompt writes nothing of the message in the prompt:
+    the anchor is then the prompt's end.
     """
     anchor = generation_prompt
     start = analysis.reasoning.start.strip()
     if start and start in anchor:
         anchor = anchor[: anchor.index(start)]
     if not anchor.strip():
-        raise ExportError(
-            "the template's generation prompt is empty or blank, so the start of the "
-            "assistant message cannot be found in the prompt"
-        )
-    return anchor
+        return {"start_anchor_pattern": r"\Z"}
+    return {"start_anchor": anchor}
 
 
 def _reasoning_field(analysis: TemplateAnalysis, extract_reasoning: bool) -> dict[str, Any] | None:
@@ -172,7 +172,10 @@ def _json_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
         elif ends := [m for m in analysis.end_of_turn if m.strip()]:
             field["close_pattern"] = _GAP + _alternatives(ends)
         return field
-    opener = _opener(analysis, fmt.per_call_start)
+    if fmt.section_start.strip() or fmt.per_call_start.strip():
+        opener = _opener(analysis, fmt.per_call_start)
+    else:
+        opener = _bare_json_opener(analysis)
     closer = _closer(analysis, fmt.per_call_end)
     field = {
         "open_pattern": opener,
@@ -180,9 +183,20 @@ def _json_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
         "content": "json",
         "transform": _scoped(transform),
     }
-    if closer:
-        field["close_pattern"] = closer + _GAP
+    bare = not (fmt.section_start.strip() or fmt.per_call_start.strip())
+    field["close_pattern"] = (closer + _GAP) if closer else _open_ended(analysis, opener, bare=bare)
     return field
+
+
+def _open_ended(analysis: TemplateAnalysis, opener: str, *, bare: bool = False) -> str:
+    """Close of a call nothing ends: before the next call, the end of turn, or the output's end.
+
+    Zero-width, so the next call's opener is still there to open its own region. A bare
+    JSON call's opener is zero-width too: the next one is looked for only after a ``}``.
+    """
+    ends = [m for m in analysis.end_of_turn if m.strip()]
+    stops = [("(?<=\\})" if bare else "") + f"(?={opener})"] + ([f"(?={_GAP}{_alternatives(ends)})"] if ends else [])
+    return "|".join([*stops, r"\Z"])
 
 
 def _scoped(transform: dict[str, Any]) -> dict[str, Any]:
@@ -192,6 +206,17 @@ def _scoped(transform: dict[str, Any]) -> dict[str, Any]:
         "type": "function",
         "function": {key: "{content." + value[1:] for key, value in function.items()},
     }
+
+
+def _bare_json_opener(analysis: TemplateAnalysis) -> str:
+    """A call written as a bare JSON object starts where an object opens on its first key."""
+    fmt = analysis.tools.format
+    first = fmt.field_order[0] if fmt.field_order else fmt.function_field or fmt.name_field
+    if not first:
+        raise ExportError("calls have no opening marker and the call object's keys are unknown")
+    sep = analysis.tools.call_separator.strip()
+    lead = _GAP + ("(?:" + re.escape(sep) + _GAP + ")?" if sep else "")
+    return lead + r'(?=\{\s*"' + re.escape(first) + r'"\s*:)'
 
 
 def _opener(analysis: TemplateAnalysis, *call_start: str) -> str:
@@ -249,9 +274,7 @@ def _tagged_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
         + _call_id(position, analysis, CallIdPosition.POST_ARGS)
         + (_GAP + re.escape(fn.close.strip()) if fn.close.strip() else "")
     )
-    closer = _closer(analysis, fmt.per_call_end, call_end)
-    if not closer:
-        raise ExportError("nothing marks the end of a call")
+    closer = _closer(analysis, fmt.per_call_end, call_end) or _open_ended(analysis, opener)
     # Whitespace after a call joins its close, so that it never opens an empty content
     # region whose close would overwrite the real content.
     closer += _GAP
