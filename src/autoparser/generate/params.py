@@ -72,6 +72,7 @@ class ChatParams:
             self.analysis,
             generation_prompt=generation_prompt,
             extract_reasoning=self.extract_reasoning,
+            thinking_forced_open=self.thinking_forced_open,
             pythonic_calls=is_pythonic(self.analysis),
         )
 

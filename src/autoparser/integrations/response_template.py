@@ -45,6 +45,7 @@ def response_template(
     *,
     generation_prompt: str = "",
     extract_reasoning: bool = True,
+    thinking_forced_open: bool = False,
     pythonic_calls: bool = False,
 ) -> dict[str, Any]:
     """The response template (transformers' version 1) of an analysed template's output.
@@ -63,7 +64,7 @@ def response_template(
             "(channels, nested sections or special value syntax) a response template cannot express"
         )
     fields: dict[str, Any] = {}
-    reasoning = _reasoning_field(analysis, extract_reasoning)
+    reasoning = _reasoning_field(analysis, extract_reasoning, thinking_forced_open)
     if reasoning is not None:
         fields[REASONING_FIELD] = reasoning
     calls = _tool_calls_field(analysis)
@@ -96,7 +97,9 @@ def _start_anchor(analysis: TemplateAnalysis, generation_prompt: str) -> dict[st
     return {"start_anchor": anchor}
 
 
-def _reasoning_field(analysis: TemplateAnalysis, extract_reasoning: bool) -> dict[str, Any] | None:
+def _reasoning_field(
+    analysis: TemplateAnalysis, extract_reasoning: bool, forced_open: bool
+) -> dict[str, Any] | None:
     r = analysis.reasoning
     if r.mode == ReasoningMode.NONE or not r.end.strip():
         return None
@@ -105,6 +108,9 @@ def _reasoning_field(analysis: TemplateAnalysis, extract_reasoning: bool) -> dic
             "reasoning is left in the content with its markers (reasoning_format none), "
             "which a response template cannot do"
         )
+    if not r.start.strip() and forced_open:
+        # Thinking on, no start marker: the output itself starts with the reasoning.
+        return {"open_pattern": r"\A", "close": r.end.strip(), "content": "text"}
     if not r.start.strip():
         raise ExportError(
             f"reasoning has no start marker (it runs from the start of the output to {r.end!r}); "
@@ -146,8 +152,6 @@ def _json_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
     fmt = analysis.tools.format
     if fmt.fun_name_is_key:
         raise ExportError('calls write the function name as a key ({"name": {args}}), not a value')
-    if fmt.arguments_as_string:
-        raise ExportError("calls write the arguments as a JSON string, not an object")
     if not fmt.name_field or not fmt.args_field:
         raise ExportError("the JSON call object's name and arguments keys are unknown")
     prefix = fmt.function_field + "." if fmt.function_field else ""
@@ -159,10 +163,13 @@ def _json_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
         },
     }
     if fmt.tools_array_wrapped:
-        if not fmt.section_start.strip():
-            raise ExportError("a bare JSON array of calls has no opening marker to start a region on")
+        if fmt.section_start.strip():
+            array_opener = _lit(fmt.section_start)
+        else:
+            # A bare array of calls opens where '[' starts an object on the call's first key.
+            array_opener = _GAP + r"(?=\[\s*" + _first_key(analysis) + ")"
         field: dict[str, Any] = {
-            "open_pattern": _lit(fmt.section_start),
+            "open_pattern": array_opener,
             "content": "json",
             "transform": transform,
             "transform_each": True,
@@ -170,7 +177,7 @@ def _json_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
         if fmt.section_end.strip():
             field["close"] = fmt.section_end.strip()
         elif ends := [m for m in analysis.end_of_turn if m.strip()]:
-            field["close_pattern"] = _GAP + _alternatives(ends)
+            field["close_pattern"] = f"(?={_GAP}{_alternatives(ends)})|\\Z"
         return field
     if fmt.section_start.strip() or fmt.per_call_start.strip():
         opener = _opener(analysis, fmt.per_call_start)
@@ -208,15 +215,20 @@ def _scoped(transform: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _bare_json_opener(analysis: TemplateAnalysis) -> str:
-    """A call written as a bare JSON object starts where an object opens on its first key."""
+def _first_key(analysis: TemplateAnalysis) -> str:
+    """Pattern of a call object's start: '{' and its first key."""
     fmt = analysis.tools.format
     first = fmt.field_order[0] if fmt.field_order else fmt.function_field or fmt.name_field
     if not first:
         raise ExportError("calls have no opening marker and the call object's keys are unknown")
+    return r'\{\s*"' + re.escape(first) + r'"\s*:'
+
+
+def _bare_json_opener(analysis: TemplateAnalysis) -> str:
+    """A call written as a bare JSON object starts where an object opens on its first key."""
     sep = analysis.tools.call_separator.strip()
     lead = _GAP + ("(?:" + re.escape(sep) + _GAP + ")?" if sep else "")
-    return lead + r'(?=\{\s*"' + re.escape(first) + r'"\s*:)'
+    return lead + "(?=" + _first_key(analysis) + ")"
 
 
 def _opener(analysis: TemplateAnalysis, *call_start: str) -> str:
