@@ -202,7 +202,9 @@ def _open_ended(analysis: TemplateAnalysis, opener: str, *, bare: bool = False) 
     JSON call's opener is zero-width too: the next one is looked for only after a ``}``.
     """
     ends = [m for m in analysis.end_of_turn if m.strip()]
-    stops = [("(?<=\\})" if bare else "") + f"(?={opener})"] + ([f"(?={_GAP}{_alternatives(ends)})"] if ends else [])
+    stops = [("(?<=\\})" if bare else "") + f"(?={opener})"] + (
+        [f"(?={_GAP}{_alternatives(ends)})"] if ends else []
+    )
     return "|".join([*stops, r"\Z"])
 
 
