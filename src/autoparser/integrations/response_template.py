@@ -262,9 +262,10 @@ def _closer(analysis: TemplateAnalysis, per_call_end: str, call_end: str = "") -
     return "".join(pieces)
 
 
-def _call_id(position: CallIdPosition, analysis: TemplateAnalysis, where: CallIdPosition) -> str:
+def _call_id(analysis: TemplateAnalysis, where: CallIdPosition) -> str:
+    """Pattern of the call id when the format writes it at ``where`` (else nothing)."""
     cid = analysis.tools.call_id
-    if position != where:
+    if cid.position != where:
         return ""
     return _GAP + re.escape(cid.prefix.strip()) + r".*?" + re.escape(cid.suffix.strip()) + _GAP
 
@@ -277,15 +278,15 @@ def _tagged_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
         raise ExportError("nothing marks the end of the function name")
     opener = (
         _opener(analysis, fmt.per_call_start, fn.name_prefix)
-        + _call_id(position, analysis, CallIdPosition.PRE_FUNC_NAME)
+        + _call_id(analysis, CallIdPosition.PRE_FUNC_NAME)
         + _NAME
         + _lit(fn.name_suffix)
-        + _call_id(position, analysis, CallIdPosition.BETWEEN_FUNC_AND_ARGS)
+        + _call_id(analysis, CallIdPosition.BETWEEN_FUNC_AND_ARGS)
         + (re.escape(args.start.strip()) + _GAP if args.start.strip() else "")
     )
     call_end = (
         (_GAP + re.escape(args.end.strip()) if args.end.strip() else "")
-        + _call_id(position, analysis, CallIdPosition.POST_ARGS)
+        + _call_id(analysis, CallIdPosition.POST_ARGS)
         + (_GAP + re.escape(fn.close.strip()) if fn.close.strip() else "")
     )
     closer = _closer(analysis, fmt.per_call_end, call_end) or _open_ended(analysis, opener)
