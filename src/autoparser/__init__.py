@@ -4,6 +4,7 @@ from autoparser.analysis.model import TemplateAnalysis
 from autoparser.chat import ChatTemplate
 from autoparser.errors import (
     AutoparserError,
+    ExportError,
     GrammarError,
     RequestError,
     SchemaError,
@@ -19,6 +20,7 @@ __all__ = [
     "ChatMessage",
     "ChatParams",
     "ChatTemplate",
+    "ExportError",
     "GrammarError",
     "GrammarTrigger",
     "RequestError",

@@ -284,6 +284,14 @@ def _chunk_printer(style: str) -> Any:
     return show
 
 
+def cmd_export_response_template(args: argparse.Namespace) -> int:
+    """Print the request's output format as a transformers response template (JSON)."""
+    template = _load_template(args)
+    params = _apply(template, args)
+    print(json.dumps(params.to_response_template(), ensure_ascii=False, indent=2))
+    return 0
+
+
 def cmd_grammar(args: argparse.Namespace) -> int:
     """Print the grammar, its laziness and triggers for a request."""
     template = _load_template(args)
@@ -427,6 +435,14 @@ def build_argument_parser() -> argparse.ArgumentParser:
     )
     grammar.add_argument("--json", action="store_true", help="print everything as JSON")
     grammar.set_defaults(func=cmd_grammar)
+
+    export = sub.add_parser(
+        "export-response-template",
+        help="print the output format as a transformers response template "
+        "(read by transformers, vLLM and SGLang)",
+    )
+    _add_request_arguments(export)
+    export.set_defaults(func=cmd_export_response_template)
 
     from autoparser.serve.command import register as register_serve
 

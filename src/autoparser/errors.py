@@ -34,3 +34,11 @@ class TemplateLimitError(TemplateError):
     def __init__(self, limit: str, message: str) -> None:
         super().__init__(message)
         self.limit = limit
+
+
+class ExportError(AutoparserError):
+    """A template's output format cannot be expressed in another engine's format.
+
+    Raised, for example, when a transformers response template is asked for a format whose
+    calls are Python expressions or whose message is split into channels: the message says why.
+    """

@@ -38,6 +38,9 @@ class ChatParams:
     thinking_forced_open: bool
     definition: ParserDefinition = dataclasses.field(repr=False)
     call_ids: CallIdPolicy = dataclasses.field(repr=False)
+    # What the export to other engines' formats needs (the parser itself does not).
+    analysis: TemplateAnalysis | None = dataclasses.field(default=None, repr=False)
+    extract_reasoning: bool = True
 
     @property
     def parser(self) -> Parser:
@@ -51,6 +54,27 @@ class ChatParams:
     def stream(self) -> StreamParser:
         """A new stream parser for one generation."""
         return StreamParser(self.definition, self.call_ids)
+
+    def to_response_template(self) -> dict[str, Any]:
+        """This request's output format as a transformers response template (version 1).
+
+        Raises :class:`autoparser.errors.ExportError` naming why when the format cannot be
+        expressed in it (Python-literal calls, channels, calls without markers...).
+        """
+        from autoparser.errors import ExportError
+        from autoparser.generate.pythonic import is_pythonic
+        from autoparser.integrations.response_template import response_template
+
+        if self.analysis is None:
+            raise ExportError("these params were built without an analysis to export")
+        generation_prompt = self.generation_prompt if self.generation_prompt in self.prompt else ""
+        return response_template(
+            self.analysis,
+            generation_prompt=generation_prompt,
+            extract_reasoning=self.extract_reasoning,
+            thinking_forced_open=self.thinking_forced_open,
+            pythonic_calls=is_pythonic(self.analysis),
+        )
 
 
 def _handler_definition(ctx: BuildContext) -> ParserDefinition:
@@ -211,4 +235,6 @@ def params_for_request(
         thinking_forced_open=forced,
         definition=definition,
         call_ids=call_ids,
+        analysis=ctx.analysis,
+        extract_reasoning=ctx.extract_reasoning,
     )

@@ -1,0 +1,1 @@
+"""Exports of autoparser's analysis to the formats other engines consume."""
