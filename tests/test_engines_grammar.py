@@ -160,7 +160,7 @@ def roundtrip_case(path: Path, scenario: str) -> GrammarCase:
     parsed = parsed_view(params.parse(case.text), case.compare_ids)
     if parsed != expected_view(case.message, case.compare_ids):
         return GrammarCase(case_id, None, na="round trip fails (tests/test_roundtrip.py)")
-    start = trigger_start(case.text, params.grammar_triggers) if params.grammar_lazy else 0
+    start = trigger_start(params, case.text) if params.grammar_lazy else 0
     if start < 0:
         return GrammarCase(case_id, None, na="no trigger fires (tests/test_roundtrip.py)")
     return GrammarCase(case_id, params.grammar, case.text[start:])
@@ -201,7 +201,7 @@ def bench_case(name: str, tool_choice: str) -> GrammarCase:
         return GrammarCase(case_id, None, na="the output makes no tool call")
     if not params.grammar:
         return GrammarCase(case_id, None, na="no grammar")
-    start = trigger_start(text, params.grammar_triggers) if params.grammar_lazy else 0
+    start = trigger_start(params, text) if params.grammar_lazy else 0
     if start < 0:
         return GrammarCase(case_id, None, na=f"no trigger of {params.grammar_triggers} fires")
     return GrammarCase(case_id, params.grammar, text[start:])
