@@ -6,7 +6,7 @@ from autoparser import tags
 from autoparser.analysis.model import ReasoningMode, TemplateAnalysis
 from autoparser.generate.context import BuildContext
 from autoparser.generate.request import Request
-from autoparser.peg import Parser, atomic, literal, optional, space, tag, until, until_one_of
+from autoparser.peg import Parser, atomic, choice, literal, optional, space, tag, until, until_one_of
 
 
 def reasoning_parser(ctx: BuildContext, strict: bool) -> Parser | None:
@@ -15,7 +15,8 @@ def reasoning_parser(ctx: BuildContext, strict: bool) -> Parser | None:
     Forced open (the prompt opened the block, or a DELIMITER template with thinking on):
     everything up to the end marker is reasoning. Otherwise an optional start ... end block
     at the very beginning. The lenient parser also stops reasoning at an end-of-turn marker
-    and tolerates a missing end marker (a truncated block).
+    and tolerates a missing end marker (a truncated block); and, reasoning being on, it
+    reads a block whose opener the model left out (``opener_left_out``).
     """
     r = ctx.analysis.reasoning
     if not ctx.extract_reasoning or not r.end:
@@ -32,7 +33,33 @@ def reasoning_parser(ctx: BuildContext, strict: bool) -> Parser | None:
         # only if its end delimiter comes; atomic() holds it back until then (no retraction).
         strict_block = body + close
         return optional(atomic(strict_block if not strict else block))
-    return optional(space() + literal(r.start) + block)
+    opened = space() + literal(r.start) + block
+    if strict:
+        return optional(opened)
+    return optional(choice(opened, opener_left_out(ctx)))
+
+
+def opener_left_out(ctx: BuildContext) -> Parser:
+    """A reasoning block closed without its opener, for the lenient parser.
+
+    Models trained with the opener in the prompt (R1-style, MiniMax's ``</mm:think>``)
+    write only the end marker. A bare end marker at the start is an empty block. Text
+    before the end marker is reasoning only when reasoning is on (``reasoning_on``), and
+    only once the end marker comes: atomic() holds that text back while streaming, so a
+    plain answer streams only at the end; that cost is why it waits for reasoning to be on.
+    """
+    r = ctx.analysis.reasoning
+    close = tag(tags.REASONING_CLOSE, literal(r.end))
+    empty = space() + close
+    if not reasoning_on(ctx):
+        return empty
+    return choice(empty, atomic(tag(tags.REASONING, until(r.end)) + close))
+
+
+def reasoning_on(ctx: BuildContext) -> bool:
+    """The request asks for reasoning, or leaves it to a template that cannot turn it off."""
+    wanted = ctx.request.enable_thinking
+    return wanted is True or (wanted is None and not ctx.analysis.reasoning.disabled_prompt_suffix)
 
 
 def should_extract_reasoning(analysis: TemplateAnalysis, request: Request, forced: bool) -> bool:
