@@ -40,11 +40,19 @@ from autoparser.peg import (
 )
 
 
-def _value_end(ctx: BuildContext) -> list[str]:
+def _value_end(ctx: BuildContext, strict: bool = True) -> list[str]:
+    """Where a raw string value ends: its suffix; without one, the next marker.
+
+    The lenient parser also ends a value left unclosed where the next argument or the
+    call's end opens (markup markers only: a value may hold ordinary punctuation).
+    """
     t = ctx.analysis.tools
     a = t.arguments
     if a.value_suffix:
-        return [a.value_suffix]
+        if strict:
+            return [a.value_suffix]
+        nexts = [a.name_prefix, t.function.close, t.format.per_call_end, t.format.section_end]
+        return list(dict.fromkeys([a.value_suffix, *(m for m in nexts if is_markup(m))]))
     candidates = [
         a.separator,
         a.name_prefix,
@@ -54,6 +62,11 @@ def _value_end(ctx: BuildContext) -> list[str]:
         t.format.section_end,
     ]
     return [c for c in dict.fromkeys(candidates) if c and c.strip()]
+
+
+def is_markup(marker: str) -> bool:
+    """A marker that reads as markup (a tag or special token), not as ordinary text."""
+    return len(marker) >= 3 and marker[0] in "<[{|"
 
 
 def _allows_null(schema: Any) -> bool:
@@ -150,7 +163,7 @@ def typed_name_suffixes(a: ArgumentsAnalysis, schema: Any) -> list[str]:
 def _string_argument(ctx: BuildContext, name_p: Parser, schema: Any, strict: bool) -> Parser:
     """``name_prefix NAME name_suffix value_prefix RAW value_suffix``: a raw string value."""
     a = ctx.analysis.tools.arguments
-    ends = _value_end(ctx)
+    ends = _value_end(ctx, strict)
     header = atomic(seq_of(a.name_prefix, name_p, a.name_suffix))
     raw = until(ends[0]) if len(ends) == 1 else until_one_of(*ends)
     value: Parser = tag(tags.TOOL_ARG_STRING, raw)
