@@ -86,26 +86,28 @@ def call_trigger_markers(ctx: BuildContext) -> tuple[str, ...]:
 
 
 def inner_opener(ctx: BuildContext) -> str:
-    """The markup opening a call inside its outer markers (``<function=`` in
-    ``<tool_call><function=NAME>``), "" when there is none or it is the first marker.
+    """The markup opening a call inside its outer markers (the per-call opener inside a
+    section, ``<function=`` inside ``<tool_call>``), "" when there is none.
 
     Models sometimes leave the outer opener out; the lenient parser then starts a call
     at this marker too (markup only: a bare name or ``{`` is ordinary text).
     """
     f = ctx.analysis.tools.format
-    if f.mode == ToolFormat.JSON_NATIVE:
-        return ""
-    prefix = ctx.analysis.tools.function.name_prefix
-    if not is_markup(prefix) or prefix in call_trigger_markers(ctx):
-        return ""
-    return prefix
+    section_start, _, call_start, _ = effective_markers(ctx)
+    prefix = "" if f.mode == ToolFormat.JSON_NATIVE else ctx.analysis.tools.function.name_prefix
+    first = call_trigger_markers(ctx)
+    for marker in (call_start if section_start else "", prefix):
+        if is_markup(marker) and marker not in first:
+            return marker
+    return ""
 
 
 def _outer(marker: str, ctx: BuildContext, strict: bool) -> Parser | None:
-    """An outer opener: optional in the lenient parser where an inner opener follows."""
+    """An opener before the inner one: optional in the lenient parser."""
     if not marker:
         return None
-    if strict or not inner_opener(ctx):
+    inner = inner_opener(ctx)
+    if strict or not inner or marker == inner:
         return literal(marker)
     return optional(literal(marker) + space())
 
