@@ -415,7 +415,7 @@ CORPUS_CASES = [
     Case(
         "json",
         "parameters-type",
-        "Qwen-Qwen2.5-7B-Instruct.jinja"  # the Hermes format,
+        "Qwen-Qwen2.5-7B-Instruct.jinja",  # the Hermes format
         '<tool_call>\n{"type": "function", "name": "get_weather", "parameters": '
         '{"city": "Paris"}}\n</tool_call>',
         calls=(weather(),),
