@@ -251,13 +251,6 @@ OWN_CASES = [
     ),
     Case(
         "tagged",
-        "last-parameter-unclosed",
-        QWEN_CODER,
-        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</function>\n</tool_call>",
-        calls=(weather(),),
-    ),
-    Case(
-        "tagged",
         "no-newlines",
         QWEN_CODER,
         "<tool_call><function=get_weather><parameter=city>Paris</parameter>"

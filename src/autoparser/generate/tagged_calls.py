@@ -43,16 +43,17 @@ from autoparser.peg import (
 def _value_end(ctx: BuildContext, strict: bool = True) -> list[str]:
     """Where a raw string value ends: its suffix; without one, the next marker.
 
-    The lenient parser also ends a value left unclosed where the next argument or the
-    call's end opens (markup markers only: a value may hold ordinary punctuation).
+    The lenient parser also ends a value left unclosed where the next argument opens
+    (a markup marker only: a value may hold ordinary punctuation). Not at the call's
+    closers: values (code, documents) hold those more often than the argument opener.
     """
     t = ctx.analysis.tools
     a = t.arguments
     if a.value_suffix:
         if strict:
             return [a.value_suffix]
-        nexts = [a.name_prefix, t.function.close, t.format.per_call_end, t.format.section_end]
-        return list(dict.fromkeys([a.value_suffix, *(m for m in nexts if is_markup(m))]))
+        nexts = [a.name_prefix] if is_markup(a.name_prefix) else []
+        return list(dict.fromkeys([a.value_suffix, *nexts]))
     candidates = [
         a.separator,
         a.name_prefix,
