@@ -67,6 +67,7 @@ THINK = "own_think_tag.jinja"  # <think> ... </think>, no switch
 ON = (("enable_thinking", True),)
 OFF = (("enable_thinking", False),)
 MALFORMED = '{"city": "Paris", unit: celsius}'
+MALFORMED_CALL = f'<tool_call>\n{{"name": "get_weather", "arguments": {MALFORMED}}}\n</tool_call>'
 NOT_REPAIRED = (
     "invalid arguments are still returned as a call with repaired arguments (an invented "
     '"" key): dropping such a call into content is the stream side\'s malformed-call '
@@ -188,8 +189,8 @@ OWN_CASES = [
         "json",
         "malformed-arguments",
         HERMES,
-        '<tool_call>\n{"name": "get_weather", "arguments": ' + MALFORMED + "}\n</tool_call>",
-        content='<tool_call>\n{"name": "get_weather", "arguments": ' + MALFORMED + "}\n</tool_call>",
+        MALFORMED_CALL,
+        content=MALFORMED_CALL,
         xfail=NOT_REPAIRED,
     ),
     Case(
@@ -389,7 +390,7 @@ CORPUS_CASES = [
         "json",
         "reasoning-without-opener-then-string-arguments",
         "Qwen-Qwen3-0.6B.jinja",
-        "Weather needed.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+        'Weather needed.\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": '
         '"{\\"city\\": \\"Paris\\"}"}\n</tool_call>',
         reasoning="Weather needed.",
         calls=(weather(),),
@@ -524,9 +525,7 @@ def _marks(reason: str) -> list[pytest.MarkDecorator]:
 
 
 PARAMS = [pytest.param(c, id=c.id, marks=_marks(c.xfail)) for c in CASES]
-STREAM_PARAMS = [
-    pytest.param(c, id=c.id, marks=_marks(c.stream_xfail)) for c in CASES
-]
+STREAM_PARAMS = [pytest.param(c, id=c.id, marks=_marks(c.stream_xfail)) for c in CASES]
 
 
 @pytest.mark.parametrize("case", PARAMS)

@@ -255,9 +255,7 @@ def _loose_call_object(ctx: BuildContext, name_value: Parser, args_value: Parser
     sep = space() + literal(",") + space()
     others = zero_or_more(other_pair + sep)
     trailing = zero_or_more(sep + other_pair)
-    both = choice_of(
-        [name_pair + sep + others + args_pair, args_pair + sep + others + name_pair]
-    )
+    both = choice_of([name_pair + sep + others + args_pair, args_pair + sep + others + name_pair])
     return literal("{") + space() + others + both + trailing + space() + literal("}")
 
 

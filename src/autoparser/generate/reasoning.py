@@ -6,7 +6,17 @@ from autoparser import tags
 from autoparser.analysis.model import ReasoningMode, TemplateAnalysis
 from autoparser.generate.context import BuildContext
 from autoparser.generate.request import Request
-from autoparser.peg import Parser, atomic, choice, literal, optional, space, tag, until, until_one_of
+from autoparser.peg import (
+    Parser,
+    atomic,
+    choice,
+    literal,
+    optional,
+    space,
+    tag,
+    until,
+    until_one_of,
+)
 
 
 def reasoning_parser(ctx: BuildContext, strict: bool) -> Parser | None:
