@@ -314,6 +314,23 @@ OWN_CASES = [
         "The user greets me.\n</think>\n\nHello!",
         content="Hello!",
         reasoning="The user greets me.",
+        options=ON,
+    ),
+    Case(
+        "reasoning",
+        "not-asked-end-marker-is-text",
+        THINK,
+        "Text.</think> More.",
+        content="Text.</think> More.",
+    ),
+    Case(
+        "reasoning",
+        "call-opener-before-end-marker",
+        GLM,
+        "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+        "</tool_call>",
+        calls=(weather(),),
+        options=ON,
     ),
     Case("reasoning", "bare-end-marker", THINK, "</think>\n\nHello!", content="Hello!"),
     Case("reasoning", "with-opener", THINK, "<think>Hm.</think>Hello!", "Hello!", "Hm."),
@@ -466,6 +483,7 @@ CORPUS_CASES = [
         "The user says hi.</mm:think>\nHello!",
         content="Hello!",
         reasoning="The user says hi.",
+        options=ON,
         corpus=True,
     ),
     Case(

@@ -54,22 +54,21 @@ def opener_left_out(ctx: BuildContext) -> Parser:
 
     Models trained with the opener in the prompt (R1-style, MiniMax's ``</mm:think>``)
     write only the end marker. A bare end marker at the start is an empty block. Text
-    before the end marker is reasoning only when reasoning is on (``reasoning_on``), and
-    only once the end marker comes: atomic() holds that text back while streaming, so a
-    plain answer streams only at the end; that cost is why it waits for reasoning to be on.
+    before the end marker is reasoning only when the request turned reasoning on
+    (``enable_thinking=True``), and only once the end marker comes: atomic() holds that
+    text back while streaming (a plain answer then streams only at its end, the cost that
+    keeps this off by default). A call opener or the end of the turn ends the wait, so a
+    hand-written format (whose call openers the context does not list) keeps to the
+    empty block.
     """
     r = ctx.analysis.reasoning
     close = tag(tags.REASONING_CLOSE, literal(r.end))
     empty = space() + close
-    if not reasoning_on(ctx):
+    if ctx.request.enable_thinking is not True or ctx.analysis.handler:
         return empty
-    return choice(empty, atomic(tag(tags.REASONING, until(r.end)) + close))
-
-
-def reasoning_on(ctx: BuildContext) -> bool:
-    """The request asks for reasoning, or leaves it to a template that cannot turn it off."""
-    wanted = ctx.request.enable_thinking
-    return wanted is True or (wanted is None and not ctx.analysis.reasoning.disabled_prompt_suffix)
+    stops = [r.end, *ctx.end_markers, *ctx.call_openers]
+    body = until_one_of(*dict.fromkeys(stops)) if len(stops) > 1 else until(r.end)
+    return choice(empty, atomic(tag(tags.REASONING, body) + close))
 
 
 def should_extract_reasoning(analysis: TemplateAnalysis, request: Request, forced: bool) -> bool:
