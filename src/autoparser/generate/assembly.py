@@ -13,7 +13,7 @@ from autoparser.errors import RequestError
 from autoparser.generate import pythonic
 from autoparser.generate.context import BuildContext, choice_of, seq_of
 from autoparser.generate.reasoning import reasoning_parser
-from autoparser.generate.sections import call_trigger_markers, tool_section
+from autoparser.generate.sections import call_trigger_markers, inner_opener, tool_section
 from autoparser.peg import (
     Parser,
     any_char,
@@ -82,7 +82,8 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
     opened = can_call and ctx.call_opened
     lenient_reasoning = reasoning_parser(ctx, strict=False)
     section = tool_section(ctx, req.tools, strict=False, parallel=True) if can_call else None
-    body = lenient_body(ctx, section, triggers)
+    inner = inner_opener(ctx) if can_call else ""
+    body = lenient_body(ctx, section, [*triggers, inner] if inner else triggers)
     first: Parser | None = None
     if opened:
         # The prompt wrote the first call's opener: the output may start inside that call.

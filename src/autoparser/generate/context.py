@@ -29,6 +29,8 @@ class BuildContext:
     # The prompt ends with the call opener (call_opener()): the output starts inside the
     # first call, whose opener is already written; later calls carry their own.
     call_opened: bool = False
+    # Where a call can start in the output (the lenient parser's content stops there).
+    call_openers: tuple[str, ...] = ()
 
     @property
     def end_markers(self) -> tuple[str, ...]:

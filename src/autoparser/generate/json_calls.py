@@ -29,12 +29,14 @@ from autoparser.peg import (
     json_string,
     json_value,
     literal,
+    negate,
     optional,
     rest,
     space,
     tag,
     until,
     until_one_of,
+    zero_or_more,
 )
 
 
@@ -190,6 +192,9 @@ def json_native_call(ctx: BuildContext, tool: ToolSpec, strict: bool = True) -> 
     fmt = ctx.analysis.tools.format
     q = "'" if fmt.uses_python_dicts else '"'
     args = _json_args_value(ctx, tool)
+    if not strict and not (fmt.arguments_as_string or fmt.uses_python_dicts):
+        # Models also write the arguments as a JSON string holding the object.
+        args = choice_of([tag(tags.TOOL_ARGS_STR, json_string()), args])
     bad = None if strict else _json_args_recovery(ctx)
     if fmt.fun_name_is_key:
         name = atomic(literal(q) + tag(tags.TOOL_NAME, literal(tool.name)) + literal(q))
@@ -217,10 +222,48 @@ def json_native_call(ctx: BuildContext, tool: ToolSpec, strict: bool = True) -> 
 
     paths = _field_paths(ctx)
     good = _object_from_paths(paths, leaf, q)
-    if bad is None or paths.index(name_path) > paths.index(args_path):
+    if bad is None:
         return good
-    head = _object_prefix(paths, leaf, q, args_path)
-    return good if head is None else choice_of([good, head + bad])
+    alts = [good]
+    if not nest:
+        alts.append(_loose_call_object(ctx, name_value, args, q))
+    if paths.index(name_path) < paths.index(args_path):
+        head = _object_prefix(paths, leaf, q, args_path)
+        if head is not None:
+            alts.append(head + bad)
+    return choice_of(alts)
+
+
+# The keys models use for a call's arguments, whichever one the template renders.
+ARGUMENT_KEYS = ("arguments", "parameters")
+
+
+def _loose_call_object(ctx: BuildContext, name_value: Parser, args_value: Parser, q: str) -> Parser:
+    """A flat call object as real models write it, for the lenient parser only.
+
+    The name and the arguments in either order, ``parameters`` for ``arguments`` (and the
+    reverse), other members (``"type": "function"``, an id) before, between or after them,
+    and the arguments written as the template's own call writes them (``args_value``).
+    """
+    fmt = ctx.analysis.tools.format
+    name_key = fmt.name_field or "name"
+    arg_keys = list(dict.fromkeys([fmt.args_field or "arguments", *ARGUMENT_KEYS]))
+    name_pair = _json_key(name_key, q) + name_value
+    args_pair = choice_of([_json_key(k, q) for k in arg_keys]) + args_value
+    known = choice_of([literal(f"{q}{k}{q}") for k in (name_key, *arg_keys)])
+    other_pair = (
+        negate(known)
+        + json_string(allow_single_quotes=q == "'")
+        + space()
+        + literal(":")
+        + space()
+        + json_value(allow_single_quotes=q == "'")
+    )
+    sep = space() + literal(",") + space()
+    others = zero_or_more(other_pair + sep)
+    trailing = zero_or_more(sep + other_pair)
+    both = choice_of([name_pair + sep + others + args_pair, args_pair + sep + others + name_pair])
+    return literal("{") + space() + others + both + trailing + space() + literal("}")
 
 
 def _call_id(ctx: BuildContext) -> Parser:

@@ -14,7 +14,7 @@ from autoparser.generate.assembly import build_standard
 from autoparser.generate.context import BuildContext, normalize_markers
 from autoparser.generate.reasoning import should_extract_reasoning
 from autoparser.generate.request import Request, normalize_request
-from autoparser.generate.sections import call_opener
+from autoparser.generate.sections import call_opener, call_trigger_markers, inner_opener
 from autoparser.message import ChatMessage
 from autoparser.peg import GrammarTrigger, Parser
 from autoparser.stream import CallIdPolicy, CallIds, StreamParser, parse_text
@@ -192,6 +192,9 @@ def params_for_request(
         thinking_forced_open=forced,
         extract_reasoning=should_extract_reasoning(analysis, request, forced),
     )
+    if request.calls_enabled and not analysis.handler:
+        openers = (*call_trigger_markers(ctx), inner_opener(ctx))
+        ctx = dataclasses.replace(ctx, call_openers=tuple(m for m in openers if m))
     # Like a forced-open reasoning block: a prompt ending with the call opener has already
     # started the first call (e.g. a ">>>name\n{args}" format whose prompt ends with ">>>").
     opener = call_opener(ctx) if not analysis.handler else ""

@@ -6,7 +6,17 @@ from autoparser import tags
 from autoparser.analysis.model import ReasoningMode, TemplateAnalysis
 from autoparser.generate.context import BuildContext
 from autoparser.generate.request import Request
-from autoparser.peg import Parser, atomic, literal, optional, space, tag, until, until_one_of
+from autoparser.peg import (
+    Parser,
+    atomic,
+    choice,
+    literal,
+    optional,
+    space,
+    tag,
+    until,
+    until_one_of,
+)
 
 
 def reasoning_parser(ctx: BuildContext, strict: bool) -> Parser | None:
@@ -15,7 +25,8 @@ def reasoning_parser(ctx: BuildContext, strict: bool) -> Parser | None:
     Forced open (the prompt opened the block, or a DELIMITER template with thinking on):
     everything up to the end marker is reasoning. Otherwise an optional start ... end block
     at the very beginning. The lenient parser also stops reasoning at an end-of-turn marker
-    and tolerates a missing end marker (a truncated block).
+    and tolerates a missing end marker (a truncated block); and, reasoning being on, it
+    reads a block whose opener the model left out (``opener_left_out``).
     """
     r = ctx.analysis.reasoning
     if not ctx.extract_reasoning or not r.end:
@@ -32,7 +43,32 @@ def reasoning_parser(ctx: BuildContext, strict: bool) -> Parser | None:
         # only if its end delimiter comes; atomic() holds it back until then (no retraction).
         strict_block = body + close
         return optional(atomic(strict_block if not strict else block))
-    return optional(space() + literal(r.start) + block)
+    opened = space() + literal(r.start) + block
+    if strict:
+        return optional(opened)
+    return optional(choice(opened, opener_left_out(ctx)))
+
+
+def opener_left_out(ctx: BuildContext) -> Parser:
+    """A reasoning block closed without its opener, for the lenient parser.
+
+    Models trained with the opener in the prompt (R1-style, MiniMax's ``</mm:think>``)
+    write only the end marker. A bare end marker at the start is an empty block. Text
+    before the end marker is reasoning only when the request turned reasoning on
+    (``enable_thinking=True``), and only once the end marker comes: atomic() holds that
+    text back while streaming (a plain answer then streams only at its end, the cost that
+    keeps this off by default). A call opener or the end of the turn ends the wait, so a
+    hand-written format (whose call openers the context does not list) keeps to the
+    empty block.
+    """
+    r = ctx.analysis.reasoning
+    close = tag(tags.REASONING_CLOSE, literal(r.end))
+    empty = space() + close
+    if ctx.request.enable_thinking is not True or ctx.analysis.handler:
+        return empty
+    stops = [r.end, *ctx.end_markers, *ctx.call_openers]
+    body = until_one_of(*dict.fromkeys(stops)) if len(stops) > 1 else until(r.end)
+    return choice(empty, atomic(tag(tags.REASONING, body) + close))
 
 
 def should_extract_reasoning(analysis: TemplateAnalysis, request: Request, forced: bool) -> bool:

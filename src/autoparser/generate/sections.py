@@ -19,8 +19,8 @@ from autoparser.generate.context import (
 )
 from autoparser.generate.json_calls import json_native_call, tag_json_call
 from autoparser.generate.request import ToolSpec
-from autoparser.generate.tagged_calls import tag_tagged_call
-from autoparser.peg import Parser, literal, space, tag, zero_or_more
+from autoparser.generate.tagged_calls import is_markup, tag_tagged_call
+from autoparser.peg import Parser, literal, optional, space, tag, zero_or_more
 
 
 def single_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
@@ -85,6 +85,33 @@ def call_trigger_markers(ctx: BuildContext) -> tuple[str, ...]:
     return (first,) if first else ()
 
 
+def inner_opener(ctx: BuildContext) -> str:
+    """The markup opening a call inside its outer markers (the per-call opener inside a
+    section, ``<function=`` inside ``<tool_call>``), "" when there is none.
+
+    Models sometimes leave the outer opener out; the lenient parser then starts a call
+    at this marker too (markup only: a bare name or ``{`` is ordinary text).
+    """
+    f = ctx.analysis.tools.format
+    section_start, _, call_start, _ = effective_markers(ctx)
+    prefix = "" if f.mode == ToolFormat.JSON_NATIVE else ctx.analysis.tools.function.name_prefix
+    first = call_trigger_markers(ctx)
+    for marker in (call_start if section_start else "", prefix):
+        if is_markup(marker) and marker not in first:
+            return marker
+    return ""
+
+
+def _outer(marker: str, ctx: BuildContext, strict: bool) -> Parser | None:
+    """An opener before the inner one: optional in the lenient parser."""
+    if not marker:
+        return None
+    inner = inner_opener(ctx)
+    if strict or not inner or marker == inner:
+        return literal(marker)
+    return optional(literal(marker) + space())
+
+
 def _one_call(ctx: BuildContext, tools: Sequence[ToolSpec], strict: bool) -> Parser:
     """One call to any of ``tools``, with its per-call markers."""
     _, _, call_start, call_end = effective_markers(ctx)
@@ -93,7 +120,7 @@ def _one_call(ctx: BuildContext, tools: Sequence[ToolSpec], strict: bool) -> Par
     return tag(
         tags.TOOL,
         seq_of(
-            call_start,
+            _outer(call_start, ctx, strict),
             space() if call_start else None,
             inner,
             space() if call_end else None,
@@ -133,7 +160,7 @@ def tool_section(
             open_b, space(), calls, space(), closing(close_b, strict) if close_b else None
         )
     return seq_of(
-        section_start,
+        _outer(section_start, ctx, strict),
         space() if section_start else None,
         calls,
         space() if section_end else None,

@@ -40,11 +40,20 @@ from autoparser.peg import (
 )
 
 
-def _value_end(ctx: BuildContext) -> list[str]:
+def _value_end(ctx: BuildContext, strict: bool = True) -> list[str]:
+    """Where a raw string value ends: its suffix; without one, the next marker.
+
+    The lenient parser also ends a value left unclosed where the next argument opens
+    (a markup marker only: a value may hold ordinary punctuation). Not at the call's
+    closers: values (code, documents) hold those more often than the argument opener.
+    """
     t = ctx.analysis.tools
     a = t.arguments
     if a.value_suffix:
-        return [a.value_suffix]
+        if strict:
+            return [a.value_suffix]
+        nexts = [a.name_prefix] if is_markup(a.name_prefix) else []
+        return list(dict.fromkeys([a.value_suffix, *nexts]))
     candidates = [
         a.separator,
         a.name_prefix,
@@ -54,6 +63,11 @@ def _value_end(ctx: BuildContext) -> list[str]:
         t.format.section_end,
     ]
     return [c for c in dict.fromkeys(candidates) if c and c.strip()]
+
+
+def is_markup(marker: str) -> bool:
+    """A marker that reads as markup (a tag or special token), not as ordinary text."""
+    return len(marker) >= 3 and marker[0] in "<[{|"
 
 
 def _allows_null(schema: Any) -> bool:
@@ -162,7 +176,7 @@ def _string_choices(schema: Any) -> list[str]:
 def _string_argument(ctx: BuildContext, name_p: Parser, schema: Any, strict: bool) -> Parser:
     """``name_prefix NAME name_suffix value_prefix RAW value_suffix``: a raw string value."""
     a = ctx.analysis.tools.arguments
-    ends = _value_end(ctx)
+    ends = _value_end(ctx, strict)
     header = atomic(seq_of(a.name_prefix, name_p, a.name_suffix))
     raw = until(ends[0]) if len(ends) == 1 else until_one_of(*ends)
     choices = _string_choices(schema) if strict else []

@@ -1,0 +1,585 @@
+"""Model output as real models write it, which deviates from what their templates render.
+
+Each case is hand-written the way models deviate (never rendered by the template): a
+reasoning block closed without its opener, JSON call objects with their members in another
+order, under the other arguments key, with extra members or string arguments, inner call
+markup without its outer opener, a close tag missing at the end, a parameter left unclosed
+when the next opens, whitespace around markers, invalid arguments. One template per format
+family from ``tests/templates`` (JSON-native, tag+JSON, tag+tagged, pythonic,
+harmony-style), and corpus templates when ``../shared/templates`` is there. Each case is
+checked non-streaming and streamed in 1-character and random chunks (the stream must fold
+into ``parse``). The strict grammar is not involved: it stays as the template renders.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+from helpers.formats import TOOLS, USER, check_streaming, corpus_template, own_template
+
+from autoparser import ChatTemplate
+from autoparser.generate import ChatParams
+from autoparser.message import ChatMessage
+
+PARIS = {"city": "Paris"}
+PARIS_C = {"city": "Paris", "unit": "celsius"}
+ARGS = json.dumps(PARIS)
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One hand-written output of a template and the message it must parse into."""
+
+    family: str
+    deviation: str
+    template: str  # a tests/templates file, or a corpus file when ``corpus``
+    output: str
+    content: str | None = None
+    reasoning: str | None = None
+    calls: tuple[tuple[str, dict[str, Any]], ...] = ()
+    options: tuple[tuple[str, Any], ...] = ()
+    corpus: bool = False
+    xfail: str = ""  # an unsupported deviation: a strict xfail with its reason
+    stream_xfail: str = ""  # the same, for streaming only
+
+    @property
+    def id(self) -> str:
+        stem = self.template.removesuffix(".jinja")
+        return f"{self.family}-{stem}-{self.deviation}"
+
+
+def weather(args: dict[str, Any] = PARIS) -> tuple[str, dict[str, Any]]:
+    return ("get_weather", args)
+
+
+HERMES = "own_chatml_hermes.jinja"  # JSON-native inside <tool_call> ... </tool_call>
+LLAMA = "own_llama_like.jinja"  # bare JSON-native, "parameters"
+FUNCTIONARY = "own_functionary_like.jinja"  # tag+JSON: <function=NAME>{...}</function>
+QWEN_CODER = "own_qwen3coder_like.jinja"  # tag+tagged: <function=..><parameter=..>
+GLM = "own_glm_like.jinja"  # tag+tagged: NAME<arg_key>..</arg_key><arg_value>..
+PYTHONIC = "fmt_pythonic_like.jinja"  # [name(key=value, ...)]
+HARMONY = "fmt_harmony_like.jinja"  # to=functions.NAME<|channel|>..<|message|>{..}<|call|>
+THINK = "own_think_tag.jinja"  # <think> ... </think>, no switch
+
+ON = (("enable_thinking", True),)
+OFF = (("enable_thinking", False),)
+MALFORMED = '{"city": "Paris", unit: celsius}'
+MALFORMED_CALL = f'<tool_call>\n{{"name": "get_weather", "arguments": {MALFORMED}}}\n</tool_call>'
+NOT_REPAIRED = (
+    "invalid arguments are still returned as a call with repaired arguments (an invented "
+    '"" key): dropping such a call into content is the stream side\'s malformed-call '
+    "policy (issue 10 §5, branch w2-stream)"
+)
+ANNOUNCED_EARLY = (
+    "the stream announces a call once its name is complete; a call that then fails stays "
+    "announced though parse() has none: the whole-call delta policy (issue 10 §5, branch "
+    "w2-stream) fixes this"
+)
+NO_PREFIX_FACT = (
+    "the analysis has no field for a call prefix token the template declares (Llama 3.x "
+    "<|python_tag|>): it needs a new analysis field and every pin re-taken"
+)
+
+OWN_CASES = [
+    # --- JSON-native ---------------------------------------------------------------------
+    Case(
+        "json",
+        "arguments-first",
+        HERMES,
+        '<tool_call>\n{"arguments": {"city": "Paris"}, "name": "get_weather"}\n</tool_call>',
+        calls=(weather(),),
+    ),
+    Case(
+        "json",
+        "parameters-for-arguments",
+        HERMES,
+        '<tool_call>\n{"name": "get_weather", "parameters": {"city": "Paris"}}\n</tool_call>',
+        calls=(weather(),),
+    ),
+    Case(
+        "json",
+        "arguments-for-parameters",
+        LLAMA,
+        '{"name": "get_weather", "arguments": {"city": "Paris"}}',
+        calls=(weather(),),
+    ),
+    Case(
+        "json",
+        "parameters-first",
+        LLAMA,
+        '{"parameters": {"city": "Paris", "unit": "celsius"}, "name": "get_weather"}',
+        calls=(weather(PARIS_C),),
+    ),
+    Case(
+        "json",
+        "type-function-first",
+        HERMES,
+        '<tool_call>\n{"type": "function", "name": "get_weather", "arguments": '
+        '{"city": "Paris"}}\n</tool_call>',
+        calls=(weather(),),
+    ),
+    Case(
+        "json",
+        "type-function-between-and-after",
+        LLAMA,
+        '{"name": "get_weather", "type": "function", "parameters": {"city": "Paris"}, '
+        '"id": "call_1"}',
+        calls=(weather(),),
+    ),
+    Case(
+        "json",
+        "arguments-as-string",
+        HERMES,
+        '<tool_call>\n{"name": "get_weather", "arguments": "{\\"city\\": \\"Paris\\"}"}'
+        "\n</tool_call>",
+        calls=(weather(),),
+    ),
+    Case(
+        "json",
+        "arguments-as-string-first",
+        LLAMA,
+        '{"parameters": "{\\"city\\": \\"Paris\\", \\"unit\\": \\"celsius\\"}", '
+        '"name": "get_weather"}',
+        calls=(weather(PARIS_C),),
+    ),
+    Case(
+        "json",
+        "missing-close-at-end",
+        HERMES,
+        'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}',
+        content="Let me check.",
+        calls=(weather(),),
+    ),
+    Case(
+        "json",
+        "no-whitespace",
+        HERMES,
+        '<tool_call>{"name":"get_weather","arguments":{"city":"Paris"}}</tool_call>',
+        calls=(weather(),),
+    ),
+    Case(
+        "json",
+        "extra-whitespace",
+        HERMES,
+        '\n\n<tool_call>\n\n  { "name" : "get_weather" ,\n "arguments" : { "city" : "Paris" } }'
+        "\n\n</tool_call>\n",
+        calls=(weather(),),
+    ),
+    Case(
+        "json",
+        "two-deviating-calls",
+        HERMES,
+        '<tool_call>\n{"arguments": {"city": "Paris"}, "name": "get_weather"}\n</tool_call>\n'
+        '<tool_call>\n{"type": "function", "name": "search", "parameters": "{\\"query\\": '
+        '\\"news\\"}"}\n</tool_call>',
+        calls=(weather(), ("search", {"query": "news"})),
+    ),
+    Case(
+        "json",
+        "name-twice-is-not-a-call",
+        HERMES,
+        '<tool_call>\n{"name": "get_weather", "name": "search"}\n</tool_call>',
+        content='<tool_call>\n{"name": "get_weather", "name": "search"}\n</tool_call>',
+        stream_xfail=ANNOUNCED_EARLY,
+    ),
+    Case(
+        "json",
+        "malformed-arguments",
+        HERMES,
+        MALFORMED_CALL,
+        content=MALFORMED_CALL,
+        xfail=NOT_REPAIRED,
+    ),
+    Case(
+        "json",
+        "python-tag-prefix",
+        LLAMA,
+        '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}',
+        calls=(weather(),),
+        xfail=NO_PREFIX_FACT,
+    ),
+    # --- tag + JSON ----------------------------------------------------------------------
+    Case(
+        "tag-json",
+        "missing-close-at-end",
+        FUNCTIONARY,
+        'Checking. <function=get_weather>{"city": "Paris"}',
+        content="Checking.",
+        calls=(weather(),),
+    ),
+    Case(
+        "tag-json",
+        "newlines-around-markers",
+        FUNCTIONARY,
+        '<function=get_weather>\n{"city": "Paris", "unit": "celsius"}\n</function>\n'
+        '<function=search>\n\n{"query": "news"}\n\n</function>',
+        calls=(weather(PARIS_C), ("search", {"query": "news"})),
+    ),
+    # --- tag + tagged --------------------------------------------------------------------
+    Case(
+        "tagged",
+        "no-outer-opener",
+        QWEN_CODER,
+        "Sure.\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>",
+        content="Sure.",
+        calls=(weather(),),
+    ),
+    Case(
+        "tagged",
+        "no-outer-opener-two-calls",
+        QWEN_CODER,
+        "<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n"
+        "<function=search>\n<parameter=query>\nnews\n</parameter>\n</function>",
+        calls=(weather(), ("search", {"query": "news"})),
+    ),
+    Case(
+        "tagged",
+        "missing-closes-at-end",
+        QWEN_CODER,
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>",
+        calls=(weather(),),
+    ),
+    Case(
+        "tagged",
+        "parameter-unclosed",
+        QWEN_CODER,
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n<parameter=unit>\n"
+        "celsius\n</parameter>\n</function>\n</tool_call>",
+        calls=(weather(PARIS_C),),
+    ),
+    Case(
+        "tagged",
+        "no-newlines",
+        QWEN_CODER,
+        "<tool_call><function=get_weather><parameter=city>Paris</parameter>"
+        "<parameter=unit>celsius</parameter></function></tool_call>",
+        calls=(weather(PARIS_C),),
+    ),
+    Case(
+        "tagged",
+        "extra-newlines-between-markers",
+        QWEN_CODER,
+        "<tool_call>\n\n<function=get_weather>\n\n<parameter=city>\nParis\n</parameter>\n\n"
+        "</function>\n\n</tool_call>",
+        calls=(weather(),),
+    ),
+    Case(
+        "tagged",
+        "value-unclosed",
+        GLM,
+        "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris\n"
+        "<arg_key>unit</arg_key>\n<arg_value>celsius</arg_value>\n</tool_call>",
+        calls=(weather(PARIS_C),),
+    ),
+    Case(
+        "tagged",
+        "missing-close-at-end",
+        GLM,
+        "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>",
+        calls=(weather(),),
+    ),
+    Case(
+        "tagged",
+        "no-newlines",
+        GLM,
+        "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>",
+        calls=(weather(),),
+    ),
+    Case(
+        "tagged",
+        "reasoning-without-opener",
+        GLM,
+        "I need the weather.</think>\n<tool_call>get_weather\n<arg_key>city</arg_key>\n"
+        "<arg_value>Paris</arg_value>\n</tool_call>",
+        reasoning="I need the weather.",
+        calls=(weather(),),
+        options=ON,
+    ),
+    Case(
+        "tagged",
+        "reasoning-off-end-marker-is-text",
+        GLM,
+        "no reasoning here</think> ok",
+        content="no reasoning here</think> ok",
+        options=OFF,
+    ),
+    # --- reasoning alone -----------------------------------------------------------------
+    Case(
+        "reasoning",
+        "closed-without-opener",
+        THINK,
+        "The user greets me.\n</think>\n\nHello!",
+        content="Hello!",
+        reasoning="The user greets me.",
+        options=ON,
+    ),
+    Case(
+        "reasoning",
+        "not-asked-end-marker-is-text",
+        THINK,
+        "Text.</think> More.",
+        content="Text.</think> More.",
+    ),
+    Case(
+        "reasoning",
+        "call-opener-before-end-marker",
+        GLM,
+        "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+        "</tool_call>",
+        calls=(weather(),),
+        options=ON,
+    ),
+    Case("reasoning", "bare-end-marker", THINK, "</think>\n\nHello!", content="Hello!"),
+    Case("reasoning", "with-opener", THINK, "<think>Hm.</think>Hello!", "Hello!", "Hm."),
+    Case("reasoning", "no-reasoning", THINK, "Hello, no block.", content="Hello, no block."),
+    # --- pythonic ------------------------------------------------------------------------
+    Case(
+        "pythonic",
+        "spaces-around-markers",
+        PYTHONIC,
+        "[ get_weather( city = 'Paris' , unit = 'celsius' ) ]",
+        calls=(weather(PARIS_C),),
+    ),
+    Case(
+        "pythonic",
+        "missing-close-at-end",
+        PYTHONIC,
+        "[get_weather(city='Paris')",
+        calls=(weather(),),
+    ),
+    Case(
+        "pythonic",
+        "newline-between-calls",
+        PYTHONIC,
+        "[get_weather(city='Paris'),\nsearch(query='news')]",
+        calls=(weather(), ("search", {"query": "news"})),
+    ),
+    # --- harmony-style -------------------------------------------------------------------
+    Case(
+        "harmony",
+        "missing-call-marker-at-end",
+        HARMONY,
+        '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": '
+        '"Paris"}',
+        calls=(weather(),),
+    ),
+    Case(
+        "harmony",
+        "reasoning-then-call",
+        HARMONY,
+        "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant"
+        '<|channel|>commentary to=functions.get_weather json<|message|>{"city": "Paris"}<|call|>',
+        reasoning="Need weather.",
+        calls=(weather(),),
+    ),
+]
+
+CORPUS_CASES = [
+    Case(
+        "json",
+        "arguments-for-parameters",
+        "meta-llama-Llama-3.3-70B-Instruct.jinja",
+        '{"name": "get_weather", "arguments": {"city": "Paris"}}',
+        calls=(weather(),),
+        corpus=True,
+    ),
+    Case(
+        "json",
+        "parameters-first-type",
+        "meta-llama-Llama-3.3-70B-Instruct.jinja",
+        '{"type": "function", "parameters": {"city": "Paris"}, "name": "get_weather"}',
+        calls=(weather(),),
+        corpus=True,
+    ),
+    Case(
+        "json",
+        "python-tag-prefix",
+        "meta-llama-Llama-3.3-70B-Instruct.jinja",
+        '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}',
+        calls=(weather(),),
+        corpus=True,
+        xfail=NO_PREFIX_FACT,
+    ),
+    Case(
+        "json",
+        "reasoning-without-opener-then-string-arguments",
+        "Qwen-Qwen3-0.6B.jinja",
+        'Weather needed.\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": '
+        '"{\\"city\\": \\"Paris\\"}"}\n</tool_call>',
+        reasoning="Weather needed.",
+        calls=(weather(),),
+        options=ON,
+        corpus=True,
+    ),
+    Case(
+        "json",
+        "arguments-first-missing-close",
+        "Qwen-Qwen3-0.6B.jinja",
+        '<tool_call>\n{"arguments": {"city": "Paris"}, "name": "get_weather"}',
+        calls=(weather(),),
+        options=OFF,
+        corpus=True,
+    ),
+    Case(
+        "json",
+        "parameters-type",
+        "Qwen-Qwen2.5-7B-Instruct.jinja",  # the Hermes format
+        '<tool_call>\n{"type": "function", "name": "get_weather", "parameters": '
+        '{"city": "Paris"}}\n</tool_call>',
+        calls=(weather(),),
+        corpus=True,
+    ),
+    Case(
+        "json",
+        "whitespace",
+        "Mistral-Small-3.2-24B-Instruct-2506.jinja",
+        '[TOOL_CALLS]get_weather[ARGS]\n{"city": "Paris"}\n',
+        calls=(weather(),),
+        corpus=True,
+    ),
+    Case(
+        "tagged",
+        "no-outer-opener-unclosed-parameter",
+        "Qwen3-Coder.jinja",
+        "<function=get_weather>\n<parameter=city>\nParis\n<parameter=unit>\ncelsius\n"
+        "</parameter>\n</function>",
+        calls=(weather(PARIS_C),),
+        corpus=True,
+    ),
+    Case(
+        "tagged",
+        "missing-closes-at-end",
+        "Qwen3-Coder.jinja",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n",
+        calls=(weather(),),
+        corpus=True,
+    ),
+    Case(
+        "tagged",
+        "reasoning-without-opener-unclosed-value",
+        "GLM-4.6.jinja",
+        "Weather.</think>\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris\n"
+        "<arg_key>unit</arg_key>\n<arg_value>celsius</arg_value>\n</tool_call>",
+        reasoning="Weather.",
+        calls=(weather(PARIS_C),),
+        options=ON,
+        corpus=True,
+    ),
+    Case(
+        "tagged",
+        "reasoning-bare-end-marker",
+        "MiniMax-M3.jinja",
+        "</mm:think>Hello!",
+        content="Hello!",
+        corpus=True,
+    ),
+    Case(
+        "tagged",
+        "reasoning-without-opener",
+        "MiniMax-M3.jinja",
+        "The user says hi.</mm:think>\nHello!",
+        content="Hello!",
+        reasoning="The user says hi.",
+        options=ON,
+        corpus=True,
+    ),
+    Case(
+        "tag-json",
+        "no-section-opener",
+        "deepseek-ai-DeepSeek-V3.1.jinja",
+        '<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}<｜tool▁call▁end｜>',
+        calls=(weather(),),
+        corpus=True,
+    ),
+    Case(
+        "tag-json",
+        "missing-closes-at-end",
+        "deepseek-ai-DeepSeek-V3.1.jinja",
+        'Ok.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}',
+        content="Ok.",
+        calls=(weather(),),
+        corpus=True,
+    ),
+    Case(
+        "tag-json",
+        "reasoning-forced-open-r1",
+        "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+        "Simple greeting.\n</think>\n\nHello!",
+        content="Hello!",
+        reasoning="Simple greeting.",
+        options=ON,
+        corpus=True,
+    ),
+]
+
+CASES = OWN_CASES + CORPUS_CASES
+
+
+def _template(case: Case) -> ChatTemplate:
+    if case.corpus:
+        return corpus_template(case.template, case.template)
+    return own_template(case.template)
+
+
+def _params(case: Case) -> ChatParams:
+    # Without the parameterless tool: some corpus templates cannot render one (issue 10 §4).
+    tools = [t for t in TOOLS if t["function"]["parameters"]]
+    return _template(case).apply(USER, tools=tools, call_id_seed=1, **dict(case.options))
+
+
+def _as_data(message: ChatMessage) -> dict[str, Any]:
+    return {
+        "content": message.content,
+        "reasoning_content": message.reasoning_content,
+        "tool_calls": [(c.name, json.loads(c.arguments)) for c in message.tool_calls],
+    }
+
+
+def _marks(reason: str) -> list[pytest.MarkDecorator]:
+    return [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+
+
+PARAMS = [pytest.param(c, id=c.id, marks=_marks(c.xfail)) for c in CASES]
+STREAM_PARAMS = [pytest.param(c, id=c.id, marks=_marks(c.stream_xfail)) for c in CASES]
+
+
+@pytest.mark.parametrize("case", PARAMS)
+def test_output_parses_to_the_intended_message(case: Case) -> None:
+    message = _params(case).parse(case.output)
+    assert _as_data(message) == {
+        "content": case.content,
+        "reasoning_content": case.reasoning,
+        "tool_calls": list(case.calls),
+    }
+
+
+@pytest.mark.parametrize("case", STREAM_PARAMS)
+def test_streamed_output_folds_into_the_parse(case: Case) -> None:
+    """1-character chunks and random chunks: the deltas and the message equal parse()."""
+    check_streaming(_params(case), case.output, count=8, seed=len(case.output))
+
+
+def test_strict_grammar_keeps_the_rendered_shape() -> None:
+    """The lenient parser reads the deviations; the grammar still allows only the template's
+    own shape (the key order, the key name, the outer opener)."""
+    from helpers.gbnf_oracle import accepts
+
+    hermes = own_template(HERMES).apply(USER, tools=TOOLS, tool_choice="required")
+    assert hermes.grammar is not None
+    rendered = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    assert accepts(hermes.grammar, rendered)
+    swapped = '<tool_call>\n{"arguments": {"city": "Paris"}, "name": "get_weather"}\n</tool_call>'
+    assert not accepts(hermes.grammar, swapped)
+    coder = own_template(QWEN_CODER).apply(USER, tools=TOOLS, tool_choice="required")
+    assert coder.grammar is not None
+    bare = "<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>"
+    assert not accepts(coder.grammar, bare)
+    assert accepts(coder.grammar, "<tool_call>\n" + bare + "\n</tool_call>")
+
+
+def test_every_family_is_covered() -> None:
+    families = {c.family for c in OWN_CASES}
+    assert families >= {"json", "tag-json", "tagged", "pythonic", "harmony", "reasoning"}
