@@ -181,7 +181,7 @@ def _string_argument(ctx: BuildContext, name_p: Parser, schema: Any, strict: boo
     raw = until(ends[0]) if len(ends) == 1 else until_one_of(*ends)
     choices = _string_choices(schema) if strict else []
     if choices:  # the grammar writes one of the allowed strings, raw as the template does
-        raw = choice_of([literal(word) for word in choices])
+        raw = space() + choice_of([literal(word) for word in choices]) + space()
     value: Parser = tag(tags.TOOL_ARG_STRING, raw)
     suffix = closing(a.value_suffix, strict) if a.value_suffix else None
     lead = space() if a.value_prefix else None  # whitespace between name and value markers
