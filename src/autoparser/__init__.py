@@ -3,6 +3,7 @@
 from autoparser.analysis.model import TemplateAnalysis
 from autoparser.chat import ChatTemplate
 from autoparser.errors import (
+    AnalysisWarning,
     AutoparserError,
     GrammarError,
     RequestError,
@@ -15,6 +16,7 @@ from autoparser.stream import StreamParser
 from autoparser.template import TemplateCaps
 
 __all__ = [
+    "AnalysisWarning",
     "AutoparserError",
     "ChatMessage",
     "ChatParams",

@@ -34,3 +34,11 @@ class TemplateLimitError(TemplateError):
     def __init__(self, limit: str, message: str) -> None:
         super().__init__(message)
         self.limit = limit
+
+
+class AnalysisWarning(UserWarning):
+    """The analysis of a template did not verify: its parser misreads the template's own renders.
+
+    Emitted once per template by ``ChatTemplate.apply``; ``ChatTemplate.analyze().verification``
+    lists the failed checks. Parsing still runs, but tool calls or reasoning may come back wrong.
+    """
