@@ -227,6 +227,20 @@ def cut_turn(prompt: str, full: str, analysis: TemplateAnalysis, eos: str) -> st
         turn = body[:cut]
 
 
+def _second_turn(turn: str, analysis: TemplateAnalysis, eos: str) -> bool:
+    """Does an end-of-turn marker inside the turn open another assistant turn?"""
+    opener = analysis.generation_prompt.strip()[:8]
+    if not opener:
+        return False
+    for marker in {m.strip() for m in (*analysis.end_of_turn, eos) if m.strip()}:
+        at = turn.find(marker)
+        while at >= 0:
+            if turn[at + len(marker) :].lstrip().startswith(opener):
+                return True
+            at = turn.find(marker, at + 1)
+    return False
+
+
 def _missing(message: Mapping[str, Any], turn: str) -> str:
     """Why the rendered turn cannot show the message (a part dropped), or ""."""
     if message.get("reasoning_content") and THINKING not in turn:
@@ -260,26 +274,28 @@ def _args(arguments: str | Mapping[str, Any]) -> str:
 
 def difference(expected: Mapping[str, Any], parsed: Any) -> str:
     """How the parsed message differs from the rendered one ("" = the same)."""
-    want_content = _norm(expected.get("content"))
-    if _norm(parsed.content) != want_content:
-        return f"content {_short(parsed.content)} instead of {_short(expected.get('content'))}"
-    if _norm(parsed.reasoning_content) != _norm(expected.get("reasoning_content")):
-        return (
-            f"reasoning {_short(parsed.reasoning_content)} instead of "
-            f"{_short(expected.get('reasoning_content'))}"
-        )
     want = [
         (c["function"]["name"], _args(c["function"]["arguments"]))
         for c in expected.get("tool_calls", ())
     ]
     got = [(c.name, _args(c.arguments)) for c in parsed.tool_calls]
     if len(got) != len(want):
-        return f"{len(got)} tool call(s) instead of {len(want)}"
+        return (
+            f"{len(got)} tool call(s) instead of {len(want)} "
+            f"(content {_short(parsed.content)}, reasoning {_short(parsed.reasoning_content)})"
+        )
     for index, (g, w) in enumerate(zip(got, want, strict=True)):
         if g[0] != w[0]:
             return f"call {index} named {g[0]!r} instead of {w[0]!r}"
         if g[1] != w[1]:
             return f"call {index} arguments {_short(g[1])} instead of {_short(w[1])}"
+    if _norm(parsed.content) != _norm(expected.get("content")):
+        return f"content {_short(parsed.content)} instead of {_short(expected.get('content'))}"
+    if _norm(parsed.reasoning_content) != _norm(expected.get("reasoning_content")):
+        return (
+            f"reasoning {_short(parsed.reasoning_content)} instead of "
+            f"{_short(expected.get('reasoning_content'))}"
+        )
     return ""
 
 
@@ -340,13 +356,18 @@ def _check_scenario(
             if turn is None:
                 reasons.append("the rendered turn does not extend the generation prompt")
                 continue
+            if _second_turn(turn, analysis, eos):
+                reasons.append("the template renders part of the turn as a second assistant turn")
+                continue
             missing = _missing(message, turn)
             if missing:
                 reasons.append(missing)
                 continue
             opener, closer = analysis.reasoning.start.strip(), analysis.reasoning.end.strip()
             if opener and prompt.rstrip().endswith(opener) and closer not in turn:
-                reasons.append("the generation prompt opens a reasoning block the turn never closes")
+                reasons.append(
+                    "the generation prompt opens a reasoning block the turn never closes"
+                )
                 continue
             try:
                 params = renders.params(analysis, prompt, scenario, thinking)
