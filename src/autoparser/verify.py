@@ -205,9 +205,17 @@ def cut_turn(prompt: str, full: str, analysis: TemplateAnalysis, eos: str) -> st
         if not removed or not full.startswith(shorter.rstrip()):
             return None
         turn = full[len(shorter.rstrip()) :]
-        for marker in removed:
-            if turn.lstrip().startswith(marker):
-                turn = turn.lstrip()[len(marker) :]
+        # The turn may repeat the last k markers the prompt ended with: cut that repeat.
+        for k in range(len(removed), 0, -1):
+            rest = turn
+            for marker in removed[-k:]:
+                rest = rest.lstrip()
+                if not rest.startswith(marker):
+                    break
+                rest = rest[len(marker) :]
+            else:
+                turn = rest
+                break
     ends = [m.strip() for m in (*analysis.end_of_turn, eos) if m.strip()]
     opener = analysis.generation_prompt.strip()
     while True:
@@ -252,6 +260,8 @@ def _missing(message: Mapping[str, Any], turn: str) -> str:
     for call in message.get("tool_calls", ()):
         if call["function"]["name"] not in turn:
             return "template does not render the assistant's tool calls"
+    if message.get("tool_calls") and VALUE_FIRST not in turn and str(VALUE_NUMBER) not in turn:
+        return "template drops the arguments of the assistant's tool calls"
     if len(message.get("tool_calls", ())) > 1 and turn.count(VALUE_FIRST) < 2:
         return "template renders only one tool call per turn"
     return ""
