@@ -151,6 +151,7 @@ class _Renders:
         self.caps = detect_caps(renderer)
         self.quirks = detect_quirks(renderer)
         self._params: dict[tuple[str, bool, bool | None], ChatParams] = {}
+        self._request: Request | None = None
 
     def render(
         self,
@@ -163,6 +164,20 @@ class _Renders:
         prepared, tool_list = apply_polyfills(self.caps, self.quirks, messages, tool_list)
         return self.renderer.render(prepared, tool_list, gen, **kwargs)
 
+    def request(self, analysis: TemplateAnalysis) -> Request:
+        """The verification request, validated once (schema checks cost); varied by replace."""
+        if self._request is None:
+            self._request = normalize_request(
+                tools=list(TOOLS) if self.caps.supports_tool_calls else None,
+                tool_choice="auto",
+                parallel_tool_calls=None,
+                response_format=None,
+                enable_thinking=None,
+                reasoning_format="auto",
+                template_supports_parallel=analysis.tools.parallel_calls,
+            )
+        return self._request
+
     def params(
         self, analysis: TemplateAnalysis, prompt: str, scenario: str, thinking: bool | None
     ) -> ChatParams:
@@ -171,9 +186,12 @@ class _Renders:
         key = (prompt, parallel, thinking)
         found = self._params.get(key)
         if found is None:
-            request = _request(analysis, self.caps.supports_tool_calls, parallel, thinking)
+            request = self.request(analysis)
+            if parallel:
+                request = dataclasses.replace(request, parallel_tool_calls=True)
+            request = dataclasses.replace(request, enable_thinking=thinking)
             found = self._params[key] = params_for_request(
-                analysis, request, prompt=prompt, call_id_seed=0
+                analysis, request, prompt=prompt, call_id_seed=0, with_grammar=False
             )
         return found
 
@@ -318,24 +336,6 @@ def _short(text: str | None, limit: int = 60) -> str:
 # ------------------------------------------------------------------------------ the checks
 
 
-def _request(
-    analysis: TemplateAnalysis,
-    with_tools: bool,
-    parallel: bool,
-    thinking: bool | None,
-    tools: Sequence[Mapping[str, Any]] = TOOLS,
-) -> Request:
-    return normalize_request(
-        tools=list(tools) if with_tools else None,
-        tool_choice="auto",
-        parallel_tool_calls=True if parallel else None,
-        response_format=None,
-        enable_thinking=thinking,
-        reasoning_format="auto",
-        template_supports_parallel=analysis.tools.parallel_calls,
-    )
-
-
 def _thinking_variants(scenario: str) -> tuple[bool | None, ...]:
     return (True, None) if scenario in _REASONING_SCENARIOS else (None, False)
 
@@ -408,7 +408,7 @@ def verify_analysis(renderer: Renderer, analysis: TemplateAnalysis) -> AnalysisV
         if outcome == "fail":
             failures.append(VerificationFailure(scenario, reason))
     checks.append(NEEDLE_CHECK)
-    leaks = leaked_needles(analysis, _triggers(analysis, renders.caps.supports_tool_calls))
+    leaks = leaked_needles(analysis, _triggers(analysis, renders))
     if leaks:
         failures.append(
             VerificationFailure(NEEDLE_CHECK, "probe placeholder in " + ", ".join(leaks))
@@ -416,34 +416,42 @@ def verify_analysis(renderer: Renderer, analysis: TemplateAnalysis) -> AnalysisV
     return AnalysisVerification(tuple(checks), tuple(failures), tuple(skipped))
 
 
-def _renamed(tool: Mapping[str, Any], name: str) -> dict[str, Any]:
-    return {"type": "function", "function": {**tool["function"], "name": name}}
+# Trigger names: a trigger may hold the request's own tool names (``>>>get_weather``), never
+# a name the analysis rendered, so the trigger check asks for tools named otherwise.
+_TRIGGER_NAMES = ("check_tool_one", "check_tool_two")
 
 
-# The trigger check asks for tools whose names are no placeholders: a trigger may hold the
-# request's own tool names (``>>>get_weather``), never a name the analysis rendered.
-_TRIGGER_TOOLS = (_renamed(TOOLS[0], "check_tool_one"), _renamed(TOOLS[1], "check_tool_two"))
-
-
-def _triggers(analysis: TemplateAnalysis, with_tools: bool) -> list[str]:
-    """The grammar triggers of a request with the verification tools."""
-    if not with_tools or (analysis.tools.format.mode == ToolFormat.NONE and not analysis.handler):
+def _triggers(analysis: TemplateAnalysis, renders: _Renders) -> list[str]:
+    """The grammar triggers of a request for the verification tools, renamed."""
+    fmt = analysis.tools.format
+    if not renders.caps.supports_tool_calls or (
+        fmt.mode == ToolFormat.NONE and not analysis.handler
+    ):
         return []
     try:
-        request = _request(analysis, True, False, None, _TRIGGER_TOOLS)
-        params = params_for_request(analysis, request)
+        request = renders.request(analysis)
+        tools = tuple(
+            dataclasses.replace(tool, name=name)
+            for tool, name in zip(request.tools, _TRIGGER_NAMES, strict=True)
+        )
+        params = params_for_request(analysis, dataclasses.replace(request, tools=tools))
     except AutoparserError:
         return []  # a failure to build shows in the call checks
     return [t.value for t in params.grammar_triggers]
 
 
-_CACHE: dict[tuple[str, str, str], AnalysisVerification] = {}
+_CACHE: dict[tuple[str, str, str], tuple[TemplateAnalysis, TemplateAnalysis]] = {}
 
 
 def verified(renderer: Renderer, analysis: TemplateAnalysis) -> TemplateAnalysis:
-    """``analysis`` with its verification filled in (cached per source, bos, eos)."""
+    """``analysis`` with its verification filled in, cached per (source, bos, eos).
+
+    The same analysis object in gives the same verified object out, so the facade's
+    cached analysis stays one object.
+    """
     key = (renderer.source, renderer.bos_token, renderer.eos_token)
     found = _CACHE.get(key)
-    if found is None:
-        found = _CACHE[key] = verify_analysis(renderer, analysis)
-    return dataclasses.replace(analysis, verification=found)
+    if found is None or found[0] is not analysis:
+        check = verify_analysis(renderer, analysis)
+        found = _CACHE[key] = (analysis, dataclasses.replace(analysis, verification=check))
+    return found[1]
