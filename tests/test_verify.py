@@ -212,3 +212,17 @@ def test_corpus_verification_count() -> None:
             verified += _verification(path).verified
     print(f"\n{verified} of {len(paths)} corpus templates verify")
     assert verified == len(paths) - len(xfails)
+
+
+def test_nothing_checkable_is_no_verification() -> None:
+    """A template whose every probe turn is skipped must not pass vacuously."""
+    source = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}" + (
+        "{% if add_generation_prompt %}assistant says: {% endif %}"
+    )
+    template = ChatTemplate(source, name="no-extend")
+    check = template.analyze().verification
+    assert check is not None
+    assert not check.verified
+    (failure,) = check.failures
+    assert failure.check == "some_conversation_checked"
+    assert "does not extend the generation prompt" in failure.reason

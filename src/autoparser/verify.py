@@ -6,7 +6,8 @@ the template renders the assistant turn, the parser built from the analysis pars
 the message must come back as rendered (content and reasoning whitespace-normalised, calls
 by name and arguments as JSON values). One more check: no probe placeholder appears in a
 marker, a trigger or a preserved token. A conversation the template cannot express (it
-refuses it, or drops the part under test) is skipped with the reason, never a failure.
+refuses it, or drops the part under test) is skipped with the reason; when every one is
+skipped, that is a failure (``some_conversation_checked``): nothing was verified.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from autoparser.generate import ChatParams, Request, normalize_request, params_f
 from autoparser.template import Renderer, apply_polyfills, detect_caps, detect_quirks
 
 NEEDLE_CHECK = "no_needle_in_markers"
+ANY_CHECK = "some_conversation_checked"
 SCENARIOS = (
     "content",
     "reasoning",
@@ -407,6 +409,11 @@ def verify_analysis(renderer: Renderer, analysis: TemplateAnalysis) -> AnalysisV
         checks.append(scenario)
         if outcome == "fail":
             failures.append(VerificationFailure(scenario, reason))
+    if not checks:
+        # Nothing read back is nothing verified: say so rather than pass vacuously.
+        why = next((r for _, r in skipped if "tool calls" not in r), skipped[0][1])
+        checks.append(ANY_CHECK)
+        failures.append(VerificationFailure(ANY_CHECK, f"no probe conversation checkable: {why}"))
     checks.append(NEEDLE_CHECK)
     leaks = leaked_needles(analysis, _triggers(analysis, renders))
     if leaks:
