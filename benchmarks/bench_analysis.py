@@ -1,5 +1,8 @@
 """Benchmark: cold template analysis (jinja2 compile + all variant renders + diffs) per template.
 
+Also the self-check the facade adds (``autoparser.verify``: a handful of renders of the
+probe conversations, parsers built and run), timed apart on an already analysed template.
+
 Baseline, measured in the same run: compiling the template and rendering one prompt
 (what any use of the template costs). The ratio says how many "compile + render" the
 analysis is worth. Cached lookups are compared with a plain dict lookup.
@@ -21,7 +24,8 @@ from timing import best_of
 
 from autoparser import ChatTemplate
 from autoparser.analysis.analyzer import analyze_template, clear_cache, run_analysis
-from autoparser.errors import TemplateError
+from autoparser.errors import AutoparserError, TemplateError
+from autoparser.verify import verify_analysis
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT.parent / "shared" / "templates"
@@ -50,6 +54,13 @@ def _cold(source: str) -> None:
     run_analysis(ChatTemplate(source, bos_token="<s>", eos_token="</s>"))
 
 
+def _verify(source: str) -> None:
+    """The verification alone: the analysis is cached, the renders and parsers are not."""
+    template = ChatTemplate(source, bos_token="<s>", eos_token="</s>")
+    with contextlib.suppress(AutoparserError):
+        verify_analysis(template.renderer, analyze_template(template.renderer))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--smoke", action="store_true", help="one repeat, for CI")
@@ -63,11 +74,18 @@ def main() -> int:
     repeats = 1 if args.smoke else 5
 
     rows: list[tuple[float, float, str]] = []
+    checks: list[float] = []
+    skipped: list[str] = []
     for path in paths:
         source = path.read_text(encoding="utf-8")
-        base = best_of(functools.partial(_baseline, source), repeats)
-        cold = best_of(functools.partial(_cold, source), repeats)
+        try:
+            base = best_of(functools.partial(_baseline, source), repeats)
+            cold = best_of(functools.partial(_cold, source), repeats)
+        except AutoparserError:
+            skipped.append(path.stem)  # cannot compile or analyse: nothing to time
+            continue
         rows.append((cold, base, path.stem))
+        checks.append(best_of(functools.partial(_verify, source), repeats))
     rows.sort()
     colds = [r[0] for r in rows]
     bases = [r[1] for r in rows]
@@ -89,13 +107,21 @@ def main() -> int:
     for _ in range(loops):
         plain.get(key)
     dict_lookup = (time.perf_counter() - t0) / loops
-    assert analyze_template(template) is template.analyze()
+    assert template.analyze() is template.analyze()
+    assert template.analyze().verification is not None
 
     print(f"templates: {len(rows)} from {folder} (best of {repeats})")
+    if skipped:
+        print(f"not timed (template error): {', '.join(skipped)}")
     print(
         f"cold analysis incl. compile: median {median_cold * 1e3:.1f} ms, "
         f"worst {worst[0] * 1e3:.1f} ms ({worst[2]})"
     )
+    if checks:
+        print(
+            f"verification (added per template, cold): median "
+            f"{statistics.median(checks) * 1e3:.1f} ms, worst {max(checks) * 1e3:.1f} ms"
+        )
     print(
         f"baseline compile + one render: median {median_base * 1e3:.2f} ms; "
         f"analysis / baseline: median {median_cold / median_base:.1f}x"

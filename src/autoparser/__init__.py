@@ -3,6 +3,7 @@
 from autoparser.analysis.model import TemplateAnalysis
 from autoparser.chat import ChatTemplate
 from autoparser.errors import (
+    AnalysisWarning,
     AutoparserError,
     ExportError,
     GrammarError,
@@ -16,6 +17,7 @@ from autoparser.stream import StreamParser
 from autoparser.template import TemplateCaps
 
 __all__ = [
+    "AnalysisWarning",
     "AutoparserError",
     "ChatMessage",
     "ChatParams",

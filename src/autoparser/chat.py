@@ -9,12 +9,13 @@ request), never this object, so none of them imports this module.
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
 from autoparser.analysis import TemplateAnalysis, analyze_template
-from autoparser.errors import TemplateError
+from autoparser.errors import AnalysisWarning, TemplateError
 from autoparser.generate import ChatParams, normalize_request, params_for_request
 from autoparser.generate.request import check_messages
 from autoparser.template import (
@@ -33,6 +34,7 @@ from autoparser.template.loading import (
     load_path,
     load_pretrained,
 )
+from autoparser.verify import verified
 
 # An OpenAI-shaped message or tool: a JSON object, read (never mutated) by the library.
 JsonObject = Mapping[str, object]
@@ -82,6 +84,7 @@ class ChatTemplate:
             now=now,
         )
         self._variant_templates: dict[str, ChatTemplate] = {}
+        self._warned = False  # AnalysisWarning is emitted once per template, not per request
 
     def __repr__(self) -> str:
         return f"ChatTemplate(name={self.name!r})"
@@ -210,8 +213,24 @@ class ChatTemplate:
     # ------------------------------------------------------ analysis, requests
 
     def analyze(self) -> TemplateAnalysis:
-        """The differential analysis of this template (cached per source)."""
-        return analyze_template(self.renderer)
+        """The differential analysis of this template (cached per source), verified.
+
+        ``verification`` says whether the parser built from it reads back the template's own
+        renders (see :mod:`autoparser.verify`); ``apply`` warns when it does not.
+        """
+        return verified(self.renderer, analyze_template(self.renderer))
+
+    def _warn_unverified(self, analysis: TemplateAnalysis) -> None:
+        check = analysis.verification
+        if self._warned or check is None or check.verified:
+            return
+        self._warned = True
+        warnings.warn(
+            f"{self.name}: the template analysis did not verify, parsed output may be wrong "
+            f"({check.summary()})",
+            AnalysisWarning,
+            stacklevel=3,
+        )
 
     def apply(
         self,
@@ -237,6 +256,7 @@ class ChatTemplate:
         """
         check_messages(messages)  # a malformed request is a RequestError before anything renders
         analysis = self.analyze()
+        self._warn_unverified(analysis)
         request = normalize_request(
             tools=tools,
             tool_choice=tool_choice,

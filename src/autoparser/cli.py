@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from autoparser.analysis.model import AnalysisVerification
 from autoparser.chat import ChatTemplate
 from autoparser.errors import AutoparserError
 from autoparser.template.loading import load_path
@@ -143,6 +144,19 @@ def cmd_caps(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verification_text(check: AnalysisVerification) -> str:
+    """The self-check: verified (which checks ran), or each failure with its reason."""
+    ran = ", ".join(check.checks)
+    lines = [
+        f"verification: {'verified' if check.verified else 'FAILED'} ({ran})"
+        if check.verified
+        else f"verification: FAILED {len(check.failures)} of {len(check.checks)} checks"
+    ]
+    lines += [f"  failed {f.check}: {f.reason}" for f in check.failures]
+    lines += [f"  skipped {name}: {why}" for name, why in check.skipped]
+    return "\n".join(lines)
+
+
 def _analysis_lines(data: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
     """Flatten an analysis dict into (dotted key, shown value); strings repr-quoted so that
     whitespace and escapes in markers are visible, empty markers shown as -."""
@@ -192,7 +206,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         print(f"hand-written format: {analysis.handler}")
     if analysis.workarounds:
         print(f"workarounds: {', '.join(analysis.workarounds)}")
+    check = analysis.verification
+    if check is not None:
+        print(_verification_text(check))
     print()
+    data.pop("verification", None)
     rows = [(k, v) for k, v in _analysis_lines(data) if not k.endswith(".mode")]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:

@@ -42,3 +42,11 @@ class ExportError(AutoparserError):
     Raised, for example, when a transformers response template is asked for a format whose
     calls are Python expressions or whose message is split into channels: the message says why.
     """
+
+
+class AnalysisWarning(UserWarning):
+    """The analysis of a template did not verify: its parser misreads the template's own renders.
+
+    Emitted once per template by ``ChatTemplate.apply``; ``ChatTemplate.analyze().verification``
+    lists the failed checks. Parsing still runs, but tool calls or reasoning may come back wrong.
+    """

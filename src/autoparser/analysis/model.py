@@ -181,6 +181,36 @@ class ToolsAnalysis:
 
 
 @dataclasses.dataclass(frozen=True)
+class VerificationFailure:
+    """One self-check the analysis failed, with a short reason naming what came back wrong."""
+
+    check: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class AnalysisVerification:
+    """Whether the parser built from an analysis reads back the template's own renders.
+
+    ``checks`` names every check that ran; ``failures`` those that failed, with a reason;
+    ``skipped`` the probe conversations the template cannot express, with why (n/a, not a
+    failure). Filled by :mod:`autoparser.verify`, above the analysis and the generators.
+    """
+
+    checks: tuple[str, ...] = ()
+    failures: tuple[VerificationFailure, ...] = ()
+    skipped: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def verified(self) -> bool:
+        return not self.failures
+
+    def summary(self) -> str:
+        """One line per failure, ``check: reason``."""
+        return "; ".join(f"{f.check}: {f.reason}" for f in self.failures)
+
+
+@dataclasses.dataclass(frozen=True)
 class TemplateAnalysis:
     reasoning: ReasoningAnalysis = dataclasses.field(default_factory=ReasoningAnalysis)
     content: ContentAnalysis = dataclasses.field(default_factory=ContentAnalysis)
@@ -190,16 +220,31 @@ class TemplateAnalysis:
     preserved_tokens: tuple[str, ...] = ()  # every non-empty marker
     workarounds: tuple[str, ...] = ()  # names of the fingerprinted workarounds applied
     handler: str = ""  # name of a hand-written format in autoparser.formats, if any
+    # The self-check of this analysis (None = not verified: the analysis stage alone never
+    # verifies; ChatTemplate.analyze() does). Left out of to_dict while None.
+    verification: AnalysisVerification | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return _to_plain(self)  # type: ignore[no-any-return]
+        data: dict[str, Any] = _to_plain(self)
+        if self.verification is None:
+            del data["verification"]
+        return data
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), **kwargs)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TemplateAnalysis:
-        result: TemplateAnalysis = _from_plain(cls, data)
+        plain = {k: v for k, v in data.items() if k != "verification"}
+        result: TemplateAnalysis = _from_plain(cls, plain)
+        checked = data.get("verification")
+        if checked is not None:
+            verification = AnalysisVerification(
+                checks=tuple(checked.get("checks", ())),
+                failures=tuple(VerificationFailure(**f) for f in checked.get("failures", ())),
+                skipped=tuple((str(c), str(r)) for c, r in checked.get("skipped", ())),
+            )
+            result = dataclasses.replace(result, verification=verification)
         return result
 
 

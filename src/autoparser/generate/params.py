@@ -180,8 +180,13 @@ def params_for_request(
     prompt: str = "",
     generation_prompt: str = "",
     call_id_seed: int | None = None,
+    with_grammar: bool = True,
 ) -> ChatParams:
-    """ChatParams from an analysis, a validated request and its rendered prompt."""
+    """ChatParams from an analysis, a validated request and its rendered prompt.
+
+    ``with_grammar=False`` builds only the parser (``grammar`` None, no triggers): for
+    callers that parse and never constrain, like the analysis' self-check.
+    """
     from autoparser.peg import grammar as emit_grammar
 
     enable_thinking = request.enable_thinking
@@ -205,7 +210,7 @@ def params_for_request(
     grammar_text: str | None = None
     triggers: list[GrammarTrigger] = []
     lazy = False
-    if definition.grammar_parser is not None:
+    if with_grammar and definition.grammar_parser is not None:
         _check_tool_schemas(request)
         try:
             g = emit_grammar(definition.grammar_parser, lazy=definition.grammar_lazy)
