@@ -185,13 +185,16 @@ class TemplateAnalysis:
     handler: str = ""  # name of a hand-written format in autoparser.formats, if any
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data (enums as their values); ``from_dict`` reads it back."""
         return _to_plain(self)  # type: ignore[no-any-return]
 
     def to_json(self, **kwargs: Any) -> str:
+        """``to_dict`` as JSON text; ``kwargs`` go to ``json.dumps`` (e.g. ``indent``)."""
         return json.dumps(self.to_dict(), **kwargs)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TemplateAnalysis:
+        """An analysis from ``to_dict`` output (missing fields take their defaults)."""
         result: TemplateAnalysis = _from_plain(cls, data)
         return result
 
