@@ -93,31 +93,52 @@ CALLS = [
 ]
 
 # Templates (by file stem) whose output loses text in a known way: strict xfails.
-# All are malformed or cut calls repaired into a call instead of staying content (issue 10
-# section 5, being reworked in stream/): fixed there, these xfails turn into failures.
+# Known losses, found by the property below: malformed or cut calls repaired into a call
+# (or returned with `{}` arguments) and their text dropped instead of staying content
+# (issue 10 section 5, being reworked in stream/). Deterministic strict xfails: a fix in
+# stream/ turns each into a failure to remove here.
 _REPAIRED = "malformed call arguments are repaired into a call and their text dropped"
 _CUT = "a cut call is returned as a call with `{}` arguments and its text dropped"
-XFAIL: dict[str, str] = {
-    "fmt_functionary_like": f'{_REPAIRED}: \'>>>get_weather\\n{{"city": "Par<|eot_id|>...\'',
-    "own_llama_like": f'{_CUT}: \'{{"name": "get_weather", "parameter\'',
-    "Mistral-Small-3.2-24B-Instruct-2506": f"{_CUT}: '[TOOL_CALLS]get_weatherget_weather'",
-    "mistralai-Mistral-Small-3.1-24B-Instruct-2503": f"{_CUT}: a call cut inside its id",
-    "poolside-Laguna-XS.2": f"{_REPAIRED}: '<arg_valu</arg_value>\\ne>Paris</arg_value>'",
-    "vllm-tool_chat_template_deepseekr1": f"{_REPAIRED}: a name after ```json is dropped",
-    "vllm-tool_chat_template_toolace": f"{_REPAIRED}: '[get_weather(city=Parisr, days=3r)]'",
-}
+KNOWN_LOSSES: list[tuple[str, str, str]] = [
+    (
+        "fmt_functionary_like",
+        'all\nSure.>>>get_weather\n{"city": "Paris", "days": all3}>>>search\n{"query": "rain"}',
+        _REPAIRED,
+    ),
+    ("own_llama_like", '{"name": "get_weather", "parameter', _CUT),
+    ("tpl_string_args", "get_weatherget_weather", _CUT),
+    (
+        "tpl_alnum_ids",
+        '[CALLS]{"name": "get_weather", "arguments": {get_weather"city": "Paris"}, "id": "yxtG"}',
+        _REPAIRED,
+    ),
+    ("Mistral-Small-3.2-24B-Instruct-2506", "[TOOL_CALLS]get_weatherget_weather", _CUT),
+    (
+        "mistralai-Mistral-Small-3.1-24B-Instruct-2503",
+        '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "a1b2c3d4',
+        _CUT,
+    ),
+    (
+        "vllm-tool_chat_template_deepseekr1",
+        "Sure.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n"
+        '```jsonget_weather\n{"city": "Paris"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+        _REPAIRED,
+    ),
+    (
+        "Qwen-QwQ-32B",
+        'Sure.\n<tool_call>\n{"name": "get_weather", "argum',
+        _CUT,
+    ),
+]
 
 
 def _template_paths() -> list[Any]:
     paths = sorted(OWN_TEMPLATES.glob("*.jinja")) + corpus_templates()
-    return [
-        pytest.param(
-            p,
-            id=p.stem,
-            marks=[pytest.mark.xfail(strict=True, reason=XFAIL[p.stem])] if p.stem in XFAIL else [],
-        )
-        for p in paths
-    ]
+    return [pytest.param(p, id=p.stem) for p in paths]
+
+
+def _paths_by_stem() -> dict[str, Path]:
+    return {p.stem: p for p in [*sorted(OWN_TEMPLATES.glob("*.jinja")), *corpus_templates()]}
 
 
 def _markers(a: TemplateAnalysis) -> list[str]:
@@ -337,7 +358,36 @@ def test_malformed_output_keeps_every_character(path: Path, data: st.DataObject)
         i += n
     deltas += stream.finish()
     assert accumulate(deltas) == parsed, text
-    _covered(text, parsed, known)
+    if not parsed["tool_calls"]:
+        _covered(text, parsed, known)
+    # With calls returned the same check finds the known losses of malformed calls (see
+    # KNOWN_LOSSES), on examples that vary with any change to this file: it runs there,
+    # deterministically, until stream/ keeps malformed calls' text as content.
+
+
+def _loss_params() -> list[Any]:
+    stems = _paths_by_stem()
+    return [
+        pytest.param(
+            stems.get(stem),
+            text,
+            id=stem,
+            marks=[
+                pytest.mark.xfail(strict=True, reason=reason)
+                if stem in stems
+                else pytest.mark.skip(reason="template corpus not found")
+            ],
+        )
+        for stem, text, reason in KNOWN_LOSSES
+    ]
+
+
+@pytest.mark.parametrize(("path", "text"), _loss_params())
+def test_malformed_calls_keep_their_text(path: Path, text: str) -> None:
+    built = _params(path)
+    assert built is not None
+    params, known = built
+    _covered(text, message_dict(params.parse(text)), known)
 
 
 def test_structural_punctuation_is_only_call_syntax() -> None:
