@@ -393,3 +393,22 @@ def test_malformed_calls_keep_their_text(path: Path, text: str) -> None:
 def test_structural_punctuation_is_only_call_syntax() -> None:
     """The exempt characters are JSON/Python call syntax, never letters, digits or markers."""
     assert not SYNTAX & set(string.ascii_letters + string.digits + "<>|/")
+
+
+def test_loss_check_catches_dropped_text() -> None:
+    """The no-text-lost check fails on a parse that drops text, and passes when a marker
+    or call syntax is all that is missing."""
+    known = Markers(("<tool_call>", "</tool_call>"), ('"name"',), ("<|im_end|>",), ())
+    empty = {"content": None, "reasoning_content": None, "tool_calls": []}
+    with pytest.raises(AssertionError, match="characters lost"):
+        _covered("hello", empty, known)
+    call = {"id": "c1", "name": "f", "arguments": '{"a": 1}'}
+    _covered(
+        '<tool_call>{"name": "f", "a": 1}</tool_call><|im_end|>lost after the turn',
+        {**empty, "tool_calls": [call]},
+        known,
+    )
+    with pytest.raises(AssertionError, match="characters lost"):
+        _covered(
+            '<tool_call>{"name": "f", "a": 12}</tool_call>', {**empty, "tool_calls": [call]}, known
+        )
