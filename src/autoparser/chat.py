@@ -93,6 +93,8 @@ class ChatTemplate:
 
     @classmethod
     def from_source(cls, loaded: TemplateSource, *, polyfills: bool = True) -> ChatTemplate:
+        """A template from loaded model files: the 'default' (or only) variant, the others
+        reachable through :meth:`variant`, with the files' BOS/EOS and special tokens."""
         variants = dict(loaded.variants)
         if DEFAULT_VARIANT in variants:
             default = variants.pop(DEFAULT_VARIANT)

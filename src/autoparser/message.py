@@ -15,6 +15,7 @@ class ToolCall:
     arguments: str
 
     def to_openai(self) -> dict[str, Any]:
+        """The call as an OpenAI ``tool_calls`` entry (``type: function``)."""
         return {
             "id": self.id,
             "type": "function",
@@ -39,6 +40,7 @@ class ChatMessage:
     truncated: bool = False
 
     def to_openai(self) -> dict[str, Any]:
+        """The message as OpenAI's ``choices[].message`` (absent fields left out)."""
         message: dict[str, Any] = {"role": self.role, "content": self.content}
         if self.reasoning_content is not None:
             message["reasoning_content"] = self.reasoning_content

@@ -225,16 +225,19 @@ class TemplateAnalysis:
     verification: AnalysisVerification | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data (enums as their values); ``from_dict`` reads it back."""
         data: dict[str, Any] = _to_plain(self)
         if self.verification is None:
             del data["verification"]
         return data
 
     def to_json(self, **kwargs: Any) -> str:
+        """``to_dict`` as JSON text; ``kwargs`` go to ``json.dumps`` (e.g. ``indent``)."""
         return json.dumps(self.to_dict(), **kwargs)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TemplateAnalysis:
+        """An analysis from ``to_dict`` output (missing fields take their defaults)."""
         plain = {k: v for k, v in data.items() if k != "verification"}
         result: TemplateAnalysis = _from_plain(cls, plain)
         checked = data.get("verification")

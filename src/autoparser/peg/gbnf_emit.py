@@ -78,6 +78,7 @@ class GrammarTrigger:
             raise ValueError(f"GrammarTrigger.kind must be one of {TRIGGER_KINDS}: {self.kind!r}")
 
     def to_dict(self) -> dict[str, str]:
+        """The trigger as plain JSON-ready data: ``kind`` and ``value``."""
         return {"kind": self.kind, "value": self.value}
 
 

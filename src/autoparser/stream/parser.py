@@ -32,6 +32,11 @@ class StreamParser:
         self._finished = False
 
     def feed(self, chunk: str) -> list[dict[str, Any]]:
+        """Add the next piece of model output; return the OpenAI deltas it completes.
+
+        Chunks may split anywhere (inside markers, JSON, multi-byte text already decoded);
+        text that might still become a marker is held back until it is decided.
+        """
         if self._finished:
             raise RequestError("StreamParser.feed: the stream is already finished")
         if not isinstance(chunk, str):
@@ -48,6 +53,11 @@ class StreamParser:
         return self._mapper.take_deltas()
 
     def finish(self) -> list[dict[str, Any]]:
+        """End of output: return the last deltas (held-back text, a truncated call's text).
+
+        After it the accumulated deltas equal ``ChatParams.parse`` of the whole text;
+        calling it again returns nothing, feeding again is a ``RequestError``.
+        """
         if self._finished:
             return []
         self._finished = True
@@ -88,10 +98,12 @@ class StreamParser:
 
     @property
     def message(self) -> ChatMessage:
+        """The message parsed so far (the final message once ``finish`` was called)."""
         return self._mapper.message()
 
     @property
     def text(self) -> str:
+        """All output fed so far, as one string."""
         return str(self._inc.text)
 
 
