@@ -180,7 +180,7 @@ def _json_argument(
     if name and sum(rule_part(other) == part for other in tool.properties) > 1:
         part += f"-{zlib.crc32(name.encode('utf-8')):08x}"
     rule = f"{tool_rule(ctx, tool)}-{part}"
-    value = tag(tags.TOOL_ARG_JSON, json_schema(dict(schema), rule))
+    value = tag(tags.TOOL_ARG_JSON, json_schema(dict(schema), rule, document=dict(tool.parameters)))
     if name_suffix != a.name_suffix and name_suffix + a.value_suffix == a.name_suffix:
         # Quoted strings, bare other values (f(city='Paris', days=3)): the quote opens and
         # closes string values only; other values follow the suffix bare, as JSON or as

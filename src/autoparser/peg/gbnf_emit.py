@@ -282,7 +282,7 @@ class _Emitter:
 
         prefix = self.fresh(node.name)
         del self.rules[prefix]
-        result: Any = schema_rules(node.schema, prefix)
+        result: Any = schema_rules(node.schema, prefix, document=node.document)
         if isinstance(result, tuple):
             root, rules = result
         else:
