@@ -262,7 +262,9 @@ class _Converter:
     def ref_rule(self, ref: object, pointer: str) -> str:
         path, target = self.resolve(ref, pointer)
         if path in self.bare_refs:
-            cycle = " -> ".join(f"#{p}" for p in [*self.bare_refs[self.bare_refs.index(path) :], path])
+            cycle = " -> ".join(
+                f"#{p}" for p in [*self.bare_refs[self.bare_refs.index(path) :], path]
+            )
             raise SchemaError(
                 f"$ref cycle {cycle} at {pointer or '#'}: a value would have to contain "
                 "itself before any of its own text"
@@ -887,9 +889,7 @@ def schema_rules(
         root_schema = dict(schema)
     else:
         raise SchemaError(f"a schema is an object or a boolean, not {type(schema).__name__}")
-    converter = _Converter(
-        root_schema, prefix, lenient, _resolve_whitespace(whitespace), document
-    )
+    converter = _Converter(root_schema, prefix, lenient, _resolve_whitespace(whitespace), document)
     if document is None:
         converter.bare_refs = [""]  # the schema is the document's root, `#`
     converter.rules[prefix] = converter.visit(root_schema, "", "")

@@ -45,6 +45,9 @@ class TemplateQuirks:
     arguments_as_json_string: bool = False  # objects would print as Python reprs
     reads_reasoning_key: bool = False  # reasoning read only as ``message.reasoning``
     reasoning_as_thinking_block: bool = False  # reasoning read only as a typed "thinking" part
+    # Tool fields OpenAI lets callers leave out (description, parameters, a parameter's
+    # description or type) break the render: the polyfill fills them in.
+    requires_tool_fields: bool = False
 
 
 USER = "PrbUserMsg"
@@ -74,6 +77,24 @@ PROBE_TOOLS = [
         },
     }
     for name in (TOOL, TOOL2)
+]
+
+
+# Tools as OpenAI allows them and Pydantic writes them: no description, no parameters; a
+# parameter with neither description nor type (``Optional[str]`` is an ``anyOf``).
+SPARSE_TOOLS = [
+    {"type": "function", "function": {"name": TOOL}},
+    {
+        "type": "function",
+        "function": {
+            "name": TOOL2,
+            "description": "A probe tool.",
+            "parameters": {
+                "type": "object",
+                "properties": {ARG_KEY: {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+            },
+        },
+    },
 ]
 
 
@@ -213,6 +234,7 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
         add_generation_prompt=True,
     )
     with_tools = prober.render([prober.user()], PROBE_TOOLS[:1], True)
+    sparse_tools = prober.render([prober.user()], SPARSE_TOOLS, True)
 
     shape = _find_call_shape(prober)
     ids = ALNUM9_IDS if shape.alnum9 else GENERIC_IDS
@@ -316,6 +338,7 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
         arguments_as_json_string=arguments_as_string,
         reads_reasoning_key=reasoning_key,
         reasoning_as_thinking_block=thinking_block,
+        requires_tool_fields=with_tools is not None and sparse_tools is None,
     )
     return caps, quirks
 

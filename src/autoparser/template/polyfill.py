@@ -229,6 +229,49 @@ def _reasoning_blocks(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return result
 
 
+def _complete_property(schema: Any) -> Any:
+    """A parameter schema with the description and (where one is implied) type it lacks."""
+    if not isinstance(schema, Mapping):
+        return schema
+    out = dict(schema)
+    out.setdefault("description", "")
+    if "type" not in out:
+        from autoparser.schema.argument_types import value_types
+
+        kinds = value_types(schema)
+        if kinds:
+            kinds.discard("null")
+            if len(kinds) == 1:
+                out["type"] = kinds.pop()
+    return out
+
+
+def complete_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tools with the optional OpenAI fields filled in, for templates that read them
+    unconditionally: an empty description, an empty parameters object, and each
+    parameter's description (empty) and type (where the schema implies one)."""
+    result = []
+    for tool in tools:
+        function = tool.get("function")
+        if not isinstance(function, Mapping):
+            result.append(tool)
+            continue
+        function = dict(function)
+        function.setdefault("description", "")
+        parameters = function.get("parameters")
+        if not isinstance(parameters, Mapping):
+            parameters = {"type": "object", "properties": {}}
+        parameters = dict(parameters)
+        properties = parameters.get("properties")
+        if isinstance(properties, Mapping):
+            parameters["properties"] = {k: _complete_property(v) for k, v in properties.items()}
+        else:
+            parameters["properties"] = {}
+        function["parameters"] = parameters
+        result.append({**tool, "function": function})
+    return result
+
+
 def apply_polyfills(
     caps: TemplateCaps,
     quirks: TemplateQuirks,
@@ -238,6 +281,8 @@ def apply_polyfills(
     """Adapt messages (and tools) to a template's probed needs; never mutates the inputs."""
     if tools and not caps.supports_tools:
         messages = _add_to_system(messages, describe_tools(tools))
+    elif tools and quirks.requires_tool_fields:
+        tools = complete_tools(tools)
     if not caps.supports_system_role:
         messages = _fold_system(messages)
     if quirks.tool_call_id_alnum9:
