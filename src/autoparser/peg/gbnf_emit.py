@@ -8,6 +8,7 @@ anything else raises GrammarError naming the node.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -67,17 +68,23 @@ class GrammarTrigger:
 
     The one trigger type: the emitter derives them, hand-written formats declare them, and
     ``ChatParams.grammar_triggers`` reports them (public as ``autoparser.GrammarTrigger``).
+    A ``pattern_full`` trigger makes the engine rescan the whole output at every token, so
+    one must say in ``reason`` why a word or token trigger would not be correct.
     """
 
     kind: str
     value: str
+    reason: str = dataclasses.field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if self.kind not in TRIGGER_KINDS:
             raise ValueError(f"GrammarTrigger.kind must be one of {TRIGGER_KINDS}: {self.kind!r}")
 
     def to_dict(self) -> dict[str, str]:
-        return {"kind": self.kind, "value": self.value}
+        out = {"kind": self.kind, "value": self.value}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
 
 
 @dataclass(frozen=True)
