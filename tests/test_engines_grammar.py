@@ -357,7 +357,7 @@ HEX_DIGIT_AFTER_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\x[0-9A-Fa-f]{2}[0-9A-Fa-
 
 
 def test_no_hex_digit_after_a_hex_escape() -> None:
-    from autoparser.gbnf import char_class, literal
+    from autoparser.gbnf_text import char_class, literal
 
     assert literal("\x01AB\x7f9z") == '"\\x01\\x41\\x42\\x7F\\x39z"'
     assert char_class([(0x2D, 0x2D), (0x30, 0x39)]) == "[\\x2D\\x30-9]"

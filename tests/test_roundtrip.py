@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
 from helpers.formats import trigger_start
 from helpers.gbnf_oracle import accepts
@@ -99,13 +100,39 @@ PING = {
         "parameters": {"type": "object", "properties": {}},
     },
 }
-TOOLS = [WEATHER, SEARCH, PING]
+
+
+class OrderItem(pydantic.BaseModel):
+    name: str
+    quantity: int = 1
+
+
+class Order(pydantic.BaseModel):
+    """A tool schema as Pydantic writes it: `$defs` + `$ref`, `anyOf` with null, `default`,
+    `title`, no descriptions on parameters."""
+
+    customer: str
+    items: list[OrderItem]
+    note: str | None = None
+
+
+ORDER = {
+    "type": "function",
+    "function": {
+        "name": "place_order",
+        "description": "Place an order.",
+        "parameters": Order.model_json_schema(),
+    },
+}
+TOOLS = [WEATHER, SEARCH, PING, ORDER]
 
 CONTENT = "The weather in Paris is sunny, 21 degrees."
 PRELUDE = "Let me look that up for you."
 REASONING = "The user wants the weather in Paris. I should check it."
 # Ids of 9 alphanumerics fit every id shape a template demands (Mistral's included).
 IDS = ("Ab3dE5gH7", "Xy9kL2mN4")
+# An id as OpenAI's API writes it; templates that demand another shape get it reshaped.
+OPENAI_ID = "call_Qw7Er9Ty1Ui3Op5As8Df2Gh"
 
 SCENARIOS = (
     "content",
@@ -116,6 +143,8 @@ SCENARIOS = (
     "reasoning_call",
     "complex_args",
     "no_params",
+    "pydantic_call",
+    "openai_ids",
 )
 CALL_SCENARIOS = frozenset(SCENARIOS[2:])
 REASONING_SCENARIOS = frozenset({"reasoning_content", "reasoning_call"})
@@ -182,6 +211,15 @@ def scenario_message(scenario: str, analysis: Any) -> dict[str, Any]:
         calls = [_call(0, "search_records", complex_arguments(end_marker_of(analysis)))]
     elif scenario == "no_params":
         calls = [_call(0, "ping_server", {})]
+    elif scenario == "pydantic_call":
+        order = {
+            "customer": "Ada",
+            "items": [{"name": "tea", "quantity": 2}, {"name": "cake"}],
+            "note": "ring twice",
+        }
+        calls = [_call(0, "place_order", order)]
+    elif scenario == "openai_ids":
+        calls = [{**_call(0, "get_weather", weather), "id": OPENAI_ID}]
     else:  # pragma: no cover - the list above is closed
         raise ValueError(scenario)
     message: dict[str, Any] = {"role": "assistant", "content": content, "tool_calls": calls}

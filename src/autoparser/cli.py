@@ -331,6 +331,8 @@ def cmd_grammar(args: argparse.Namespace) -> int:
     print(f"# lazy: {'yes' if params.grammar_lazy else 'no'}")
     for trigger in params.grammar_triggers:
         print(f"# trigger ({trigger.kind}): {json.dumps(trigger.value, ensure_ascii=False)}")
+        if trigger.reason:
+            print(f"#   why {trigger.kind}: {trigger.reason}")
     if params.preserved_tokens:
         print(f"# preserved tokens: {json.dumps(params.preserved_tokens, ensure_ascii=False)}")
     sys.stdout.write(params.grammar if params.grammar.endswith("\n") else params.grammar + "\n")

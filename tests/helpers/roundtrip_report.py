@@ -21,6 +21,8 @@ SCENARIO_ABBREV = {
     "reasoning_call": "r+call",
     "complex_args": "cplx",
     "no_params": "noarg",
+    "pydantic_call": "pydan",
+    "openai_ids": "oa-id",
 }
 
 _RESULTS: dict[tuple[str, str], tuple[str, str]] = {}

@@ -121,7 +121,11 @@ def grammar_triggers(tools: Sequence[ToolSpec]) -> tuple[GrammarTrigger, ...]:
         return ()
     ordered = longest_name_first(tools)
     names = "|".join(re.escape(t.name) for t in ordered)
-    first = GrammarTrigger("pattern_full", f"^((?:{names})\\n)[\\s\\S]*")
+    why = (
+        "the first call has no marker of its own (the prompt ends with '>>>'): its name "
+        "counts only at the very start of the output"
+    )
+    first = GrammarTrigger("pattern_full", f"^((?:{names})\\n)[\\s\\S]*", why)
     return (first, *(GrammarTrigger("word", RECIPIENT + t.name + "\n") for t in ordered))
 
 

@@ -10,7 +10,7 @@ from autoparser import tags
 from autoparser.analysis.model import CallIdPosition, ContentMode, ToolFormat
 from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError
-from autoparser.generate import pythonic
+from autoparser.generate import json_calls, pythonic
 from autoparser.generate.context import BuildContext, choice_of, seq_of
 from autoparser.generate.reasoning import reasoning_parser
 from autoparser.generate.sections import call_trigger_markers, inner_opener, tool_section
@@ -140,7 +140,10 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
         grammar_lazy=lazy,
         expects_call_ids=expects_ids,
         trigger_markers=tuple(triggers),
-        grammar_triggers=pythonic.call_start_triggers(ctx.analysis, triggers, req.grammar_tools)
+        grammar_triggers=(
+            pythonic.call_start_triggers(ctx.analysis, triggers, req.grammar_tools)
+            or json_calls.call_start_triggers(ctx.analysis, triggers, req.grammar_tools)
+        )
         if lazy
         else (),
         value_converters=pythonic.VALUE_CONVERTERS if pythonic.is_pythonic(ctx.analysis) else {},

@@ -5,23 +5,26 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from autoparser import tags
-from autoparser.analysis.model import CallIdPosition
+from autoparser.analysis.model import CallIdPosition, TemplateAnalysis, ToolFormat
 from autoparser.generate.context import (
     BuildContext,
     Part,
     choice_of,
     closing,
     effective_markers,
+    longest_name_first,
     rule_name,
     seq_of,
     tool_rule,
 )
 from autoparser.generate.request import ToolSpec
 from autoparser.peg import (
+    GrammarTrigger,
     Parser,
     atomic,
     chars,
@@ -317,3 +320,32 @@ def tag_json_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
     body = seq_of(a.start, good if strict else choice_of([good, recover_arguments(ctx)]))
     close = closing(ctx.analysis.tools.function.close, strict)
     return with_call_id(ctx, name_part(ctx, tool), body, close, strict)
+
+
+def call_start_triggers(
+    analysis: TemplateAnalysis, markers: Sequence[str], tools: Sequence[ToolSpec]
+) -> tuple[GrammarTrigger, ...]:
+    """Pattern triggers for bare JSON calls, whose opener is just ``{`` or ``[``.
+
+    A bare brace or bracket also starts ordinary text (code, JSON answers, lists), and a
+    lazy grammar that fires on it would force a call on them: the trigger needs the call
+    object's first key as well (and a tool's name when that key is the name). Empty (the
+    word triggers stand) for any other format, or when the opener is a real marker.
+    """
+    f = analysis.tools.format
+    if f.mode != ToolFormat.JSON_NATIVE or not tools or not f.field_order:
+        return ()
+    first = f.field_order[0]
+    key = rf'"{re.escape(first)}"\s*:\s*'
+    if first == f.name_field:
+        names = "|".join(re.escape(t.name) for t in longest_name_first(tools))
+        key += rf'"(?:{names})"'
+    found = []
+    for marker in markers:
+        if any(ch.isalnum() for ch in marker):
+            return ()
+        opener = re.escape(marker.strip())
+        if marker.strip() == "[":
+            opener += r"\s*\{"
+        found.append(GrammarTrigger("pattern", rf"{opener}\s*{key}"))
+    return tuple(found)

@@ -118,7 +118,12 @@ def _after_reasoning(triggers: list[GrammarTrigger], reasoning_end: str) -> list
             out.append(t)
             continue
         pattern = rf"[\s\S]*?{re.escape(reasoning_end)}[\s\S]*?({body})[\s\S]*"
-        out.append(GrammarTrigger("pattern_full", pattern))
+        why = (
+            f"the prompt opened reasoning: a call marker written before {reasoning_end!r} "
+            "must not start the grammar, and only the whole output shows whether the "
+            "reasoning has closed"
+        )
+        out.append(GrammarTrigger("pattern_full", pattern, why))
     return out
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
-from collections.abc import Mapping
 from typing import Any
 
 from autoparser import tags
@@ -38,6 +37,7 @@ from autoparser.peg import (
     until_one_of,
     zero_or_more,
 )
+from autoparser.schema.argument_types import value_types
 
 
 def _value_end(ctx: BuildContext, strict: bool = True) -> list[str]:
@@ -70,27 +70,15 @@ def is_markup(marker: str) -> bool:
     return len(marker) >= 3 and marker[0] in "<[{|"
 
 
-def _allows_null(schema: Any) -> bool:
-    if not isinstance(schema, Mapping):
-        return False
-    kind = schema.get("type")
-    if kind == "null" or (isinstance(kind, list) and "null" in kind):
-        return True
-    return any(
-        isinstance(options, list) and any(_allows_null(o) for o in options)
-        for options in (schema.get("anyOf"), schema.get("oneOf"))
-    )
+def _allows_null(schema: Any, root: Any = None) -> bool:
+    """Whether null is one of the values (not merely "anything") `schema` names."""
+    kinds = value_types(schema, root)
+    return kinds is not None and "null" in kinds
 
 
-def _schema_types(schema: Any) -> set[str]:
-    if not isinstance(schema, Mapping):
-        return set()
-    kind = schema.get("type")
-    found = {kind} if isinstance(kind, str) else {k for k in kind or () if isinstance(k, str)}
-    for key in ("anyOf", "oneOf"):
-        for option in schema.get(key) or ():
-            found |= _schema_types(option)
-    return found
+def _schema_types(schema: Any, root: Any = None) -> set[str]:
+    """The JSON types `schema` names, following `$ref`s into `root` (empty: any)."""
+    return value_types(schema, root) or set()
 
 
 def python_value() -> Parser:
@@ -116,9 +104,9 @@ def python_value() -> Parser:
     return value
 
 
-def _python_words(schema: Any) -> list[str]:
+def _python_words(schema: Any, root: Any = None) -> list[str]:
     """How Python's str() writes the scalar values a schema allows, where unlike JSON."""
-    types = _schema_types(schema)
+    types = _schema_types(schema, root)
     words = ["True", "False"] if "boolean" in types else []
     if "null" in types:
         words.append("None")
@@ -145,7 +133,7 @@ def json_name_suffix(a: ArgumentsAnalysis) -> str:
 _SUFFIX_TYPES = {"number": ("number", "integer")}
 
 
-def typed_name_suffixes(a: ArgumentsAnalysis, schema: Any) -> list[str]:
+def typed_name_suffixes(a: ArgumentsAnalysis, schema: Any, root: Any = None) -> list[str]:
     """The name suffixes that may precede a non-string value of ``schema`` (None: any).
 
     With ``name_suffix_by_type`` the template names the value's type in the header
@@ -154,7 +142,7 @@ def typed_name_suffixes(a: ArgumentsAnalysis, schema: Any) -> list[str]:
     if not a.name_suffix_by_type:
         return [json_name_suffix(a)]
     by_type = dict(a.name_suffix_by_type)
-    types = _schema_types(schema) if schema is not None else set()
+    types = _schema_types(schema, root) if schema is not None else set()
     wanted = [k for t in sorted(types) for k in _SUFFIX_TYPES.get(t, (t,)) if k in by_type]
     if not wanted:
         wanted = list(by_type)
@@ -173,7 +161,9 @@ def _string_choices(schema: Any) -> list[str]:
     return []
 
 
-def _string_argument(ctx: BuildContext, name_p: Parser, schema: Any, strict: bool) -> Parser:
+def _string_argument(
+    ctx: BuildContext, name_p: Parser, schema: Any, root: Any, strict: bool
+) -> Parser:
     """``name_prefix NAME name_suffix value_prefix RAW value_suffix``: a raw string value."""
     a = ctx.analysis.tools.arguments
     ends = _value_end(ctx, strict)
@@ -186,7 +176,7 @@ def _string_argument(ctx: BuildContext, name_p: Parser, schema: Any, strict: boo
     suffix = closing(a.value_suffix, strict) if a.value_suffix else None
     lead = space() if a.value_prefix else None  # whitespace between name and value markers
     string_arg = seq_of(lead, a.value_prefix, value, suffix)
-    if a.value_suffix and _allows_null(schema):
+    if a.value_suffix and _allows_null(schema, root):
         # A nullable string: the bare word null (alone before the suffix) is JSON null.
         null: Parser = tag(tags.TOOL_ARG_JSON, literal("null"))
         if not strict:  # templates that print values with Python's str() write None
@@ -202,14 +192,15 @@ def _json_argument(
     """``name_prefix NAME name_suffix_json value_prefix JSON value_suffix``: a typed value."""
     a = ctx.analysis.tools.arguments
     name_suffix = json_name_suffix(a)
-    suffixes = typed_name_suffixes(a, schema if strict else None)
+    root = tool.parameters
+    suffixes = typed_name_suffixes(a, schema if strict else None, root)
     suffix_p = choice_of([literal(x) for x in suffixes]) if len(suffixes) > 1 else suffixes[0]
     header = atomic(seq_of(a.name_prefix, name_p, suffix_p))
     part = rule_part(name or "arg")
     if name and sum(rule_part(other) == part for other in tool.properties) > 1:
         part += f"-{zlib.crc32(name.encode('utf-8')):08x}"
     rule = f"{tool_rule(ctx, tool)}-{part}"
-    value = tag(tags.TOOL_ARG_JSON, json_schema(dict(schema), rule))
+    value = tag(tags.TOOL_ARG_JSON, json_schema(dict(schema), rule, document=dict(tool.parameters)))
     if name_suffix != a.name_suffix and name_suffix + a.value_suffix == a.name_suffix:
         # Quoted strings, bare other values (f(city='Paris', days=3)): the quote opens and
         # closes string values only; other values follow the suffix bare, as JSON or as
@@ -220,9 +211,10 @@ def _json_argument(
     lead = space() if a.value_prefix else None
     if strict:
         # Templates that print values with str() teach the model True / None / {'a': 1}.
-        words = _python_words(schema)
+        words = _python_words(schema, root)
         python: list[Parser] = [literal(w) for w in words]
-        if _schema_types(schema) & {"object", "array"} or not _schema_types(schema):
+        types = _schema_types(schema, root)
+        if types & {"object", "array"} or not types:
             python.append(python_value())
         if python:
             value = choice_of([value, tag(tags.TOOL_ARG_PY, choice_of(python))])
@@ -256,13 +248,13 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
         is_string = is_string_param(schema, tool.parameters)
     typed = json_name_suffix(a) != a.name_suffix
     # A nullable string's null is a non-string value: written after the typed suffix.
-    only_string = strict and name is not None and not _allows_null(schema)
+    only_string = strict and name is not None and not _allows_null(schema, tool.parameters)
     if is_string and (not typed or only_string):
-        return _string_argument(ctx, name_p, schema, strict)
+        return _string_argument(ctx, name_p, schema, tool.parameters, strict)
     json_arg = _json_argument(ctx, tool, name, name_p, schema, strict)
     if not is_string and (not typed or strict):
         return json_arg
-    return choice_of([_string_argument(ctx, name_p, schema, strict), json_arg])
+    return choice_of([_string_argument(ctx, name_p, schema, tool.parameters, strict), json_arg])
 
 
 def _with_named_closer(ctx: BuildContext, name: str | None) -> BuildContext:

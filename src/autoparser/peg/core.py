@@ -537,12 +537,19 @@ class Json(Parser):
 class JsonSchema(Json):
     """A JSON value typed by a schema: parsed as JSON, emitted from the schema in GBNF."""
 
-    __slots__ = ("name", "schema")
+    __slots__ = ("document", "name", "schema")
 
-    def __init__(self, schema: dict[str, Any], name: str, single_quotes: bool = False) -> None:
+    def __init__(
+        self,
+        schema: dict[str, Any],
+        name: str,
+        single_quotes: bool = False,
+        document: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__("value", single_quotes)
         self.schema = schema
         self.name = name
+        self.document = document
 
     def __repr__(self) -> str:
         return f"json_schema(name={self.name!r})"
@@ -954,9 +961,18 @@ def json_literal() -> Parser:
     return Json("literal")
 
 
-def json_schema(schema: dict[str, Any], name: str, allow_single_quotes: bool = False) -> Parser:
-    """A JSON value typed by `schema`; its grammar comes from the schema converter."""
-    return JsonSchema(schema, name, allow_single_quotes)
+def json_schema(
+    schema: dict[str, Any],
+    name: str,
+    allow_single_quotes: bool = False,
+    document: dict[str, Any] | None = None,
+) -> Parser:
+    """A JSON value typed by `schema`; its grammar comes from the schema converter.
+
+    `document` is the schema `schema` is part of, where its `$ref`s point (one tool
+    parameter's `#/$defs/...` are the tool's); by default `schema` itself.
+    """
+    return JsonSchema(schema, name, allow_single_quotes, document)
 
 
 def tag(name: str, p: ParserLike) -> Parser:

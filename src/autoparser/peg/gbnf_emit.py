@@ -8,6 +8,7 @@ anything else raises GrammarError naming the node.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -68,18 +69,24 @@ class GrammarTrigger:
 
     The one trigger type: the emitter derives them, hand-written formats declare them, and
     ``ChatParams.grammar_triggers`` reports them (public as ``autoparser.GrammarTrigger``).
+    A ``pattern_full`` trigger makes the engine rescan the whole output at every token, so
+    one must say in ``reason`` why a word or token trigger would not be correct.
     """
 
     kind: str
     value: str
+    reason: str = dataclasses.field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if self.kind not in TRIGGER_KINDS:
             raise ValueError(f"GrammarTrigger.kind must be one of {TRIGGER_KINDS}: {self.kind!r}")
 
     def to_dict(self) -> dict[str, str]:
-        """The trigger as plain JSON-ready data: ``kind`` and ``value``."""
-        return {"kind": self.kind, "value": self.value}
+        """The trigger as plain JSON-ready data: ``kind``, ``value`` and any ``reason``."""
+        out = {"kind": self.kind, "value": self.value}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
 
 
 @dataclass(frozen=True)
@@ -293,7 +300,7 @@ class _Emitter:
 
         prefix = self.fresh(node.name)
         del self.rules[prefix]
-        result: Any = schema_rules(node.schema, prefix)
+        result: Any = schema_rules(node.schema, prefix, document=node.document)
         if isinstance(result, tuple):
             root, rules = result
         else:

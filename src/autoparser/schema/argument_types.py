@@ -13,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from autoparser.errors import SchemaError
+from autoparser.schema.refs import resolve_ref
+
 _STRING_ONLY_KEYWORDS = ("minLength", "maxLength", "pattern", "format")
 
 
@@ -65,23 +68,33 @@ def _kinds(schema: object, root: object, seen: frozenset[str]) -> set[str] | Non
 
 
 def _type_name(value: Any) -> str:
+    """The JSON Schema type of a JSON value (an integral number is an integer)."""
     if value is None:
         return "null"
+    if isinstance(value, bool):
+        return "boolean"
     if isinstance(value, str):
         return "string"
-    return "other"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "integer" if value.is_integer() else "number"
+    if isinstance(value, list):
+        return "array"
+    return "object"
 
 
 def _resolve(ref: str, root: object) -> object | None:
-    if not ref.startswith("#"):
+    try:
+        return resolve_ref(ref, root)[1]
+    except SchemaError:
         return None
-    target = root
-    for raw in ref[1:].split("/")[1:]:
-        part = raw.replace("~1", "/").replace("~0", "~")
-        if not isinstance(target, Mapping) or part not in target:
-            return None
-        target = target[part]
-    return target
+
+
+def value_types(schema: object, root: object = None) -> set[str] | None:
+    """The JSON types the values of `schema` may have (None: any), following `$ref`s
+    into `root` (by default the schema itself)."""
+    return _kinds(schema, schema if root is None else root, frozenset())
 
 
 def parameter_is_string(schema: object, root: object = None) -> bool:
@@ -90,7 +103,7 @@ def parameter_is_string(schema: object, root: object = None) -> bool:
     `root` is the document `$ref`s point into (the tool's parameters object); by
     default the schema itself.
     """
-    kinds = _kinds(schema, schema if root is None else root, frozenset())
+    kinds = value_types(schema, root)
     if kinds is None:
         return False
     kinds.discard("null")

@@ -34,6 +34,7 @@ from autoparser.gbnf_text import (
 )
 from autoparser.gbnf_text import optional as optional_group
 from autoparser.schema.ranges import integer_range, number_range
+from autoparser.schema.refs import resolve_ref
 from autoparser.schema.regex import DOT_RULE, translate_pattern
 from autoparser.schema.string_formats import FORMAT_RULES
 
@@ -150,7 +151,12 @@ class _Converter:
     """One conversion: collects rules while walking the schema."""
 
     def __init__(
-        self, root_schema: object, prefix: str, lenient: bool, whitespace: Whitespace
+        self,
+        root_schema: object,
+        prefix: str,
+        lenient: bool,
+        whitespace: Whitespace,
+        document: object = None,
     ) -> None:
         if not _PREFIX_OK.match(prefix) or _may_be_shared(prefix):
             raise ValueError(
@@ -158,12 +164,18 @@ class _Converter:
                 "'-', and not be a shared rule name (json-string, json-pretty-value...)"
             )
         self.root_schema = root_schema
+        # The document `$ref`s point into: the schema itself, or (for one parameter of a
+        # tool) the tool's whole parameters object with its `$defs`.
+        self.document = root_schema if document is None else document
         self.prefix = prefix
         self.lenient = lenient
         self.ws = whitespace
         self.rules: dict[str, str] = {prefix: ""}
         self.ref_rules: dict[str, str] = {}
         self.merging_refs: set[str] = set()
+        # References entered since the last token a value must begin with ('{', '['):
+        # reaching one again would define a rule as itself (A ::= A, A ::= B, B ::= A).
+        self.bare_refs: list[str] = []
 
     # ----------------------------------------------------------------- rule bookkeeping
     def name(self, hint: str) -> str:
@@ -244,31 +256,29 @@ class _Converter:
 
     # ----------------------------------------------------------------- $ref
     def resolve(self, ref: object, pointer: str) -> tuple[str, object]:
-        """(normalised pointer, target schema) of a local reference."""
-        if not isinstance(ref, str) or not ref.startswith("#"):
-            raise SchemaError(f"$ref {ref!r} at {pointer or '#'}: only local '#/...' references")
-        target: object = self.root_schema
-        path = ref[1:]
-        if path and not path.startswith("/"):
-            raise SchemaError(f"$ref {ref!r} at {pointer or '#'}: anchors are not supported")
-        for raw in path.split("/")[1:] if path else []:
-            part = raw.replace("~1", "/").replace("~0", "~")
-            if isinstance(target, dict) and part in target:
-                target = target[part]
-            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
-                target = target[int(part)]
-            else:
-                raise SchemaError(f"$ref {ref!r} at {pointer or '#'} points to nothing")
-        return path, target
+        """(normalised pointer, target schema) of a local reference in the document."""
+        return resolve_ref(ref, self.document, pointer)
 
     def ref_rule(self, ref: object, pointer: str) -> str:
         path, target = self.resolve(ref, pointer)
-        if path == "":
+        if path in self.bare_refs:
+            cycle = " -> ".join(
+                f"#{p}" for p in [*self.bare_refs[self.bare_refs.index(path) :], path]
+            )
+            raise SchemaError(
+                f"$ref cycle {cycle} at {pointer or '#'}: a value would have to contain "
+                "itself before any of its own text"
+            )
+        if path == "" and self.document is self.root_schema:
             return self.prefix
         if path not in self.ref_rules:
-            name = self.name(path.rsplit("/", 1)[-1])
+            name = self.name(path.rsplit("/", 1)[-1] or "root")
             self.ref_rules[path] = name
-            self.rules[name] = self.visit(target, path, name)
+            self.bare_refs.append(path)
+            try:
+                self.rules[name] = self.visit(target, path, name)
+            finally:
+                self.bare_refs.pop()
         return self.ref_rules[path]
 
     # ----------------------------------------------------------------- allOf merging
@@ -463,6 +473,17 @@ class _Converter:
         return alternatives([self.value_literal(v) for v in kept])
 
     def typed(self, kind: str, node: dict[str, Any], pointer: str, hint: str) -> str:
+        if kind in ("object", "array"):
+            # Members and items follow a '{' or '[': references from inside them recurse
+            # through real text, so a reference met again there is a fine recursive rule.
+            outer, self.bare_refs = self.bare_refs, []
+            try:
+                return self.typed_value(kind, node, pointer, hint)
+            finally:
+                self.bare_refs = outer
+        return self.typed_value(kind, node, pointer, hint)
+
+    def typed_value(self, kind: str, node: dict[str, Any], pointer: str, hint: str) -> str:
         if kind == "string":
             return self.string(node, pointer, hint)
         if kind == "integer":
@@ -833,8 +854,13 @@ def schema_rules(
     *,
     lenient: bool = False,
     whitespace: WhitespaceSpec = "pretty",
+    document: object = None,
 ) -> SchemaRules:
     """GBNF rules for `schema`, for embedding in a larger grammar.
+
+    `document` is what `$ref`s point into when `schema` is a part of a larger schema
+    (one parameter of a tool: its `$ref: "#/$defs/Item"` means the tool's `$defs`);
+    by default the schema itself.
 
     Every rule name is `prefix` or starts with `prefix-`, except shared rules named
     `json-...` (primitive values, formats, whitespace-tagged any-value rules) whose bodies
@@ -863,7 +889,9 @@ def schema_rules(
         root_schema = dict(schema)
     else:
         raise SchemaError(f"a schema is an object or a boolean, not {type(schema).__name__}")
-    converter = _Converter(root_schema, prefix, lenient, _resolve_whitespace(whitespace))
+    converter = _Converter(root_schema, prefix, lenient, _resolve_whitespace(whitespace), document)
+    if document is None:
+        converter.bare_refs = [""]  # the schema is the document's root, `#`
     converter.rules[prefix] = converter.visit(root_schema, "", "")
     return SchemaRules(root=prefix, rules=converter.rules)
 

@@ -52,6 +52,9 @@ class TemplateQuirks:
     # Tools read as bare function objects ({"name", "description", "parameters"}), not
     # under OpenAI's {"type": "function", "function": {...}}.
     tools_as_functions: bool = False
+    # Tool fields OpenAI lets callers leave out (description, parameters, a parameter's
+    # description or type) break the render: the polyfill fills them in.
+    requires_tool_fields: bool = False
 
 
 USER = "PrbUserMsg"
@@ -81,6 +84,24 @@ PROBE_TOOLS: list[dict[str, Any]] = [
         },
     }
     for name in (TOOL, TOOL2)
+]
+
+
+# Tools as OpenAI allows them and Pydantic writes them: no description, no parameters; a
+# parameter with neither description nor type (``Optional[str]`` is an ``anyOf``).
+SPARSE_TOOLS = [
+    {"type": "function", "function": {"name": TOOL}},
+    {
+        "type": "function",
+        "function": {
+            "name": TOOL2,
+            "description": "A probe tool.",
+            "parameters": {
+                "type": "object",
+                "properties": {ARG_KEY: {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+            },
+        },
+    },
 ]
 
 
@@ -254,6 +275,7 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
             with_tools = bare
         else:
             prober.bare_tools = False
+    sparse_tools = prober.render([prober.user()], SPARSE_TOOLS, True)
 
     shape = _find_call_shape(prober)
     ids = ALNUM9_IDS if shape.alnum9 else GENERIC_IDS
@@ -363,6 +385,7 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
         reads_reasoning_key=reasoning_key,
         reasoning_as_thinking_block=thinking_block,
         tools_as_functions=prober.bare_tools,
+        requires_tool_fields=with_tools is not None and sparse_tools is None,
     )
     return caps, quirks
 

@@ -17,6 +17,10 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from autoparser.errors import AutoparserError
+from autoparser.schema.argument_types import value_types
+from autoparser.schema.refs import resolve_ref
+
 if TYPE_CHECKING:
     from autoparser.template.caps import TemplateCaps, TemplateQuirks
 
@@ -237,6 +241,98 @@ def _bare_function(tool: dict[str, Any]) -> dict[str, Any]:
     return tool
 
 
+def _is_null(schema: Any) -> bool:
+    return isinstance(schema, Mapping) and schema.get("type") == "null"
+
+
+def _complete_property(schema: Any, document: Any, seen: frozenset[str] = frozenset()) -> Any:
+    """A parameter schema as templates that read fields unconditionally need it.
+
+    Fills what OpenAI lets callers leave out (a description, empty) and spells out what
+    Pydantic writes indirectly: a ``$ref`` is replaced by its target (once per path, so
+    recursive schemas stay finite), ``Optional[X]`` (``anyOf: [X, null]``) becomes X with
+    ``nullable``, and a missing ``type`` is the type the schema implies, if there is one.
+    The request's own schema (grammar, parser) is not changed: only what is rendered.
+    """
+    if not isinstance(schema, Mapping):
+        return schema
+    out = dict(schema)
+    ref = out.get("$ref")
+    if isinstance(ref, str) and ref not in seen:
+        try:
+            target = resolve_ref(ref, document)[1]
+        except AutoparserError:
+            target = None
+        if isinstance(target, Mapping):
+            del out["$ref"]
+            return _complete_property({**target, **out}, document, seen | {ref})
+    for key in ("anyOf", "oneOf"):
+        branches = out.get(key)
+        if "type" in out or not isinstance(branches, list):
+            continue
+        kept = [b for b in branches if not _is_null(b)]
+        if len(kept) == 1 and isinstance(kept[0], Mapping):
+            del out[key]
+            merged = {**kept[0], **out}
+            if len(kept) < len(branches):
+                merged["nullable"] = True
+            return _complete_property(merged, document, seen)
+    out.setdefault("description", "")
+    if "type" not in out:
+        kinds = value_types(out, document)
+        if kinds:
+            kinds.discard("null")
+            if kinds:
+                out["type"] = kinds.pop() if len(kinds) == 1 else sorted(kinds)
+    properties = out.get("properties")
+    if isinstance(properties, Mapping):
+        out["properties"] = {
+            k: _complete_property(v, document, seen) for k, v in properties.items()
+        }
+    if isinstance(out.get("items"), Mapping):
+        out["items"] = _complete_property(out["items"], document, seen)
+    return out
+
+
+def complete_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tools with the optional OpenAI fields filled in, for templates that read them
+    unconditionally: an empty description, an empty parameters object, and each
+    parameter's description (empty) and type (where the schema implies one); a
+    parameters object that is a ``$ref`` (a recursive Pydantic model) is spelled out."""
+    result = []
+    for tool in tools:
+        function = tool.get("function")
+        if not isinstance(function, Mapping):
+            result.append(tool)
+            continue
+        function = dict(function)
+        function.setdefault("description", "")
+        parameters = function.get("parameters")
+        if not isinstance(parameters, Mapping):
+            parameters = {"type": "object", "properties": {}}
+        document = parameters
+        parameters = dict(parameters)
+        ref = parameters.pop("$ref", None)
+        if isinstance(ref, str):
+            try:
+                target = resolve_ref(ref, document)[1]
+            except AutoparserError:
+                target = None
+            if isinstance(target, Mapping):
+                parameters = {**target, **parameters}
+        properties = parameters.get("properties")
+        if isinstance(properties, Mapping):
+            parameters["properties"] = {
+                k: _complete_property(v, document, frozenset([ref] if ref else []))
+                for k, v in properties.items()
+            }
+        else:
+            parameters["properties"] = {}
+        function["parameters"] = parameters
+        result.append({**tool, "function": function})
+    return result
+
+
 def apply_polyfills(
     caps: TemplateCaps,
     quirks: TemplateQuirks,
@@ -248,6 +344,9 @@ def apply_polyfills(
         messages = _add_to_system(messages, describe_tools(tools))
     elif tools and quirks.tools_as_functions:
         tools = [_bare_function(tool) for tool in tools]
+
+    elif tools and quirks.requires_tool_fields:
+        tools = complete_tools(tools)
     if not caps.supports_system_role:
         messages = _fold_system(messages)
     if quirks.tool_call_id_alnum9:
