@@ -171,7 +171,10 @@ def _string_argument(
     raw = until(ends[0]) if len(ends) == 1 else until_one_of(*ends)
     choices = _string_choices(schema) if strict else []
     if choices:  # the grammar writes one of the allowed strings, raw as the template does
-        raw = space() + choice_of([literal(word) for word in choices]) + space()
+        # A newline either side, as templates write values on a line of their own (the
+        # parser drops it); other whitespace would become part of the value.
+        newline = optional(literal("\n"))
+        raw = newline + choice_of([literal(word) for word in choices]) + newline
     value: Parser = tag(tags.TOOL_ARG_STRING, raw)
     suffix = closing(a.value_suffix, strict) if a.value_suffix else None
     lead = space() if a.value_prefix else None  # whitespace between name and value markers
