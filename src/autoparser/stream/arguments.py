@@ -60,6 +60,14 @@ class ArgumentText:
     def text(self) -> str:
         return "".join(self.pieces)
 
+    def completion(self, broken: bool) -> str:
+        """What ends the arguments when the call closes: ``{}`` when none were written,
+        the JSON closer when they broke off, nothing when they are whole."""
+        args = self.text()
+        if not args:
+            return "{}"
+        return closing_text(args) if broken else ""
+
 
 class JsonArguments:
     """``tool-args``: the object's text as written; ``tool-args-bad`` once it broke."""
@@ -87,10 +95,7 @@ class JsonArguments:
         self.closer = "" if node.complete else node.closer
 
     def complete(self) -> str:
-        args = self.out.text()
-        if not args:
-            return "{}"
-        return closing_text(args) if self.broken else ""
+        return self.out.completion(self.broken)
 
     def cut(self) -> str:
         args = self.out.text()
@@ -162,10 +167,7 @@ class EncodedArguments:
         self.broken = True
 
     def complete(self) -> str:
-        args = self.out.text()
-        if not args:
-            return "{}"
-        return closing_text(args) if self.broken else ""
+        return self.out.completion(self.broken)
 
     def cut(self) -> str:
         args = self.out.text()
@@ -194,10 +196,7 @@ class PythonArguments:
         self.delivered = True
 
     def complete(self) -> str:
-        args = self.out.text()
-        if not args:
-            return "{}"
-        return closing_text(args) if self.broken else ""
+        return self.out.completion(self.broken)
 
     def cut(self) -> str:
         return "" if self.out.pieces else "{}"
