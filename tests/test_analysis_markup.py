@@ -13,7 +13,7 @@ from helpers.paths import OWN_TEMPLATES, corpus_templates
 from autoparser import ChatTemplate
 from autoparser.analysis.analyzer import run_analysis
 from autoparser.analysis.diff import diff_split, segmentize
-from autoparser.analysis.probe import NEEDLES
+from autoparser.template.probe import NEEDLES
 
 WEATHER = {
     "type": "function",

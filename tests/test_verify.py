@@ -20,9 +20,9 @@ import autoparser.chat
 from autoparser import AnalysisWarning, ChatTemplate, TemplateAnalysis
 from autoparser.analysis import analyze_template
 from autoparser.analysis.model import AnalysisVerification, VerificationFailure
-from autoparser.analysis.probe import FUN_FIRST
 from autoparser.cli import main
 from autoparser.errors import AutoparserError
+from autoparser.template.probe import FUN_FIRST
 from autoparser.verify import NEEDLE_CHECK, SCENARIOS, leaked_needles, verify_analysis
 
 XFAIL_FILE = Path(__file__).parent / "data" / "verification_xfail.json"

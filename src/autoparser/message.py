@@ -5,6 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+# The message keys an assistant turn's reasoning may come under (OpenAI-compatible servers
+# use all three), in order of preference when a message carries several.
+REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
+
 
 @dataclasses.dataclass(frozen=True)
 class ToolCall:

@@ -23,7 +23,10 @@ from autoparser.analysis.model import (
     ToolFormat,
     VerificationFailure,
 )
-from autoparser.analysis.probe import (
+from autoparser.errors import AutoparserError, TemplateLimitError
+from autoparser.generate import ChatParams, Request, normalize_request, params_for_request
+from autoparser.template import Renderer, apply_polyfills, detect_caps, detect_quirks
+from autoparser.template.probe import (
     ARG_FIRST,
     ARG_SECOND,
     ASSISTANT_MSG,
@@ -38,9 +41,6 @@ from autoparser.analysis.probe import (
     VALUE_SECOND,
     needle_in,
 )
-from autoparser.errors import AutoparserError, TemplateLimitError
-from autoparser.generate import ChatParams, Request, normalize_request, params_for_request
-from autoparser.template import Renderer, apply_polyfills, detect_caps, detect_quirks
 
 NEEDLE_CHECK = "no_needle_in_markers"
 ANY_CHECK = "some_conversation_checked"

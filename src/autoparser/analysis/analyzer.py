@@ -7,13 +7,13 @@ import dataclasses
 from autoparser.analysis.content import analyze_content
 from autoparser.analysis.diff import tokens_in
 from autoparser.analysis.model import TemplateAnalysis, ToolsAnalysis
-from autoparser.analysis.probe import Probe
 from autoparser.analysis.reasoning import analyze_reasoning, generation_prompts
-from autoparser.analysis.tools import ToolFindings, analyze_tools, renders_tool_calls
+from autoparser.analysis.tools import ToolFindings, analyze_tools
 from autoparser.analysis.workarounds import apply_workarounds
 from autoparser.formats import detect_format
 from autoparser.template import Renderer
 from autoparser.template.caps import detect_caps, detect_quirks
+from autoparser.template.probe import probe_for
 
 _CACHE: dict[tuple[str, str, str], TemplateAnalysis] = {}
 
@@ -33,20 +33,22 @@ def clear_cache() -> None:
 
 def run_analysis(template: Renderer) -> TemplateAnalysis:
     """Analyse without the cache (for benchmarks and tests)."""
-    # Raises TemplateError when no conversation renders at all.
+    # Raises TemplateError when no conversation renders at all. The caps answer the
+    # questions they share with the analysis (tool calls, content, reasoning field); the
+    # analysis renders through the same probe, so no conversation is rendered twice.
     caps = detect_caps(template)
     quirks = detect_quirks(template)
-    probe = Probe(template, caps.thinking_switch, quirks.tools_as_functions)
+    probe = probe_for(template).with_settings(caps.thinking_switch, quirks.tools_as_functions)
     prompts = generation_prompts(probe)
-    supports_tools = renders_tool_calls(probe)
-    reasoning, after_reasoning = analyze_reasoning(probe, prompts, supports_tools)
+    supports_tools = caps.supports_tool_calls
+    reasoning, after_reasoning = analyze_reasoning(
+        probe, prompts, supports_tools, quirks.reasoning_field
+    )
     content, eot = analyze_content(probe, reasoning, after_reasoning)
     findings = (
         analyze_tools(probe, reasoning, eot) if supports_tools else ToolFindings(ToolsAnalysis())
     )
-    content = dataclasses.replace(
-        content, requires_non_null_content=findings.requires_non_null_content
-    )
+    content = dataclasses.replace(content, requires_non_null_content=caps.requires_non_null_content)
     stops = tuple(dict.fromkeys(s for s in (eot, findings.end_of_turn) if s))
     analysis = TemplateAnalysis(
         reasoning=reasoning,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from autoparser.analysis.diff import MARKER_RE, safe_common_prefix, segmentize
 from autoparser.analysis.model import ContentAnalysis, ContentMode, ReasoningAnalysis
-from autoparser.analysis.probe import ASSISTANT_MSG, THINKING, USER_MSG, Probe
 from autoparser.analysis.reasoning import generation_prompt
+from autoparser.template.probe import ASSISTANT_MSG, THINKING, USER_MSG, Probe
 
 
 def assistant_turn(probe: Probe, render: str | None) -> str | None:

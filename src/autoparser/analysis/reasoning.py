@@ -16,10 +16,7 @@ from autoparser.analysis.diff import (
     segmentize,
 )
 from autoparser.analysis.model import ReasoningAnalysis, ReasoningMode
-from autoparser.analysis.probe import ASSISTANT_MSG, CALL_1, THINKING, Probe
-
-# Message keys a template may read an assistant turn's reasoning from.
-REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
+from autoparser.template.probe import ASSISTANT_MSG, CALL_1, THINKING, Probe
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,38 +111,29 @@ def _toggle_markers(enabled: str, disabled: str, common: str) -> tuple[str, str]
 
 
 def analyze_reasoning(
-    probe: Probe, prompts: GenerationPrompts, supports_tools: bool
+    probe: Probe, prompts: GenerationPrompts, supports_tools: bool, field: str
 ) -> tuple[ReasoningAnalysis, str]:
-    """The reasoning analysis, plus any content opener seen right after the reasoning end."""
+    """The reasoning analysis, plus any content opener seen right after the reasoning end.
+
+    ``field`` is where the template reads a turn's reasoning (the caps' probe answer:
+    ``TemplateQuirks.reasoning_field``).
+    """
     start = end = after_end = ""
-    renders_last = False
     tools_only = False
 
-    # R1: reasoning present vs absent in the last assistant turn, under the message keys
-    # templates read it from (OpenAI-compatible servers use all three).
-    without = probe.turn(ASSISTANT_MSG)
+    # R1: reasoning present vs absent in the last assistant turn, under the key (or as the
+    # typed content part) the template reads it from.
     block = None
-    field = ""
-    for key in REASONING_KEYS:
-        with_r = probe.turn(ASSISTANT_MSG, THINKING, reasoning_key=key)
-        if without is not None and with_r is not None and THINKING in with_r:
-            renders_last, field = True, key
-            block = _block_markers(without, with_r)
-            break
-    # R1b: reasoning accepted only as a typed "thinking" content block.
-    if not renders_last:
+    renders_last = bool(field)
+    if field == "thinking_block":
         plain_blocks, thinking_blocks = probe.block_turn(False), probe.block_turn(True)
-        # Only for templates that understand typed blocks: a text block must render
-        # exactly like string content (not as the list's repr).
-        if (
-            plain_blocks is not None
-            and plain_blocks == without
-            and thinking_blocks is not None
-            and THINKING in thinking_blocks
-            and thinking_blocks[thinking_blocks.find(THINKING) - 1] not in "\"'"
-        ):
+        if plain_blocks is not None and thinking_blocks is not None:
             block = _block_markers(plain_blocks, thinking_blocks)
-            renders_last, field = True, "thinking_block"
+    elif field:
+        without = probe.turn(ASSISTANT_MSG)
+        with_r = probe.turn(ASSISTANT_MSG, THINKING, reasoning_key=field)
+        if without is not None and with_r is not None:
+            block = _block_markers(without, with_r)
     # R3: reasoning rendered only in turns that call tools.
     if block is None and not renders_last and supports_tools:
         plain = probe.turn(ASSISTANT_MSG, THINKING, tools=True)

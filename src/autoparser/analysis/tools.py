@@ -39,7 +39,7 @@ from autoparser.analysis.model import (
     ToolFormatAnalysis,
     ToolsAnalysis,
 )
-from autoparser.analysis.probe import (
+from autoparser.template.probe import (
     ARG_FIRST,
     ARG_SECOND,
     ASSISTANT_MSG,
@@ -68,7 +68,6 @@ class ToolFindings:
 
     tools: ToolsAnalysis
     end_of_turn: str = ""  # marker ending a tool-call turn when it differs from a text turn
-    requires_non_null_content: bool = False
 
 
 def _json_quote(needle: str, text: str) -> str:
@@ -616,12 +615,6 @@ def _next_turn_after_calls(probe: Probe, section: str) -> str:
     return first.value if first is not None and first.is_marker else ""
 
 
-def renders_tool_calls(probe: Probe) -> bool:
-    """Whether a one-call turn renders the call (the template supports tool calls)."""
-    one = _section(probe, (CALL_1,))
-    return one is not None and FUN_FIRST in one[0]
-
-
 def analyze_tools(probe: Probe, reasoning: ReasoningAnalysis, text_eot: str = "") -> ToolFindings:
     """T1-T7 on a template; ToolFormat.NONE when it renders no tool calls.
 
@@ -660,11 +653,10 @@ def analyze_tools(probe: Probe, reasoning: ReasoningAnalysis, text_eot: str = ""
     result = _with_fence(result, fence_of(raw[0]) if raw is not None else "")
     if not eot:
         eot = _next_turn_after_calls(probe, s1)
-    requires_content = probe.turn(None, None, (CALL_1,), tools=True) is None
     if _leaks_needle(result):
         # A placeholder in a marker means the diffs were misread: no format beats a wrong one.
-        return ToolFindings(ToolsAnalysis(), eot, requires_content)
-    return ToolFindings(result, eot, requires_content)
+        return ToolFindings(ToolsAnalysis(), eot)
+    return ToolFindings(result, eot)
 
 
 _MARKER_FIELDS = {

@@ -12,11 +12,30 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from autoparser.errors import TemplateError, TemplateLimitError
+from autoparser.template.probe import (
+    ALNUM9_IDS,
+    ARG_FIRST,
+    FUN_FIRST,
+    FUN_SECOND,
+    ONE_ARG,
+    OPENAI_IDS,
+    SPARSE_TOOLS,
+    SYSTEM_MSG,
+    TOOL_RESULT,
+    TOOL_RESULT_SECOND,
+    TOOLS,
+    USER_MSG,
+    VALUE_FIRST,
+    VALUE_SECOND,
+    Probe,
+    bare_functions,
+    probe_for,
+    tool_call,
+)
 from autoparser.template.renderer import Renderer
 from autoparser.template.switches import PromptEnds, SwitchValue, ThinkingSwitch, find_switch
 
@@ -55,61 +74,16 @@ class TemplateQuirks:
     # Tool fields OpenAI lets callers leave out (description, parameters, a parameter's
     # description or type) break the render: the polyfill fills them in.
     requires_tool_fields: bool = False
-
-
-USER = "PrbUserMsg"
-SYSTEM = "PrbSystemMsg"
-ANSWER = "PrbAnswerTxt"
-REASONING = "PrbReasoningTxt"
-TOOL = "prb_tool_fn"
-TOOL2 = "prb_other_fn"
-ARG_KEY = "prb_arg"
-ARG_VALUE = "PrbArgVal"
-ARG_VALUE2 = "PrbArgValTwo"
-RESULT = "PrbToolResult"
-GENERIC_IDS = ("call_prb_00001", "call_prb_00002")
-ALNUM9_IDS = ("Prb0Id001", "Prb0Id002")
-
-PROBE_TOOLS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": "A probe tool.",
-            "parameters": {
-                "type": "object",
-                "properties": {ARG_KEY: {"type": "string", "description": "A probe argument."}},
-                "required": [ARG_KEY],
-            },
-        },
-    }
-    for name in (TOOL, TOOL2)
-]
-
-
-# Tools as OpenAI allows them and Pydantic writes them: no description, no parameters; a
-# parameter with neither description nor type (``Optional[str]`` is an ``anyOf``).
-SPARSE_TOOLS = [
-    {"type": "function", "function": {"name": TOOL}},
-    {
-        "type": "function",
-        "function": {
-            "name": TOOL2,
-            "description": "A probe tool.",
-            "parameters": {
-                "type": "object",
-                "properties": {ARG_KEY: {"anyOf": [{"type": "string"}, {"type": "null"}]}},
-            },
-        },
-    },
-]
+    # Where an assistant turn's reasoning is read from: "reasoning_content", "thinking" or
+    # "reasoning" (message key), "thinking_block" (a typed content part), or "" (never).
+    reasoning_field: str = ""
 
 
 class _Prober:
-    """Renders probe conversations against one template, never raising."""
+    """The caps' view of the shared probe: content typed or not, tools bare or not."""
 
-    def __init__(self, template: Renderer) -> None:
-        self.template = template
+    def __init__(self, probe: Probe) -> None:
+        self.probe = probe
         self.typed = False
         # Tools passed when a probe passes none: set for tool-only variants that fail without.
         self.default_tools: list[dict[str, Any]] | None = None
@@ -118,8 +92,7 @@ class _Prober:
 
     def tools(self, count: int = 2) -> list[dict[str, Any]]:
         """The probe tools, in the shape the template reads."""
-        tools = PROBE_TOOLS[:count]
-        return [t["function"] for t in tools] if self.bare_tools else tools
+        return bare_functions(TOOLS[:count]) if self.bare_tools else TOOLS[:count]
 
     def content(self, text: str) -> Any:
         return [{"type": "text", "text": text}] if self.typed else text
@@ -131,20 +104,15 @@ class _Prober:
         add_generation_prompt: bool = False,
         **kwargs: Any,
     ) -> str | None:
-        try:
-            return self.template.render(
-                messages,
-                tools if tools is not None else self.default_tools,
-                add_generation_prompt,
-                **kwargs,
-            )
-        except TemplateLimitError:
-            raise  # a hostile template is an error, not a missing capability
-        except TemplateError:
-            return None
+        return self.probe.messages(
+            messages,
+            tools if tools is not None else self.default_tools,
+            add_generation_prompt,
+            **kwargs,
+        )
 
     def user(self) -> dict[str, Any]:
-        return {"role": "user", "content": self.content(USER)}
+        return {"role": "user", "content": self.content(USER_MSG)}
 
 
 def _has(text: str | None, *markers: str) -> bool:
@@ -168,15 +136,6 @@ class _CallProbe:
     rendered: str = ""
 
 
-def _call(name: str, call_id: str, as_object: bool, value: str = ARG_VALUE) -> dict[str, Any]:
-    args: dict[str, Any] = {ARG_KEY: value}
-    return {
-        "id": call_id,
-        "type": "function",
-        "function": {"name": name, "arguments": args if as_object else json.dumps(args)},
-    }
-
-
 def _call_conversation(
     prober: _Prober,
     ids: Sequence[str],
@@ -184,19 +143,18 @@ def _call_conversation(
     as_object: bool,
     with_result: bool,
     parallel: bool = False,
-    names: tuple[str, str] = (TOOL, TOOL2),
-    second_value: str = ARG_VALUE,
+    names: tuple[str, str] = (FUN_FIRST, FUN_SECOND),
+    second_value: str = VALUE_FIRST,
 ) -> list[dict[str, Any]]:
-    calls = [_call(names[0], ids[0], as_object)]
+    calls = [tool_call((names[0], ONE_ARG, ids[0]), as_object)]
     if parallel:
-        calls.append(_call(names[1], ids[1], as_object, second_value))
+        calls.append(tool_call((names[1], ((ARG_FIRST, second_value),), ids[1]), as_object))
     messages: list[dict[str, Any]] = [
         prober.user(),
         {"role": "assistant", "content": content, "tool_calls": calls},
     ]
     if with_result:
-        for index, call in enumerate(calls):
-            result = RESULT if index == 0 else RESULT + "2"
+        for call, result in zip(calls, (TOOL_RESULT, TOOL_RESULT_SECOND), strict=False):
             messages.append(
                 {"role": "tool", "tool_call_id": call["id"], "content": prober.content(result)}
             )
@@ -206,25 +164,26 @@ def _call_conversation(
 def _find_call_shape(prober: _Prober) -> _CallProbe:
     fallback = _CallProbe()
     for with_result in (True, False):
-        for alnum9, ids in ((False, GENERIC_IDS), (True, ALNUM9_IDS)):
+        for alnum9, ids in ((False, OPENAI_IDS), (True, ALNUM9_IDS)):
             for non_null, content in ((False, None), (True, "")):
                 for as_object in (True, False):
                     messages = _call_conversation(prober, ids, content, as_object, with_result)
                     text = prober.render(messages, prober.tools(), with_result)
                     if text is None:
                         continue
-                    # The tools list names every probe tool, so finding TOOL proves nothing:
-                    # the call is rendered only if calling the other tool changes the render.
+                    # The tools list names every probe tool, so finding FUN_FIRST proves
+                    # nothing: the call is rendered only if calling the other tool changes
+                    # the render.
                     swapped = _call_conversation(
-                        prober, ids, content, as_object, with_result, names=(TOOL2, TOOL)
+                        prober, ids, content, as_object, with_result, names=(FUN_SECOND, FUN_FIRST)
                     )
                     other = prober.render(swapped, prober.tools(), with_result)
-                    if _has(text, TOOL) and other is not None and other != text:
+                    if _has(text, FUN_FIRST) and other is not None and other != text:
                         return _CallProbe(True, True, alnum9, non_null, with_result, text)
                     # Else keep the first shape showing both the tools and the results: the
                     # template takes part in tool conversations without showing calls, and
                     # how it wants their messages (content, ids) still counts.
-                    if not fallback.renders and with_result and _has(text, TOOL, RESULT):
+                    if not fallback.renders and with_result and _has(text, FUN_FIRST, TOOL_RESULT):
                         fallback = _CallProbe(True, False, alnum9, non_null, with_result, text)
     return fallback
 
@@ -243,42 +202,43 @@ def _prompt_ends(prober: _Prober, variable: str, value: SwitchValue) -> PromptEn
         text = prober.render([prober.user()], None, add_generation_prompt, **{variable: value})
         if text is None:
             return None
-        at = text.rfind(USER)
-        ends.append(text[at + len(USER) :] if at >= 0 else text)
+        at = text.rfind(USER_MSG)
+        ends.append(text[at + len(USER_MSG) :] if at >= 0 else text)
     return ends[0], ends[1]
 
 
-def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
-    prober = _Prober(template)
+def _probe(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
+    prober = _Prober(probe)
+    template = probe.template
     plain = prober.render([prober.user()], add_generation_prompt=True)
-    if plain is None and prober.render([prober.user()], PROBE_TOOLS[:1], True) is not None:
-        prober.default_tools = PROBE_TOOLS[:1]
+    if plain is None and prober.render([prober.user()], TOOLS[:1], True) is not None:
+        prober.default_tools = TOOLS[:1]
         plain = prober.render([prober.user()], add_generation_prompt=True)
     prober.typed = True
     typed = prober.render([prober.user()], add_generation_prompt=True)
     if plain is None and typed is None:
         # Nothing renders at all: report the template's own error, not "supports nothing".
-        template.render([{"role": "user", "content": USER}])
-    requires_typed = not _has(plain, USER) and _has(typed, USER)
+        template.render([{"role": "user", "content": USER_MSG}])
+    requires_typed = not _has(plain, USER_MSG) and _has(typed, USER_MSG)
     prober.typed = requires_typed
 
     system = prober.render(
-        [{"role": "system", "content": prober.content(SYSTEM)}, prober.user()],
+        [{"role": "system", "content": prober.content(SYSTEM_MSG)}, prober.user()],
         add_generation_prompt=True,
     )
     with_tools = prober.render([prober.user()], prober.tools(1), True)
-    if not _has(with_tools, TOOL):
+    if not _has(with_tools, FUN_FIRST):
         # Some templates read a tool as the bare function object (``tool.name``).
         prober.bare_tools = True
         bare = prober.render([prober.user()], prober.tools(1), True)
-        if _has(bare, TOOL):
+        if _has(bare, FUN_FIRST):
             with_tools = bare
         else:
             prober.bare_tools = False
     sparse_tools = prober.render([prober.user()], SPARSE_TOOLS, True)
 
     shape = _find_call_shape(prober)
-    ids = ALNUM9_IDS if shape.alnum9 else GENERIC_IDS
+    ids = ALNUM9_IDS if shape.alnum9 else OPENAI_IDS
     content = "" if shape.non_null else None
     requires_object = arguments_as_string = parallel = False
     if shape.works:
@@ -295,10 +255,10 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
         # Objects are the transformers convention: prefer them whenever they render well and
         # differently from strings (double-encoded JSON, or a native non-JSON format).
         # (Markers pair key and value: tool definitions also mention the key, never the value.)
-        python_repr = f"'{ARG_KEY}': '{ARG_VALUE}'"
-        double_encoded = f'\\"{ARG_KEY}\\": \\"{ARG_VALUE}\\"'
-        object_ok = _has(as_obj, ARG_KEY, ARG_VALUE) and python_repr not in (as_obj or "")
-        string_ok = _has(as_str, ARG_KEY, ARG_VALUE) and double_encoded not in (as_str or "")
+        python_repr = f"'{ARG_FIRST}': '{VALUE_FIRST}'"
+        double_encoded = f'\\"{ARG_FIRST}\\": \\"{VALUE_FIRST}\\"'
+        object_ok = _has(as_obj, ARG_FIRST, VALUE_FIRST) and python_repr not in (as_obj or "")
+        string_ok = _has(as_str, ARG_FIRST, VALUE_FIRST) and double_encoded not in (as_str or "")
         requires_object = object_ok and (not string_ok or as_obj != as_str)
         # Objects print as Python reprs or break the render, while JSON strings work.
         arguments_as_string = string_ok and not object_ok
@@ -319,41 +279,13 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
                 prober.tools(),
                 shape.with_result,
             )
-            for names, value in (((TOOL, TOOL2), ARG_VALUE), ((TOOL, TOOL), ARG_VALUE2))
-        ]
-        parallel = _has(renders[0], TOOL, TOOL2) and None not in renders
-        parallel = parallel and renders[0] != renders[1]
-
-    history = [
-        prober.user(),
-        {"role": "assistant", "content": ANSWER, "reasoning_content": REASONING},
-    ]
-    reasoning = prober.render(history)
-    reasoning_key = False
-    if not _has(reasoning, REASONING):
-        raw_history = [
-            prober.user(),
-            {"role": "assistant", "content": ANSWER, "reasoning": REASONING},
-        ]
-        try:
-            raw = template.render_raw(
-                {"messages": raw_history, "tools": None, "add_generation_prompt": False}
+            for names, value in (
+                ((FUN_FIRST, FUN_SECOND), VALUE_FIRST),
+                ((FUN_FIRST, FUN_FIRST), VALUE_SECOND),
             )
-        except TemplateLimitError:
-            raise  # a hostile template is an error, not a missing capability
-        except TemplateError:
-            raw = None
-        reasoning_key = _has(raw, REASONING)
-    thinking_block = False
-    if not _has(reasoning, REASONING) and not reasoning_key:
-        blocks = [
-            {"type": "thinking", "thinking": REASONING},
-            {"type": "text", "text": ANSWER},
         ]
-        shown = prober.render([prober.user(), {"role": "assistant", "content": blocks}])
-        # Rendered as reasoning, not as a dump of the part (``{'type': 'thinking', ...}``).
-        dumped = shown is not None and ("'thinking'" in shown or '"thinking"' in shown)
-        thinking_block = _has(shown, REASONING, ANSWER) and not dumped
+        parallel = _has(renders[0], FUN_FIRST, FUN_SECOND) and None not in renders
+        parallel = parallel and renders[0] != renders[1]
 
     switch = find_switch(template.source, functools.partial(_prompt_ends, prober))
     variable = switch.variable if switch else "enable_thinking"
@@ -361,19 +293,20 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
     off_value: SwitchValue = switch.off if switch else False
     thinking_on = prober.render([prober.user()], None, True, **{variable: on_value})
     thinking_off = prober.render([prober.user()], None, True, **{variable: off_value})
+    reasoning_field = probe.with_settings(switch, prober.bare_tools).reasoning_field()
 
     caps = TemplateCaps(
-        supports_system_role=_has(system, SYSTEM),
-        supports_tools=_has(with_tools, TOOL),
+        supports_system_role=_has(system, SYSTEM_MSG),
+        supports_tools=_has(with_tools, FUN_FIRST),
         supports_tool_calls=shape.works,
         supports_parallel_tool_calls=parallel,
         supports_tool_call_id=shape.works and ids[0] in shape.rendered,
-        supports_tool_responses=shape.with_result and RESULT in shape.rendered,
+        supports_tool_responses=shape.with_result and TOOL_RESULT in shape.rendered,
         requires_object_arguments=requires_object,
         requires_non_null_content=shape.renders and shape.non_null,
         requires_typed_content=requires_typed,
         # Native, or under the other name / content shape the polyfills then supply.
-        renders_reasoning=_has(reasoning, REASONING) or reasoning_key or thinking_block,
+        renders_reasoning=bool(reasoning_field),
         supports_thinking_toggle=(
             thinking_on is not None and thinking_off is not None and thinking_on != thinking_off
         ),
@@ -382,19 +315,23 @@ def _probe(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
     quirks = TemplateQuirks(
         tool_call_id_alnum9=shape.renders and shape.alnum9,
         arguments_as_json_string=arguments_as_string,
-        reads_reasoning_key=reasoning_key,
-        reasoning_as_thinking_block=thinking_block,
+        reads_reasoning_key=reasoning_field == "reasoning",
+        reasoning_as_thinking_block=reasoning_field == "thinking_block",
         tools_as_functions=prober.bare_tools,
         requires_tool_fields=with_tools is not None and sparse_tools is None,
+        reasoning_field=reasoning_field,
     )
     return caps, quirks
 
 
 @functools.lru_cache(maxsize=256)
-def _probe_cached(
-    source: str, bos_token: str, eos_token: str
-) -> tuple[TemplateCaps, TemplateQuirks]:
-    return _probe(Renderer(source, bos_token=bos_token, eos_token=eos_token))
+def _probe_shared(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
+    return _probe(probe)
+
+
+def _probe_cached(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
+    """Probed once per template text and tokens (the probe is shared per text)."""
+    return _probe_shared(probe_for(template))
 
 
 _UNNAMED = "<template>"  # the name of the shared probe renderer (Renderer's default)
@@ -404,7 +341,7 @@ def _probed(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
     """The probe results of this template text, shared by every template with that text;
     a probe's error is raised naming this template."""
     try:
-        return _probe_cached(template.source, template.bos_token, template.eos_token)
+        return _probe_cached(template)
     except TemplateError as exc:
         message = str(exc)
         if not message.startswith(_UNNAMED):

@@ -18,13 +18,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from autoparser.errors import AutoparserError
+from autoparser.message import REASONING_KEYS
 from autoparser.schema.argument_types import value_types
 from autoparser.schema.refs import resolve_ref
 
 if TYPE_CHECKING:
     from autoparser.template.caps import TemplateCaps, TemplateQuirks
-
-REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
 
 _ALNUM = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 ALNUM9 = re.compile(r"[0-9A-Za-z]{9}")
