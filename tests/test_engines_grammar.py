@@ -357,12 +357,12 @@ HEX_DIGIT_AFTER_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\x[0-9A-Fa-f]{2}[0-9A-Fa-
 
 
 def test_no_hex_digit_after_a_hex_escape() -> None:
-    from autoparser.gbnf_text import char_class, literal
+    from autoparser.gbnf_text import gbnf_char_class, gbnf_literal
 
-    assert literal("\x01AB\x7f9z") == '"\\x01\\x41\\x42\\x7F\\x39z"'
-    assert char_class([(0x2D, 0x2D), (0x30, 0x39)]) == "[\\x2D\\x30-9]"
-    assert char_class([(0x5D, 0x5D), (0x61, 0x63)]) == "[\\x5D\\x61-c]"
-    assert not HEX_DIGIT_AFTER_ESCAPE.search(literal("a\\x41"))  # a backslash, then x41
+    assert gbnf_literal("\x01AB\x7f9z") == '"\\x01\\x41\\x42\\x7F\\x39z"'
+    assert gbnf_char_class([(0x2D, 0x2D), (0x30, 0x39)]) == "[\\x2D\\x30-9]"
+    assert gbnf_char_class([(0x5D, 0x5D), (0x61, 0x63)]) == "[\\x5D\\x61-c]"
+    assert not HEX_DIGIT_AFTER_ESCAPE.search(gbnf_literal("a\\x41"))  # a backslash, then x41
     found = {}
     for _, build in CASES["request"]:
         case = build()

@@ -18,14 +18,14 @@ from autoparser.errors import GrammarError
 from autoparser.gbnf_text import (
     ANY_CHAR,
     alternatives,
-    char_class,
     fresh_name,
+    gbnf_char_class,
+    gbnf_literal,
+    gbnf_optional,
+    gbnf_repeat,
     group,
-    literal,
     merge_ranges,
     name_part,
-    optional,
-    repeat,
     rule_name,
     rules_text,
     sequence,
@@ -43,7 +43,7 @@ def root(expr: str) -> str:
 
 @pytest.mark.parametrize("text", TRICKY)
 def test_literal_matches_exactly_its_text(text: str) -> None:
-    grammar = root(literal(text) if text else f'"x" {literal(text)}')
+    grammar = root(gbnf_literal(text) if text else f'"x" {gbnf_literal(text)}')
     expected = text or "x"
     assert accepts(grammar, expected)
     assert not accepts(grammar, expected + "a")
@@ -52,24 +52,24 @@ def test_literal_matches_exactly_its_text(text: str) -> None:
 
 def test_literal_and_class_refuse_lone_surrogates() -> None:
     with pytest.raises(GrammarError):
-        literal("a\ud800")
+        gbnf_literal("a\ud800")
     with pytest.raises(GrammarError):
-        char_class([(0xD800, 0xD800)])
+        gbnf_char_class([(0xD800, 0xD800)])
 
 
 def test_char_class_escapes_specials_and_skips_surrogates() -> None:
     specials = [(ord(c), ord(c)) for c in '\\]^-["/\n']
-    cls = char_class([*specials, (0x30, 0x31), (0xD000, 0xE000)])
+    cls = gbnf_char_class([*specials, (0x30, 0x31), (0xD000, 0xE000)])
     for ch in '\\]^-["/\n01\ud7ff\ue000':
         assert accepts(root(cls), ch), ch
     for ch in "a2\ue001":
         assert not accepts(root(cls), ch), ch
-    negated = char_class(specials, negated=True)
+    negated = gbnf_char_class(specials, negated=True)
     assert accepts(root(negated), "a") and not accepts(root(negated), "^")
-    assert char_class([], negated=True) == ANY_CHAR
+    assert gbnf_char_class([], negated=True) == ANY_CHAR
     assert accepts(root(ANY_CHAR), "😀") and accepts(root(ANY_CHAR), "\x00")
     with pytest.raises(GrammarError):
-        char_class([])
+        gbnf_char_class([])
 
 
 RANGES = st.lists(
@@ -120,7 +120,7 @@ ITEM_REGEX = {'"a"': "a", '"a" "b"': "ab", '( "a" | "b" "b" )': "(?:a|bb)"}
 @pytest.mark.parametrize("item", ITEMS)
 @pytest.mark.parametrize(("low", "high"), BOUNDS)
 def test_repeat_matches_the_regex_repetition(item: str, low: int, high: int | None) -> None:
-    text = repeat(item, low, high)
+    text = gbnf_repeat(item, low, high)
     assert not re.search(r"\{\s*,", text), text
     # no group of one quantified atom under a quantifier: llguidance would print `X+?`
     assert not re.search(r'\( "a"(\+|\*|\?|\{[0-9,]+\}) \)[*+?{]', text), text
@@ -135,9 +135,9 @@ def test_repeat_matches_the_regex_repetition(item: str, low: int, high: int | No
 
 
 def test_optional_of_a_quantified_atom_is_rewritten() -> None:
-    assert optional('"a"+') == '"a"*' and optional('"a"*') == '"a"*'
-    assert optional('"a"{2,3}') == '( "" | "a"{2,3} )'
-    assert repeat('"a"+', 2, 3) == '( "a"+ "" ){2,3}'
+    assert gbnf_optional('"a"+') == '"a"*' and gbnf_optional('"a"*') == '"a"*'
+    assert gbnf_optional('"a"{2,3}') == '( "" | "a"{2,3} )'
+    assert gbnf_repeat('"a"+', 2, 3) == '( "a"+ "" ){2,3}'
 
 
 @pytest.mark.parametrize(

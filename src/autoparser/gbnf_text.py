@@ -6,7 +6,7 @@ all three know (`\\\\`, `\\"`, `\\n`, `\\r`, `\\t`, `\\xNN`; a hex digit right a
 non-ASCII as literal UTF-8
 (never `\\u`), `""` rather than an empty alternative, repetition bounds always with a
 lower bound, rule names of lowercase letters, digits and '-'. Expressions are plain
-strings; what group(), alternatives(), sequence(), repeat() and optional() return is safe
+strings; what group(), alternatives(), sequence(), gbnf_repeat() and gbnf_optional() return is safe
 to place in a sequence (unwrap() is for rule bodies).
 """
 
@@ -36,7 +36,7 @@ for _code in [*range(0x20), 0x7F]:
 # as a hex escape, which all of them decode to the plain character.
 _CLASS_SPECIAL = frozenset('\\]^-["/')
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-# What literal() escapes: a character of _ESCAPES, or a run of hex digits right after a
+# What gbnf_literal() escapes: a character of _ESCAPES, or a run of hex digits right after a
 # character written as `\xNN` (the run is escaped digit by digit, see the module docstring).
 _HEX_ESCAPED = "\x00-\x08\x0b\x0c\x0e-\x1f\x7f"
 _TO_ESCAPE = re.compile(f'[{_HEX_ESCAPED}"\\\\\n\r\t]|(?<=[{_HEX_ESCAPED}])[0-9A-Fa-f]+')
@@ -52,7 +52,7 @@ JSON_NUMBER = '"-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )
 # --- escaping ------------------------------------------------------------------------------
 
 
-def literal(text: str) -> str:
+def gbnf_literal(text: str) -> str:
     """A GBNF string literal matching exactly `text` (`""` for the empty string)."""
     bad = _LONE_SURROGATE.search(text)
     if bad:
@@ -120,7 +120,7 @@ def without_surrogates(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int
     return subtract_ranges(ranges, [SURROGATES])
 
 
-def char_class(ranges: Iterable[tuple[int, int]], *, negated: bool = False) -> str:
+def gbnf_char_class(ranges: Iterable[tuple[int, int]], *, negated: bool = False) -> str:
     """A GBNF class `[...]` (or `[^...]`) from inclusive code-point ranges.
 
     Surrogates are left out; an empty negated class is written as ANY_CHAR, an empty
@@ -220,7 +220,7 @@ def _quantified_group(atom: str) -> str | None:
     """The inside of `( X+ )`-like groups (one quantified atom), else None.
 
     llguidance's GBNF import drops such parentheses and then writes `X+?`, which it cannot
-    read back; repeat() rewrites these groups instead of quantifying them.
+    read back; gbnf_repeat() rewrites these groups instead of quantifying them.
     """
     if not (atom.startswith("( ") and atom.endswith(" )")):
         return None
@@ -230,7 +230,7 @@ def _quantified_group(atom: str) -> str | None:
     return inner
 
 
-def repeat(item: str, low: int, high: int | None) -> str:
+def gbnf_repeat(item: str, low: int, high: int | None) -> str:
     """`item` repeated low..high times (high None: unbounded), bounds always with a low."""
     if high is not None and high < low:
         raise ValueError(f"empty repetition {low}..{high}")
@@ -257,9 +257,9 @@ def repeat(item: str, low: int, high: int | None) -> str:
     return f"{atom}{{{low},{high}}}"
 
 
-def optional(expr: str) -> str:
+def gbnf_optional(expr: str) -> str:
     """`expr` or nothing, written so every engine reads it."""
-    return repeat(expr, 0, 1)
+    return gbnf_repeat(expr, 0, 1)
 
 
 # --- rules ---------------------------------------------------------------------------------

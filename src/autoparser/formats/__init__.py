@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 
 Handler = Callable[["BuildContext"], "ParserDefinition"]
 
+# The handler name of the generated format (``generate.assembly.build_standard``), used
+# when the analysis names no hand-written one: every format is dispatched through here.
+STANDARD = ""
+
 _HANDLERS: dict[str, Handler] = {}
 
 # Hand-written formats, by fingerprint: (handler name, substring of the template source).
@@ -65,7 +69,7 @@ def register(name: str) -> Callable[[Handler], Handler]:
 
 def get_handler(name: str) -> Handler:
     """The handler called ``name``, importing ``autoparser.formats.<name>`` if needed."""
-    if name not in _HANDLERS:
+    if name not in _HANDLERS and name != STANDARD:
         module = name.replace("-", "_")
         if module.isidentifier():
             try:

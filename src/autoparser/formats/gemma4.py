@@ -30,12 +30,12 @@ from typing import Any
 from autoparser import tags
 from autoparser.definition import ParserDefinition
 from autoparser.formats import register
+from autoparser.gbnf_text import rule_name
 from autoparser.generate.assembly import lenient_body
 from autoparser.generate.context import (
     BuildContext,
     choice_of,
     longest_name_first,
-    rule_name,
     seq_of,
 )
 from autoparser.generate.reasoning import reasoning_parser

@@ -4,16 +4,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from autoparser import tags
 from autoparser.analysis.model import CallIdPosition, ContentMode, ToolFormat
 from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError
+from autoparser.formats import STANDARD, register
 from autoparser.generate import json_calls, pythonic
 from autoparser.generate.context import BuildContext, choice_of, seq_of
 from autoparser.generate.reasoning import reasoning_parser
-from autoparser.generate.sections import call_trigger_markers, inner_opener, tool_section
+from autoparser.generate.sections import (
+    call_opener,
+    call_trigger_markers,
+    inner_opener,
+    tool_section,
+)
 from autoparser.peg import (
     Parser,
     any_char,
@@ -65,8 +72,23 @@ def lenient_body(ctx: BuildContext, section: Parser | None, triggers: Sequence[s
     return tag(tags.CONTENT, rest())
 
 
+def _with_call_openers(ctx: BuildContext) -> BuildContext:
+    """Where calls can start, and whether the prompt has already started the first one."""
+    if ctx.request.calls_enabled:
+        openers = (*call_trigger_markers(ctx), inner_opener(ctx))
+        ctx = dataclasses.replace(ctx, call_openers=tuple(m for m in openers if m))
+    # Like a forced-open reasoning block: a prompt ending with the call opener has already
+    # started the first call (e.g. a ">>>name\n{args}" format whose prompt ends with ">>>").
+    opener = call_opener(ctx)
+    if opener and not ctx.thinking_forced_open and ctx.prompt.rstrip().endswith(opener):
+        ctx = dataclasses.replace(ctx, call_opened=True)
+    return ctx
+
+
+@register(STANDARD)
 def build_standard(ctx: BuildContext) -> ParserDefinition:
     """The generated parsers for an analysed template (no hand-written handler)."""
+    ctx = _with_call_openers(ctx)
     req = ctx.request
     fmt = ctx.analysis.tools.format
     can_call = req.calls_enabled and fmt.mode != ToolFormat.NONE

@@ -5,7 +5,6 @@ marker normalisation and the naming of grammar rules.
 from __future__ import annotations
 
 import dataclasses
-import re
 import zlib
 from collections.abc import Sequence
 from typing import Any
@@ -26,6 +25,8 @@ class BuildContext:
     request: Request
     thinking_forced_open: bool  # the output starts inside a reasoning block
     extract_reasoning: bool  # reasoning goes to reasoning_content (else stays content)
+    # The rendered prompt the output continues (a format may have started in it).
+    prompt: str = ""
     # The prompt ends with the call opener (call_opener()): the output starts inside the
     # first call, whose opener is already written; later calls carry their own.
     call_opened: bool = False
@@ -122,12 +123,6 @@ def normalize_markers(analysis: TemplateAnalysis) -> TemplateAnalysis:
         tools=tools,
         end_of_turn=tuple(m.strip() for m in analysis.end_of_turn if m.strip()),
     )
-
-
-def rule_name(name: str) -> str:
-    """A GBNF-safe rule name for a hand-written format's own rules: each run of characters
-    other than ASCII letters and digits becomes one ``-``."""
-    return re.sub(r"[^a-zA-Z0-9]+", "-", name).strip("-") or "x"
 
 
 def longest_name_first(tools: Sequence[ToolSpec]) -> list[ToolSpec]:

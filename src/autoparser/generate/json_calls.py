@@ -11,6 +11,7 @@ from typing import Any
 
 from autoparser import tags
 from autoparser.analysis.model import CallIdPosition, TemplateAnalysis, ToolFormat
+from autoparser.gbnf_text import rule_name
 from autoparser.generate.context import (
     BuildContext,
     Part,
@@ -18,7 +19,6 @@ from autoparser.generate.context import (
     closing,
     effective_markers,
     longest_name_first,
-    rule_name,
     seq_of,
     tool_rule,
 )

@@ -10,11 +10,11 @@ from typing import Any
 from autoparser.analysis.model import ReasoningMode, TemplateAnalysis
 from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError, SchemaError
-from autoparser.generate.assembly import build_standard
+from autoparser.formats import get_handler
+from autoparser.generate import assembly  # noqa: F401  (registers the STANDARD format)
 from autoparser.generate.context import BuildContext, normalize_markers
 from autoparser.generate.reasoning import should_extract_reasoning
 from autoparser.generate.request import Request, normalize_request
-from autoparser.generate.sections import call_opener, call_trigger_markers, inner_opener
 from autoparser.message import ChatMessage
 from autoparser.peg import GrammarTrigger, Parser
 from autoparser.stream import CallIdPolicy, CallIds, StreamParser, parse_text
@@ -77,26 +77,23 @@ class ChatParams:
         )
 
 
-def _handler_definition(ctx: BuildContext) -> ParserDefinition:
-    if ctx.analysis.handler:
-        from autoparser.formats import get_handler
-
-        handler = get_handler(ctx.analysis.handler)
-        return handler(ctx)
-    return build_standard(ctx)
-
-
-def _check_tool_schemas(request: Request) -> None:
+def _check_tool_schemas(request: Request, converted: frozenset[str] = frozenset()) -> None:
+    """Each tool's (and the response format's) schema converts, or a RequestError names
+    it; schemas the grammar already converted whole (``converted``) are not converted again."""
+    from autoparser.peg.gbnf_emit import schema_key
     from autoparser.schema import schema_rules
 
     for i, tool in enumerate(request.tools):
+        if schema_key(dict(tool.parameters)) in converted:
+            continue
         try:
             schema_rules(dict(tool.parameters), f"check-{i}")
         except SchemaError as exc:
             raise RequestError(f"tools[{i}].function.parameters: {exc}") from exc
-    if request.response_schema is not None:
+    response = request.response_schema
+    if response is not None and schema_key(dict(response)) not in converted:
         try:
-            schema_rules(dict(request.response_schema), "check-response")
+            schema_rules(dict(response), "check-response")
         except SchemaError as exc:
             raise RequestError(f"response_format: {exc}") from exc
 
@@ -201,26 +198,21 @@ def params_for_request(
         request=request,
         thinking_forced_open=forced,
         extract_reasoning=should_extract_reasoning(analysis, request, forced),
+        prompt=prompt,
     )
-    if request.calls_enabled and not analysis.handler:
-        openers = (*call_trigger_markers(ctx), inner_opener(ctx))
-        ctx = dataclasses.replace(ctx, call_openers=tuple(m for m in openers if m))
-    # Like a forced-open reasoning block: a prompt ending with the call opener has already
-    # started the first call (e.g. a ">>>name\n{args}" format whose prompt ends with ">>>").
-    opener = call_opener(ctx) if not analysis.handler else ""
-    if opener and not forced and prompt.rstrip().endswith(opener):
-        ctx = dataclasses.replace(ctx, call_opened=True)
-    definition = _handler_definition(ctx)
+    # The analysis names a hand-written format, or "" (STANDARD): the generated one.
+    definition = get_handler(analysis.handler)(ctx)
 
     grammar_text: str | None = None
     triggers: list[GrammarTrigger] = []
     lazy = False
     if with_grammar and definition.grammar_parser is not None:
-        _check_tool_schemas(request)
         try:
             g = emit_grammar(definition.grammar_parser, lazy=definition.grammar_lazy)
         except SchemaError as exc:
+            _check_tool_schemas(request)  # names the tool whose schema fails, if one does
             raise RequestError(f"tools: schema not expressible as a grammar: {exc}") from exc
+        _check_tool_schemas(request, g.schemas)
         grammar_text = g.text
         lazy = definition.grammar_lazy
         if lazy:

@@ -11,7 +11,6 @@ from autoparser.peg.core import (
     Node,
     Parser,
     ParseResult,
-    ParseStatus,
     Rules,
     any_char,
     atomic,
@@ -43,6 +42,7 @@ from autoparser.peg.core import (
     zero_or_more,
 )
 from autoparser.peg.gbnf_emit import Grammar, GrammarTrigger, grammar
+from autoparser.peg.status import ParseStatus
 
 __all__ = [
     "Grammar",

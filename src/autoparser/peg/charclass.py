@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from autoparser.errors import GrammarError
-from autoparser.gbnf_text import CONTROL_ESCAPES, char_class, merge_ranges
+from autoparser.gbnf_text import CONTROL_ESCAPES, gbnf_char_class, merge_ranges
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class CharSet:
 
     def gbnf(self) -> str:
         """The set as a GBNF expression (a class, or a union when the set is everything)."""
-        return char_class(self.ranges, negated=self.negated)
+        return gbnf_char_class(self.ranges, negated=self.negated)
 
 
 def parse_class(spec: str) -> CharSet:

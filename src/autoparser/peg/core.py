@@ -15,7 +15,6 @@ Every node implements ``_match(ctx, pos)`` and returns a plain tuple
 from __future__ import annotations
 
 import codecs
-import enum
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -26,18 +25,8 @@ from typing import Any, ClassVar, Union
 from autoparser.errors import AutoparserError, GrammarError
 from autoparser.peg import json_scan
 from autoparser.peg.charclass import CharSet, parse_class
+from autoparser.peg.status import FAIL, MORE, OK, STATUSES, ParseStatus
 
-
-class ParseStatus(enum.IntEnum):
-    """Outcome of a parse."""
-
-    FAIL = 0
-    SUCCESS = 1
-    NEED_MORE_INPUT = 2
-
-
-_FAIL, _OK, _MORE = 0, 1, 2
-_STATUSES = (ParseStatus.FAIL, ParseStatus.SUCCESS, ParseStatus.NEED_MORE_INPUT)
 Res = tuple[int, int, tuple["Node", ...], bool, str]
 _NO_NODES: tuple[Node, ...] = ()
 
@@ -265,8 +254,8 @@ class Parser:
             # Partial memo contents are still valid: only finished matches were stored.
             msg = str(exc) if isinstance(exc, ParseDepthError) else "recursion too deep"
             return ParseResult(ParseStatus.FAIL, 0, Node(None, 0, 0, False), msg)
-        tree = Node(None, 0, end, status == _OK, nodes, closer if status == _MORE else "")
-        return ParseResult(_STATUSES[status], end, tree)
+        tree = Node(None, 0, end, status == OK, nodes, closer if status == MORE else "")
+        return ParseResult(STATUSES[status], end, tree)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}#{self._uid}"
@@ -342,10 +331,10 @@ class Literal(Parser):
         s = self.value
         text = ctx.text
         if text.startswith(s, pos):
-            return (_OK, pos + len(s), _NO_NODES, False, "")
+            return (OK, pos + len(s), _NO_NODES, False, "")
         if ctx.n - pos < len(s) and s.startswith(text[pos:]):
-            return (_MORE if ctx.partial else _FAIL, ctx.n, _NO_NODES, True, "")
-        return (_FAIL, pos, _NO_NODES, False, "")
+            return (MORE if ctx.partial else FAIL, ctx.n, _NO_NODES, True, "")
+        return (FAIL, pos, _NO_NODES, False, "")
 
     def __repr__(self) -> str:
         return f"literal({self.value!r})"
@@ -385,9 +374,9 @@ class Chars(Parser):
         got = e - pos
         if e == ctx.n and (self.max is None or got < self.max):
             if ctx.partial:
-                return (_MORE, e, _NO_NODES, True, "")
-            return (_OK if got >= self.min else _FAIL, e, _NO_NODES, True, "")
-        return (_OK if got >= self.min else _FAIL, e, _NO_NODES, False, "")
+                return (MORE, e, _NO_NODES, True, "")
+            return (OK if got >= self.min else FAIL, e, _NO_NODES, True, "")
+        return (OK if got >= self.min else FAIL, e, _NO_NODES, False, "")
 
     def __repr__(self) -> str:
         return f"chars({self.charset.regex()!r}, {self.min}, {self.max})"
@@ -437,8 +426,8 @@ class End(Parser):
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         if pos >= ctx.n:
-            return (_OK, pos, _NO_NODES, True, "")
-        return (_FAIL, pos, _NO_NODES, False, "")
+            return (OK, pos, _NO_NODES, True, "")
+        return (FAIL, pos, _NO_NODES, False, "")
 
     def __repr__(self) -> str:
         return "end()"
@@ -451,7 +440,7 @@ class Rest(Parser):
     _memo = False
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
-        return (_MORE if ctx.partial else _OK, max(pos, ctx.n), _NO_NODES, True, "")
+        return (MORE if ctx.partial else OK, max(pos, ctx.n), _NO_NODES, True, "")
 
     def __repr__(self) -> str:
         return "rest()"
@@ -492,13 +481,13 @@ class Until(Parser):
             m = self._rx.search(text, start)
             i = m.start() if m else -1
         if i >= 0:
-            return (_OK, i, _NO_NODES, False, "")
+            return (OK, i, _NO_NODES, False, "")
         ctx.hints[key] = max(pos, n - self._longest + 1)
         if not ctx.partial:
-            return (_OK, max(pos, n), _NO_NODES, True, "")
+            return (OK, max(pos, n), _NO_NODES, True, "")
         rx = self._hold_rx
         held = rx.search(text, max(pos, n - self._longest + 1)) if rx is not None else None
-        return (_MORE, max(pos, held.start() if held else n), _NO_NODES, True, "")
+        return (MORE, max(pos, held.start() if held else n), _NO_NODES, True, "")
 
     def __repr__(self) -> str:
         if len(self.delimiters) == 1:
@@ -524,7 +513,7 @@ class Json(Parser):
         if state is None:
             end = json_scan.fast_complete(ctx.text, pos, self.kind)
             if end >= 0:
-                return (_OK, end, _NO_NODES, False, "")
+                return (OK, end, _NO_NODES, False, "")
         r = json_scan.scan(ctx.text, pos, self.kind, ctx.partial, self.single_quotes, state)
         if r.state is not None:
             ctx.hints[key] = r.state
@@ -577,15 +566,15 @@ class Seq(Parser):
         for item in self.items:
             st, e, ns, h, cl = item._call(ctx, p)
             hit = hit or h
-            if st != _OK:
-                if st == _MORE:
+            if st != OK:
+                if st == MORE:
                     nodes.extend(ns)
-                    return (_MORE, e, tuple(nodes), True, cl)
-                return (_FAIL, e, _NO_NODES, hit, "")
+                    return (MORE, e, tuple(nodes), True, cl)
+                return (FAIL, e, _NO_NODES, hit, "")
             if ns:
                 nodes.extend(ns)
             p = e
-        return (_OK, p, tuple(nodes), hit, "")
+        return (OK, p, tuple(nodes), hit, "")
 
     def __repr__(self) -> str:
         return "seq(" + ", ".join(map(repr, self.items)) + ")"
@@ -608,11 +597,11 @@ class Choice(Parser):
         furthest = pos
         for alt in self.alternatives:
             r = alt._call(ctx, pos)
-            if r[0] != _FAIL:
+            if r[0] != FAIL:
                 return r if not hit or r[3] else (r[0], r[1], r[2], True, r[4])
             hit = hit or r[3]
             furthest = max(furthest, r[1])
-        return (_FAIL, furthest, _NO_NODES, hit, "")
+        return (FAIL, furthest, _NO_NODES, hit, "")
 
     def __repr__(self) -> str:
         return "choice(" + ", ".join(map(repr, self.alternatives)) + ")"
@@ -657,17 +646,17 @@ class Repeat(_Wrapper):
         child = self.child
         call = child._call
         limit = self.max
-        status = _OK
+        status = OK
         closer = ""
         while limit is None or got < limit:
             st, e, ns, h, cl = call(ctx, p)
             hit = hit or h
-            if st == _FAIL:
+            if st == FAIL:
                 break
             if ns:
                 nodes.extend(ns)
-            if st == _MORE:
-                status, closer, p = _MORE, cl, e
+            if st == MORE:
+                status, closer, p = MORE, cl, e
                 break
             if e == p:  # an empty match repeats forever: the remaining count is satisfied
                 got = max(got, self.min)
@@ -678,11 +667,11 @@ class Repeat(_Wrapper):
                 stable = (p, got, len(nodes))
         if stable is not None:
             ctx.hints[key] = (stable[0], stable[1], tuple(nodes[: stable[2]]))
-        if status == _MORE:
-            return (_MORE, p, tuple(nodes), True, closer)
+        if status == MORE:
+            return (MORE, p, tuple(nodes), True, closer)
         if got < self.min:
-            return (_FAIL, p, _NO_NODES, hit, "")
-        return (_OK, p, tuple(nodes), hit, "")
+            return (FAIL, p, _NO_NODES, hit, "")
+        return (OK, p, tuple(nodes), hit, "")
 
     def __repr__(self) -> str:
         return f"repeat({self.child!r}, {self.min}, {self.max})"
@@ -708,11 +697,11 @@ class Negate(_Wrapper):
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         st, _e, _ns, h, _cl = self.child._call(ctx, pos)
-        if st == _FAIL:
-            return (_OK, pos, _NO_NODES, h, "")
-        if st == _MORE or (h and ctx.partial):
-            return (_MORE, pos, _NO_NODES, True, "")
-        return (_FAIL, pos, _NO_NODES, h, "")
+        if st == FAIL:
+            return (OK, pos, _NO_NODES, h, "")
+        if st == MORE or (h and ctx.partial):
+            return (MORE, pos, _NO_NODES, True, "")
+        return (FAIL, pos, _NO_NODES, h, "")
 
     def __repr__(self) -> str:
         return f"negate({self.child!r})"
@@ -729,9 +718,9 @@ class Tag(_Wrapper):
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         st, e, ns, h, cl = self.child._call(ctx, pos)
-        if st == _FAIL:
+        if st == FAIL:
             return (st, e, _NO_NODES, h, "")
-        return (st, e, (Node(self.name, pos, e, st == _OK, ns, cl),), h, cl)
+        return (st, e, (Node(self.name, pos, e, st == OK, ns, cl),), h, cl)
 
     def __repr__(self) -> str:
         return f"tag({self.name!r}, {self.child!r})"
@@ -744,7 +733,7 @@ class Atomic(_Wrapper):
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         r = self.child._call(ctx, pos)
-        if r[0] == _MORE and r[2]:
+        if r[0] == MORE and r[2]:
             return (r[0], r[1], _NO_NODES, r[3], r[4])
         return r
 

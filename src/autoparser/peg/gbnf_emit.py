@@ -9,6 +9,7 @@ anything else raises GrammarError naming the node.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -21,9 +22,9 @@ from autoparser.gbnf_text import (
     JSON_NUMBER,
     alternatives,
     fresh_name,
+    gbnf_literal,
+    gbnf_repeat,
     group,
-    literal,
-    repeat,
     rule_name,
     rules_text,
     sequence,
@@ -95,6 +96,9 @@ class Grammar:
 
     text: str
     triggers: tuple[GrammarTrigger, ...] = ()
+    # Every whole JSON Schema converted into the grammar (``schema_key`` of each): a caller
+    # that must validate schemas need not convert these a second time.
+    schemas: frozenset[str] = frozenset()
 
     def __str__(self) -> str:
         return self.text
@@ -118,9 +122,16 @@ def grammar(parser: Parser | str, lazy: bool = False) -> Grammar:
                     if pattern is None:
                         raise
                     words.append(GrammarTrigger("pattern", pattern))
-            return Grammar(emitter.render(), tuple(dict.fromkeys(words)))
+            return Grammar(
+                emitter.render(), tuple(dict.fromkeys(words)), frozenset(emitter.schemas)
+            )
     emitter.rules["root"] = emitter.expr(root, tail=True)
-    return Grammar(emitter.render())
+    return Grammar(emitter.render(), schemas=frozenset(emitter.schemas))
+
+
+def schema_key(schema: Any) -> str:
+    """A JSON Schema as canonical text, to recognise it again."""
+    return json.dumps(schema, sort_keys=True, default=str)
 
 
 # The most whitespace the grammar allows where the parser skips any (``space()``): more than
@@ -174,6 +185,7 @@ class _Emitter:
         self._ref_names: dict[tuple[int, str], str] = {}
         self._until_names: dict[tuple[str, ...], str] = {}
         self._schema_names: dict[int, str] = {}
+        self.schemas: set[str] = set()  # schema_key of each whole schema converted
 
     def render(self) -> str:
         return rules_text({"root": self.rules["root"], **self.rules})
@@ -196,9 +208,9 @@ class _Emitter:
         if isinstance(node, Space):
             # Bounded in the grammar (the parser stays lenient): an engine must not be able
             # to sample whitespace between markers forever, as a weak or random model will.
-            return repeat(node.charset.gbnf(), 0, MAX_GRAMMAR_SPACE)
+            return gbnf_repeat(node.charset.gbnf(), 0, MAX_GRAMMAR_SPACE)
         if isinstance(node, Chars):
-            return repeat(node.charset.gbnf(), node.min, node.max)
+            return gbnf_repeat(node.charset.gbnf(), node.min, node.max)
         if isinstance(node, Seq):
             return self.seq(node.items, tail)
         if isinstance(node, Choice):
@@ -208,7 +220,7 @@ class _Emitter:
             if body is not None and node.min == 0 and node.max is None:
                 return self.until(body)
             inner = self.expr(node.child, False)
-            return repeat(inner, node.min, node.max)
+            return gbnf_repeat(inner, node.min, node.max)
         if isinstance(node, _TRANSPARENT):
             return self.expr(node.child, tail)
         if isinstance(node, Ref):
@@ -222,7 +234,7 @@ class _Emitter:
             prefix = "rfc-pyjson-" if node.single_quotes else "rfc-json-"
             return prefix + node.kind
         if isinstance(node, Rest):
-            return repeat(ANY_CHAR, 0, None)
+            return gbnf_repeat(ANY_CHAR, 0, None)
         if isinstance(node, End):
             if tail:
                 return '""'
@@ -236,8 +248,8 @@ class _Emitter:
 
     def literal(self, value: str) -> str:
         if len(value) > 1 and value[0] in self.split_heads:
-            return " ".join(literal(ch) for ch in value)
-        return literal(value)
+            return " ".join(gbnf_literal(ch) for ch in value)
+        return gbnf_literal(value)
 
     def seq(self, items: tuple[Parser, ...], tail: bool) -> str:
         parts: list[str] = []
@@ -307,6 +319,8 @@ class _Emitter:
             root, rules = result.root, result.rules
         self.add_rules(rules, repr(node))
         self._schema_names[node._uid] = str(root)
+        if node.document is None:
+            self.schemas.add(schema_key(node.schema))
         return str(root)
 
 
@@ -356,7 +370,7 @@ def _exclusion_body(node: Parser) -> tuple[str, ...] | None:
 
 def _char_choice(chs: list[str]) -> str:
     if len(chs) == 1:
-        return literal(chs[0])
+        return gbnf_literal(chs[0])
     return CharSet.union((ord(c), ord(c)) for c in chs).gbnf()
 
 

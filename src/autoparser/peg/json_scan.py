@@ -14,7 +14,7 @@ from collections.abc import Callable
 from json.scanner import make_scanner
 from typing import Any, NamedTuple, cast
 
-FAIL, OK, MORE = 0, 1, 2
+from autoparser.peg.status import FAIL, MORE, OK
 
 _WS = re.compile(r"[ \t\n\r]*")
 _DQ_BODY = re.compile(r'[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*')

@@ -23,16 +23,16 @@ from autoparser.gbnf_text import (
     JSON_CHAR,
     JSON_NUMBER,
     alternatives,
-    char_class,
     fresh_name,
+    gbnf_char_class,
+    gbnf_literal,
+    gbnf_optional,
+    gbnf_repeat,
     group,
-    literal,
     name_part,
-    repeat,
     rules_text,
     sequence,
 )
-from autoparser.gbnf_text import optional as optional_group
 from autoparser.schema.ranges import integer_range, number_range
 from autoparser.schema.refs import resolve_ref
 from autoparser.schema.regex import DOT_RULE, translate_pattern
@@ -209,16 +209,16 @@ class _Converter:
     def sep(self, token: str) -> str:
         """A punctuation token with the whitespace rule around it."""
         ws = self.ws_name()
-        return literal(token) if ws is None else f"{ws} {literal(token)} {ws}"
+        return gbnf_literal(token) if ws is None else f"{ws} {gbnf_literal(token)} {ws}"
 
     def container(self, left: str, inner: str | None, right: str, *, optional: bool) -> str:
         """`left ws inner ws right`, the inner part possibly absent (then `left ws right`)."""
         ws = self.ws_name()
-        parts = [literal(left)] + ([ws] if ws else [])
+        parts = [gbnf_literal(left)] + ([ws] if ws else [])
         if inner is not None:
             tail = f"{inner} {ws}" if ws else inner
-            parts.append(optional_group(tail) if optional else tail)
-        parts.append(literal(right))
+            parts.append(gbnf_optional(tail) if optional else tail)
+        parts.append(gbnf_literal(right))
         return " ".join(parts)
 
     def any_value(self) -> str:
@@ -229,9 +229,9 @@ class _Converter:
             kv = f"{self.primitive('json-string')} {self.sep(':')} {value}"
             comma = self.sep(",")
             self.rules[obj] = self.container(
-                "{", f"{kv} {repeat(f'{comma} {kv}', 0, None)}", "}", optional=True
+                "{", f"{kv} {gbnf_repeat(f'{comma} {kv}', 0, None)}", "}", optional=True
             )
-            items = f"{value} {repeat(f'{comma} {value}', 0, None)}"
+            items = f"{value} {gbnf_repeat(f'{comma} {value}', 0, None)}"
             self.rules[arr] = self.container("[", items, "]", optional=True)
             prims = ["json-string", "json-number", "json-boolean", "json-null"]
             self.rules[value] = " | ".join([obj, arr, *[self.primitive(p) for p in prims]])
@@ -502,7 +502,7 @@ class _Converter:
     def string(self, node: dict[str, Any], pointer: str, hint: str) -> str:
         low = self.count(node, "minLength", pointer) or 0
         high = self.count(node, "maxLength", pointer)
-        quote = literal('"')
+        quote = gbnf_literal('"')
         if high is not None and high < low:
             raise SchemaError(f"string at {pointer or '#'}: maxLength below minLength")
         pattern = node.get("pattern")
@@ -526,7 +526,7 @@ class _Converter:
         if not has_length:
             return self.primitive("json-string")
         self.primitive("json-char")
-        return group(f"{quote} {repeat('json-char', low, high)} {quote}")
+        return group(f"{quote} {gbnf_repeat('json-char', low, high)} {quote}")
 
     def count(self, node: dict[str, Any], key: str, pointer: str) -> int | None:
         value = node.get(key)
@@ -637,9 +637,9 @@ class _Converter:
         comma = self.sep(",")
         if members:
             # required keys first, then each optional key at most once, in order
-            groups = [optional_group(f"{comma} {item}") for item in optional]
+            groups = [gbnf_optional(f"{comma} {item}") for item in optional]
             if extra_member is not None:
-                groups.append(repeat(f"{comma} {extra_member}", 0, None))
+                groups.append(gbnf_repeat(f"{comma} {extra_member}", 0, None))
             inner = sequence([f" {comma} ".join(members), *groups])
             return self.define(hint or "object", self.container("{", inner, "}", optional=False))
         if extra_member is not None:
@@ -649,14 +649,14 @@ class _Converter:
         # linear; ending each rule with "}" keeps llguidance (which makes every
         # non-recursive rule one greedy lexeme) from mistaking where a rule ends.
         ws = self.ws_name()
-        close = sequence([ws, literal("}")])
+        close = sequence([ws, gbnf_literal("}")])
         rest: str | None = None
         for item in reversed(optional):
             after = close if rest is None else alternatives([f"{comma} {rest}", close])
             body = f"{item} {after}" if rest is None else f"{item} {after} | {rest}"
             rest = self.define(_child(hint, "rest"), body)
-        start = sequence([literal("{"), ws])
-        options = [literal("}")] if rest is None else [literal("}"), rest]
+        start = sequence([gbnf_literal("{"), ws])
+        options = [gbnf_literal("}")] if rest is None else [gbnf_literal("}"), rest]
         return self.define(hint or "object", f"{start} {alternatives(options)}")
 
     def other_key(self, declared: list[str], hint: str) -> str:
@@ -669,7 +669,7 @@ class _Converter:
         other ones could spell a name's character.
         """
         char = self.primitive("json-char")
-        quote = literal('"')
+        quote = gbnf_literal('"')
         names = [_JSON_UNITS.findall(json.dumps(n, ensure_ascii=False)[1:-1]) for n in declared]
 
         def node(suffixes: list[list[str]]) -> str:
@@ -679,20 +679,20 @@ class _Converter:
                 return group(f"{char}+ {quote}") if options == [] else quote
             raw = [(ord(u), ord(u)) for u in firsts if len(u) == 1]
             plain = [(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), *raw]
-            options.append(f"{char_class(plain, negated=True)} {char}* {quote}")
+            options.append(f"{gbnf_char_class(plain, negated=True)} {char}* {quote}")
             escapes = [
                 e
                 for e in '"\\/bfnrt'
                 if "\\" + e not in firsts and not (e == "/" and "/" in firsts)
             ]
             if escapes:
-                letters = char_class((ord(e), ord(e)) for e in escapes)
+                letters = gbnf_char_class((ord(e), ord(e)) for e in escapes)
                 options.append(f'"\\\\" {letters} {char}* {quote}')
             if not any(u.startswith("\\u") for u in firsts):  # control characters
                 options.append(f'"\\\\u00" [01] [0-9a-fA-F] {char}* {quote}')
             for first in firsts:
                 rest = [units[1:] for units in suffixes if units and units[0] == first]
-                options.append(f"{literal(first)} {node(rest)}")
+                options.append(f"{gbnf_literal(first)} {node(rest)}")
             return "( " + " | ".join(options) + " )"
 
         return self.define(_child(hint, "other-key"), f"{quote} {node(names)}")
@@ -706,8 +706,8 @@ class _Converter:
         tokens), chained named tails beyond to stay linear.
         """
         comma = self.sep(",")
-        groups = [optional_group(f"{comma} {item}") for item in optional]
-        groups.append(repeat(f"{comma} {extra_member}", 0, None))
+        groups = [gbnf_optional(f"{comma} {item}") for item in optional]
+        groups.append(gbnf_repeat(f"{comma} {extra_member}", 0, None))
         tails: list[str | None] = [" ".join(groups[i:]) for i in range(len(groups))]
         if len(optional) > INLINE_OPTIONAL_LIMIT:
             for i in range(len(optional) - 1, 0, -1):
@@ -746,9 +746,9 @@ class _Converter:
                 top = None if high is None else high - index
                 if rest is None or top == 0:
                     return None
-                return repeat(f"{comma} {rest}", max(low - index, 0), top)
+                return gbnf_repeat(f"{comma} {rest}", max(low - index, 0), top)
             body = sequence([f"{comma} {positional[index]}", after(index + 1)])
-            return body if index < low else optional_group(body)
+            return body if index < low else gbnf_optional(body)
 
         first: str | None = None
         if high == 0:
@@ -757,7 +757,7 @@ class _Converter:
             first = sequence([positional[0], after(1)])
         elif rest is not None:
             top = None if high is None else high - 1
-            more = None if top == 0 else repeat(f"{comma} {rest}", max(low - 1, 0), top)
+            more = None if top == 0 else gbnf_repeat(f"{comma} {rest}", max(low - 1, 0), top)
             first = sequence([rest, more])
         body = self.container("[", first, "]", optional=low == 0)
         return self.define(hint or "array", body)
@@ -841,7 +841,7 @@ def _may_be_shared(name: str) -> bool:
 
 def json_literal(value: object) -> str:
     """A GBNF literal for the compact JSON text of a scalar (non-ASCII kept literal)."""
-    return literal(json.dumps(value, ensure_ascii=False))
+    return gbnf_literal(json.dumps(value, ensure_ascii=False))
 
 
 def _child(hint: str, name: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from autoparser.gbnf_text import alternatives, group, literal, optional, sequence
+from autoparser.gbnf_text import alternatives, gbnf_literal, gbnf_optional, group, sequence
 
 _DIGIT = "[0-9]"
 _FRACTION = '( "." [0-9]+ )'
@@ -23,7 +23,7 @@ def _digits(count: int) -> list[str]:
 
 
 def _digit_class(lo: int, hi: int) -> str:
-    return literal(str(lo)) if lo == hi else f"[{lo}-{hi}]"
+    return gbnf_literal(str(lo)) if lo == hi else f"[{lo}-{hi}]"
 
 
 def _same_length(lo: str, hi: str) -> list[list[str]]:
@@ -31,9 +31,9 @@ def _same_length(lo: str, hi: str) -> list[list[str]]:
     if not lo:
         return [[]]
     if lo == hi:
-        return [[literal(lo)]]
+        return [[gbnf_literal(lo)]]
     if lo[0] == hi[0]:
-        return [[literal(lo[0]), *rest] for rest in _same_length(lo[1:], hi[1:])]
+        return [[gbnf_literal(lo[0]), *rest] for rest in _same_length(lo[1:], hi[1:])]
     width = len(lo) - 1
     low_tail_min = lo[1:] == "0" * width
     high_tail_max = hi[1:] == "9" * width
@@ -41,11 +41,11 @@ def _same_length(lo: str, hi: str) -> list[list[str]]:
     first = int(lo[0]) if low_tail_min else int(lo[0]) + 1
     last = int(hi[0]) if high_tail_max else int(hi[0]) - 1
     if not low_tail_min:
-        out += [[literal(lo[0]), *rest] for rest in _same_length(lo[1:], "9" * width)]
+        out += [[gbnf_literal(lo[0]), *rest] for rest in _same_length(lo[1:], "9" * width)]
     if first <= last:
         out.append([_digit_class(first, last), *_digits(width)])
     if not high_tail_max:
-        out += [[literal(hi[0]), *rest] for rest in _same_length("0" * width, hi[1:])]
+        out += [[gbnf_literal(hi[0]), *rest] for rest in _same_length("0" * width, hi[1:])]
     return out
 
 
@@ -98,8 +98,12 @@ def _then(digit: str, rest: Fraction) -> str | None:
     """One literal digit followed by a fraction rest (possibly empty)."""
     empty_ok, expr = rest
     if expr is None:
-        return literal(digit) if empty_ok else None
-    return f"{literal(digit)} {optional(expr)}" if empty_ok else f"{literal(digit)} {expr}"
+        return gbnf_literal(digit) if empty_ok else None
+    return (
+        f"{gbnf_literal(digit)} {gbnf_optional(expr)}"
+        if empty_ok
+        else f"{gbnf_literal(digit)} {expr}"
+    )
 
 
 def _digits_between(low: int, high: int) -> str | None:
@@ -162,9 +166,9 @@ def _split(value: Decimal) -> tuple[int, str]:
 def _with_fraction(whole: int, fraction: Fraction) -> str | None:
     empty_ok, expr = fraction
     if expr is None:
-        return literal(str(whole)) if empty_ok else None
-    tail = sequence([literal("."), expr])
-    return sequence([literal(str(whole)), optional(tail) if empty_ok else tail])
+        return gbnf_literal(str(whole)) if empty_ok else None
+    tail = sequence([gbnf_literal("."), expr])
+    return sequence([gbnf_literal(str(whole)), gbnf_optional(tail) if empty_ok else tail])
 
 
 def _magnitude(

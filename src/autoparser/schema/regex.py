@@ -19,10 +19,10 @@ from autoparser.gbnf_text import (
     MAX_CODE,
     SURROGATES,
     alternatives,
-    char_class,
-    literal,
+    gbnf_char_class,
+    gbnf_literal,
+    gbnf_repeat,
     merge_ranges,
-    repeat,
     subtract_ranges,
     without_surrogates,
 )
@@ -60,7 +60,7 @@ def complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 def _escaped(code: int) -> str:
     """The GBNF literal of one character as json.dumps writes it inside a string."""
-    return literal(json.dumps(chr(code), ensure_ascii=False)[1:-1])
+    return gbnf_literal(json.dumps(chr(code), ensure_ascii=False)[1:-1])
 
 
 def set_expression(ranges: list[tuple[int, int]], *, negated: bool = False) -> str:
@@ -68,14 +68,14 @@ def set_expression(ranges: list[tuple[int, int]], *, negated: bool = False) -> s
     ranges = merge_ranges(ranges)
     options: list[str] = []
     if negated:
-        options.append(char_class(ranges + _JSON_SPECIAL, negated=True))
+        options.append(gbnf_char_class(ranges + _JSON_SPECIAL, negated=True))
         special = subtract_ranges(_JSON_SPECIAL, ranges)
     else:
         plain = without_surrogates(subtract_ranges(ranges, _JSON_SPECIAL))
         if len(plain) == 1 and plain[0][0] == plain[0][1]:
-            options.append(literal(chr(plain[0][0])))
+            options.append(gbnf_literal(chr(plain[0][0])))
         elif plain:
-            options.append(char_class(plain))
+            options.append(gbnf_char_class(plain))
         special = subtract_ranges(ranges, subtract_ranges(ranges, _JSON_SPECIAL))
     for lo, hi in special:
         options += [_escaped(code) for code in range(lo, hi + 1)]
@@ -170,7 +170,7 @@ class _PatternParser:
             raise self.fail("stacked quantifiers")
         if high is not None and high < low:
             raise self.fail("quantifier with max below min")
-        return repeat(atom, low, high)
+        return gbnf_repeat(atom, low, high)
 
     def _bounds(self) -> tuple[int, int | None, int] | None:
         end = self.text.find("}", self.pos)
