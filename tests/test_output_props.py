@@ -42,6 +42,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autoparser import ChatParams, ChatTemplate, TemplateAnalysis
+from autoparser.analysis.model import TOOL_MARKER_FIELDS
 from autoparser.errors import AutoparserError
 from autoparser.generate import build_params
 
@@ -161,24 +162,11 @@ def _markers(a: TemplateAnalysis) -> list[str]:
         a.reasoning.end,
         a.content.start,
         a.content.end,
-        t.format.section_start,
-        t.format.section_end,
-        t.format.per_call_start,
-        t.format.per_call_end,
-        t.format.array_open,
-        t.format.array_close,
-        t.function.name_prefix,
-        t.function.name_suffix,
-        t.function.close,
-        t.arguments.start,
-        t.arguments.end,
-        t.arguments.name_prefix,
-        t.arguments.name_suffix,
-        t.arguments.value_prefix,
-        t.arguments.value_suffix,
-        t.arguments.separator,
-        t.call_id.prefix,
-        t.call_id.suffix,
+        *(
+            getattr(getattr(t, part), name)
+            for part, names in TOOL_MARKER_FIELDS.items()
+            for name in names
+        ),
         t.call_separator,
         *a.end_of_turn,
         *a.preserved_tokens,

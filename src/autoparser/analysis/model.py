@@ -170,6 +170,33 @@ class CallIdAnalysis:
     index_base: int = 0
 
 
+# The fields of a ToolsAnalysis' parts that hold marker text, by part: the one list for
+# the passes that treat every marker alike (needle guard, fence, whitespace normalisation).
+TOOL_MARKER_FIELDS: dict[str, tuple[str, ...]] = {
+    "format": (
+        "section_start",
+        "section_end",
+        "per_call_start",
+        "per_call_end",
+        "array_open",
+        "array_close",
+    ),
+    "function": ("name_prefix", "name_suffix", "close"),
+    "arguments": (
+        "start",
+        "end",
+        "name_prefix",
+        "name_suffix",
+        "name_suffix_json",
+        "value_prefix",
+        "value_suffix",
+        "value_suffix_after_name",
+        "separator",
+    ),
+    "call_id": ("prefix", "suffix"),
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class ToolsAnalysis:
     format: ToolFormatAnalysis = dataclasses.field(default_factory=ToolFormatAnalysis)

@@ -30,6 +30,7 @@ from autoparser.analysis.diff import (
     split_after_first_close,
 )
 from autoparser.analysis.model import (
+    TOOL_MARKER_FIELDS,
     ArgumentsAnalysis,
     CallIdAnalysis,
     CallIdPosition,
@@ -659,32 +660,9 @@ def analyze_tools(probe: Probe, reasoning: ReasoningAnalysis, text_eot: str = ""
     return ToolFindings(result, eot)
 
 
-_MARKER_FIELDS = {
-    "format": (
-        "section_start",
-        "section_end",
-        "per_call_start",
-        "per_call_end",
-    ),
-    "function": ("name_prefix", "name_suffix", "close"),
-    "arguments": (
-        "start",
-        "end",
-        "name_prefix",
-        "name_suffix",
-        "name_suffix_json",
-        "value_prefix",
-        "value_suffix",
-        "value_suffix_after_name",
-        "separator",
-    ),
-    "call_id": ("prefix", "suffix"),
-}
-
-
 def _marker_texts(tools: ToolsAnalysis) -> list[str]:
     texts = [tools.call_separator]
-    for part, names in _MARKER_FIELDS.items():
+    for part, names in TOOL_MARKER_FIELDS.items():
         texts.extend(getattr(getattr(tools, part), name) for name in names)
     texts.extend(suffix for _, suffix in tools.arguments.name_suffix_by_type)
     return texts
@@ -699,7 +677,7 @@ def _with_fence(tools: ToolsAnalysis, fence: str) -> ToolsAnalysis:
     if not fence:
         return tools
     changes: dict[str, Any] = {"call_separator": put_fence_back(tools.call_separator, fence)}
-    for part, names in _MARKER_FIELDS.items():
+    for part, names in TOOL_MARKER_FIELDS.items():
         obj = getattr(tools, part)
         fields: dict[str, Any] = {n: put_fence_back(getattr(obj, n), fence) for n in names}
         if part == "arguments":

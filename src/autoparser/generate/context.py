@@ -9,7 +9,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from autoparser.analysis.model import TemplateAnalysis, ToolsAnalysis
+from autoparser.analysis.model import TOOL_MARKER_FIELDS, TemplateAnalysis, ToolsAnalysis
 from autoparser.generate.request import Request, ToolSpec
 from autoparser.peg import Parser, literal, optional, seq
 from autoparser.peg import choice as peg_choice
@@ -85,34 +85,15 @@ def normalize_markers(analysis: TemplateAnalysis) -> TemplateAnalysis:
     markers become absent.
     """
     t = analysis.tools
+    # value_suffix_after_name stays as written: it is joined to value_suffix and the
+    # argument name into one closer ("</" NAME ">"), not matched as a marker of its own.
+    parts = {
+        part: _strip_fields(getattr(t, part), [n for n in names if n != "value_suffix_after_name"])
+        for part, names in TOOL_MARKER_FIELDS.items()
+    }
     tools = dataclasses.replace(
         t,
-        format=_strip_fields(
-            t.format,
-            (
-                "section_start",
-                "section_end",
-                "per_call_start",
-                "per_call_end",
-                "array_open",
-                "array_close",
-            ),
-        ),
-        function=_strip_fields(t.function, ("name_prefix", "name_suffix", "close")),
-        arguments=_strip_fields(
-            t.arguments,
-            (
-                "start",
-                "end",
-                "name_prefix",
-                "name_suffix",
-                "name_suffix_json",
-                "value_prefix",
-                "value_suffix",
-                "separator",
-            ),
-        ),
-        call_id=_strip_fields(t.call_id, ("prefix", "suffix")),
+        **parts,
         call_separator=t.call_separator.strip(),
     )
     tools = _strip_typed_suffixes(tools)
