@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.paths import CORPUS_SKIP_REASON, OWN_TEMPLATES, corpus_params, corpus_templates
+from helpers.paths import (
+    CORPUS_SKIP_REASON,
+    OWN_TEMPLATES,
+    analysed_own_templates,
+    corpus_params,
+    corpus_templates,
+)
 
 from autoparser import ChatTemplate
 from autoparser.analysis import (
@@ -112,17 +118,22 @@ def test_segmentize_and_markers() -> None:
 # --- expected analyses ------------------------------------------------------------------
 
 
-OWN_PATHS = sorted(OWN_TEMPLATES.glob("own_*.jinja"))
+OWN_PATHS = analysed_own_templates()
+
+
+def _own_expectation(path: Path) -> Path:
+    """tests/data/analysis/own/<folder>/<name>.json for tests/templates/<folder>/<name>.jinja."""
+    return DATA / "own" / path.relative_to(OWN_TEMPLATES).with_suffix(".json")
 
 
 @pytest.mark.parametrize("path", OWN_PATHS, ids=lambda p: p.stem)
 def test_own_template_analysis(path: Path) -> None:
-    expected = _expected(DATA / "own" / f"{path.stem}.json")
+    expected = _expected(_own_expectation(path))
     assert run_analysis(_load(path)).to_dict() == expected["analysis"]
 
 
 def test_own_templates_cover_every_family_and_mode() -> None:
-    found = [_expected(DATA / "own" / f"{p.stem}.json")["analysis"] for p in OWN_PATHS]
+    found = [_expected(_own_expectation(p))["analysis"] for p in OWN_PATHS]
     tool_modes = {a["tools"]["format"]["mode"] for a in found}
     reasoning_modes = {a["reasoning"]["mode"] for a in found}
     assert tool_modes == {m.value for m in ToolFormat}
@@ -185,8 +196,8 @@ def test_corpus_known_gaps(path: Path, fields: dict[str, Any]) -> None:
 def test_expected_data_has_no_strays() -> None:
     """Every expected-analysis file names an existing own template (corpus files are
     checked against the corpus when it is present)."""
-    own = {p.stem for p in OWN_PATHS}
-    assert {p.stem for p in (DATA / "own").glob("*.json")} == own
+    own = {_own_expectation(p) for p in OWN_PATHS}
+    assert set((DATA / "own").rglob("*.json")) == own
 
 
 # --- workarounds and handlers -----------------------------------------------------------
@@ -278,7 +289,7 @@ def test_handlers_by_fingerprint() -> None:
 
 def test_analyze_is_cached_per_source_and_tokens() -> None:
     clear_cache()
-    source = (OWN_TEMPLATES / "own_chatml_hermes.jinja").read_text(encoding="utf-8")
+    source = (OWN_TEMPLATES / "formats/chatml_hermes.jinja").read_text(encoding="utf-8")
     first = ChatTemplate(source).analyze()
     assert ChatTemplate(source).analyze() is first
     assert analyze_template(ChatTemplate(source, eos_token="</s>")) is not first
@@ -292,7 +303,7 @@ def test_analysis_serialisation_round_trips(path: Path) -> None:
 
 
 def test_preserved_tokens_are_markers() -> None:
-    analysis = run_analysis(_load(OWN_TEMPLATES / "own_qwen3coder_like.jinja"))
+    analysis = run_analysis(_load(OWN_TEMPLATES / "formats/qwen3coder_like.jinja"))
     assert analysis.preserved_tokens == (
         "<tool_call>",
         "</tool_call>",
@@ -304,7 +315,7 @@ def test_preserved_tokens_are_markers() -> None:
 
 
 def test_template_without_tools_or_reasoning_says_so() -> None:
-    analysis = run_analysis(_load(OWN_TEMPLATES / "own_plain.jinja"))
+    analysis = run_analysis(_load(OWN_TEMPLATES / "formats/plain.jinja"))
     assert analysis.tools.format.mode is ToolFormat.NONE
     assert analysis.reasoning.mode is ReasoningMode.NONE
     assert analysis.end_of_turn == ("<end_of_turn>",)
@@ -315,14 +326,14 @@ def test_template_without_tools_or_reasoning_says_so() -> None:
 
 
 def test_cli_analyze_json(capsys: pytest.CaptureFixture[str]) -> None:
-    path = OWN_TEMPLATES / "own_qwen3coder_like.jinja"
+    path = OWN_TEMPLATES / "formats/qwen3coder_like.jinja"
     assert main(["analyze", str(path), "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed == ChatTemplate.from_file(path).analyze().to_dict()
 
 
 def test_cli_analyze_readable(capsys: pytest.CaptureFixture[str]) -> None:
-    path = OWN_TEMPLATES / "own_qwen3coder_like.jinja"
+    path = OWN_TEMPLATES / "formats/qwen3coder_like.jinja"
     assert main(["analyze", str(path)]) == 0
     out = capsys.readouterr().out
     assert "tools: tag_with_tagged" in out

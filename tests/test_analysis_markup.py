@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from helpers.paths import OWN_TEMPLATES, corpus_templates
+from helpers.paths import corpus_templates, own_path
 
 from autoparser import ChatTemplate
 from autoparser.analysis.analyzer import run_analysis
@@ -36,7 +36,7 @@ ARGS = {"city": "Paris", "days": 3, "exact": True, "opts": {"a": [1, None]}}
 
 
 def _load(stem: str) -> ChatTemplate:
-    path = OWN_TEMPLATES / f"{stem}.jinja"
+    path = own_path(stem)
     return ChatTemplate(path.read_text(encoding="utf-8"), bos_token="<s>", eos_token="</s>")
 
 
@@ -79,7 +79,7 @@ def test_diff_keeps_an_element_whole_only_when_both_sides_have_one() -> None:
 
 
 def test_attribute_elements_analysis() -> None:
-    a = run_analysis(_load("markup_attr_elements"))
+    a = run_analysis(_load("attr_elements"))
     assert (a.reasoning.mode.value, a.reasoning.start, a.reasoning.end) == (
         "forced_open",
         "<|open|>think<|sep|>",
@@ -100,11 +100,11 @@ def test_attribute_elements_analysis() -> None:
 
 
 def test_attribute_elements_round_trip() -> None:
-    _round_trip(_load("markup_attr_elements"), ARGS)
+    _round_trip(_load("attr_elements"), ARGS)
 
 
 def test_fenced_elements_analysis() -> None:
-    a = run_analysis(_load("markup_fenced_elements"))
+    a = run_analysis(_load("fenced_elements"))
     t = a.tools
     fence = "}~[fence]~{"
     assert t.format.section_start == fence + "<calls>"
@@ -114,7 +114,7 @@ def test_fenced_elements_analysis() -> None:
 
 
 def test_fenced_elements_round_trip() -> None:
-    _round_trip(_load("markup_fenced_elements"), {"city": "Paris", "days": 3})
+    _round_trip(_load("fenced_elements"), {"city": "Paris", "days": 3})
 
 
 CORPUS = {p.stem: p for p in corpus_templates()}

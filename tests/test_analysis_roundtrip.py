@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.paths import OWN_TEMPLATES, corpus_params, corpus_templates
+from helpers.paths import analysed_own_templates, corpus_params, corpus_templates
 
 from autoparser import ChatTemplate
 from autoparser.analysis import TemplateAnalysis, ToolFormat
@@ -241,7 +241,7 @@ def _check(path: Path) -> None:
     assert expected in rendered, f"typed call: {expected!r} not in render"
 
 
-@pytest.mark.parametrize("path", sorted(OWN_TEMPLATES.glob("own_*.jinja")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", analysed_own_templates(), ids=lambda p: p.stem)
 def test_own_template_calls_roundtrip(path: Path) -> None:
     _check(path)
 

@@ -13,7 +13,7 @@ from helpers.generate_cases import TEMPLATES, TOOLS
 
 from autoparser.cli import main
 
-QWEN = str(TEMPLATES / "own_qwen3coder_like.jinja")
+QWEN = str(TEMPLATES / "formats/qwen3coder_like.jinja")
 OUTPUT = (
     "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
     "</parameter>\n</function>\n</tool_call>"

@@ -27,7 +27,10 @@ def test_unknown_handler_is_a_template_error() -> None:
 
 @pytest.mark.parametrize(
     ("name", "handler"),
-    [("fmt_harmony_like.jinja", "harmony"), ("fmt_functionary_like.jinja", "functionary_v3_2")],
+    [
+        ("handlers/harmony_like.jinja", "harmony"),
+        ("handlers/functionary_v3_2_like.jinja", "functionary_v3_2"),
+    ],
 )
 def test_own_templates_are_fingerprinted(name: str, handler: str) -> None:
     assert own_template(name).analyze().handler == handler

@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 from autoparser import ChatTemplate
 from autoparser.generate import ChatParams
 
-OWN = "fmt_functionary_like.jinja"
+OWN = "handlers/functionary_v3_2_like.jinja"
 EOT = "<|eot_id|>"
 # The format has no reasoning: those scenarios are not expressible.
 SCENARIOS = {k: v for k, v in scenarios(">>>").items() if "reasoning" not in k}

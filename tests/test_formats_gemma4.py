@@ -36,7 +36,7 @@ from autoparser.formats import detect_format
 from autoparser.formats.gemma4 import CALL_END, CALL_START, QUOTE, to_json
 from autoparser.generate import ChatParams
 
-OWN = "fmt_gemma4_like.jinja"
+OWN = "handlers/gemma4_like.jinja"
 CORPUS = "google-gemma-4-31B-it.jinja"
 ENDS = ("<turn|>", "<|tool_response>")
 SCENARIOS = scenarios(CALL_END)

@@ -40,7 +40,7 @@ from hypothesis import strategies as st
 from autoparser import ChatTemplate
 from autoparser.generate import ChatParams
 
-OWN = "fmt_harmony_like.jinja"
+OWN = "handlers/harmony_like.jinja"
 RETURN = "<|return|>"
 CALL = "<|call|>"
 SCENARIOS = scenarios(CALL)

@@ -161,7 +161,7 @@ def test_forced_open_reasoning() -> None:
 def test_thinking_toggle_disabled_closes_the_block() -> None:
     case = Case(
         "toggle",
-        "own_thinking_toggle.jinja",
+        "reasoning/thinking_toggle.jinja",
         CASE_BY_NAME["forced_open"].analysis,
     )
     on = case.params(None, enable_thinking=True)

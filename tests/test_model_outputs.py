@@ -55,14 +55,14 @@ def weather(args: dict[str, Any] = PARIS) -> tuple[str, dict[str, Any]]:
     return ("get_weather", args)
 
 
-HERMES = "own_chatml_hermes.jinja"  # JSON-native inside <tool_call> ... </tool_call>
-LLAMA = "own_llama_like.jinja"  # bare JSON-native, "parameters"
-FUNCTIONARY = "own_functionary_like.jinja"  # tag+JSON: <function=NAME>{...}</function>
-QWEN_CODER = "own_qwen3coder_like.jinja"  # tag+tagged: <function=..><parameter=..>
-GLM = "own_glm_like.jinja"  # tag+tagged: NAME<arg_key>..</arg_key><arg_value>..
-PYTHONIC = "fmt_pythonic_like.jinja"  # [name(key=value, ...)]
-HARMONY = "fmt_harmony_like.jinja"  # to=functions.NAME<|channel|>..<|message|>{..}<|call|>
-THINK = "own_think_tag.jinja"  # <think> ... </think>, no switch
+HERMES = "formats/chatml_hermes.jinja"  # JSON-native inside <tool_call> ... </tool_call>
+LLAMA = "formats/llama_like.jinja"  # bare JSON-native, "parameters"
+FUNCTIONARY = "formats/functionary_v3_1_like.jinja"  # tag+JSON: <function=NAME>{...}</function>
+QWEN_CODER = "formats/qwen3coder_like.jinja"  # tag+tagged: <function=..><parameter=..>
+GLM = "formats/glm_like.jinja"  # tag+tagged: NAME<arg_key>..</arg_key><arg_value>..
+PYTHONIC = "formats/pythonic_like.jinja"  # [name(key=value, ...)]
+HARMONY = "handlers/harmony_like.jinja"  # to=functions.NAME<|channel|>..<|message|>{..}<|call|>
+THINK = "reasoning/think_tag.jinja"  # <think> ... </think>, no switch
 
 ON = (("enable_thinking", True),)
 OFF = (("enable_thinking", False),)

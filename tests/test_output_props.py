@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 from helpers.generate_cases import TOOLS, accumulate, message_dict
-from helpers.paths import OWN_TEMPLATES, corpus_templates
+from helpers.paths import corpus_templates, own_templates
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -107,14 +107,14 @@ STREAM_XFAIL = {
 }
 KNOWN_LOSSES: list[tuple[str, str, str]] = [
     (
-        "fmt_functionary_like",
+        "functionary_v3_2_like",
         'all\nSure.>>>get_weather\n{"city": "Paris", "days": all3}>>>search\n{"query": "rain"}',
         _REPAIRED,
     ),
-    ("own_llama_like", '{"name": "get_weather", "parameter', _CUT),
-    ("tpl_string_args", "get_weatherget_weather", _CUT),
+    ("llama_like", '{"name": "get_weather", "parameter', _CUT),
+    ("string_args", "get_weatherget_weather", _CUT),
     (
-        "tpl_alnum_ids",
+        "alnum_ids",
         '[CALLS]{"name": "get_weather", "arguments": {get_weather"city": "Paris"}, "id": "yxtG"}',
         _REPAIRED,
     ),
@@ -139,7 +139,7 @@ KNOWN_LOSSES: list[tuple[str, str, str]] = [
 
 
 def _template_paths() -> list[Any]:
-    paths = sorted(OWN_TEMPLATES.glob("*.jinja")) + corpus_templates()
+    paths = own_templates() + corpus_templates()
     return [
         pytest.param(
             p, id=p.stem, marks=[pytest.mark.xfail(strict=True, reason=STREAM_XFAIL[p.stem])]
@@ -151,7 +151,7 @@ def _template_paths() -> list[Any]:
 
 
 def _paths_by_stem() -> dict[str, Path]:
-    return {p.stem: p for p in [*sorted(OWN_TEMPLATES.glob("*.jinja")), *corpus_templates()]}
+    return {p.stem: p for p in [*own_templates(), *corpus_templates()]}
 
 
 def _markers(a: TemplateAnalysis) -> list[str]:

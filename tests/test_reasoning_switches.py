@@ -4,7 +4,7 @@ probing, recorded in caps and analysis, and the request's enable_thinking is map
 from __future__ import annotations
 
 import pytest
-from helpers.paths import OWN_TEMPLATES
+from helpers.paths import OWN_TEMPLATES, own_path
 
 from autoparser import ChatTemplate
 from autoparser.analysis import ReasoningMode
@@ -14,27 +14,27 @@ USER = [{"role": "user", "content": "What is 2+2?"}]
 
 
 def _own(name: str) -> ChatTemplate:
-    return ChatTemplate.from_file(OWN_TEMPLATES / f"{name}.jinja")
+    return ChatTemplate.from_file(own_path(name))
 
 
 # (template, switch, reasoning mode, prompt end with thinking on, prompt end with it off)
 OWN_SWITCHES = [
     (
-        "own_switch_thinking",
+        "switch_thinking",
         ThinkingSwitch("thinking", True, False),
         ReasoningMode.FORCED_CLOSED,
         "<|Assistant|><think>",
         "<|Assistant|></think>",
     ),
     (
-        "own_switch_thinking_mode",
+        "switch_thinking_mode",
         ThinkingSwitch("thinking_mode", "enabled", "disabled"),
         ReasoningMode.FORCED_CLOSED,
         "<|im_start|>assistant\n<mm:think>",
         "<|im_start|>assistant\n<mm:think></mm:think>\n",
     ),
     (
-        "own_switch_reasoning_effort",
+        "switch_reasoning_effort",
         ThinkingSwitch("reasoning_effort", "high", "none"),
         ReasoningMode.TAG_BASED,
         "[BOT]",
@@ -72,7 +72,7 @@ def test_own_switch_is_found_and_mapped(
 
 
 def test_explicit_template_kwargs_win_over_the_mapped_switch() -> None:
-    template = _own("own_switch_thinking")
+    template = _own("switch_thinking")
     params = template.apply(USER, enable_thinking=True, thinking=False)
     assert params.prompt.endswith("<|Assistant|></think>")
     params = template.apply(USER, enable_thinking=False, thinking=True)
@@ -80,13 +80,13 @@ def test_explicit_template_kwargs_win_over_the_mapped_switch() -> None:
 
 
 def test_without_enable_thinking_the_template_default_applies() -> None:
-    assert _own("own_switch_thinking").apply(USER).prompt.endswith("<|Assistant|></think>")
-    assert _own("own_switch_reasoning_effort").apply(USER).prompt.endswith("[BOT]")
+    assert _own("switch_thinking").apply(USER).prompt.endswith("<|Assistant|></think>")
+    assert _own("switch_reasoning_effort").apply(USER).prompt.endswith("[BOT]")
 
 
 def test_a_flag_changing_only_the_system_text_is_no_switch() -> None:
-    # own_switch_thinking's `verbose_tools` is a candidate, but never the switch.
-    source = (OWN_TEMPLATES / "own_switch_thinking.jinja").read_text(encoding="utf-8")
+    # switch_thinking's `verbose_tools` is a candidate, but never the switch.
+    source = (OWN_TEMPLATES / "reasoning/switch_thinking.jinja").read_text(encoding="utf-8")
     assert set(switch_candidates(source)) == {"thinking", "verbose_tools"}
     effort_in_system_only = (
         "{{ 'Reasoning: ' + (reasoning_effort if reasoning_effort is defined else 'medium') }}"
@@ -128,7 +128,7 @@ def test_a_token_budget_switches_with_numbers() -> None:
 
 
 def test_enable_thinking_is_the_switch_where_the_template_reads_it() -> None:
-    switch = _own("own_forced_closed").caps.thinking_switch
+    switch = _own("forced_closed").caps.thinking_switch
     assert switch == ThinkingSwitch("enable_thinking", True, False)
 
 

@@ -9,7 +9,7 @@ from helpers.generate_cases import TEMPLATES
 
 from autoparser import ChatTemplate, RequestError
 
-TEMPLATE = ChatTemplate.from_file(TEMPLATES / "own_qwen3coder_like.jinja")
+TEMPLATE = ChatTemplate.from_file(TEMPLATES / "formats/qwen3coder_like.jinja")
 USER = [{"role": "user", "content": "hi"}]
 
 

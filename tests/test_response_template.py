@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.paths import OWN_TEMPLATES, corpus_templates
+from helpers.paths import OWN_TEMPLATES, corpus_templates, own_templates
 from test_roundtrip import (
     SCENARIOS,
     TOOLS,
@@ -138,7 +138,7 @@ def test_export_coverage_and_agreement() -> None:
 
 
 def test_export_error_names_the_inexpressible_format() -> None:
-    template = ChatTemplate.from_file(OWN_TEMPLATES / "fmt_harmony_like.jinja")
+    template = ChatTemplate.from_file(OWN_TEMPLATES / "handlers/harmony_like.jinja")
     params = template.apply([USER], tools=TOOLS)
     with pytest.raises(ExportError, match="harmony"):
         params.to_response_template()
@@ -148,11 +148,11 @@ def test_export_error_names_the_inexpressible_format() -> None:
 def test_cli_prints_the_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tools = tmp_path / "tools.json"
     tools.write_text(json.dumps(TOOLS), encoding="utf-8")
-    template = OWN_TEMPLATES / "own_chatml_hermes.jinja"
+    template = OWN_TEMPLATES / "formats/chatml_hermes.jinja"
     assert main(["export-response-template", str(template), "--tools", str(tools)]) == 0
     spec = json.loads(capsys.readouterr().out)
     assert spec["version"] == 1 and "tool_calls" in spec["fields"]
-    harmony = OWN_TEMPLATES / "fmt_harmony_like.jinja"
+    harmony = OWN_TEMPLATES / "handlers/harmony_like.jinja"
     assert main(["export-response-template", str(harmony), "--tools", str(tools)]) == 2
     assert "harmony" in capsys.readouterr().err
 
@@ -160,4 +160,4 @@ def test_cli_prints_the_export(tmp_path: Path, capsys: pytest.CaptureFixture[str
 def test_corpus_is_covered_when_present() -> None:
     if not corpus_templates():
         pytest.skip("no corpus: the own templates above still run")
-    assert len(template_paths()) > len(list(OWN_TEMPLATES.glob("*.jinja")))
+    assert len(template_paths()) > len(own_templates())

@@ -41,7 +41,7 @@ import pydantic
 import pytest
 from helpers.formats import trigger_start
 from helpers.gbnf_oracle import accepts
-from helpers.paths import OWN_TEMPLATES, corpus_templates
+from helpers.paths import corpus_templates, own_templates
 
 from autoparser import ChatTemplate
 from autoparser.errors import AutoparserError
@@ -246,7 +246,7 @@ class Case:
 
 
 def template_paths() -> list[Path]:
-    return corpus_templates() + sorted(OWN_TEMPLATES.glob("*.jinja"))
+    return corpus_templates() + own_templates()
 
 
 @functools.cache

@@ -63,8 +63,8 @@ SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 # Qwen3-Coder tagged parameters, Mistral-style JSON-native [TOOL_CALLS].
 FAMILIES = {
     "hermes": None,
-    "qwen3coder": TEMPLATES / "own_qwen3coder_like.jinja",
-    "mistral": TEMPLATES / "own_mistral_like.jinja",
+    "qwen3coder": TEMPLATES / "formats/qwen3coder_like.jinja",
+    "mistral": TEMPLATES / "formats/mistral_like.jinja",
 }
 
 
@@ -104,7 +104,7 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from helpers.tiny_gguf import write_tiny_model
 
     tmp = tmp_path_factory.mktemp("e2e")
-    hermes = (TEMPLATES / "own_chatml_hermes.jinja").read_text(encoding="utf-8")
+    hermes = (TEMPLATES / "formats/chatml_hermes.jinja").read_text(encoding="utf-8")
     model = write_tiny_model(VOCAB, tmp / "tiny.gguf", hermes)
     port = _free_port()
     log = tmp / "llama.log"

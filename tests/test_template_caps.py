@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.paths import corpus_dir, corpus_params, corpus_templates
+from helpers.paths import OWN_TEMPLATES, corpus_dir, corpus_params, corpus_templates, own_path
 
 from autoparser import ChatTemplate
 from autoparser.errors import TemplateError
@@ -18,7 +18,6 @@ from autoparser.template import TemplateCaps
 from autoparser.template.caps import detect_caps
 
 DATA = Path(__file__).parent / "data" / "template_caps_expectations.json"
-OWN = Path(__file__).parent / "templates"
 EXPECTED: dict[str, dict[str, Any]] = json.loads(DATA.read_text(encoding="utf-8"))
 FIELDS = {f.name for f in dataclasses.fields(TemplateCaps) if f.type in ("bool", bool)}
 
@@ -94,8 +93,8 @@ def test_every_row_has_a_corpus_template() -> None:
 
 # Own templates: rows written from the template text in tests/templates.
 OWN_EXPECTED = {
-    "tpl_no_system": set(),
-    "tpl_alnum_ids": {
+    "no_system": set(),
+    "alnum_ids": {
         "supports_system_role",
         "supports_tools",
         "supports_tool_calls",
@@ -104,32 +103,32 @@ OWN_EXPECTED = {
         "supports_tool_responses",
         "requires_object_arguments",
     },
-    "tpl_items_args": {
+    "items_args": {
         "supports_system_role",
         "supports_tool_calls",
         "supports_parallel_tool_calls",
         "supports_tool_responses",
         "requires_object_arguments",
     },
-    "tpl_string_args": {
+    "string_args": {
         "supports_system_role",
         "supports_tool_calls",
         "supports_parallel_tool_calls",
         "supports_tool_responses",
     },
-    "tpl_nonnull_content": {
+    "nonnull_content": {
         "supports_system_role",
         "supports_tool_calls",
         "supports_parallel_tool_calls",
         "supports_tool_responses",
         "requires_non_null_content",
     },
-    "tpl_typed_content": {"supports_system_role", "requires_typed_content"},
-    "tpl_reasoning_key": {"supports_system_role", "renders_reasoning"},
-    "tpl_thinking_blocks": {"supports_system_role", "renders_reasoning"},
-    "tpl_mutates_list": {"supports_system_role"},
+    "typed_content": {"supports_system_role", "requires_typed_content"},
+    "reasoning_key": {"supports_system_role", "renders_reasoning"},
+    "thinking_blocks": {"supports_system_role", "renders_reasoning"},
+    "mutates_list": {"supports_system_role"},
     # Tools read as bare function objects: found by passing them in that shape too.
-    "tpl_bare_function_tools": {
+    "bare_function_tools": {
         "supports_system_role",
         "supports_tools",
         "supports_tool_calls",
@@ -138,17 +137,17 @@ OWN_EXPECTED = {
         "requires_object_arguments",
     },
     # Lists only tools with a description (the probe tools have one); renders no calls.
-    "tpl_described_tools": {"supports_system_role", "supports_tools", "supports_tool_responses"},
+    "described_tools": {"supports_system_role", "supports_tools", "supports_tool_responses"},
 }
 
 
 @pytest.mark.parametrize("name", sorted(OWN_EXPECTED))
 def test_own_template_caps(name: str) -> None:
-    assert true_fields(ChatTemplate.from_file(OWN / f"{name}.jinja").caps) == OWN_EXPECTED[name]
+    assert true_fields(ChatTemplate.from_file(own_path(name)).caps) == OWN_EXPECTED[name]
 
 
 def test_tools_read_as_bare_functions_are_passed_in_that_shape() -> None:
-    template = ChatTemplate.from_file(OWN / "tpl_bare_function_tools.jinja")
+    template = ChatTemplate.from_file(OWN_TEMPLATES / "quirks/bare_function_tools.jinja")
     assert template.quirks.tools_as_functions
     tool = {
         "type": "function",
@@ -178,7 +177,7 @@ def test_example_template_caps() -> None:
 
 
 def test_caps_probed_once_per_template_text() -> None:
-    source = (OWN / "tpl_items_args.jinja").read_text(encoding="utf-8")
+    source = (OWN_TEMPLATES / "quirks/items_args.jinja").read_text(encoding="utf-8")
     first = ChatTemplate(source, name="a")
     second = ChatTemplate(source, name="b")
     assert first.caps is first.caps
@@ -187,7 +186,7 @@ def test_caps_probed_once_per_template_text() -> None:
 
 def test_tool_use_variant_supplies_tool_caps(tmp_path: Path) -> None:
     plain = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
-    tool_use = (OWN / "tpl_alnum_ids.jinja").read_text(encoding="utf-8")
+    tool_use = (OWN_TEMPLATES / "quirks/alnum_ids.jinja").read_text(encoding="utf-8")
     config = {
         "chat_template": [
             {"name": "default", "template": plain},

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.paths import own_path
 
 from autoparser import ChatTemplate
 from autoparser.errors import TemplateError
 from autoparser.template.polyfill import alnum9_id
 
-OWN = Path(__file__).parent / "templates"
 WEATHER = {
     "type": "function",
     "function": {
@@ -25,7 +24,7 @@ WEATHER = {
 
 
 def own(name: str, **kwargs: Any) -> ChatTemplate:
-    return ChatTemplate.from_file(OWN / f"{name}.jinja", **kwargs)
+    return ChatTemplate.from_file(own_path(name), **kwargs)
 
 
 def call(call_id: str | None, name: str, arguments: Any) -> dict[str, Any]:
@@ -52,7 +51,7 @@ def tool_conversation(
 
 
 def test_system_folded_into_first_user_turn() -> None:
-    template = own("tpl_no_system")
+    template = own("no_system")
     assert not template.caps.supports_system_role
     messages = [
         {"role": "system", "content": "Be brief."},
@@ -68,12 +67,12 @@ def test_system_folded_into_first_user_turn() -> None:
 
 
 def test_system_only_becomes_user_turn() -> None:
-    rendered = own("tpl_no_system").render([{"role": "system", "content": "Only me"}])
+    rendered = own("no_system").render([{"role": "system", "content": "Only me"}])
     assert rendered == "<user>Only me</user>\n<assistant>"
 
 
 def test_tool_call_ids_reshaped_consistently() -> None:
-    template = own("tpl_alnum_ids")
+    template = own("alnum_ids")
     messages = tool_conversation(
         call("call_abc", "get_weather", {"city": "Paris"}),
         call("call_def", "get_weather", {"city": "Rome"}),
@@ -91,7 +90,7 @@ def test_tool_call_ids_reshaped_consistently() -> None:
 
 
 def test_tool_call_ids_invented_when_missing_and_kept_when_valid() -> None:
-    template = own("tpl_alnum_ids")
+    template = own("alnum_ids")
     missing = tool_conversation(call(None, "get_weather", {}), results=[None])
     rendered = template.render(missing)
     (call_id,) = re.findall(r'"id": "([^"]*)"', rendered)
@@ -101,7 +100,7 @@ def test_tool_call_ids_invented_when_missing_and_kept_when_valid() -> None:
 
 
 def test_string_arguments_parsed_for_templates_needing_objects() -> None:
-    template = own("tpl_items_args")
+    template = own("items_args")
     assert template.caps.requires_object_arguments
     openai = tool_conversation(call("c1", "get_weather", json.dumps({"city": "Paris", "n": 2})))
     native = tool_conversation(call("c1", "get_weather", {"city": "Paris", "n": 2}))
@@ -113,7 +112,7 @@ def test_string_arguments_parsed_for_templates_needing_objects() -> None:
 
 
 def test_object_arguments_serialised_for_templates_needing_strings() -> None:
-    template = own("tpl_string_args")
+    template = own("string_args")
     assert template.quirks.arguments_as_json_string
     native = tool_conversation(call("c1", "get_weather", {"city": "Zürich"}))
     openai = tool_conversation(call("c1", "get_weather", '{"city": "Zürich"}'))
@@ -124,7 +123,7 @@ def test_object_arguments_serialised_for_templates_needing_strings() -> None:
 
 
 def test_tools_described_in_system_turn_when_template_ignores_them() -> None:
-    template = own("tpl_nonnull_content")
+    template = own("nonnull_content")
     assert template.caps.supports_system_role and not template.caps.supports_tools
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
     rendered = template.render(messages, tools=[WEATHER])
@@ -137,13 +136,13 @@ def test_tools_described_in_system_turn_when_template_ignores_them() -> None:
 
 
 def test_tools_description_folded_when_no_system_role() -> None:
-    rendered = own("tpl_no_system").render([{"role": "user", "content": "Hi"}], tools=[WEATHER])
+    rendered = own("no_system").render([{"role": "user", "content": "Hi"}], tools=[WEATHER])
     assert rendered.startswith("<user>") and "get_weather" in rendered
     assert rendered.endswith("\n\nHi</user>\n<assistant>")
 
 
 def test_tools_left_alone_when_template_renders_them() -> None:
-    template = own("tpl_alnum_ids")
+    template = own("alnum_ids")
     messages = [{"role": "user", "content": "Hi"}]
     assert template.render(messages, tools=[WEATHER]) == template.render(
         messages, tools=[WEATHER], polyfills=False
@@ -151,7 +150,7 @@ def test_tools_left_alone_when_template_renders_them() -> None:
 
 
 def test_null_content_becomes_empty_string_where_required() -> None:
-    template = own("tpl_nonnull_content")
+    template = own("nonnull_content")
     assert template.caps.requires_non_null_content
     messages = tool_conversation(call("c1", "get_weather", "{}"))
     assert "<assistant><call>get_weather</call></assistant>" in template.render(messages)
@@ -160,7 +159,7 @@ def test_null_content_becomes_empty_string_where_required() -> None:
 
 
 def test_string_content_becomes_typed_parts_where_required() -> None:
-    template = own("tpl_typed_content")
+    template = own("typed_content")
     assert template.caps.requires_typed_content
     messages = [{"role": "user", "content": "Hi there"}]
     assert template.render(messages) == "<user>Hi there</user>\n"
@@ -168,7 +167,7 @@ def test_string_content_becomes_typed_parts_where_required() -> None:
 
 
 def test_reasoning_also_passed_as_reasoning_key() -> None:
-    template = own("tpl_reasoning_key")
+    template = own("reasoning_key")
     messages = [
         {"role": "user", "content": "2+2?"},
         {"role": "assistant", "content": "4", "reasoning_content": "adding"},
@@ -178,7 +177,7 @@ def test_reasoning_also_passed_as_reasoning_key() -> None:
 
 
 def test_constructor_switch_turns_polyfills_off() -> None:
-    template = own("tpl_no_system", polyfills=False)
+    template = own("no_system", polyfills=False)
     with pytest.raises(TemplateError):
         template.render([{"role": "system", "content": "x"}, {"role": "user", "content": "y"}])
     assert "x\n\ny" in template.render(
@@ -189,13 +188,13 @@ def test_constructor_switch_turns_polyfills_off() -> None:
 def test_polyfills_do_not_mutate_inputs() -> None:
     messages = tool_conversation(call("call_1", "get_weather", '{"city": "Paris"}'))
     snapshot = json.loads(json.dumps(messages))
-    own("tpl_alnum_ids").render(messages, tools=[WEATHER])
-    own("tpl_items_args").render(messages)
+    own("alnum_ids").render(messages, tools=[WEATHER])
+    own("items_args").render(messages)
     assert messages == snapshot
 
 
 def test_reasoning_passed_as_thinking_part() -> None:
-    template = own("tpl_thinking_blocks")
+    template = own("thinking_blocks")
     assert template.quirks.reasoning_as_thinking_block and template.caps.renders_reasoning
     messages = [
         {"role": "user", "content": "2+2?"},

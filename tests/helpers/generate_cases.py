@@ -139,7 +139,7 @@ THINK = ReasoningAnalysis(mode=ReasoningMode.TAG_BASED, start="<think>", end="</
 CASES: list[Case] = [
     Case(
         "hermes",
-        "own_chatml_hermes.jinja",
+        "formats/chatml_hermes.jinja",
         TemplateAnalysis(
             tools=_tools(
                 ToolFormatAnalysis(
@@ -156,7 +156,7 @@ CASES: list[Case] = [
     ),
     Case(
         "qwen3coder",
-        "own_qwen3coder_like.jinja",
+        "formats/qwen3coder_like.jinja",
         TemplateAnalysis(
             tools=_tools(
                 ToolFormatAnalysis(
@@ -176,7 +176,7 @@ CASES: list[Case] = [
     ),
     Case(
         "functionary",
-        "own_functionary_like.jinja",
+        "formats/functionary_v3_1_like.jinja",
         TemplateAnalysis(
             tools=_tools(
                 ToolFormatAnalysis(mode=ToolFormat.TAG_WITH_JSON),
@@ -189,7 +189,7 @@ CASES: list[Case] = [
     ),
     Case(
         "mistral",
-        "own_mistral_like.jinja",
+        "formats/mistral_like.jinja",
         TemplateAnalysis(
             tools=_tools(
                 ToolFormatAnalysis(
@@ -211,7 +211,7 @@ CASES: list[Case] = [
     ),
     Case(
         "llama",
-        "own_llama_like.jinja",
+        "formats/llama_like.jinja",
         TemplateAnalysis(
             tools=_tools(
                 ToolFormatAnalysis(
@@ -229,7 +229,7 @@ CASES: list[Case] = [
     ),
     Case(
         "name_as_key",
-        "own_name_as_key.jinja",
+        "formats/name_as_key.jinja",
         TemplateAnalysis(
             tools=_tools(
                 ToolFormatAnalysis(
@@ -245,7 +245,7 @@ CASES: list[Case] = [
     ),
     Case(
         "nested",
-        "own_nested_function.jinja",
+        "formats/nested_function.jinja",
         TemplateAnalysis(
             tools=_tools(
                 ToolFormatAnalysis(
@@ -267,7 +267,7 @@ CASES: list[Case] = [
     ),
     Case(
         "bracket_callid",
-        "own_bracket_callid.jinja",
+        "formats/bracket_callid.jinja",
         TemplateAnalysis(
             tools=_tools(
                 ToolFormatAnalysis(mode=ToolFormat.TAG_WITH_JSON, per_call_start="[TOOL_CALLS]"),
@@ -284,7 +284,7 @@ CASES: list[Case] = [
     ),
     Case(
         "glm",
-        "own_glm_like.jinja",
+        "formats/glm_like.jinja",
         TemplateAnalysis(
             reasoning=THINK,
             tools=_tools(
@@ -307,7 +307,7 @@ CASES: list[Case] = [
     ),
     Case(
         "typed_suffix",
-        "own_typed_suffix.jinja",
+        "formats/typed_suffix.jinja",
         TemplateAnalysis(
             tools=_tools(
                 ToolFormatAnalysis(
@@ -328,7 +328,7 @@ CASES: list[Case] = [
     ),
     Case(
         "forced_open",
-        "own_forced_open.jinja",
+        "reasoning/forced_open.jinja",
         TemplateAnalysis(
             reasoning=ReasoningAnalysis(
                 mode=ReasoningMode.FORCED_OPEN, start="<think>", end="</think>"
@@ -341,14 +341,14 @@ CASES: list[Case] = [
     ),
     Case(
         "think_tag",
-        "own_think_tag.jinja",
+        "reasoning/think_tag.jinja",
         TemplateAnalysis(reasoning=THINK, end_of_turn=IM_END),
         reasoning=True,
         calls=False,
     ),
     Case(
         "delimiter",
-        "own_delimiter.jinja",
+        "reasoning/delimiter.jinja",
         TemplateAnalysis(
             reasoning=ReasoningAnalysis(mode=ReasoningMode.DELIMITER, end="[BEGIN FINAL RESPONSE]"),
             end_of_turn=("<|end|>",),
@@ -358,7 +358,7 @@ CASES: list[Case] = [
     ),
     Case(
         "plain",
-        "own_plain.jinja",
+        "formats/plain.jinja",
         TemplateAnalysis(end_of_turn=("<end_of_turn>",)),
         calls=False,
     ),

@@ -8,7 +8,39 @@ from pathlib import Path
 import pytest
 
 TESTS_DIR = Path(__file__).parent.parent
+# The project's own templates, by purpose: formats/ (tool-call formats the analysis finds),
+# reasoning/ (reasoning markers and switches), handlers/ (the hand-written formats),
+# markup/ (markup-element arguments), quirks/ (what the polyfills adapt). Stems are unique.
 OWN_TEMPLATES = TESTS_DIR / "templates"
+# The own templates whose analysis is pinned in tests/data/analysis/own/<folder>/<name>.json.
+ANALYSED_FOLDERS = ("formats", "reasoning")
+# Own templates in those folders with no pinned analysis, and why.
+UNPINNED = {
+    "pythonic_like": "Python-literal calls are read through the LFM2 workaround only; the "
+    "template serves the model-output tests",
+}
+
+
+def own_templates() -> list[Path]:
+    """Every own template, from every purpose folder."""
+    return sorted(OWN_TEMPLATES.rglob("*.jinja"))
+
+
+def analysed_own_templates() -> list[Path]:
+    """The own templates whose analysis is pinned (see ANALYSED_FOLDERS)."""
+    return [
+        p for p in own_templates() if p.parent.name in ANALYSED_FOLDERS and p.stem not in UNPINNED
+    ]
+
+
+def own_path(name: str) -> Path:
+    """An own template by its name (``"chatml_hermes"``) or its path under tests/templates."""
+    if "/" in name or name.endswith(".jinja"):
+        return OWN_TEMPLATES / name
+    found = [p for p in own_templates() if p.stem == name]
+    if len(found) != 1:
+        raise LookupError(f"{len(found)} own templates named {name!r}")
+    return found[0]
 
 
 def corpus_dir() -> Path | None:
