@@ -43,26 +43,22 @@ def own_path(name: str) -> Path:
     return found[0]
 
 
+def _shared_dir(variable: str, folder: str, pattern: str) -> Path | None:
+    """$variable, else ../shared/<folder>: the first that holds a file matching pattern."""
+    env = os.environ.get(variable)
+    candidates = [Path(env)] if env else []
+    candidates.append(TESTS_DIR.parent.parent / "shared" / folder)
+    return next((p for p in candidates if p.is_dir() and any(p.glob(pattern))), None)
+
+
 def corpus_dir() -> Path | None:
     """The real-template corpus: $AUTOPARSER_TEMPLATES or ../shared/templates, if present."""
-    env = os.environ.get("AUTOPARSER_TEMPLATES")
-    candidates = [Path(env)] if env else []
-    candidates.append(TESTS_DIR.parent.parent / "shared" / "templates")
-    for path in candidates:
-        if path.is_dir() and any(path.glob("*.jinja")):
-            return path
-    return None
+    return _shared_dir("AUTOPARSER_TEMPLATES", "templates", "*.jinja")
 
 
 def bench_dir() -> Path | None:
     """The reference model outputs: $AUTOPARSER_BENCH or ../shared/bench, if present."""
-    env = os.environ.get("AUTOPARSER_BENCH")
-    candidates = [Path(env)] if env else []
-    candidates.append(TESTS_DIR.parent.parent / "shared" / "bench")
-    for path in candidates:
-        if path.is_dir() and any(path.glob("*.meta.json")):
-            return path
-    return None
+    return _shared_dir("AUTOPARSER_BENCH", "bench", "*.meta.json")
 
 
 def corpus_templates() -> list[Path]:

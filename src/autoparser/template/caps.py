@@ -1,11 +1,13 @@
 """Capability probing: what a template can express, learnt by rendering probe conversations.
 
-Nothing here reads the template source. Each capability is a question answered by rendering
-a small conversation carrying unique marker strings (with polyfills off) and checking which
-markers reach the prompt, or whether the render fails. Tool calls are judged by what the
+Each capability is a question answered by rendering a small conversation carrying unique
+marker strings (with polyfills off; the conversations and needles are ``template/probe.py``'s)
+and checking which markers reach the prompt, or whether the render fails; only the reasoning
+switch's candidate variables are read from the source. Tool calls are judged by what the
 assistant turn adds: the tools list names every probe tool, so a call counts as rendered only
 when changing it (same tools) changes the render. Results are cached per template text
-and special tokens, so a template is probed once however often it is loaded.
+and special tokens, so a template is probed once however often it is loaded, and the
+analysis reads them instead of asking again (tool calls, non-null content, reasoning field).
 """
 
 from __future__ import annotations
