@@ -13,7 +13,7 @@ from autoparser.analysis.workarounds import apply_workarounds
 from autoparser.formats import detect_format
 from autoparser.template import Renderer
 from autoparser.template.caps import detect_caps, detect_quirks
-from autoparser.template.probe import probe_for
+from autoparser.template.probe import Probe
 
 _CACHE: dict[tuple[str, str, str], TemplateAnalysis] = {}
 
@@ -33,12 +33,13 @@ def clear_cache() -> None:
 
 def run_analysis(template: Renderer) -> TemplateAnalysis:
     """Analyse without the cache (for benchmarks and tests)."""
-    # Raises TemplateError when no conversation renders at all. The caps answer the
-    # questions they share with the analysis (tool calls, content, reasoning field); the
-    # analysis renders through the same probe, so no conversation is rendered twice.
+    # Raises TemplateError when no conversation renders at all. The caps (probed once per
+    # template text) answer the questions they share with the analysis: tool calls,
+    # non-null content, the reasoning field. The analysis' own variants are rendered
+    # through a probe of its own, so a run is cold whatever ran before (benchmarks).
     caps = detect_caps(template)
     quirks = detect_quirks(template)
-    probe = probe_for(template).with_settings(caps.thinking_switch, quirks.tools_as_functions)
+    probe = Probe(template, caps.thinking_switch, quirks.tools_as_functions)
     prompts = generation_prompts(probe)
     supports_tools = caps.supports_tool_calls
     reasoning, after_reasoning = analyze_reasoning(

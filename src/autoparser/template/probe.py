@@ -3,9 +3,9 @@ probing (``caps``) and the differential analysis render through a template.
 
 Each conversation carries unique placeholder strings (needles); which of them reach the
 prompt, and how two renders that differ in one detail differ, tells what the template does.
-A :class:`Probe` renders conversations for one template text, memoised, and is shared per
-text (``probe_for``): caps and the analysis ask each question once, and a render either
-needs is done once. A conversation the template refuses (raises) renders as ``None``; a
+A :class:`Probe` renders conversations for one template text, memoised; the caps' probe is
+shared per text (``probe_for``), and a question both caps and the analysis need is asked
+once, by the caps. A conversation the template refuses (raises) renders as ``None``; a
 template that exceeds a render limit is an error, never a missing capability.
 
 Two render paths, because the two users ask different questions: ``messages`` renders as
