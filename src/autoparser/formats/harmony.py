@@ -82,10 +82,8 @@ def _lenient_call(tool: ToolSpec) -> Parser:
     channel_first = channel + literal(RECIPIENT) + name + _constraint()
     header = choice(recipient_first, channel_first) + literal(MESSAGE) + space()
     opened = atomic(header + peek(literal("{")))
-    # Arguments that break are recovered (cut at their last valid prefix, up to the
-    # message's end), so the call a stream announced is a call in the final parse too.
-    bad = tag(tags.TOOL_ARGS_BAD, until_one_of(*_BODY_STOPS))
-    return tag(tags.TOOL, opened + choice(tag(tags.TOOL_ARGS, json_args(tool)), bad))
+    # Arguments that break make the message no call: its text is content.
+    return tag(tags.TOOL, opened + tag(tags.TOOL_ARGS, json_args(tool)))
 
 
 def _channel_header(channel: str) -> Parser:

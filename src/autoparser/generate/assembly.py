@@ -147,4 +147,5 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
         if lazy
         else (),
         value_converters=pythonic.VALUE_CONVERTERS if pythonic.is_pythonic(ctx.analysis) else {},
+        call_openers=tuple(dict.fromkeys((*triggers, inner))) if inner else tuple(triggers),
     )

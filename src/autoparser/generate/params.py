@@ -51,9 +51,16 @@ class ChatParams:
         """The message in ``text`` (the model's whole output; partial: output so far)."""
         return parse_text(self.definition, self.call_ids, text, partial=partial)
 
-    def stream(self) -> StreamParser:
-        """A new stream parser for one generation."""
-        return StreamParser(self.definition, self.call_ids)
+    def stream(self, tool_call_deltas: str = "whole") -> StreamParser:
+        """A new stream parser for one generation.
+
+        ``tool_call_deltas``: ``"whole"`` (default) sends each tool call in one delta once
+        it is complete and valid, so the deltas always add up to ``parse`` of the whole
+        text; ``"incremental"`` sends the name, then argument fragments as they are
+        written, and a call that then breaks cannot be taken back (see
+        ``StreamParser.dropped_calls``). Any other value is a ``RequestError``.
+        """
+        return StreamParser(self.definition, self.call_ids, tool_call_deltas=tool_call_deltas)
 
     def to_response_template(self) -> dict[str, Any]:
         """This request's output format as a transformers response template (version 1).
