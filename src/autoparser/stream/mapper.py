@@ -273,6 +273,8 @@ class Mapper:
             self._drop(self.open)  # it vanished from the tree, or was cut off
         if pending is not None and not final and self.incremental:
             self._stream_open(pending, text)
+        if final and pending is None and self.only_openers(text[prev_end:]):
+            self.truncated = self.truncated or bool(text[prev_end:].strip())
         if reasoning:
             piece = self.reasoning.advance(reasoning, text)
             if piece:
@@ -294,6 +296,7 @@ class Mapper:
             if self.open is not None:
                 self._drop(self.open)
             call = _Call(node.start, self.events)
+        if not call.announced:
             self._identify(call, node, text)
         self.open = None
         call.advance(node, text, self.converters)
@@ -361,12 +364,20 @@ class Mapper:
     def _cut(self, node: Node, lead: int, text: str, content: list[Span]) -> None:
         """The output ended inside this call: its text is content, unless it is nothing
         but call openers (the model stopped on one), which are dropped."""
-        self.truncated = True
         rest = text[lead:]
-        for marker in self.openers:
-            rest = rest.replace(marker, "")
-        if rest.strip():
+        name = _child(node, tags.TOOL_NAME)
+        # A call was under way: its name is there, or a markup opener (a bare `{` that
+        # may open a JSON call is as likely the end of ordinary text).
+        if (name is not None and name.complete) or any(m in rest for m in self.openers):
+            self.truncated = True
+        if not self.only_openers(rest):
             content.append((lead, len(text)))
+
+    def only_openers(self, text: str) -> bool:
+        """Is ``text`` nothing but call openers and whitespace?"""
+        for marker in self.openers:
+            text = text.replace(marker, "")
+        return not text.strip()
 
     # ----------------------------------------------------------------- end of input
     def close(self, tree: Node) -> None:

@@ -87,7 +87,9 @@ class StreamParser:
         final = self._inc.finish()
         partial = self._last_tree
         tree = final.tree if final.status == ParseStatus.SUCCESS else partial
-        if partial is not None and self._cut_inside_call(partial, tree):
+        if partial is not None and (
+            self._cut_inside_call(partial, tree) or self._stopped_on_opener(partial, text)
+        ):
             tree = partial
         if tree is not None:
             self._mapper.advance(tree, text, final=True)
@@ -121,6 +123,12 @@ class StreamParser:
         return before != [c.tag for c in node.children] or not all(
             c.complete for c in last.children
         )
+
+    def _stopped_on_opener(self, partial: Node, text: str) -> bool:
+        """Does the output end with call openers only, after the partial parse's last node
+        (a section marker outside any call node, like ``[TOOL_CALLS]``)?"""
+        tail = text[partial.children[-1].end if partial.children else 0 :]
+        return bool(tail.strip()) and self._mapper.only_openers(tail)
 
     @property
     def message(self) -> ChatMessage:
