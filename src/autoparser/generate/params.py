@@ -165,6 +165,7 @@ def build_params(
     enable_thinking: bool | None = None,
     reasoning_format: str = "auto",
     call_id_seed: int | None = None,
+    calls_in_reasoning: bool = False,
 ) -> ChatParams:
     """ChatParams from an analysis and an already rendered prompt (no template needed)."""
     request = normalize_request(
@@ -175,6 +176,7 @@ def build_params(
         enable_thinking=enable_thinking,
         reasoning_format=reasoning_format,
         template_supports_parallel=analysis.tools.parallel_calls,
+        calls_in_reasoning=calls_in_reasoning,
     )
     return params_for_request(
         analysis,

@@ -242,29 +242,34 @@ class Mapper:
         content: list[Span] = []
         prev_end = 0  # where the untagged text before the next node starts
         after_call = False  # the previous node is a call of the message
+        in_reasoning = False  # ... and it is inside a reasoning block (calls_in_reasoning)
         pending: Node | None = None
         for child in tree.children:
             tag = child.tag
             if tag == tags.TOOL:
                 # The raw text of a call that is not one: with the markers before it,
-                # unless those close the call before it.
+                # unless those close the call before it; where the call was written.
                 lead = child.start if after_call else prev_end
+                spans = reasoning if in_reasoning else content
                 if not child.complete:
                     pending = child
                     if final:
-                        self._cut(child, lead, text, content)
+                        self._cut(child, lead, text, spans)
                     break
                 if self._settle(child, text):
                     after_call = True
                 else:
-                    content.append((lead, child.end))
+                    spans.append((lead, child.end))
                     after_call = False
                 prev_end = child.end
                 continue
             if tag == tags.REASONING:
                 reasoning.append((child.start, child.end))
-            elif tag == tags.CONTENT:
-                content.append((child.start, child.end))
+                in_reasoning = True
+            else:
+                in_reasoning = False
+                if tag == tags.CONTENT:
+                    content.append((child.start, child.end))
             prev_end = child.end
             after_call = False
         if self.open is not None and (
@@ -361,7 +366,7 @@ class Mapper:
             self.open = None
         call.index = -2  # nothing more of it is sent
 
-    def _cut(self, node: Node, lead: int, text: str, content: list[Span]) -> None:
+    def _cut(self, node: Node, lead: int, text: str, spans: list[Span]) -> None:
         """The output ended inside this call: its text is content, unless it is nothing
         but call openers (the model stopped on one), which are dropped."""
         rest = text[lead:]
@@ -371,7 +376,7 @@ class Mapper:
         if (name is not None and name.complete) or any(m in rest for m in self.openers):
             self.truncated = True
         if not self.only_openers(rest):
-            content.append((lead, len(text)))
+            spans.append((lead, len(text)))
 
     def only_openers(self, text: str) -> bool:
         """Is ``text`` nothing but call openers and whitespace?"""
