@@ -18,7 +18,16 @@ import json
 from typing import Any
 
 import pytest
-from helpers.formats import TOOLS, USER, check_streaming, corpus_template, own_template
+from helpers.formats import (
+    TOOLS,
+    USER,
+    accumulate,
+    as_dict,
+    check_streaming,
+    corpus_template,
+    own_template,
+    splits,
+)
 
 from autoparser import ChatTemplate
 from autoparser.generate import ChatParams
@@ -41,6 +50,7 @@ class Case:
     reasoning: str | None = None
     calls: tuple[tuple[str, dict[str, Any]], ...] = ()
     options: tuple[tuple[str, Any], ...] = ()
+    truncated: bool = False  # the output ended inside a call (or reasoning block)
     corpus: bool = False
     xfail: str = ""  # an unsupported deviation: a strict xfail with its reason
     stream_xfail: str = ""  # the same, for streaming only
@@ -68,16 +78,6 @@ ON = (("enable_thinking", True),)
 OFF = (("enable_thinking", False),)
 MALFORMED = '{"city": "Paris", unit: celsius}'
 MALFORMED_CALL = f'<tool_call>\n{{"name": "get_weather", "arguments": {MALFORMED}}}\n</tool_call>'
-NOT_REPAIRED = (
-    "invalid arguments are still returned as a call with repaired arguments (an invented "
-    '"" key): dropping such a call into content is the stream side\'s malformed-call '
-    "policy (issue 10 §5, branch w2-stream)"
-)
-ANNOUNCED_EARLY = (
-    "the stream announces a call once its name is complete; a call that then fails stays "
-    "announced though parse() has none: the whole-call delta policy (issue 10 §5, branch "
-    "w2-stream) fixes this"
-)
 NO_PREFIX_FACT = (
     "the analysis has no field for a call prefix token the template declares (Llama 3.x "
     "<|python_tag|>): it needs a new analysis field and every pin re-taken"
@@ -183,16 +183,8 @@ OWN_CASES = [
         HERMES,
         '<tool_call>\n{"name": "get_weather", "name": "search"}\n</tool_call>',
         content='<tool_call>\n{"name": "get_weather", "name": "search"}\n</tool_call>',
-        stream_xfail=ANNOUNCED_EARLY,
     ),
-    Case(
-        "json",
-        "malformed-arguments",
-        HERMES,
-        MALFORMED_CALL,
-        content=MALFORMED_CALL,
-        xfail=NOT_REPAIRED,
-    ),
+    Case("json", "malformed-arguments", HERMES, MALFORMED_CALL, content=MALFORMED_CALL),
     Case(
         "json",
         "python-tag-prefix",
@@ -377,6 +369,130 @@ OWN_CASES = [
     ),
 ]
 
+
+def _cases_per_family(
+    family: str,
+    template: str,
+    cut: str,
+    two: tuple[str, str],
+    bad: str,
+    opener: str,
+    *,
+    second_text: str | None = None,
+    bad_text: str | None = None,
+    before: tuple[str, str | None, str | None] = ("Checking.", "Checking.", None),
+    opener_is_text: bool = False,
+) -> list[Case]:
+    """Truncated and malformed calls, the same four deviations for one template.
+
+    ``cut``: a call cut off inside its arguments (no call; its text is content; flagged).
+    ``two``: a complete call, then one cut off (the first kept; the second's text,
+    ``second_text`` if the markers between the calls are not part of it, is content).
+    ``bad``: a call with invalid arguments (no call, not repaired: its text, ``bad_text``
+    without an end-of-turn marker, is content).
+    ``opener``: output that stops on a call opener after ``before`` (text, and the content
+    and reasoning it parses to): the opener dropped, the message flagged; a one-character
+    opener (pythonic ``[``) is as likely text, and kept (``opener_is_text``).
+    """
+    first, second = two
+    text, content, reasoning = before
+    stopped = (
+        Case(family, "dangling-opener", template, text + opener, (text + opener).strip())
+        if opener_is_text
+        else Case(
+            family, "dangling-opener", template, text + opener, content, reasoning, truncated=True
+        )
+    )
+    return [
+        Case(family, "cut-in-arguments", template, cut, content=cut.strip(), truncated=True),
+        Case(
+            family,
+            "complete-then-cut",
+            template,
+            first + second,
+            content=(second_text or second).strip(),
+            calls=(weather(),),
+            truncated=True,
+        ),
+        Case(family, "malformed-not-repaired", template, bad, content=(bad_text or bad).strip()),
+        stopped,
+    ]
+
+
+TRUNCATION_CASES = [
+    *_cases_per_family(
+        "json",
+        HERMES,
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par',
+        (
+            '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+            '\n<tool_call>\n{"name": "search", "arguments": {"query": "ne',
+        ),
+        f"Sure.\n{MALFORMED_CALL}\nDone.",
+        "\n<tool_call>\n",
+    ),
+    *_cases_per_family(
+        "tag-json",
+        FUNCTIONARY,
+        'Checking. <function=get_weather>{"city": "Par',
+        ('<function=get_weather>{"city": "Paris"}</function>', '<function=search>{"query'),
+        f"<function=get_weather>{MALFORMED}</function> Done.",
+        " <function=",
+    ),
+    *_cases_per_family(
+        "tagged",
+        QWEN_CODER,
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nPar",
+        (
+            "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+            "</function>\n</tool_call>\n",
+            "<tool_call>\n<function=search>\n<parameter=query>\nne",
+        ),
+        "<tool_call>\n<function=search>\n<parameter=query>\nnews\n</parameter>\n"
+        "<parameter=limit>\nthree\n</parameter>\n</function>\n</tool_call>",
+        "\n<tool_call>\n<function=",
+    ),
+    *_cases_per_family(
+        "tagged",
+        GLM,
+        "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Par",
+        (
+            "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+            "</tool_call>",
+            "<tool_call>search\n<arg_key>query</arg_key>\n<arg_val",
+        ),
+        "<tool_call>search\n<arg_key>query</arg_key>\n<arg_value>news</arg_value>\n"
+        "<arg_key>limit</arg_key>\n<arg_value>three</arg_value>\n</tool_call>",
+        "<tool_call>",
+    ),
+    *_cases_per_family(
+        "pythonic",
+        PYTHONIC,
+        "[get_weather(city='Par",
+        ("[get_weather(city='Paris'), ", "search(query='ne"),
+        "[get_weather(city=Paris, unit=celsius)]",
+        " [",
+        opener_is_text=True,
+    ),
+    *_cases_per_family(
+        "harmony",
+        HARMONY,
+        '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Par',
+        (
+            "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>"
+            '{"city": "Paris"}<|call|>',
+            '<|start|>assistant to=functions.search<|channel|>commentary json<|message|>{"que',
+        ),
+        f"<|channel|>commentary to=functions.get_weather json<|message|>{MALFORMED}<|call|>",
+        "<|start|>assistant<|channel|>commentary to=functions.",
+        # The header tokens between two call messages belong to neither.
+        second_text='to=functions.search<|channel|>commentary json<|message|>{"que',
+        # <|call|> ends the turn (a stop): not part of the message.
+        bad_text=f"<|channel|>commentary to=functions.get_weather json<|message|>{MALFORMED}",
+        before=("<|channel|>analysis<|message|>Checking.<|end|>", None, "Checking."),
+    ),
+]
+
 CORPUS_CASES = [
     Case(
         "json",
@@ -515,7 +631,7 @@ CORPUS_CASES = [
     ),
 ]
 
-CASES = OWN_CASES + CORPUS_CASES
+CASES = OWN_CASES + TRUNCATION_CASES + CORPUS_CASES
 
 
 def _template(case: Case) -> ChatTemplate:
@@ -554,12 +670,31 @@ def test_output_parses_to_the_intended_message(case: Case) -> None:
         "reasoning_content": case.reasoning,
         "tool_calls": list(case.calls),
     }
+    assert message.truncated is case.truncated
 
 
 @pytest.mark.parametrize("case", STREAM_PARAMS)
 def test_streamed_output_folds_into_the_parse(case: Case) -> None:
-    """1-character chunks and random chunks: the deltas and the message equal parse()."""
+    """1-character chunks and random chunks: the deltas and the message equal parse()
+    (the default, whole-call deltas: a stream never announces a call parse() has not)."""
     check_streaming(_params(case), case.output, count=8, seed=len(case.output))
+
+
+@pytest.mark.parametrize("case", STREAM_PARAMS)
+def test_incremental_stream_drops_only_broken_calls(case: Case) -> None:
+    """Incremental deltas, 1-character and random chunks: the message equals parse(); the
+    deltas equal it too, but for the calls announced and then dropped (listed)."""
+    params = _params(case)
+    whole = as_dict(params.parse(case.output))
+    for pieces in splits(case.output, 8, len(case.output)):
+        stream = params.stream(tool_call_deltas="incremental")
+        deltas = [d for piece in pieces for d in stream.feed(piece)] + stream.finish()
+        assert as_dict(stream.message) == whole
+        folded = accumulate(deltas)
+        kept = [c for i, c in enumerate(folded["tool_calls"]) if i not in stream.dropped_calls]
+        assert {**folded, "tool_calls": kept} == whole, pieces
+        if not whole["tool_calls"] and not stream.dropped_calls:
+            assert folded["tool_calls"] == []
 
 
 def test_strict_grammar_keeps_the_rendered_shape() -> None:

@@ -212,6 +212,11 @@ def build(ctx: BuildContext) -> ParserDefinition:
         grammar_parser=strict,
         grammar_lazy=lazy,
         trigger_markers=(RECIPIENT,) if tools else (),
+        # What a call message's header is written with: output ending on these alone
+        # stopped on an opener, which is dropped.
+        call_openers=(START + "assistant", CHANNEL + "commentary", RECIPIENT, START, CHANNEL)
+        if tools
+        else (),
         preserved_tokens=preserved_tokens(ctx),
         # A call message ends the turn: the tool's result comes next.
         additional_stops=(CALL,),

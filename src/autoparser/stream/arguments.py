@@ -156,10 +156,9 @@ class TaggedArguments:
     tags, through its converters.
     """
 
-    invalid = False
-
     def __init__(self, out: ArgumentText, converters: ValueConverters) -> None:
         self.out = out
+        self.invalid = False  # a value is neither JSON nor a Python literal
         self.converters = converters
         self.done = 0  # tool-arg nodes fully emitted
         self.named = False  # the current argument's key was emitted
@@ -172,7 +171,7 @@ class TaggedArguments:
     def advance(self, nodes: list[Node], text: str) -> None:
         if not self.out.pieces:
             self.out.emit("{")
-        for k in range(self.done, len(nodes)):
+        for k in range(self.done, len(nodes) if not self.invalid else 0):
             arg = nodes[k]
             name_node = value_node = None
             for child in arg.children:
@@ -198,7 +197,11 @@ class TaggedArguments:
                     self.out.emit(self._string_piece(value_node, raw))
             if not arg.complete:
                 return
-            self.out.emit(self._value_end(text))
+            end = self._value_end(text)
+            if end is None:
+                self.invalid = True
+                return
+            self.out.emit(end)
             self.done = k + 1
             self.named = False
             self.string = False
@@ -207,7 +210,7 @@ class TaggedArguments:
             self.lead_checked = False
             self.held = ""
 
-    def _value_end(self, text: str) -> str:
+    def _value_end(self, text: str) -> str | None:
         """What ends the current (complete) argument's value: a quote, null or the value."""
         if self.string:
             return '"'

@@ -187,7 +187,9 @@ class _Call:
 
     @property
     def invalid(self) -> bool:
-        return self.args is not None and self.args.invalid
+        return (self.args is not None and self.args.invalid) or (
+            self.tagged is not None and self.tagged.invalid
+        )
 
     def complete(self) -> str:
         """The text that ends the arguments of a call whose node is complete."""

@@ -110,8 +110,8 @@ class StreamParser:
         with at least one argument written and nothing after the call.
         """
         last = partial.children[-1] if partial.children else None
-        if last is None or last.tag != tags.TOOL or last.complete:
-            return False
+        if last is None or last.tag != tags.TOOL or last.complete or last.start == last.end:
+            return False  # (an empty node: a call may start here, nothing of it is written)
         if final is None or not final.children:
             return True
         node = final.children[-1]

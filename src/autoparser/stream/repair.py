@@ -125,15 +125,16 @@ def json_object_text(text: str) -> bool:
         return False
 
 
-def python_value_json(raw: str) -> str:
-    """One value printed by a template with Python's str() -> JSON text (else a string)."""
+def python_value_json(raw: str) -> str | None:
+    """One value printed by a template with Python's str() -> JSON text (None if it is
+    neither JSON nor a Python literal)."""
     text = raw.strip()
     for candidate in (text, python_to_json_text(text) if text else text):
         try:
             return json.dumps(json.loads(candidate), ensure_ascii=False)
         except (ValueError, SyntaxError, RecursionError):
             continue
-    return json.dumps(text, ensure_ascii=False)
+    return None
 
 
 def python_dict_json(raw: str) -> str | None:
