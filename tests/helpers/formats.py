@@ -8,7 +8,6 @@ client does, and check that streaming however split gives what ``parse`` gives.
 from __future__ import annotations
 
 import itertools
-import json
 import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
