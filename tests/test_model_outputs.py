@@ -29,7 +29,7 @@ from helpers.formats import (
     splits,
 )
 
-from autoparser import ChatTemplate
+from autoparser import ChatTemplate, RequestError
 from autoparser.generate import ChatParams
 from autoparser.message import ChatMessage
 
@@ -718,3 +718,69 @@ def test_strict_grammar_keeps_the_rendered_shape() -> None:
 def test_every_family_is_covered() -> None:
     families = {c.family for c in OWN_CASES}
     assert families >= {"json", "tag-json", "tagged", "pythonic", "harmony", "reasoning"}
+
+
+# --------------------------------------------------------------------- calls in reasoning
+
+REASONING_CALLS = [
+    pytest.param(
+        GLM,
+        "<think>Let me check.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n"
+        "<arg_value>Paris</arg_value>\n</tool_call>\nDone thinking.</think>\nAnswer.",
+        id="tagged-args",
+    ),
+    pytest.param(
+        "own_tools_only_reasoning.jinja",
+        '<reasoning>Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": '
+        '{"city": "Paris"}}\n</tool_call>\nDone thinking.</reasoning>\nAnswer.',
+        id="tag-json",
+    ),
+]
+
+
+def _reasoning_params(template: str, calls_in_reasoning: bool | None) -> ChatParams:
+    options: dict[str, Any] = {"enable_thinking": True, "call_id_seed": 1}
+    if calls_in_reasoning is not None:
+        options["calls_in_reasoning"] = calls_in_reasoning
+    tools = [t for t in TOOLS if t["function"]["parameters"]]
+    return own_template(template).apply(USER, tools=tools, **options)
+
+
+@pytest.mark.parametrize(("template", "text"), REASONING_CALLS)
+def test_calls_inside_reasoning_stay_reasoning_by_default(template: str, text: str) -> None:
+    """Default (as llama.cpp): a call written while thinking is reasoning text."""
+    params = _reasoning_params(template, None)
+    message = params.parse(text)
+    assert message.tool_calls == [] and message.content == "Answer."
+    assert message.reasoning_content is not None and "get_weather" in message.reasoning_content
+    assert message.reasoning_content.startswith("Let me check.")
+    assert params.parse(text) == _reasoning_params(template, False).parse(text)
+    check_streaming(params, text, count=8, seed=1)
+
+
+@pytest.mark.parametrize(("template", "text"), REASONING_CALLS)
+def test_calls_inside_reasoning_are_calls_when_asked(template: str, text: str) -> None:
+    params = _reasoning_params(template, True)
+    message = params.parse(text)
+    assert _as_data(message) == {
+        "content": "Answer.",
+        "reasoning_content": "Let me check.\n\nDone thinking.",
+        "tool_calls": [weather()],
+    }
+    check_streaming(params, text, count=8, seed=2)
+    # A call cut off inside reasoning is reasoning text, flagged; a broken one stays text.
+    cut = text[: text.index("Paris") + 3]
+    cut_message = params.parse(cut)
+    assert cut_message.tool_calls == [] and cut_message.truncated
+    assert cut_message.reasoning_content == cut[cut.index(">") + 1 :].strip()
+    if template != GLM:  # (a tagged string value takes any text)
+        broken = text.replace('"Paris"', '"Paris", oops')
+        broken_message = params.parse(broken)
+        assert broken_message.tool_calls == []
+        assert "oops" in (broken_message.reasoning_content or "")
+        check_streaming(params, broken, count=4, seed=3)
+
+
+def test_calls_in_reasoning_must_be_a_boolean() -> None:
+    with pytest.raises(RequestError, match="calls_in_reasoning"):
+        own_template(GLM).apply(USER, tools=TOOLS, calls_in_reasoning="yes")  # type: ignore[arg-type]
