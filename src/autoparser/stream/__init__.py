@@ -5,8 +5,15 @@ argument encoding, ``mapper`` the walk from parse tree to deltas, ``parser`` the
 ``StreamParser`` that drives them. See docs/streaming.md.
 """
 
-from autoparser.stream.mapper import CallIdPolicy, CallIds
+from autoparser.stream.mapper import TOOL_CALL_DELTAS, CallIdPolicy, CallIds
 from autoparser.stream.parser import StreamParser, parse_text
 from autoparser.stream.repair import json_closer
 
-__all__ = ["CallIdPolicy", "CallIds", "StreamParser", "json_closer", "parse_text"]
+__all__ = [
+    "TOOL_CALL_DELTAS",
+    "CallIdPolicy",
+    "CallIds",
+    "StreamParser",
+    "json_closer",
+    "parse_text",
+]
