@@ -88,7 +88,8 @@ class StreamParser:
         partial = self._last_tree
         tree = final.tree if final.status == ParseStatus.SUCCESS else partial
         if partial is not None and (
-            self._cut_inside_call(partial, tree) or self._stopped_on_opener(partial, text)
+            (self._ends_inside_call(partial) and self._cut_inside_call(partial, tree))
+            or self._stopped_on_opener(partial, text)
         ):
             tree = partial
         if tree is not None:
@@ -100,18 +101,29 @@ class StreamParser:
         return self._mapper.take_deltas()
 
     @staticmethod
-    def _cut_inside_call(partial: Node, final: Node | None) -> bool:
-        """Did generation stop inside a call? Decided from the text alone.
-
-        The partial-mode parse ends inside a call. The full-mode parse may still read it as
-        a call (its end markers are optional: a model may leave the last one out), but it
-        is one only if everything the full parse gives it was already complete before the
-        end: each argument (a value cut off at the end would otherwise pass as whole),
-        with at least one argument written and nothing after the call.
-        """
+    def _ends_inside_call(partial: Node) -> bool:
+        """Does the partial-mode parse end inside a call something of which is written?
+        (An empty node only says a call may start there.)"""
         last = partial.children[-1] if partial.children else None
-        if last is None or last.tag != tags.TOOL or last.complete or last.start == last.end:
-            return False  # (an empty node: a call may start here, nothing of it is written)
+        return (
+            last is not None
+            and last.tag == tags.TOOL
+            and not last.complete
+            and last.start < last.end
+        )
+
+    @staticmethod
+    def _cut_inside_call(partial: Node, final: Node | None) -> bool:
+        """Did generation stop inside a call (``_ends_inside_call``) before its arguments
+        were whole? Decided from the text alone.
+
+        The full-mode parse may still read it as a call (its end markers are optional: a
+        model may leave the last one out), but it is one only if everything the full parse
+        gives it was already complete before the end: each argument (a value cut off at
+        the end would otherwise pass as whole), with at least one argument written and
+        nothing after the call.
+        """
+        last = partial.children[-1]
         if final is None or not final.children:
             return True
         node = final.children[-1]
