@@ -274,9 +274,7 @@ class Mapper:
                     content.append((child.start, child.end))
             prev_end = child.end
             after_call = False
-        if self.open is not None and (
-            final or pending is None or pending.start != self.open.start
-        ):
+        if self.open is not None and (final or pending is None or pending.start != self.open.start):
             self._drop(self.open)  # it vanished from the tree, or was cut off
         if pending is not None and not final and self.incremental:
             self._stream_open(pending, text)
@@ -393,6 +391,7 @@ class Mapper:
             c.tag == tags.REASONING_CLOSE for c in tree.children
         ):
             self.truncated = True
+
     # ----------------------------------------------------------------- output
     def take_deltas(self) -> list[dict[str, Any]]:
         deltas: list[dict[str, Any]] = []
