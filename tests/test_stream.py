@@ -655,3 +655,31 @@ def test_string_encoded_arguments_holding_broken_json(encoded: str) -> None:
         deltas, stream = incremental_run(params, chunks)
         assert stream.message == message
         assert without_dropped(accumulate(deltas), stream.dropped_calls) == message_dict(message)
+
+
+def test_cli_parse_stream_takes_the_delta_policy(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``parse --stream --tool-call-deltas``: whole sends no broken call; incremental
+    announces it, drops it and says so on stderr."""
+    import io
+    import sys
+
+    from helpers.generate_cases import TEMPLATES
+
+    from autoparser.cli import main
+
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(TOOLS), encoding="utf-8")
+    broken = '<tool_call>\n{"name": "get_weather", "arguments": {"city": oops}}\n</tool_call>'
+    template = str(TEMPLATES / "own_chatml_hermes.jinja")
+    for policy, calls in (("whole", 0), ("incremental", 1)):
+        monkeypatch.setattr(sys, "stdin", io.StringIO(broken))
+        argv = ["parse", template, "--tools", str(tools), "--stream"]
+        assert main([*argv, "--tool-call-deltas", policy]) == 0
+        out, err = capsys.readouterr()
+        deltas = [json.loads(line) for line in out.splitlines()]
+        assert sum("tool_calls" in d for d in deltas) >= calls
+        assert any("tool_calls" in d for d in deltas) is bool(calls)
+        assert "".join(d.get("content", "") for d in deltas) == broken
+        assert ("dropped" in err) is bool(calls)

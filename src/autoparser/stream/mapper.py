@@ -244,7 +244,7 @@ class Mapper:
         content: list[Span] = []
         prev_end = 0  # where the untagged text before the next node starts
         after_call = False  # the previous node is a call of the message
-        in_reasoning = False  # ... and it is inside a reasoning block (calls_in_reasoning)
+        in_reasoning = False  # the last text node was reasoning (calls_in_reasoning)
         pending: Node | None = None
         for child in tree.children:
             tag = child.tag

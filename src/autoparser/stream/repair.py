@@ -23,14 +23,6 @@ def escape_json(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)[1:-1]
 
 
-def valid_json(text: str) -> bool:
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
-
-
 def json_closer(prefix: str) -> str:
     """The text that closes a truncated JSON value prefix (strings, arrays, objects).
 
