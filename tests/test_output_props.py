@@ -357,6 +357,17 @@ def test_malformed_output_keeps_every_character(path: Path, data: st.DataObject)
     deltas += stream.finish()
     assert accumulate(deltas) == parsed, text
     assert stream.dropped_calls == ()
+    # Incremental deltas: the message is parse()'s; the deltas are too, but for the calls
+    # announced and then dropped.
+    incremental = params.stream(tool_call_deltas="incremental")
+    deltas = []
+    for i in range(0, len(text), 5):
+        deltas += incremental.feed(text[i : i + 5])
+    deltas += incremental.finish()
+    assert message_dict(incremental.message) == parsed, text
+    folded = accumulate(deltas)
+    kept = [c for i, c in enumerate(folded["tool_calls"]) if i not in incremental.dropped_calls]
+    assert {**folded, "tool_calls": kept} == parsed, text
     if not parsed["tool_calls"]:
         _covered(text, parsed, known)
     # With calls returned, the per-call allowance for call syntax (``Markers.syntax``) is

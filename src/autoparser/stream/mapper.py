@@ -292,30 +292,40 @@ class Mapper:
             self.events.append(("content", -1, piece))
 
     def _settle(self, node: Node, text: str) -> bool:
-        """A complete call node: a call of the message (True), or content."""
+        """A complete call node: a call of the message (True), or content.
+
+        The verdict and the arguments come from the complete node alone, as ``parse``
+        sees it. A call the incremental policy announced continues only if what it sent
+        is the start of that; otherwise (its arguments shrank as the parse changed its
+        mind) it is dropped and the call is announced anew.
+        """
         verdict = self.verdicts.get(node.start)
         if verdict is not None:
             return verdict
-        call = self.open if self.open is not None and self.open.start == node.start else None
-        if call is None:
-            if self.open is not None:
-                self._drop(self.open)
-            call = _Call(node.start, self.events)
-        if not call.announced:
-            self._identify(call, node, text)
+        sent = self.open if self.open is not None and self.open.start == node.start else None
+        if self.open is not None and sent is None:
+            self._drop(self.open)
         self.open = None
+        call = _Call(node.start, self.events)
+        self._identify(call, node, text)
         call.advance(node, text, self.converters)
         closing = call.complete()
+        self.verdicts[node.start] = not call.invalid
         if call.invalid:
-            if call.announced:
-                self.dropped.append(call.index)
-            self.verdicts[node.start] = False
+            if sent is not None:
+                self._drop(sent)
             return False
-        if not call.announced:
-            self._announce(call)
+        whole = call.out.text() + closing
+        if sent is not None and sent.announced:
+            done = sent.out.text()
+            if (sent.name, sent.id) == (call.name, call.id) and whole.startswith(done):
+                sent.out.emit(whole[len(done) :])
+                self.calls.append(sent)
+                return True
+            self._drop(sent)
+        self._announce(call)
         call.out.emit(closing)
         self.calls.append(call)
-        self.verdicts[node.start] = True
         return True
 
     def _identify(self, call: _Call, node: Node, text: str) -> bool:
