@@ -1,5 +1,5 @@
 """Calls whose name and arguments are JSON: JSON-native objects ({"name": ..., "arguments":
-...}), tag-wrapped JSON arguments, call ids, and the recovery of arguments that broke.
+...}), tag-wrapped JSON arguments, and call ids.
 """
 
 from __future__ import annotations
