@@ -48,7 +48,8 @@ class ChatParams:
         return self.definition.parser
 
     def parse(self, text: str, partial: bool = False) -> ChatMessage:
-        """The message in ``text`` (the model's whole output; partial: output so far)."""
+        """The message in ``text``: the model's whole output, or with ``partial`` the
+        output so far (a call appears once it is whole and valid, as with ``stream()``)."""
         return parse_text(self.definition, self.call_ids, text, partial=partial)
 
     def stream(self, tool_call_deltas: str = "whole") -> StreamParser:
