@@ -784,3 +784,27 @@ def test_calls_inside_reasoning_are_calls_when_asked(template: str, text: str) -
 def test_calls_in_reasoning_must_be_a_boolean() -> None:
     with pytest.raises(RequestError, match="calls_in_reasoning"):
         own_template(GLM).apply(USER, tools=TOOLS, calls_in_reasoning="yes")  # type: ignore[arg-type]
+
+
+def test_calls_inside_think_on_qwen3_both_ways() -> None:
+    """The corpus' Qwen3 (<think> reasoning, <tool_call> JSON calls), both settings."""
+    template = corpus_template("Qwen-Qwen3-0.6B.jinja", "Qwen3")
+    tools = [t for t in TOOLS if t["function"]["parameters"]]
+    text = (
+        '<think>Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": '
+        '{"city": "Paris"}}\n</tool_call>\nok.</think>\n\nAnswer.'
+    )
+    default = template.apply(USER, tools=tools, enable_thinking=True, call_id_seed=1)
+    message = default.parse(text)
+    assert message.tool_calls == [] and message.content == "Answer."
+    assert "get_weather" in (message.reasoning_content or "")
+    asked = template.apply(
+        USER, tools=tools, enable_thinking=True, call_id_seed=1, calls_in_reasoning=True
+    )
+    assert _as_data(asked.parse(text)) == {
+        "content": "Answer.",
+        "reasoning_content": "Let me check.\n\nok.",
+        "tool_calls": [weather()],
+    }
+    for params in (default, asked):
+        check_streaming(params, text, count=4, seed=5)
