@@ -196,6 +196,9 @@ def test_every_prefix_streams_like_it_parses(name: str) -> None:
         for c in message.tool_calls:
             assert isinstance(json.loads(c.arguments), dict), (prefix, c.arguments)
         assert accumulate(deltas)["tool_calls"] == message_dict(message)["tool_calls"]
+        deltas, stream = incremental_run(params, splits(prefix, rng))
+        assert stream.message == message
+        assert without_dropped(accumulate(deltas), stream.dropped_calls) == message_dict(message)
 
 
 def incremental_run(params: ChatParams, chunks: list[str]) -> tuple[list[dict[str, Any]], Any]:
