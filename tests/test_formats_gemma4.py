@@ -410,24 +410,18 @@ def test_text_outside_the_format_stays_content(text: str) -> None:
     check_streaming(params, text, count=5)
 
 
-@pytest.mark.parametrize(
-    ("cut_after", "args"),
-    [
-        ('query:<|"|>a "quoted"', {"query": 'a "quoted"'}),
-        ("nested:{list:[1,2.5", {"filters": {"empty": {}, "nested": {"list": [1, 2.5]}}}),
-        ("limit:1", {"filters": {"empty": {}, "nested": {"list": [1, 2.5, None, True, False]}}}),
-    ],
-)
-def test_truncated_call_is_kept_and_flagged(cut_after: str, args: dict[str, Any]) -> None:
+@pytest.mark.parametrize("cut_after", ['query:<|"|>a "quoted"', "nested:{list:[1,2.5", "limit:1"])
+def test_truncated_call_is_content_and_flagged(cut_after: str) -> None:
+    """Output cut inside a call: no call (its arguments are not whole), its text is
+    content and the message says it was truncated."""
     template = own_template(OWN)
     text = _output(template, SCENARIOS["complex_args"])
     cut = text[: text.index(cut_after) + len(cut_after)]
     params = _params(template)
     message = params.parse(cut)
-    assert message.truncated
-    [(name, got)] = _args_of(message)
-    assert name == "search"
-    assert {k: got[k] for k in args} == args
+    assert message.truncated and message.tool_calls == []
+    assert message.content is not None and cut.endswith(message.content)
+    assert message.content.startswith(CALL_START)
     check_streaming(params, cut, count=5)
 
 
@@ -437,15 +431,20 @@ def test_truncated_reasoning_is_flagged() -> None:
     assert message.truncated and message.reasoning_content == "half a tho"
 
 
-def test_arguments_breaking_after_announcement_keep_the_call() -> None:
-    # Once announced while streaming, a call cannot become content again: the valid
-    # arguments are kept and the broken rest is read as one last value.
+def test_arguments_breaking_after_the_name_are_content() -> None:
+    # A value that is no value of the notation: the call is no call (never a repaired
+    # one); its text is content; an incremental stream drops the call it announced.
     text = "<|tool_call>call:search{limit:3,query:oops here}<tool_call|>after"
     params = _params(own_template(OWN))
     message = params.parse(text)
-    assert _args_of(message) == [("search", {"limit": 3, "query": "oops here}"})]
-    assert message.content == "after"
+    assert message.tool_calls == [] and not message.truncated
+    assert message.content == text
     check_streaming(params, text, count=10)
+    incremental = params.stream(tool_call_deltas="incremental")
+    for piece in text:
+        incremental.feed(piece)
+    incremental.finish()
+    assert incremental.dropped_calls == (0,) and incremental.message == message
 
 
 @pytest.mark.parametrize(
@@ -457,16 +456,21 @@ def test_arguments_breaking_after_announcement_keep_the_call() -> None:
             False,
         ),
         ('<|tool_call>call:search{ "query": "x" } <tool_call|>', {"query": "x"}, False),
-        ('<|tool_call>call:search{"query": "x', {"query": "x"}, True),
-        ('<|tool_call>call:search{"query": oops}<tool_call|>', {"query": None}, True),
-        ("<|tool_call>call:search{", {}, True),
+        ('<|tool_call>call:search{"query": "x', None, True),
+        ('<|tool_call>call:search{"query": oops}<tool_call|>', None, False),
+        ("<|tool_call>call:search{", None, True),
     ],
 )
-def test_json_arguments_are_read_too(text: str, args: dict[str, Any], truncated: bool) -> None:
+def test_json_arguments_are_read_too(
+    text: str, args: dict[str, Any] | None, truncated: bool
+) -> None:
     # A model slipping out of the notation into JSON: the character after "{" decides.
+    # JSON that breaks, or is cut off, is no call: the text is content.
     params = _params(own_template(OWN))
     message = params.parse(text)
-    assert _args_of(message) == [("search", args)]
+    assert _args_of(message) == ([("search", args)] if args is not None else [])
+    if args is None:
+        assert message.content == text
     assert message.truncated is truncated
     check_streaming(params, text, count=10)
 
@@ -496,7 +500,7 @@ def test_needles_stream_in_order() -> None:
 def test_string_arguments_stream_before_they_end() -> None:
     template = own_template(OWN)
     text = '<|tool_call>call:search{query:<|"|>a long string value'
-    parser = _params(template).stream()
+    parser = _params(template).stream(tool_call_deltas="incremental")
     deltas = parser.feed(text)
     folded = "".join(
         tc["function"].get("arguments", "") for d in deltas for tc in d.get("tool_calls", [])

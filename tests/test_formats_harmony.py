@@ -218,16 +218,28 @@ def test_stray_text_outside_channels_is_content() -> None:
     check_streaming(params, text, count=5)
 
 
-def test_truncated_call_is_kept_and_flagged() -> None:
+def test_truncated_call_is_content_and_flagged() -> None:
+    """Output cut inside the arguments: no call, the call message's text is content."""
     text = _own_output("one_call")
     cut = text[: text.index('"Paris"') + 4]
     params = _params(own_template(OWN))
     message = params.parse(cut)
-    assert message.truncated
-    assert [(c.name, json.loads(c.arguments)) for c in message.tool_calls] == [
-        ("get_weather", {"city": "Par"})
-    ]
+    assert message.truncated and message.tool_calls == []
+    assert message.content is not None and message.content.endswith('{"city": "Par')
+    assert "get_weather" in message.content
     check_streaming(params, cut, count=5)
+
+
+def test_output_stopped_on_a_call_header_drops_it() -> None:
+    """The model stopped right after opening a call message: nothing of a call was
+    written, the header is dropped (not content) and the message flagged truncated."""
+    params = _params(own_template(OWN))
+    head = "<|channel|>analysis<|message|>Need weather.<|end|>"
+    for opener in ("<|start|>assistant", "<|start|>assistant to=functions.", "<|start|>"):
+        message = params.parse(head + opener)
+        assert (message.content, message.reasoning_content) == (None, "Need weather.")
+        assert message.truncated, opener
+        check_streaming(params, head + opener, count=3)
 
 
 def test_truncated_reasoning_is_kept_and_flagged() -> None:

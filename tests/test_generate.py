@@ -213,7 +213,6 @@ def test_trigger_words_and_preserved_tokens() -> None:
         "<tool_call>\nnot json at all\n</tool_call>",
         '<tool_call>\n{"name": "unknown_tool", "arguments": {}}\n</tool_call>',
         "Use <tool_call> tags like this.",
-        "<tool_call>",
         "{ not a call }",
     ],
 )
@@ -232,32 +231,43 @@ def test_malformed_bare_json_stays_content() -> None:
 
 
 @pytest.mark.parametrize("name", ["hermes", "qwen3coder", "functionary", "glm", "bracket_callid"])
-def test_truncated_call_is_kept_and_flagged(name: str) -> None:
+def test_truncated_call_is_content_and_flagged(name: str) -> None:
+    """Output cut anywhere after the call's name: a call only once its arguments are
+    whole (for a tagged call, each argument written so far: a cut between two arguments
+    reads like a model that left its end markers out); before that the call's text is
+    content and the message is flagged truncated. Never a call with repaired arguments:
+    every value returned is the value written."""
     case = CASE_BY_NAME[name]
-    full = case.output(scenarios(case)["complex_args"], TOOLS)
+    message_in = scenarios(case)["complex_args"]
+    full = case.output(message_in, TOOLS)
+    args = message_in["tool_calls"][0]["function"]["arguments"]
     params = case.params(TOOLS)
     name_at = full.find("search") + len("search") + 2
-    announced = 0
-    for cut in range(name_at, len(full) - 1, 7):
-        message = params.parse(full[:cut])
-        for tc in message.tool_calls:
-            assert isinstance(json.loads(tc.arguments), dict), (cut, tc.arguments)
+    seen = set()
+    for cut in [*range(name_at, len(full), 7), *range(len(full) - 16, len(full) + 1)]:
+        prefix = full[:cut]
+        message = params.parse(prefix)
         if message.tool_calls:
-            announced += 1
-            assert message.tool_calls[0].name == "search"
-            assert message.truncated or cut >= len(full) - len("</tool_call>") - 2
-    assert announced > 0
+            [tc] = message.tool_calls
+            got = json.loads(tc.arguments)
+            assert tc.name == "search" and got == {k: args[k] for k in got}, cut
+            seen.add("call")
+        else:
+            assert message.truncated, cut
+            assert message.content is not None and prefix.rstrip().endswith(message.content)
+            seen.add("content")
+    assert seen == {"call", "content"}
 
 
-def test_truncated_string_value_is_closed() -> None:
+def test_truncated_string_value_is_content() -> None:
     params = CASE_BY_NAME["hermes"].params(TOOLS)
-    message = params.parse('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par')
-    assert message.truncated
-    assert json.loads(message.tool_calls[0].arguments) == {"city": "Par"}
+    text = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par'
+    message = params.parse(text)
+    assert message.truncated and message.tool_calls == [] and message.content == text
     tagged = CASE_BY_NAME["qwen3coder"].params(TOOLS)
-    message = tagged.parse("<tool_call>\n<function=get_weather>\n<parameter=city>\nPar")
-    assert message.truncated
-    assert json.loads(message.tool_calls[0].arguments) == {"city": "Par"}
+    text = "<tool_call>\n<function=get_weather>\n<parameter=city>\nPar"
+    message = tagged.parse(text)
+    assert message.truncated and message.tool_calls == [] and message.content == text
 
 
 # ------------------------------------------------------------------ request errors
@@ -391,9 +401,9 @@ def test_partial_parse_is_the_message_so_far() -> None:
     text = 'Checking.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Pa'
     partial = params.parse(text, partial=True)
     assert partial.content == "Checking." and not partial.truncated
-    assert partial.tool_calls[0].arguments == '{"city": "Pa'
+    assert partial.tool_calls == []  # a call is part of the message once it is whole
     final = params.parse(text)
-    assert final.truncated and final.tool_calls[0].arguments == '{"city": "Pa"}'
+    assert final.truncated and final.tool_calls == [] and final.content == text
 
 
 def test_call_without_its_id_still_parses() -> None:

@@ -18,9 +18,18 @@ import json
 from typing import Any
 
 import pytest
-from helpers.formats import TOOLS, USER, check_streaming, corpus_template, own_template
+from helpers.formats import (
+    TOOLS,
+    USER,
+    accumulate,
+    as_dict,
+    check_streaming,
+    corpus_template,
+    own_template,
+    splits,
+)
 
-from autoparser import ChatTemplate
+from autoparser import ChatTemplate, RequestError
 from autoparser.generate import ChatParams
 from autoparser.message import ChatMessage
 
@@ -41,6 +50,7 @@ class Case:
     reasoning: str | None = None
     calls: tuple[tuple[str, dict[str, Any]], ...] = ()
     options: tuple[tuple[str, Any], ...] = ()
+    truncated: bool = False  # the output ended inside a call (or reasoning block)
     corpus: bool = False
     xfail: str = ""  # an unsupported deviation: a strict xfail with its reason
     stream_xfail: str = ""  # the same, for streaming only
@@ -68,16 +78,6 @@ ON = (("enable_thinking", True),)
 OFF = (("enable_thinking", False),)
 MALFORMED = '{"city": "Paris", unit: celsius}'
 MALFORMED_CALL = f'<tool_call>\n{{"name": "get_weather", "arguments": {MALFORMED}}}\n</tool_call>'
-NOT_REPAIRED = (
-    "invalid arguments are still returned as a call with repaired arguments (an invented "
-    '"" key): dropping such a call into content is the stream side\'s malformed-call '
-    "policy (issue 10 §5, branch w2-stream)"
-)
-ANNOUNCED_EARLY = (
-    "the stream announces a call once its name is complete; a call that then fails stays "
-    "announced though parse() has none: the whole-call delta policy (issue 10 §5, branch "
-    "w2-stream) fixes this"
-)
 NO_PREFIX_FACT = (
     "the analysis has no field for a call prefix token the template declares (Llama 3.x "
     "<|python_tag|>): it needs a new analysis field and every pin re-taken"
@@ -183,16 +183,8 @@ OWN_CASES = [
         HERMES,
         '<tool_call>\n{"name": "get_weather", "name": "search"}\n</tool_call>',
         content='<tool_call>\n{"name": "get_weather", "name": "search"}\n</tool_call>',
-        stream_xfail=ANNOUNCED_EARLY,
     ),
-    Case(
-        "json",
-        "malformed-arguments",
-        HERMES,
-        MALFORMED_CALL,
-        content=MALFORMED_CALL,
-        xfail=NOT_REPAIRED,
-    ),
+    Case("json", "malformed-arguments", HERMES, MALFORMED_CALL, content=MALFORMED_CALL),
     Case(
         "json",
         "python-tag-prefix",
@@ -377,6 +369,130 @@ OWN_CASES = [
     ),
 ]
 
+
+def _cases_per_family(
+    family: str,
+    template: str,
+    cut: str,
+    two: tuple[str, str],
+    bad: str,
+    opener: str,
+    *,
+    second_text: str | None = None,
+    bad_text: str | None = None,
+    before: tuple[str, str | None, str | None] = ("Checking.", "Checking.", None),
+    opener_is_text: bool = False,
+) -> list[Case]:
+    """Truncated and malformed calls, the same four deviations for one template.
+
+    ``cut``: a call cut off inside its arguments (no call; its text is content; flagged).
+    ``two``: a complete call, then one cut off (the first kept; the second's text,
+    ``second_text`` if the markers between the calls are not part of it, is content).
+    ``bad``: a call with invalid arguments (no call, not repaired: its text, ``bad_text``
+    without an end-of-turn marker, is content).
+    ``opener``: output that stops on a call opener after ``before`` (text, and the content
+    and reasoning it parses to): the opener dropped, the message flagged; a one-character
+    opener (pythonic ``[``) is as likely text, and kept (``opener_is_text``).
+    """
+    first, second = two
+    text, content, reasoning = before
+    stopped = (
+        Case(family, "dangling-opener", template, text + opener, (text + opener).strip())
+        if opener_is_text
+        else Case(
+            family, "dangling-opener", template, text + opener, content, reasoning, truncated=True
+        )
+    )
+    return [
+        Case(family, "cut-in-arguments", template, cut, content=cut.strip(), truncated=True),
+        Case(
+            family,
+            "complete-then-cut",
+            template,
+            first + second,
+            content=(second_text or second).strip(),
+            calls=(weather(),),
+            truncated=True,
+        ),
+        Case(family, "malformed-not-repaired", template, bad, content=(bad_text or bad).strip()),
+        stopped,
+    ]
+
+
+TRUNCATION_CASES = [
+    *_cases_per_family(
+        "json",
+        HERMES,
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par',
+        (
+            '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+            '\n<tool_call>\n{"name": "search", "arguments": {"query": "ne',
+        ),
+        f"Sure.\n{MALFORMED_CALL}\nDone.",
+        "\n<tool_call>\n",
+    ),
+    *_cases_per_family(
+        "tag-json",
+        FUNCTIONARY,
+        'Checking. <function=get_weather>{"city": "Par',
+        ('<function=get_weather>{"city": "Paris"}</function>', '<function=search>{"query'),
+        f"<function=get_weather>{MALFORMED}</function> Done.",
+        " <function=",
+    ),
+    *_cases_per_family(
+        "tagged",
+        QWEN_CODER,
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nPar",
+        (
+            "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+            "</function>\n</tool_call>\n",
+            "<tool_call>\n<function=search>\n<parameter=query>\nne",
+        ),
+        "<tool_call>\n<function=search>\n<parameter=query>\nnews\n</parameter>\n"
+        "<parameter=limit>\nthree\n</parameter>\n</function>\n</tool_call>",
+        "\n<tool_call>\n<function=",
+    ),
+    *_cases_per_family(
+        "tagged",
+        GLM,
+        "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Par",
+        (
+            "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+            "</tool_call>",
+            "<tool_call>search\n<arg_key>query</arg_key>\n<arg_val",
+        ),
+        "<tool_call>search\n<arg_key>query</arg_key>\n<arg_value>news</arg_value>\n"
+        "<arg_key>limit</arg_key>\n<arg_value>three</arg_value>\n</tool_call>",
+        "<tool_call>",
+    ),
+    *_cases_per_family(
+        "pythonic",
+        PYTHONIC,
+        "[get_weather(city='Par",
+        ("[get_weather(city='Paris'), ", "search(query='ne"),
+        "[get_weather(city=Paris, unit=celsius)]",
+        " [",
+        opener_is_text=True,
+    ),
+    *_cases_per_family(
+        "harmony",
+        HARMONY,
+        '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Par',
+        (
+            "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>"
+            '{"city": "Paris"}<|call|>',
+            '<|start|>assistant to=functions.search<|channel|>commentary json<|message|>{"que',
+        ),
+        f"<|channel|>commentary to=functions.get_weather json<|message|>{MALFORMED}<|call|>",
+        "<|start|>assistant<|channel|>commentary to=functions.",
+        # The header tokens between two call messages belong to neither.
+        second_text='to=functions.search<|channel|>commentary json<|message|>{"que',
+        # <|call|> ends the turn (a stop): not part of the message.
+        bad_text=f"<|channel|>commentary to=functions.get_weather json<|message|>{MALFORMED}",
+        before=("<|channel|>analysis<|message|>Checking.<|end|>", None, "Checking."),
+    ),
+]
+
 CORPUS_CASES = [
     Case(
         "json",
@@ -515,7 +631,7 @@ CORPUS_CASES = [
     ),
 ]
 
-CASES = OWN_CASES + CORPUS_CASES
+CASES = OWN_CASES + TRUNCATION_CASES + CORPUS_CASES
 
 
 def _template(case: Case) -> ChatTemplate:
@@ -554,12 +670,31 @@ def test_output_parses_to_the_intended_message(case: Case) -> None:
         "reasoning_content": case.reasoning,
         "tool_calls": list(case.calls),
     }
+    assert message.truncated is case.truncated
 
 
 @pytest.mark.parametrize("case", STREAM_PARAMS)
 def test_streamed_output_folds_into_the_parse(case: Case) -> None:
-    """1-character chunks and random chunks: the deltas and the message equal parse()."""
+    """1-character chunks and random chunks: the deltas and the message equal parse()
+    (the default, whole-call deltas: a stream never announces a call parse() has not)."""
     check_streaming(_params(case), case.output, count=8, seed=len(case.output))
+
+
+@pytest.mark.parametrize("case", STREAM_PARAMS)
+def test_incremental_stream_drops_only_broken_calls(case: Case) -> None:
+    """Incremental deltas, 1-character and random chunks: the message equals parse(); the
+    deltas equal it too, but for the calls announced and then dropped (listed)."""
+    params = _params(case)
+    whole = as_dict(params.parse(case.output))
+    for pieces in splits(case.output, 8, len(case.output)):
+        stream = params.stream(tool_call_deltas="incremental")
+        deltas = [d for piece in pieces for d in stream.feed(piece)] + stream.finish()
+        assert as_dict(stream.message) == whole
+        folded = accumulate(deltas)
+        kept = [c for i, c in enumerate(folded["tool_calls"]) if i not in stream.dropped_calls]
+        assert {**folded, "tool_calls": kept} == whole, pieces
+        if not whole["tool_calls"] and not stream.dropped_calls:
+            assert folded["tool_calls"] == []
 
 
 def test_strict_grammar_keeps_the_rendered_shape() -> None:
@@ -583,3 +718,93 @@ def test_strict_grammar_keeps_the_rendered_shape() -> None:
 def test_every_family_is_covered() -> None:
     families = {c.family for c in OWN_CASES}
     assert families >= {"json", "tag-json", "tagged", "pythonic", "harmony", "reasoning"}
+
+
+# --------------------------------------------------------------------- calls in reasoning
+
+REASONING_CALLS = [
+    pytest.param(
+        GLM,
+        "<think>Let me check.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n"
+        "<arg_value>Paris</arg_value>\n</tool_call>\nDone thinking.</think>\nAnswer.",
+        id="tagged-args",
+    ),
+    pytest.param(
+        "reasoning/tools_only_reasoning.jinja",
+        '<reasoning>Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": '
+        '{"city": "Paris"}}\n</tool_call>\nDone thinking.</reasoning>\nAnswer.',
+        id="tag-json",
+    ),
+]
+
+
+def _reasoning_params(template: str, calls_in_reasoning: bool | None) -> ChatParams:
+    options: dict[str, Any] = {"enable_thinking": True, "call_id_seed": 1}
+    if calls_in_reasoning is not None:
+        options["calls_in_reasoning"] = calls_in_reasoning
+    tools = [t for t in TOOLS if t["function"]["parameters"]]
+    return own_template(template).apply(USER, tools=tools, **options)
+
+
+@pytest.mark.parametrize(("template", "text"), REASONING_CALLS)
+def test_calls_inside_reasoning_stay_reasoning_by_default(template: str, text: str) -> None:
+    """Default (as llama.cpp): a call written while thinking is reasoning text."""
+    params = _reasoning_params(template, None)
+    message = params.parse(text)
+    assert message.tool_calls == [] and message.content == "Answer."
+    assert message.reasoning_content is not None and "get_weather" in message.reasoning_content
+    assert message.reasoning_content.startswith("Let me check.")
+    assert params.parse(text) == _reasoning_params(template, False).parse(text)
+    check_streaming(params, text, count=8, seed=1)
+
+
+@pytest.mark.parametrize(("template", "text"), REASONING_CALLS)
+def test_calls_inside_reasoning_are_calls_when_asked(template: str, text: str) -> None:
+    params = _reasoning_params(template, True)
+    message = params.parse(text)
+    assert _as_data(message) == {
+        "content": "Answer.",
+        "reasoning_content": "Let me check.\n\nDone thinking.",
+        "tool_calls": [weather()],
+    }
+    check_streaming(params, text, count=8, seed=2)
+    # A call cut off inside reasoning is reasoning text, flagged; a broken one stays text.
+    cut = text[: text.index("Paris") + 3]
+    cut_message = params.parse(cut)
+    assert cut_message.tool_calls == [] and cut_message.truncated
+    assert cut_message.reasoning_content == cut[cut.index(">") + 1 :].strip()
+    if template != GLM:  # (a tagged string value takes any text)
+        broken = text.replace('"Paris"', '"Paris", oops')
+        broken_message = params.parse(broken)
+        assert broken_message.tool_calls == []
+        assert "oops" in (broken_message.reasoning_content or "")
+        check_streaming(params, broken, count=4, seed=3)
+
+
+def test_calls_in_reasoning_must_be_a_boolean() -> None:
+    with pytest.raises(RequestError, match="calls_in_reasoning"):
+        own_template(GLM).apply(USER, tools=TOOLS, calls_in_reasoning="yes")  # type: ignore[arg-type]
+
+
+def test_calls_inside_think_on_qwen3_both_ways() -> None:
+    """The corpus' Qwen3 (<think> reasoning, <tool_call> JSON calls), both settings."""
+    template = corpus_template("Qwen-Qwen3-0.6B.jinja", "Qwen3")
+    tools = [t for t in TOOLS if t["function"]["parameters"]]
+    text = (
+        '<think>Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": '
+        '{"city": "Paris"}}\n</tool_call>\nok.</think>\n\nAnswer.'
+    )
+    default = template.apply(USER, tools=tools, enable_thinking=True, call_id_seed=1)
+    message = default.parse(text)
+    assert message.tool_calls == [] and message.content == "Answer."
+    assert "get_weather" in (message.reasoning_content or "")
+    asked = template.apply(
+        USER, tools=tools, enable_thinking=True, call_id_seed=1, calls_in_reasoning=True
+    )
+    assert _as_data(asked.parse(text)) == {
+        "content": "Answer.",
+        "reasoning_content": "Let me check.\n\nok.",
+        "tool_calls": [weather()],
+    }
+    for params in (default, asked):
+        check_streaming(params, text, count=4, seed=5)

@@ -22,7 +22,7 @@ from helpers.serve_standin import LoopThread, StandIn
 
 from autoparser import ChatTemplate, GrammarTrigger
 from autoparser.serve import create_app
-from autoparser.serve.app import ServeConfig, WholeCalls
+from autoparser.serve.app import ServeConfig
 from autoparser.serve.backends import Generation, LlamaCppBackend
 
 # Families: JSON in tags (Hermes/Qwen), tagged parameters (Qwen3-Coder), JSON-native
@@ -532,24 +532,27 @@ def test_tool_call_delta_policy(loop: LoopThread, policy: str) -> None:
         assert len(call_deltas) > 2  # arguments arrive in pieces
 
 
-def test_whole_calls_coalesces_per_call() -> None:
-    whole = WholeCalls()
-    head = {"index": 0, "id": "a", "type": "function", "function": {"name": "f", "arguments": ""}}
-    out = whole.push(
-        [
-            {"content": "x"},
-            {"tool_calls": [head]},
-            {"tool_calls": [{"index": 0, "function": {"arguments": '{"a": '}}]},
-            {"tool_calls": [{"index": 0, "function": {"arguments": "1}"}}]},
-            {"tool_calls": [{**head, "index": 1, "id": "b"}]},
-        ]
-    )
-    assert out == [
-        {"content": "x"},
-        {"tool_calls": [{**head, "function": {"name": "f", "arguments": '{"a": 1}'}}]},
+def test_tool_call_delta_policy_of_the_library_by_default(loop: LoopThread) -> None:
+    """No server option: the library's default, one delta per call; a call cut off by the
+    token limit is never announced, its text is content."""
+    case = CASE_BY_NAME["hermes"]
+    served = Served(loop, case.load(), "llama.cpp")
+    text = case.output(scenarios(case)["two_calls"], TOOLS)
+    key = served.standin.add("cut", text[: text.rindex('"') - 2], hit_limit=True)
+    body = {"messages": [{"role": "user", "content": key}], "tools": TOOLS, "stream": True}
+    status, events = served.post(body)
+    assert status == 200
+    call_deltas = [
+        d["tool_calls"]
+        for e in events
+        if e.get("choices")
+        for d in [e["choices"][0]["delta"]]
+        if "tool_calls" in d
     ]
-    assert whole.flush() == [{"tool_calls": [{**head, "index": 1, "id": "b"}]}]
-    assert whole.flush() == []
+    assert len(call_deltas) == 1 and json.loads(call_deltas[0][0]["function"]["arguments"])
+    streamed, reason = stream_message(events)
+    assert streamed["content"] and "<tool_call>" in streamed["content"]
+    assert reason == "length"  # cut by the token limit, one whole call before it
 
 
 def test_official_openai_client(loop: LoopThread) -> None:

@@ -132,6 +132,53 @@ def test_markers_never_leak(case: Case, scenario: str, message: dict[str, Any]) 
                     )
 
 
+# ------------------------------------------------------------------ tool-call delta policy
+
+
+@pytest.mark.parametrize(("case", "scenario", "message"), SCENARIOS)
+def test_whole_policy_sends_each_call_in_one_delta(
+    case: Case, scenario: str, message: dict[str, Any]
+) -> None:
+    """The default: one delta per call (id, name, all its arguments), once it is complete."""
+    tools = case.request_tools
+    text = case.output(message, tools)
+    params = case.params(tools)
+    deltas = run_stream(params, splits(text, random.Random(scenario)))
+    call_deltas = [tc for d in deltas for tc in d.get("tool_calls", [])]
+    expected = params.parse(text).tool_calls
+    assert [(tc["index"], tc["id"], tc["function"]["name"]) for tc in call_deltas] == [
+        (i, c.id, c.name) for i, c in enumerate(expected)
+    ]
+    assert [tc["function"]["arguments"] for tc in call_deltas] == [c.arguments for c in expected]
+
+
+@pytest.mark.parametrize(("case", "scenario", "message"), SCENARIOS)
+def test_incremental_policy_equals_parse_on_well_formed_output(
+    case: Case, scenario: str, message: dict[str, Any]
+) -> None:
+    tools = case.request_tools
+    text = case.output(message, tools)
+    params = case.params(tools)
+    full = message_dict(params.parse(text))
+    rng = random.Random(f"inc-{scenario}")
+    for chunks in [list(text), *(splits(text, rng) for _ in range(3))]:
+        deltas, stream = incremental_run(params, chunks)
+        assert stream.dropped_calls == ()
+        assert accumulate(deltas) == message_dict(stream.message) == full
+
+
+def test_unknown_delta_policy_is_a_request_error() -> None:
+    from autoparser import StreamParser
+
+    params = CASE_BY_NAME["hermes"].params(TOOLS)
+    for bad in ("partial", "", None, 1):
+        with pytest.raises(RequestError, match="tool_call_deltas"):
+            params.stream(tool_call_deltas=bad)  # type: ignore[arg-type]
+        with pytest.raises(RequestError, match="tool_call_deltas"):
+            StreamParser(params.definition, params.call_ids, tool_call_deltas=bad)  # type: ignore[arg-type]
+    assert params.stream().tool_call_deltas == "whole"
+
+
 # ------------------------------------------------------------------ truncation / malformed
 
 
@@ -149,21 +196,77 @@ def test_every_prefix_streams_like_it_parses(name: str) -> None:
         for c in message.tool_calls:
             assert isinstance(json.loads(c.arguments), dict), (prefix, c.arguments)
         assert accumulate(deltas)["tool_calls"] == message_dict(message)["tool_calls"]
+        deltas, stream = incremental_run(params, splits(prefix, rng))
+        assert stream.message == message
+        assert without_dropped(accumulate(deltas), stream.dropped_calls) == message_dict(message)
 
 
-def test_truncated_stream_flags_and_closes_the_call() -> None:
-    params = CASE_BY_NAME["hermes"].params(TOOLS)
-    text = '<tool_call>\n{"name": "search", "arguments": {"query": "a\\"b", "tags": ["x", "y'
-    stream = params.stream()
+def incremental_run(params: ChatParams, chunks: list[str]) -> tuple[list[dict[str, Any]], Any]:
+    """Feed the chunks under the incremental policy; return the deltas and the stream."""
+    stream = params.stream(tool_call_deltas="incremental")
     deltas: list[dict[str, Any]] = []
-    for ch in text:
-        deltas += stream.feed(ch)
-    before = accumulate(deltas)["tool_calls"][0]["arguments"]
+    for chunk in chunks:
+        deltas += stream.feed(chunk)
     deltas += stream.finish()
-    after = accumulate(deltas)["tool_calls"][0]["arguments"]
-    assert after.startswith(before) and after != before
-    assert json.loads(after) == {"query": 'a"b', "tags": ["x", "y"]}
-    assert stream.message.truncated
+    return deltas, stream
+
+
+def without_dropped(folded: dict[str, Any], dropped: tuple[int, ...]) -> dict[str, Any]:
+    """A folded stream without the calls it announced and dropped."""
+    calls = [c for i, c in enumerate(folded["tool_calls"]) if i not in dropped]
+    return {**folded, "tool_calls": calls}
+
+
+def test_truncated_call_is_content_and_flagged() -> None:
+    """Output cut inside a call: no call, its text in content, the message truncated."""
+    params = CASE_BY_NAME["hermes"].params(TOOLS)
+    head = "Let me look.\n"
+    text = head + '<tool_call>\n{"name": "search", "arguments": {"query": "a\\"b", "tags": ["x", "y'
+    message = params.parse(text)
+    assert message.tool_calls == [] and message.truncated
+    assert message.content == text.strip()
+    deltas = run_stream(params, list(text))  # whole: never announced
+    assert not any("tool_calls" in d for d in deltas)
+    deltas, stream = incremental_run(params, list(text))
+    assert stream.dropped_calls == (0,)  # announced, then dropped
+    assert stream.message == message
+    assert without_dropped(accumulate(deltas), stream.dropped_calls) == message_dict(message)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "content"),
+    [
+        ("hermes", "Checking.\n<tool_call>", "Checking."),
+        ("hermes", "Checking.\n<tool_call>\n  ", "Checking."),
+        ("qwen3coder", "Checking.\n<tool_call>\n<function=", "Checking."),
+        ("mistral", "Checking. [TOOL_CALLS]", "Checking."),
+        ("glm", "<tool_call>", None),
+        ("hermes", "Checking <tool_ca", "Checking <tool_ca"),  # a piece of one: text
+        ("llama", "Checking {", "Checking {"),  # a lone brace is text, not markup
+    ],
+)
+def test_dangling_call_opener_at_the_end_is_dropped(
+    name: str, text: str, content: str | None
+) -> None:
+    params = CASE_BY_NAME[name].params(TOOLS)
+    message = params.parse(text)
+    assert (message.content, message.tool_calls) == (content, [])
+    assert message.truncated is (content != text)
+    for chunks in (list(text), [text]):
+        run_stream(params, chunks)
+
+
+def test_call_complete_before_a_cut_one_is_kept() -> None:
+    case = CASE_BY_NAME["hermes"]
+    text = case.output(scenarios(case)["two_calls"], TOOLS)
+    cut = text[: text.rindex('"') - 2]
+    message = case.params(TOOLS).parse(cut)
+    assert len(message.tool_calls) == 1 and message.truncated
+    second = cut[cut.index("</tool_call>") + len("</tool_call>") :].strip()
+    assert message.content == second
+    rng = random.Random(4)
+    for chunks in [list(cut), *(splits(cut, rng) for _ in range(5))]:
+        run_stream(case.params(TOOLS), chunks)
 
 
 @pytest.mark.parametrize(
@@ -250,7 +353,7 @@ def test_needles_stream_in_order(case: Case) -> None:
     tools = case.request_tools
     text = case.output(message, tools)
     params = case.params(tools)
-    stream = params.stream()
+    stream = params.stream(tool_call_deltas="incremental")  # arguments as they are written
     history: dict[str, list[str]] = {"content": [], "reasoning_content": [], "arguments": []}
     for ch in text:
         stream.feed(ch)
@@ -286,12 +389,16 @@ def test_string_encoded_arguments_stream_decoded() -> None:
     params = case.params(TOOLS)
     deltas = run_stream(params, list(text))
     fragments = [tc["function"]["arguments"] for d in deltas for tc in d.get("tool_calls", [])]
-    assert len([f for f in fragments if f]) > 5  # streamed in pieces, not at the end
+    assert len([f for f in fragments if f]) == 1  # whole: the call in one delta
+    deltas, stream = incremental_run(params, list(text))
+    fragments = [tc["function"]["arguments"] for d in deltas for tc in d.get("tool_calls", [])]
+    assert len([f for f in fragments if f]) > 5  # incremental: in pieces, not at the end
+    assert accumulate(deltas) == message_dict(stream.message) == message_dict(params.parse(text))
     assert json.loads(params.parse(text).tool_calls[0].arguments) == args
     cut = text[: text.find("\\ud83c") + 3 if "\\ud83c" in text else text.find("🌧") + 1]
     truncated = params.parse(cut)
-    assert truncated.truncated
-    assert isinstance(json.loads(truncated.tool_calls[0].arguments), dict)
+    assert truncated.truncated and truncated.tool_calls == []
+    assert truncated.content is not None and cut.strip().endswith(truncated.content[-20:])
 
 
 def test_string_encoded_arguments_with_escaped_surrogates() -> None:
@@ -329,8 +436,9 @@ def test_python_style_dicts() -> None:
     assert params.grammar is not None and accepts(params.grammar, text)
 
 
-def test_call_failing_after_its_name_is_kept_cut_at_its_valid_prefix() -> None:
-    """Broken arguments after an announced name: the call stays, cut and flagged."""
+def test_call_failing_after_its_name_is_content() -> None:
+    """Broken arguments after a complete name: no call, its text stays content; the
+    whole policy never announced it, the incremental one lists it as dropped."""
     cases = {
         "hermes": '<tool_call>\n{"name": "get_weather", "arguments": {"city": oops}}\n'
         "</tool_call>\nAfter.",
@@ -340,12 +448,17 @@ def test_call_failing_after_its_name_is_kept_cut_at_its_valid_prefix() -> None:
     for name, text in cases.items():
         params = CASE_BY_NAME[name].params(TOOLS)
         message = params.parse(text)
-        assert message.truncated, name
-        assert [c.name for c in message.tool_calls] == ["get_weather"], name
-        assert isinstance(json.loads(message.tool_calls[0].arguments), dict), name
+        assert message.tool_calls == [] and not message.truncated, name
+        assert message.content == text, name
         rng = random.Random(name)
         for chunks in [list(text), [text], *(splits(text, rng) for _ in range(10))]:
             run_stream(params, chunks)
+            deltas, stream = incremental_run(params, chunks)
+            assert stream.message == message
+            assert without_dropped(accumulate(deltas), stream.dropped_calls) == message_dict(
+                message
+            )
+        assert incremental_run(params, list(text))[1].dropped_calls == (0,), name
 
 
 def test_tagged_values_printed_as_python_literals() -> None:
@@ -493,42 +606,36 @@ def _broken_args_outputs() -> list[Any]:
 def test_arguments_breaking_after_the_name_stream_like_they_parse(
     case: Case, text: str, start: int, stop: int
 ) -> None:
-    """Arguments that break mid-way (a stray character, an invalid escape) after the call
-    was announced: parse() keeps the call as the stream does, cut at the arguments' last
-    valid prefix and closed, flagged truncated; any split streams to the same message."""
+    """Arguments that break mid-way (a stray character, an invalid escape) after the call's
+    name: parse() returns no call and keeps every character as content, never a repaired
+    call; any split streams to the same message."""
     params = case.params(TOOLS)
     rng = random.Random(f"broken-{case.name}")
     positions = sorted(rng.sample(range(start, stop), min(24, stop - start)))
     for at in positions:
         broken = text[:at] + "@\\q" + text[at:] + "\nThen text."
         message = params.parse(broken)
-        assert [c.name for c in message.tool_calls] == ["search"], broken
-        assert message.truncated, broken
-        args = json.loads(message.tool_calls[0].arguments)
-        assert isinstance(args, dict), broken
-        # Only what came before the break: keys, or a key cut there ("" holds the place
-        # after a streamed comma).
-        for key in args:
-            assert any(k.startswith(key.partition("@")[0]) for k in _BROKEN_ARGS), broken
-        assert message.content == "Then text."
+        assert message.tool_calls == [], broken
+        assert not message.truncated, broken
+        assert message.content is not None and message.content.endswith("Then text.")
+        assert "@\\q" in message.content
         for chunks in [list(broken), *(splits(broken, rng) for _ in range(3))]:
             run_stream(params, chunks)
 
 
 @pytest.mark.parametrize(
-    ("encoded", "arguments"),
+    "encoded",
     [
-        ("not json", {}),  # the string holds no JSON object at all
-        ('{"city": "Paris"', {"city": "Paris"}),  # the string ends before its JSON does
-        ('{"city": "Paris"} trailing', {"city": "Paris"}),  # ... or after it
-        ('{"days": tr', {"days": True}),  # a literal cut short is completed
+        "not json",  # the string holds no JSON object at all
+        '{"city": "Paris"',  # the string ends before its JSON does
+        '{"city": "Paris"} trailing',  # ... or after it
+        '{"days": tr',  # a literal cut short
+        "[1, 2]",  # JSON, not an object
     ],
 )
-def test_string_encoded_arguments_holding_broken_json(
-    encoded: str, arguments: dict[str, Any]
-) -> None:
-    """A complete argument string whose JSON is not an object: cut at the JSON's last
-    valid prefix, closed and flagged, in parse() and in any stream alike."""
+def test_string_encoded_arguments_holding_broken_json(encoded: str) -> None:
+    """A complete argument string whose JSON is not an object: no call, its text is
+    content, in parse() and in any stream alike."""
     case = CASE_BY_NAME["nested"]
     params = case.params(TOOLS)
     good = case.output(
@@ -543,8 +650,39 @@ def test_string_encoded_arguments_holding_broken_json(
     assert marker in good
     text = good.replace(marker, json.dumps(encoded))
     message = params.parse(text)
-    assert [c.name for c in message.tool_calls] == ["get_weather"] and message.truncated
-    assert json.loads(message.tool_calls[0].arguments) == arguments
+    assert message.tool_calls == [] and not message.truncated
+    assert message.content is not None and json.dumps(encoded) in message.content
     rng = random.Random(encoded)
     for chunks in [list(text), *(splits(text, rng) for _ in range(5))]:
         run_stream(params, chunks)
+        deltas, stream = incremental_run(params, chunks)
+        assert stream.message == message
+        assert without_dropped(accumulate(deltas), stream.dropped_calls) == message_dict(message)
+
+
+def test_cli_parse_stream_takes_the_delta_policy(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``parse --stream --tool-call-deltas``: whole sends no broken call; incremental
+    announces it, drops it and says so on stderr."""
+    import io
+    import sys
+
+    from helpers.generate_cases import TEMPLATES
+
+    from autoparser.cli import main
+
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(TOOLS), encoding="utf-8")
+    broken = '<tool_call>\n{"name": "get_weather", "arguments": {"city": oops}}\n</tool_call>'
+    template = str(TEMPLATES / "formats" / "chatml_hermes.jinja")
+    for policy, calls in (("whole", 0), ("incremental", 1)):
+        monkeypatch.setattr(sys, "stdin", io.StringIO(broken))
+        argv = ["parse", template, "--tools", str(tools), "--stream"]
+        assert main([*argv, "--tool-call-deltas", policy]) == 0
+        out, err = capsys.readouterr()
+        deltas = [json.loads(line) for line in out.splitlines()]
+        assert sum("tool_calls" in d for d in deltas) >= calls
+        assert any("tool_calls" in d for d in deltas) is bool(calls)
+        assert "".join(d.get("content", "") for d in deltas) == broken
+        assert ("dropped" in err) is bool(calls)

@@ -248,13 +248,17 @@ class ChatTemplate:
         call_id_seed: int | None = None,
         polyfills: bool | None = None,
         now: datetime | None = None,
+        calls_in_reasoning: bool = False,
         **template_kwargs: object,
     ) -> ChatParams:
         """Prompt, grammar and output parser for one request.
 
         The request options are validated (``RequestError`` naming the field) before
         anything is rendered; ``call_id_seed`` makes generated call ids reproducible;
-        ``polyfills`` overrides the template's default as in :meth:`render`.
+        ``polyfills`` overrides the template's default as in :meth:`render`;
+        ``calls_in_reasoning=True`` reads tool calls the model writes inside its reasoning
+        as calls (default: they stay reasoning text, as in llama.cpp; see
+        docs/streaming.md).
         """
         check_messages(messages)  # a malformed request is a RequestError before anything renders
         analysis = self.analyze()
@@ -267,6 +271,7 @@ class ChatTemplate:
             enable_thinking=enable_thinking,
             reasoning_format=reasoning_format,
             template_supports_parallel=analysis.tools.parallel_calls,
+            calls_in_reasoning=calls_in_reasoning,
         )
         if enable_thinking is not None:
             # Mapped onto the template's own switch; a caller's explicit kwargs win.

@@ -256,6 +256,8 @@ def _apply(template: ChatTemplate, args: argparse.Namespace) -> Any:
     kwargs = options.pop("template_kwargs")
     if getattr(args, "seed", None) is not None:
         kwargs["call_id_seed"] = args.seed
+    if getattr(args, "calls_in_reasoning", False):
+        kwargs["calls_in_reasoning"] = True
     return template.apply(options.pop("messages"), **options, **kwargs)
 
 
@@ -267,7 +269,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
     if not args.stream:
         print(json.dumps(params.parse(text).to_openai(), ensure_ascii=False, indent=2))
         return 0
-    stream = params.stream()
+    stream = params.stream(tool_call_deltas=args.tool_call_deltas)
     size = max(1, args.chunk_size)
     show = _chunk_printer(args.chunks)
     for start in range(0, len(text), size):
@@ -280,6 +282,12 @@ def cmd_parse(args: argparse.Namespace) -> int:
         show({}, "length" if stream.message.truncated else finish)
     if stream.message.truncated:
         print("autoparser: note: the output ends inside a call or reasoning", file=sys.stderr)
+    if stream.dropped_calls:
+        dropped = ", ".join(map(str, stream.dropped_calls))
+        print(
+            f"autoparser: note: calls announced and then dropped (not whole and valid): {dropped}",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -433,6 +441,18 @@ def build_argument_parser() -> argparse.ArgumentParser:
         default="deltas",
         help="with --stream: bare deltas, or OpenAI chat.completion.chunk envelopes "
         "ending with finish_reason",
+    )
+    parse.add_argument(
+        "--tool-call-deltas",
+        choices=["whole", "incremental"],
+        default="whole",
+        help="with --stream: each tool call in one delta once complete and valid (default), "
+        "or its name and arguments as they are written",
+    )
+    parse.add_argument(
+        "--calls-in-reasoning",
+        action="store_true",
+        help="read tool calls written inside the reasoning as calls (default: reasoning text)",
     )
     parse.add_argument(
         "--seed",

@@ -26,7 +26,9 @@ class ParserDefinition:
     ``preserved_tokens`` / ``additional_stops`` (added to the analysis' own), and
     ``value_converters``: for a value tag of its own whose text is neither JSON nor a
     Python literal, the function turning that text into JSON text (the stream delivers
-    such a value whole once complete, or its prefix at the end of a cut-off call).
+    such a value whole once complete). ``call_openers``: the markers that open a call or
+    a section of calls (default: ``trigger_markers``); output that ends with nothing but
+    such markers after its last complete part stopped on an opener, which is dropped.
     """
 
     parser: Parser
@@ -38,3 +40,4 @@ class ParserDefinition:
     preserved_tokens: tuple[str, ...] = ()
     additional_stops: tuple[str, ...] = ()
     value_converters: Mapping[str, ValueConverter] = dataclasses.field(default_factory=dict)
+    call_openers: tuple[str, ...] = ()

@@ -31,10 +31,12 @@ class ToolCall:
 class ChatMessage:
     """An assistant message as OpenAI's chat completion API returns it.
 
-    ``truncated`` is True when generation ended inside a construct (a tool call, a
-    reasoning block) that never closed: its text is kept, not dropped. ``tool_calls`` is a
-    list, as the API contract names it; the message is frozen (its fields cannot be
-    reassigned) but, holding a list, not hashable.
+    ``truncated`` is True when generation ended inside a construct that never closed: a
+    tool call (not returned: its text is in ``content``), a reasoning block (its text kept
+    in ``reasoning_content``), or right after a call opener (dropped). ``tool_calls`` holds
+    only whole calls with valid arguments; a malformed one is ``content``. It is a list, as
+    the API contract names it; the message is frozen (its fields cannot be reassigned) but,
+    holding a list, not hashable.
     """
 
     role: str = "assistant"

@@ -18,10 +18,6 @@ TOOL_ID = "tool-id"  # the model's own call id, when the format has one
 TOOL_ARGS = "tool-args"  # raw JSON object text, streamed as written
 TOOL_ARGS_PY = "tool-args-py"  # python-literal dict text, converted to JSON once complete
 TOOL_ARGS_STR = "tool-args-str"  # a JSON string whose value is the arguments' JSON text
-TOOL_ARGS_BAD = "tool-args-bad"  # arguments that stopped being valid JSON (recovery)
-# ... the same for arguments written as a JSON string / as a Python-literal dict
-TOOL_ARGS_STR_BAD = "tool-args-str-bad"
-TOOL_ARGS_PY_BAD = "tool-args-py-bad"
 TOOL_ARG = "tool-arg"  # one tagged argument; children below
 
 # Children of a TOOL_ARG node.
@@ -44,9 +40,6 @@ ALL = (
     TOOL_ARGS,
     TOOL_ARGS_PY,
     TOOL_ARGS_STR,
-    TOOL_ARGS_BAD,
-    TOOL_ARGS_STR_BAD,
-    TOOL_ARGS_PY_BAD,
     TOOL_ARG,
     TOOL_ARG_NAME,
     TOOL_ARG_STRING,

@@ -59,11 +59,10 @@ def _stops(ends: Sequence[str]) -> Parser:
 def _lenient_call(tool: ToolSpec, ends: Sequence[str]) -> Parser:
     """``NAME\\n{...}``: announced once the name, its newline and the ``{`` are there.
 
-    Arguments that break after that are recovered (cut at their last valid prefix, up to
-    the next segment), so the call a stream announced is a call in the final parse too.
+    Arguments that break after that make the segment no call: its text is content.
     """
     header = tag(tags.TOOL_NAME, literal(tool.name)) + literal("\n") + space()
-    args = choice(tag(tags.TOOL_ARGS, json_args(tool)), tag(tags.TOOL_ARGS_BAD, _stops(ends)))
+    args = tag(tags.TOOL_ARGS, json_args(tool))
     return tag(tags.TOOL, atomic(header + peek(literal("{"))) + args)
 
 

@@ -57,7 +57,6 @@ from autoparser.peg import (
     tag,
     trigger,
     until,
-    until_one_of,
     zero_or_more,
 )
 
@@ -294,7 +293,7 @@ def _plain_key(name: str) -> bool:
     return re.fullmatch(r"[a-zA-Z0-9_.$@\-]{1,256}", name) is not None
 
 
-def _lenient_call(tool: ToolSpec, values: _Values, stops: Sequence[str]) -> Parser:
+def _lenient_call(tool: ToolSpec, values: _Values) -> Parser:
     """One call, announced once the character after its ``{`` shows how it is written.
 
     ``{`` then a quote or whitespace: JSON arguments (a model slipping out of the notation),
@@ -319,20 +318,13 @@ def _lenient_call(tool: ToolSpec, values: _Values, stops: Sequence[str]) -> Pars
     notation = literal("{") + peek(char_class("^" + _JSON_OPENERS))
     good = notation + args + space() + literal("}") + space() + end_mark
     as_json = tag(tags.TOOL_ARGS, json_object()) + space() + end_mark
-    # Arguments that break after the call was announced (so a stream never retracts it):
-    # in the notation, the valid ones, then the rest up to the call's end read as one last
-    # value; in JSON, the longest valid prefix, closed (the call flagged truncated).
-    junk = until_one_of(*stops)
-    broken_arg = tag(tags.TOOL_ARG, header + space() + tag(VALUE_TAG, junk))
-    bad = notation + args + optional(sep) + optional(broken_arg) + junk + end_mark
-    bad_json = tag(tags.TOOL_ARGS_BAD, junk) + end_mark
-    return tag(tags.TOOL, opened + choice_of([good, as_json, bad, bad_json]))
+    # Arguments that break make the call no call: its text is content.
+    return tag(tags.TOOL, opened + choice_of([good, as_json]))
 
 
 def lenient_section(ctx: BuildContext, tools: Sequence[ToolSpec]) -> Parser:
     values = _Values()
-    stops = list(dict.fromkeys([CALL_END, CALL_START, *ctx.end_markers]))
-    call = choice_of([_lenient_call(t, values, stops) for t in longest_name_first(tools)])
+    call = choice_of([_lenient_call(t, values) for t in longest_name_first(tools)])
     return call + zero_or_more(space() + call)
 
 

@@ -82,10 +82,8 @@ def _lenient_call(tool: ToolSpec) -> Parser:
     channel_first = channel + literal(RECIPIENT) + name + _constraint()
     header = choice(recipient_first, channel_first) + literal(MESSAGE) + space()
     opened = atomic(header + peek(literal("{")))
-    # Arguments that break are recovered (cut at their last valid prefix, up to the
-    # message's end), so the call a stream announced is a call in the final parse too.
-    bad = tag(tags.TOOL_ARGS_BAD, until_one_of(*_BODY_STOPS))
-    return tag(tags.TOOL, opened + choice(tag(tags.TOOL_ARGS, json_args(tool)), bad))
+    # Arguments that break make the message no call: its text is content.
+    return tag(tags.TOOL, opened + tag(tags.TOOL_ARGS, json_args(tool)))
 
 
 def _channel_header(channel: str) -> Parser:
@@ -214,6 +212,11 @@ def build(ctx: BuildContext) -> ParserDefinition:
         grammar_parser=strict,
         grammar_lazy=lazy,
         trigger_markers=(RECIPIENT,) if tools else (),
+        # What a call message's header is written with: output ending on these alone
+        # stopped on an opener, which is dropped.
+        call_openers=(START + "assistant", CHANNEL + "commentary", RECIPIENT, START, CHANNEL)
+        if tools
+        else (),
         preserved_tokens=preserved_tokens(ctx),
         # A call message ends the turn: the tool's result comes next.
         additional_stops=(CALL,),

@@ -102,10 +102,13 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
         )
 
     opened = can_call and ctx.call_opened
-    lenient_reasoning = reasoning_parser(ctx, strict=False)
     section = tool_section(ctx, req.tools, strict=False, parallel=True) if can_call else None
     inner = inner_opener(ctx) if can_call else ""
-    body = lenient_body(ctx, section, [*triggers, inner] if inner else triggers)
+    openers = [*triggers, inner] if inner else list(triggers)
+    lenient_reasoning = reasoning_parser(
+        ctx, strict=False, calls=section if req.calls_in_reasoning else None, openers=openers
+    )
+    body = lenient_body(ctx, section, openers)
     first: Parser | None = None
     if opened:
         # The prompt wrote the first call's opener: the output may start inside that call.
@@ -169,4 +172,5 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
         if lazy
         else (),
         value_converters=pythonic.VALUE_CONVERTERS if pythonic.is_pythonic(ctx.analysis) else {},
+        call_openers=tuple(dict.fromkeys((*triggers, inner))) if inner else tuple(triggers),
     )

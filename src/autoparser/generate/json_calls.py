@@ -1,5 +1,5 @@
 """Calls whose name and arguments are JSON: JSON-native objects ({"name": ..., "arguments":
-...}), tag-wrapped JSON arguments, call ids, and the recovery of arguments that broke.
+...}), tag-wrapped JSON arguments, and call ids.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from autoparser.generate.context import (
     Part,
     choice_of,
     closing,
-    effective_markers,
     longest_name_first,
     seq_of,
     tool_rule,
@@ -34,11 +33,9 @@ from autoparser.peg import (
     literal,
     negate,
     optional,
-    rest,
     space,
     tag,
     until,
-    until_one_of,
     zero_or_more,
 )
 
@@ -133,64 +130,12 @@ def _object_from_paths(paths: list[str], leaf: Any, quote: str, prefix: str = ""
     return _json_object(pairs)
 
 
-def _object_prefix(
-    paths: list[str], leaf: Any, quote: str, stop: str, prefix: str = ""
-) -> Parser | None:
-    """The object parser of ``_object_from_paths`` cut right after the key at ``stop``."""
-    groups = _paths_by_head(paths)
-    parts: list[Part] = [literal("{"), space()]
-    for i, (head, tails) in enumerate(groups.items()):
-        full = prefix + head
-        if i:
-            parts += [space(), literal(","), space()]
-        key = _json_key(head, quote)
-        if full == stop:
-            return seq_of(*parts, key)
-        if tails and stop.startswith(full + "."):
-            inner = _object_prefix(tails, leaf, quote, stop, full + ".")
-            return seq_of(*parts, key, inner) if inner is not None else None
-        value = _object_from_paths(tails, leaf, quote, full + ".") if tails else leaf(full)
-        parts.append(key + value)
-    return None
-
-
-def _recovery_ends(ctx: BuildContext) -> list[str]:
-    """Markers after which a broken call is over: its end, the next call, the end of turn."""
-    section_start, section_end, call_start, call_end = effective_markers(ctx)
-    f = ctx.analysis.tools.function
-    ends = [f.close, call_end, section_end, call_start, section_start, *ctx.end_markers]
-    return list(dict.fromkeys(m for m in ends if m))
-
-
-def recover_arguments(ctx: BuildContext, kind: str = tags.TOOL_ARGS_BAD) -> Parser:
-    """Lenient recovery once a named call's arguments broke: raw text to the call's end.
-
-    A call is announced while streaming as soon as its name is complete; recovering here
-    keeps it a call in the final parse too (its arguments cut at the last valid prefix),
-    so the stream never has to retract it. ``kind`` says how the arguments are written:
-    ``TOOL_ARGS_BAD`` (JSON text), ``TOOL_ARGS_STR_BAD`` (a JSON string holding the JSON),
-    ``TOOL_ARGS_PY_BAD`` (a Python-literal dict).
-    """
-    ends = _recovery_ends(ctx)
-    if not ends:
-        return tag(kind, rest())
-    return tag(kind, until(ends[0]) if len(ends) == 1 else until_one_of(*ends))
-
-
-def _json_args_recovery(ctx: BuildContext) -> Parser:
-    fmt = ctx.analysis.tools.format
-    if fmt.arguments_as_string:
-        return recover_arguments(ctx, tags.TOOL_ARGS_STR_BAD)
-    if fmt.uses_python_dicts:
-        return recover_arguments(ctx, tags.TOOL_ARGS_PY_BAD)
-    return recover_arguments(ctx)
-
-
 def json_native_call(ctx: BuildContext, tool: ToolSpec, strict: bool = True) -> Parser:
     """One call written as a JSON object (flat, nested under a key, or name-as-key).
 
     With ``uses_python_dicts`` the call object is written with single quotes too. The
-    lenient parser recovers from broken arguments after the name (``recover_arguments``).
+    lenient parser also reads the members in another order (``_loose_call_object``); a
+    call whose arguments break is no call (its text is content).
     """
     fmt = ctx.analysis.tools.format
     q = "'" if fmt.uses_python_dicts else '"'
@@ -198,13 +143,9 @@ def json_native_call(ctx: BuildContext, tool: ToolSpec, strict: bool = True) -> 
     if not strict and not (fmt.arguments_as_string or fmt.uses_python_dicts):
         # Models also write the arguments as a JSON string holding the object.
         args = choice_of([tag(tags.TOOL_ARGS_STR, json_string()), args])
-    bad = None if strict else _json_args_recovery(ctx)
     if fmt.fun_name_is_key:
         name = atomic(literal(q) + tag(tags.TOOL_NAME, literal(tool.name)) + literal(q))
-        good = _json_object([name + space() + literal(":") + space() + args])
-        if bad is None:
-            return good
-        return choice_of([good, literal("{") + space() + name + space() + ":" + space() + bad])
+        return _json_object([name + space() + literal(":") + space() + args])
     nest = f"{fmt.function_field}." if fmt.function_field else ""
     name_path = nest + (fmt.name_field or "name")
     args_path = nest + (fmt.args_field or "arguments")
@@ -225,16 +166,9 @@ def json_native_call(ctx: BuildContext, tool: ToolSpec, strict: bool = True) -> 
 
     paths = _field_paths(ctx)
     good = _object_from_paths(paths, leaf, q)
-    if bad is None:
+    if strict or nest:
         return good
-    alts = [good]
-    if not nest:
-        alts.append(_loose_call_object(ctx, name_value, args, q))
-    if paths.index(name_path) < paths.index(args_path):
-        head = _object_prefix(paths, leaf, q, args_path)
-        if head is not None:
-            alts.append(head + bad)
-    return choice_of(alts)
+    return choice_of([good, _loose_call_object(ctx, name_value, args, q)])
 
 
 # The keys models use for a call's arguments, whichever one the template renders.
@@ -316,8 +250,7 @@ def tag_json_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
     """``<name markers>{json arguments}<close>``."""
     a = ctx.analysis.tools.arguments
     args = tag(tags.TOOL_ARGS, json_schema(dict(tool.parameters), f"{tool_rule(ctx, tool)}-args"))
-    good = seq_of(args, closing(a.end, strict))
-    body = seq_of(a.start, good if strict else choice_of([good, recover_arguments(ctx)]))
+    body = seq_of(a.start, args, closing(a.end, strict))
     close = closing(ctx.analysis.tools.function.close, strict)
     return with_call_id(ctx, name_part(ctx, tool), body, close, strict)
 

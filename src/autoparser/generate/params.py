@@ -48,12 +48,20 @@ class ChatParams:
         return self.definition.parser
 
     def parse(self, text: str, partial: bool = False) -> ChatMessage:
-        """The message in ``text`` (the model's whole output; partial: output so far)."""
+        """The message in ``text``: the model's whole output, or with ``partial`` the
+        output so far (a call appears once it is whole and valid, as with ``stream()``)."""
         return parse_text(self.definition, self.call_ids, text, partial=partial)
 
-    def stream(self) -> StreamParser:
-        """A new stream parser for one generation."""
-        return StreamParser(self.definition, self.call_ids)
+    def stream(self, tool_call_deltas: str = "whole") -> StreamParser:
+        """A new stream parser for one generation.
+
+        ``tool_call_deltas``: ``"whole"`` (default) sends each tool call in one delta once
+        it is complete and valid, so the deltas always add up to ``parse`` of the whole
+        text; ``"incremental"`` sends the name, then argument fragments as they are
+        written, and a call that then breaks cannot be taken back (see
+        ``StreamParser.dropped_calls``). Any other value is a ``RequestError``.
+        """
+        return StreamParser(self.definition, self.call_ids, tool_call_deltas=tool_call_deltas)
 
     def to_response_template(self) -> dict[str, Any]:
         """This request's output format as a transformers response template (version 1).
@@ -155,6 +163,7 @@ def build_params(
     enable_thinking: bool | None = None,
     reasoning_format: str = "auto",
     call_id_seed: int | None = None,
+    calls_in_reasoning: bool = False,
 ) -> ChatParams:
     """ChatParams from an analysis and an already rendered prompt (no template needed)."""
     request = normalize_request(
@@ -165,6 +174,7 @@ def build_params(
         enable_thinking=enable_thinking,
         reasoning_format=reasoning_format,
         template_supports_parallel=analysis.tools.parallel_calls,
+        calls_in_reasoning=calls_in_reasoning,
     )
     return params_for_request(
         analysis,

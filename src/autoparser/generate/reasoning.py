@@ -2,24 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from autoparser import tags
 from autoparser.analysis.model import ReasoningMode, TemplateAnalysis
 from autoparser.generate.context import BuildContext
 from autoparser.generate.request import Request
 from autoparser.peg import (
     Parser,
+    any_char,
     atomic,
     choice,
     literal,
+    negate,
     optional,
     space,
     tag,
     until,
     until_one_of,
+    zero_or_more,
 )
 
 
-def reasoning_parser(ctx: BuildContext, strict: bool) -> Parser | None:
+def reasoning_parser(
+    ctx: BuildContext, strict: bool, calls: Parser | None = None, openers: Sequence[str] = ()
+) -> Parser | None:
     """The reasoning block for the analysis' mode, or None when reasoning is not extracted.
 
     Forced open (the prompt opened the block, or a DELIMITER template with thinking on):
@@ -27,12 +34,22 @@ def reasoning_parser(ctx: BuildContext, strict: bool) -> Parser | None:
     at the very beginning. The lenient parser also stops reasoning at an end-of-turn marker
     and tolerates a missing end marker (a truncated block); and, reasoning being on, it
     reads a block whose opener the model left out (``opener_left_out``).
+
+    ``calls`` (the lenient tool section, with the ``openers`` that start it): the request
+    asked for calls written inside reasoning (``calls_in_reasoning``); the lenient body then
+    reads them as calls between pieces of reasoning (a call that does not parse stays
+    reasoning text).
     """
     r = ctx.analysis.reasoning
     if not ctx.extract_reasoning or not r.end:
         return None
     stops = [r.end] if strict else [r.end, *ctx.end_markers]
     body = tag(tags.REASONING, until(r.end) if len(stops) == 1 else until_one_of(*stops))
+    with_calls: Parser | None = None
+    if calls is not None and not strict:
+        delims = list(dict.fromkeys([*stops, *openers]))
+        text = negate(choice(*[literal(m) for m in stops])) + any_char() + until_one_of(*delims)
+        body = with_calls = zero_or_more(choice(calls, tag(tags.REASONING, text)))
     close = tag(tags.REASONING_CLOSE, literal(r.end))
     block = body + (close if strict else optional(close))
     if ctx.thinking_forced_open:
@@ -46,10 +63,10 @@ def reasoning_parser(ctx: BuildContext, strict: bool) -> Parser | None:
     opened = space() + literal(r.start) + block
     if strict:
         return optional(opened)
-    return optional(choice(opened, opener_left_out(ctx)))
+    return optional(choice(opened, opener_left_out(ctx, with_calls)))
 
 
-def opener_left_out(ctx: BuildContext) -> Parser:
+def opener_left_out(ctx: BuildContext, with_calls: Parser | None = None) -> Parser:
     """A reasoning block closed without its opener, for the lenient parser.
 
     Models trained with the opener in the prompt (R1-style, MiniMax's ``</mm:think>``)
@@ -59,13 +76,16 @@ def opener_left_out(ctx: BuildContext) -> Parser:
     text back while streaming (a plain answer then streams only at its end, the cost that
     keeps this off by default). A call opener or the end of the turn ends the wait, so a
     hand-written format (whose call openers the context does not list) keeps to the
-    empty block.
+    empty block. ``with_calls``: the body that reads calls inside reasoning
+    (``calls_in_reasoning``); a call then does not end the wait.
     """
     r = ctx.analysis.reasoning
     close = tag(tags.REASONING_CLOSE, literal(r.end))
     empty = space() + close
     if ctx.request.enable_thinking is not True or ctx.analysis.handler:
         return empty
+    if with_calls is not None:
+        return choice(empty, atomic(with_calls + close))
     stops = [r.end, *ctx.end_markers, *ctx.call_openers]
     body = until_one_of(*dict.fromkeys(stops)) if len(stops) > 1 else until(r.end)
     return choice(empty, atomic(tag(tags.REASONING, body) + close))

@@ -46,6 +46,7 @@ class Request:
     response_schema: Mapping[str, Any] | None = None  # constrains content when set
     enable_thinking: bool | None = None
     reasoning_format: str = "auto"
+    calls_in_reasoning: bool = False  # read calls written inside reasoning as calls
 
     @property
     def calls_enabled(self) -> bool:
@@ -135,6 +136,7 @@ def normalize_request(
     enable_thinking: bool | None,
     reasoning_format: str,
     template_supports_parallel: bool,
+    calls_in_reasoning: bool = False,
 ) -> Request:
     """Check the request options against each other; RequestError names the bad field."""
     specs = normalize_tools(tools)
@@ -197,7 +199,12 @@ def normalize_request(
             f"reasoning_format: must be one of {', '.join(REASONING_FORMATS)}, "
             f"got {reasoning_format!r}"
         )
+    if not isinstance(calls_in_reasoning, bool):
+        raise RequestError(
+            f"calls_in_reasoning: must be a boolean, got {type(calls_in_reasoning).__name__}"
+        )
     return Request(
+        calls_in_reasoning=calls_in_reasoning,
         tools=specs,
         tool_choice=choice,
         forced_tool=forced,

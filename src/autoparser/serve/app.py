@@ -13,17 +13,16 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
-import inspect
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
-from autoparser import ChatParams, ChatTemplate, RequestError, TemplateError
+from autoparser import ChatParams, ChatTemplate, RequestError, StreamParser, TemplateError
 from autoparser.serve import openai_format as oai
 from autoparser.serve.backends import (
     BACKEND_KINDS,
@@ -35,10 +34,9 @@ from autoparser.serve.backends import (
     make_backend,
     probe,
 )
+from autoparser.stream import TOOL_CALL_DELTAS
 
 log = logging.getLogger("autoparser.serve")
-
-TOOL_CALL_DELTAS = ("whole", "incremental")
 
 # Sampling fields passed to the backend as they are (llama.cpp and vLLM share these names).
 SAMPLING_FIELDS = (
@@ -82,7 +80,7 @@ class ServeConfig:
     backend_kind: str = "auto"  # "auto" (GET /props decides), "llama.cpp" or "openai"
     template: str | ChatTemplate | None = None
     model: str | None = None
-    tool_call_deltas: str | None = None  # None: the library's default
+    tool_call_deltas: str | None = None  # None: the library's default ("whole")
     host: str = "127.0.0.1"
     port: int = 8000
 
@@ -91,7 +89,8 @@ class ServeConfig:
             raise ValueError(f"backend_kind must be auto, llama.cpp or openai: {self.backend_kind}")
         if self.tool_call_deltas not in (None, *TOOL_CALL_DELTAS):
             raise ValueError(
-                f"tool_call_deltas must be whole or incremental: {self.tool_call_deltas}"
+                f"tool_call_deltas must be one of {', '.join(TOOL_CALL_DELTAS)}: "
+                f"{self.tool_call_deltas}"
             )
 
 
@@ -259,70 +258,9 @@ def generation(params: ChatParams, req: ChatRequest) -> Generation:
     )
 
 
-def _stream_accepts(params: ChatParams, name: str) -> bool:
-    try:
-        return name in inspect.signature(params.stream).parameters
-    except (TypeError, ValueError):  # pragma: no cover - builtins without signatures
-        return False
-
-
-class WholeCalls:
-    """Turns incremental tool-call deltas into one delta per call (name and whole
-    arguments), emitted once the call is complete: when another call, other output or the
-    end follows. Used only when the library's ``stream()`` has no such option itself."""
-
-    def __init__(self) -> None:
-        self._held: dict[str, Any] | None = None
-
-    def _release(self, out: list[dict[str, Any]]) -> None:
-        if self._held is not None:
-            out.append({"tool_calls": [self._held]})
-            self._held = None
-
-    def push(self, deltas: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        for delta in deltas:
-            for call in delta.get("tool_calls", ()):
-                if self._held is not None and self._held["index"] != call["index"]:
-                    self._release(out)
-                if self._held is None:
-                    self._held = {**call, "function": dict(call.get("function", {}))}
-                    self._held["function"].setdefault("arguments", "")
-                else:
-                    piece = call.get("function", {}).get("arguments", "")
-                    self._held["function"]["arguments"] += piece
-            rest = {k: v for k, v in delta.items() if k != "tool_calls"}
-            if rest:
-                self._release(out)
-                out.append(rest)
-        return out
-
-    def flush(self) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        self._release(out)
-        return out
-
-
-class DeltaStream:
+def delta_stream(params: ChatParams, policy: str | None) -> StreamParser:
     """The library's stream parser under the server's tool-call delta policy."""
-
-    def __init__(self, params: ChatParams, policy: str | None) -> None:
-        self._whole: WholeCalls | None = None
-        if policy is not None and _stream_accepts(params, "tool_call_deltas"):
-            self.parser = params.stream(tool_call_deltas=policy)  # type: ignore[call-arg]
-        else:
-            self.parser = params.stream()
-            self._whole = WholeCalls() if policy == "whole" else None
-
-    def feed(self, piece: str) -> list[dict[str, Any]]:
-        deltas = self.parser.feed(piece)
-        return self._whole.push(deltas) if self._whole else deltas
-
-    def finish(self) -> list[dict[str, Any]]:
-        deltas = self.parser.finish()
-        if self._whole is None:
-            return deltas
-        return [*self._whole.push(deltas), *self._whole.flush()]
+    return params.stream() if policy is None else params.stream(tool_call_deltas=policy)
 
 
 def _sse(obj: Any) -> bytes:
@@ -378,7 +316,7 @@ async def _stream(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
-        deltas = DeltaStream(params, state.tool_call_deltas)
+        deltas = delta_stream(params, state.tool_call_deltas)
         out = [_sse(oai.chunk(ident, {"role": "assistant", "content": ""}))]
         end: Finished | None = None
         try:
@@ -398,7 +336,9 @@ async def _stream(
             out.append(_sse(oai.error_body("the backend stream ended early", kind="backend_error")))
         if end is not None:
             out.extend(_sse(oai.chunk(ident, d)) for d in deltas.finish())
-            reason = oai.finish_reason(deltas.parser.message, end.hit_limit)
+            if deltas.dropped_calls:
+                log.info("incremental stream dropped tool calls %s", deltas.dropped_calls)
+            reason = oai.finish_reason(deltas.message, end.hit_limit)
             out.append(_sse(oai.chunk(ident, {}, reason)))
             if req.include_usage:
                 out.append(_sse(oai.usage_chunk(ident, end.usage)))

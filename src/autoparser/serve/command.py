@@ -36,8 +36,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "--tool-call-deltas",
         choices=["whole", "incremental"],
         default=None,
-        help="stream each tool call whole, or its arguments as they are generated "
-        "(default: the library's policy)",
+        help="stream each tool call in one delta once it is complete and valid (whole, "
+        "the library's default), or its name and arguments as they are generated "
+        "(incremental: a call that then breaks cannot be taken back)",
     )
     serve.set_defaults(func=cmd_serve)
     return serve

@@ -10,10 +10,10 @@ Encodings (by the tag of the node(s) a format writes, see ``autoparser.tags``):
   complete;
 - ``TaggedArguments``: one node per argument (``tool-arg``), assembled into an object.
 
-Each writes to the call's ``ArgumentText`` and exposes ``broken`` (the arguments stopped
-being valid and were cut at their last valid prefix), ``complete()`` (the text that closes
-them when the call ends normally, None while it cannot) and ``cut()`` (the text that
-closes them when generation stopped inside the call).
+Each writes to the call's ``ArgumentText`` and exposes ``invalid`` (what was written is
+not a JSON object: the call is not a call, its text is content) and ``complete()`` (the
+text that ends the arguments once the call's node is complete). Arguments are never
+repaired: the text emitted is the model's own, converted, or nothing.
 """
 
 from __future__ import annotations
@@ -25,16 +25,11 @@ from autoparser import tags
 from autoparser.peg import IncrementalParse, Node, ParseStatus
 from autoparser.stream.repair import (
     JSON_OBJECT_PROBE,
-    closing_text,
     escape_json,
-    json_closer,
+    json_object_text,
     python_dict_json,
-    python_prefix_json,
     python_value_json,
     safe_escape_cut,
-    valid_json,
-    viable_encoded_prefix,
-    viable_json_prefix,
 )
 
 ValueConverters = Mapping[str, Callable[[str], str]]
@@ -60,82 +55,47 @@ class ArgumentText:
     def text(self) -> str:
         return "".join(self.pieces)
 
-    def completion(self, broken: bool) -> str:
-        """What ends the arguments when the call closes: ``{}`` when none were written,
-        the JSON closer when they broke off, nothing when they are whole."""
-        args = self.text()
-        if not args:
-            return "{}"
-        return closing_text(args) if broken else ""
-
 
 class JsonArguments:
-    """``tool-args``: the object's text as written; ``tool-args-bad`` once it broke."""
+    """``tool-args``: the object's text, as written."""
 
     def __init__(self, out: ArgumentText) -> None:
         self.out = out
-        self.broken = False
+        self.invalid = False
         self.done = 0  # characters of the node's text already emitted
-        self.closer = ""  # what the parser says closes the text so far
 
     def advance(self, node: Node, text: str) -> None:
-        if node.tag == tags.TOOL_ARGS_BAD:
-            if not self.broken:  # once: the valid prefix is fixed by where they broke
-                raw = node.text(text)
-                valid = viable_json_prefix(raw)
-                if valid > self.done:
-                    self.out.emit(raw[self.done : valid])
-                    self.done = valid
-                self.broken = True
-            return
         length = node.end - node.start
         if length > self.done:
             self.out.emit(text[node.start + self.done : node.end])
             self.done = length
-        self.closer = "" if node.complete else node.closer
 
     def complete(self) -> str:
-        return self.out.completion(self.broken)
-
-    def cut(self) -> str:
-        args = self.out.text()
-        if not args:
+        if not self.out.pieces:
             return "{}"
-        if self.broken:
-            return closing_text(args)
-        closer = self.closer
-        if not closer or not valid_json(args + closer):
-            closer = json_closer(args)
-        return closer
+        self.invalid = not json_object_text(self.out.text())
+        return ""
 
 
 class EncodedArguments:
     """``tool-args-str``: a JSON string whose value is the arguments' JSON text.
 
-    The decoded text streams as it arrives, up to where the JSON it holds stops being
-    viable (an incremental parse of the decoded text), so it can always be closed validly.
+    The decoded text streams as it arrives while it can still be the start of a JSON
+    object (an incremental parse of the decoded text); once it cannot, or the string ends
+    before or after its object does, the arguments are invalid.
     """
 
     def __init__(self, out: ArgumentText) -> None:
         self.out = out
-        self.broken = False
+        self.invalid = False
         self.done = 0  # characters of the string body consumed
         self.held = ""  # an escape sequence not complete yet
         self.inner: IncrementalParse | None = None  # the decoded JSON so far
-        self.checked = False  # the complete string's JSON was checked
 
     def advance(self, node: Node, text: str) -> None:
-        if node.tag == tags.TOOL_ARGS_STR_BAD:
-            if not self.broken:
-                done = self.out.text()
-                decoded = viable_encoded_prefix(node.text(text))
-                if len(decoded) > len(done) and decoded.startswith(done):
-                    self._emit_decoded(decoded[len(done) :])
-                self.broken = True
-            return
         body_end = node.end - 1 if node.complete else node.end
         start = node.start + 1 + self.done  # after the opening quote
-        if body_end <= start and not node.complete:
+        if self.invalid or (body_end <= start and not node.complete):
             return
         pending = self.held + text[start:body_end]
         self.done = max(self.done, body_end - node.start - 1)
@@ -145,33 +105,24 @@ class EncodedArguments:
             try:
                 decoded = json.loads('"' + pending[:cut] + '"')
             except ValueError:
-                decoded = pending[:cut]
+                self.invalid = True
+                return
             self._emit_decoded(decoded)
-        if node.complete and not self.broken and self.inner is not None and not self.checked:
-            self.checked = True  # once: the string may end before the call does
-            if not valid_json(self.out.text()):
-                # The string ended but the JSON it holds did not: closed like a cut-off call.
-                self.broken = True
 
     def _emit_decoded(self, decoded: str) -> None:
-        if self.broken or not decoded:
+        if not decoded:
             return
         if self.inner is None:
             self.inner = JSON_OBJECT_PROBE.incremental()
-        if self.inner.feed(decoded).status != ParseStatus.FAIL:
-            self.out.emit(decoded)
+        if self.inner.feed(decoded).status == ParseStatus.FAIL:
+            self.invalid = True
             return
-        done = self.out.text()
-        valid = viable_json_prefix(done + decoded) - len(done)
-        self.out.emit(decoded[: max(0, valid)])
-        self.broken = True
+        self.out.emit(decoded)
 
     def complete(self) -> str:
-        return self.out.completion(self.broken)
-
-    def cut(self) -> str:
-        args = self.out.text()
-        return closing_text(args) if args else "{}"
+        if not self.invalid and not json_object_text(self.out.text()):
+            self.invalid = True
+        return ""
 
 
 class PythonArguments:
@@ -179,27 +130,21 @@ class PythonArguments:
 
     def __init__(self, out: ArgumentText) -> None:
         self.out = out
-        self.broken = False
+        self.invalid = False
         self.delivered = False
 
     def advance(self, node: Node, text: str) -> None:
-        if node.tag == tags.TOOL_ARGS_PY_BAD:
-            if not self.broken:
-                if not self.out.pieces:
-                    self.out.emit(python_prefix_json(node.text(text)))
-                    self.delivered = True
-                self.broken = True
-            return
         if self.delivered or not node.complete:
             return
-        self.out.emit(python_dict_json(node.text(text)))
         self.delivered = True
+        converted = python_dict_json(node.text(text))
+        if converted is None:
+            self.invalid = True
+        else:
+            self.out.emit(converted)
 
     def complete(self) -> str:
-        return self.out.completion(self.broken)
-
-    def cut(self) -> str:
-        return "" if self.out.pieces else "{}"
+        return "" if self.out.pieces or self.invalid else "{}"
 
 
 class TaggedArguments:
@@ -211,10 +156,9 @@ class TaggedArguments:
     tags, through its converters.
     """
 
-    broken = False
-
     def __init__(self, out: ArgumentText, converters: ValueConverters) -> None:
         self.out = out
+        self.invalid = False  # a value is neither JSON nor a Python literal
         self.converters = converters
         self.done = 0  # tool-arg nodes fully emitted
         self.named = False  # the current argument's key was emitted
@@ -227,7 +171,7 @@ class TaggedArguments:
     def advance(self, nodes: list[Node], text: str) -> None:
         if not self.out.pieces:
             self.out.emit("{")
-        for k in range(self.done, len(nodes)):
+        for k in range(self.done, len(nodes) if not self.invalid else 0):
             arg = nodes[k]
             name_node = value_node = None
             for child in arg.children:
@@ -253,7 +197,11 @@ class TaggedArguments:
                     self.out.emit(self._string_piece(value_node, raw))
             if not arg.complete:
                 return
-            self.out.emit(self._value_end(text))
+            end = self._value_end(text)
+            if end is None:
+                self.invalid = True
+                return
+            self.out.emit(end)
             self.done = k + 1
             self.named = False
             self.string = False
@@ -262,13 +210,19 @@ class TaggedArguments:
             self.lead_checked = False
             self.held = ""
 
-    def _value_end(self, text: str) -> str:
-        """What ends the current argument's value: a quote, null or the whole value."""
+    def _value_end(self, text: str) -> str | None:
+        """What ends the current (complete) argument's value: a quote, null or the value."""
         if self.string:
             return '"'
         if self.value is None:
             return "null"
-        return self._whole_value(self.value, text)
+        raw = self.value.text(text).strip()
+        convert = self.converters.get(self.value.tag or "")
+        if convert is not None:
+            return convert(raw)
+        if self.value.tag == tags.TOOL_ARG_PY:
+            return python_value_json(raw)
+        return raw
 
     def _string_piece(self, node: Node, raw: str) -> str:
         """Escaped raw text; one leading and one trailing newline of the value dropped."""
@@ -286,26 +240,8 @@ class TaggedArguments:
             self.held = ""
         return escape_json(combined)
 
-    def _whole_value(self, node: Node, text: str) -> str:
-        """A complete (or, at the end, truncated) non-string value as JSON text."""
-        raw = node.text(text).strip()
-        convert = self.converters.get(node.tag or "")
-        if convert is not None:
-            return convert(raw)
-        if node.tag == tags.TOOL_ARG_PY:
-            return python_value_json(raw)
-        if node.complete or valid_json(raw):
-            return raw
-        closer = node.closer if valid_json(raw + node.closer) else json_closer(raw)
-        return raw + closer if valid_json(raw + closer) else "null"
-
-    def complete(self) -> str | None:
-        if self.named:
-            return None  # an argument is still open (cannot happen when complete)
+    def complete(self) -> str:
         return "}" if self.out.pieces else "{}"
-
-    def cut(self, text: str) -> str:
-        return (self._value_end(text) if self.named else "") + "}"
 
 
 ArgumentStreamer = JsonArguments | EncodedArguments | PythonArguments

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from autoparser import tags
+from autoparser.errors import RequestError
 from autoparser.message import ChatMessage, ToolCall
 from autoparser.peg import Node
 from autoparser.stream.arguments import (
@@ -34,18 +35,20 @@ _ID_TABLE = bytes(ord(_ID_ALPHABET[b % len(_ID_ALPHABET)]) for b in range(256))
 class CallIds:
     """Tool call ids for calls the model gave none: ``call_`` + 24 random characters.
 
-    The k-th generated id depends only on the seed and k, so ``parse`` and ``stream`` of
-    the same ``ChatParams`` agree, while two requests (two seeds) get different ids.
+    The id depends only on the seed and a key: where the call starts in the output. So
+    ``parse`` and ``stream`` of the same ``ChatParams`` agree however the output is split,
+    a call a stream announced and then dropped never shares its id with a later call, and
+    two requests (two seeds) get different ids.
     """
 
     def __init__(self, seed: int | None = None) -> None:
         self.seed = random.SystemRandom().getrandbits(64) if seed is None else seed
 
-    def __call__(self, index: int) -> str:
+    def __call__(self, key: int) -> str:
         # A keyed hash, not a seeded random.Random: seeding the Mersenne Twister from a
         # string cost more than parsing a whole short output. Each byte picks a character
         # (byte % 62: the first 8 characters slightly likelier; ~190 bits per id).
-        digest = hashlib.blake2b(f"{self.seed}:{index}".encode(), digest_size=24).digest()
+        digest = hashlib.blake2b(f"{self.seed}:{key}".encode(), digest_size=24).digest()
         return "call_" + digest.translate(_ID_TABLE).decode("ascii")
 
 
@@ -55,6 +58,7 @@ class CallIdPolicy:
     ``expects_call_ids``: the format writes ids, so a call is announced only once its id
     is complete. ``model_ids=False``: what the format writes in the id position is not an
     id (Kimi-K2 writes the call's index, ``functions.f:0``), so ids are generated.
+    ``call_ids(key)`` generates one from where the call starts in the output.
     """
 
     def __init__(
@@ -70,17 +74,31 @@ class CallIdPolicy:
 
 
 # Tags of a call's arguments node -> the streamer of that encoding.
-_JSON_TAGS = (tags.TOOL_ARGS, tags.TOOL_ARGS_BAD)
-_ENCODED_TAGS = (tags.TOOL_ARGS_STR, tags.TOOL_ARGS_STR_BAD)
-_PYTHON_TAGS = (tags.TOOL_ARGS_PY, tags.TOOL_ARGS_PY_BAD)
-_ARGS_TAGS = (*_JSON_TAGS, *_ENCODED_TAGS, *_PYTHON_TAGS)
+_ENCODED_TAGS = (tags.TOOL_ARGS_STR,)
+_PYTHON_TAGS = (tags.TOOL_ARGS_PY,)
+_ARGS_TAGS = (tags.TOOL_ARGS, *_ENCODED_TAGS, *_PYTHON_TAGS)
+
+TOOL_CALL_DELTAS = ("whole", "incremental")
+"""The streaming policies for tool calls (``tool_call_deltas``), the default first."""
+
+Span = tuple[int, int]
+
+
+def check_tool_call_deltas(value: object) -> str:
+    """The policy name, or a RequestError naming the option and its values."""
+    if not isinstance(value, str) or value not in TOOL_CALL_DELTAS:
+        raise RequestError(
+            f"tool_call_deltas: must be one of {', '.join(map(repr, TOOL_CALL_DELTAS))}, "
+            f"got {value!r}"
+        )
+    return value
 
 
 class _TextField:
     """One text field (content or reasoning): strips leading/trailing whitespace lazily.
 
     ``raw_done`` counts raw characters already consumed (over the concatenation of the
-    field's nodes); trailing whitespace is held back until more text follows it, so the
+    field's spans); trailing whitespace is held back until more text follows it, so the
     final value is ``raw.strip()`` however the text was split.
     """
 
@@ -105,13 +123,13 @@ class _TextField:
             self.pieces.append(core)
         return core
 
-    def advance(self, nodes: list[Node], text: str) -> str:
+    def advance(self, spans: list[Span], text: str) -> str:
         total = 0
         out: list[str] = []
-        for node in nodes:
-            length = node.end - node.start
+        for start, end in spans:
+            length = end - start
             if total + length > self.raw_done:
-                piece = self.push(text[node.start + self.raw_done - total : node.end])
+                piece = self.push(text[start + self.raw_done - total : end])
                 if piece:
                     out.append(piece)
             total += length
@@ -124,10 +142,9 @@ class _TextField:
 class _Call:
     """Streaming state of one tool call: announcement, then its arguments' streamer."""
 
-    def __init__(self, index: int, events: list[tuple[str, int, str]]) -> None:
-        self.index = index
-        self.announced = False
-        self.closed = False
+    def __init__(self, start: int, events: list[tuple[str, int, str]]) -> None:
+        self.start = start  # where the call's node starts in the output (its identity)
+        self.index = -1  # its delta index, once announced
         self.id = ""
         self.name = ""
         self.events = events
@@ -135,142 +152,255 @@ class _Call:
         self.args: ArgumentStreamer | None = None
         self.tagged: TaggedArguments | None = None
 
+    @property
+    def announced(self) -> bool:
+        return self.index >= 0
+
     def _sink(self, piece: str) -> None:
         if self.announced:
             self.events.append(("args", self.index, piece))
 
-    def streamer(self, tag: str) -> ArgumentStreamer:
-        """The streamer for an arguments node of this tag (kept while the encoding holds)."""
+    def advance(self, node: Node, text: str, converters: ValueConverters) -> None:
+        """Feed the arguments written so far to the streamer of their encoding."""
+        arg_nodes: list[Node] = []
+        for child in node.children:
+            if child.tag in _ARGS_TAGS:
+                self._streamer(child.tag or "").advance(child, text)
+            elif child.tag == tags.TOOL_ARG:
+                arg_nodes.append(child)
+        if arg_nodes or self.tagged is not None:
+            if self.tagged is None:
+                self.tagged = TaggedArguments(self.out, converters)
+            self.tagged.advance(arg_nodes, text)
+
+    def _streamer(self, tag: str) -> ArgumentStreamer:
         kind: type[ArgumentStreamer] = (
-            JsonArguments
-            if tag in _JSON_TAGS
-            else EncodedArguments
+            EncodedArguments
             if tag in _ENCODED_TAGS
             else PythonArguments
+            if tag in _PYTHON_TAGS
+            else JsonArguments
         )
         if not isinstance(self.args, kind):
             self.args = kind(self.out)
         return self.args
 
     @property
-    def broken(self) -> bool:
-        return self.args is not None and self.args.broken
+    def invalid(self) -> bool:
+        return (self.args is not None and self.args.invalid) or (
+            self.tagged is not None and self.tagged.invalid
+        )
 
-    def complete(self) -> str | None:
-        """The text closing the arguments of a call whose node is complete."""
+    def complete(self) -> str:
+        """The text that ends the arguments of a call whose node is complete."""
         if self.tagged is not None:
             return self.tagged.complete()
         return self.args.complete() if self.args is not None else "{}"
 
-    def cut(self, text: str) -> str:
-        """The text closing the arguments of a call cut off by the end of generation."""
-        if self.tagged is not None:
-            return self.tagged.cut(text)
-        return self.args.cut() if self.args is not None else "{}"
+
+def _child(node: Node, tag: str) -> Node | None:
+    return next((c for c in node.children if c.tag == tag), None)
 
 
 class Mapper:
-    """Turns successive parse trees of a growing text into appended pieces per field."""
+    """Turns successive parse trees of a growing text into appended pieces per field.
 
-    def __init__(self, policy: CallIdPolicy, converters: ValueConverters) -> None:
+    ``incremental``: announce a call once its name is complete and stream its arguments
+    (``tool_call_deltas="incremental"``); otherwise a call is announced, whole, once its
+    node is complete and its arguments valid. A call that turns out not to be one (its
+    arguments invalid, or the output ended inside it) becomes content; if it was already
+    announced, its delta index is listed in ``dropped``.
+    """
+
+    def __init__(
+        self,
+        policy: CallIdPolicy,
+        converters: ValueConverters,
+        *,
+        incremental: bool = False,
+        openers: Sequence[str] = (),
+    ) -> None:
         self.policy = policy
         self.converters = converters
+        self.incremental = incremental
+        # Call openers long enough to be markup: one alone at the end is dropped.
+        self.openers = sorted({m.strip() for m in openers if len(m.strip()) > 1}, key=len)[::-1]
         self.reasoning = _TextField("reasoning_content")
         self.content = _TextField("content")
-        self.calls: list[_Call] = []
+        self.announced: list[_Call] = []  # every call announced, by delta index
+        self.calls: list[_Call] = []  # the message's calls, in order
+        self.verdicts: dict[int, bool] = {}  # complete call nodes by start: valid?
+        self.open: _Call | None = None  # the call being written (incremental policy)
+        self.dropped: list[int] = []  # delta indexes of announced calls that were not calls
+        self.given_up: set[int] = set()  # starts of calls dropped while being written
         self.truncated = False
         self.events: list[tuple[str, int, str]] = []
 
     # ----------------------------------------------------------------- tree walking
-    def advance(self, tree: Node, text: str) -> None:
-        reasoning: list[Node] = []
-        content: list[Node] = []
-        calls: list[Node] = []
+    def advance(self, tree: Node, text: str, *, final: bool = False) -> None:
+        """Map the tree of the text so far; ``final``: the output ended (a call still open
+        in the tree was cut off: its text is content, or dropped if only openers)."""
+        reasoning: list[Span] = []
+        content: list[Span] = []
+        prev_end = 0  # where the untagged text before the next node starts
+        after_call = False  # the previous node is a call of the message
+        in_reasoning = False  # the last text node was reasoning (calls_in_reasoning)
+        pending: Node | None = None
         for child in tree.children:
-            if child.tag == tags.REASONING:
-                reasoning.append(child)
-            elif child.tag == tags.CONTENT:
-                content.append(child)
-            elif child.tag == tags.TOOL:
-                calls.append(child)
+            tag = child.tag
+            if tag == tags.TOOL:
+                # The raw text of a call that is not one: with the markers before it,
+                # unless those close the call before it; where the call was written.
+                lead = child.start if after_call else prev_end
+                spans = reasoning if in_reasoning else content
+                if not child.complete:
+                    pending = child
+                    if final:
+                        self._cut(child, lead, text, spans)
+                    break
+                if self._settle(child, text):
+                    after_call = True
+                else:
+                    spans.append((lead, child.end))
+                    after_call = False
+                prev_end = child.end
+                continue
+            if tag == tags.REASONING:
+                reasoning.append((child.start, child.end))
+                in_reasoning = True
+            else:
+                in_reasoning = False
+                if tag == tags.CONTENT:
+                    content.append((child.start, child.end))
+            prev_end = child.end
+            after_call = False
+        if self.open is not None and (final or pending is None or pending.start != self.open.start):
+            self._drop(self.open)  # it vanished from the tree, or was cut off
+        if pending is not None and not final and self.incremental:
+            self._stream_open(pending, text)
+        if final and pending is None and self.only_openers(text[prev_end:]):
+            self.truncated = self.truncated or bool(text[prev_end:].strip())
         if reasoning:
             piece = self.reasoning.advance(reasoning, text)
             if piece:
                 self.events.append(("reasoning_content", -1, piece))
         if content:
             self.push_content(self.content.advance(content, text))
-        for i, node in enumerate(calls):
-            if i < len(self.calls) and self.calls[i].closed:
-                continue
-            if not self._advance_call(i, node, text):
-                break
 
     def push_content(self, piece: str) -> None:
         if piece:
             self.events.append(("content", -1, piece))
 
-    def _advance_call(self, i: int, node: Node, text: str) -> bool:
-        """Advance call i; False when later calls must wait (this one is not announced)."""
-        if i == len(self.calls):
-            self.calls.append(_Call(i, self.events))
-        call = self.calls[i]
-        name_node = id_node = None
-        args_node: Node | None = None
-        arg_nodes: list[Node] = []
-        for child in node.children:
-            if child.tag == tags.TOOL_NAME:
-                name_node = child
-            elif child.tag == tags.TOOL_ID:
-                id_node = child
-            elif child.tag in _ARGS_TAGS:
-                args_node = child
-            elif child.tag == tags.TOOL_ARG:
-                arg_nodes.append(child)
-        if not call.announced:
-            if name_node is None or not name_node.complete:
-                return False
-            id_ready = id_node is not None and id_node.complete
-            if self.policy.expects_call_ids and not id_ready and not node.complete:
-                return False
-            call.name = name_node.text(text)
-            call.id = id_node.text(text) if id_ready and id_node and self.policy.model_ids else ""
-            if not call.id:
-                call.id = self.policy.call_ids(i)
-            if arg_nodes:
-                call.tagged = TaggedArguments(call.out, self.converters)
-            call.announced = True
-            self.events.append(("call", i, ""))
-            if call.out.pieces:  # arguments gathered before the announcement
-                self.events.append(("args", i, call.out.text()))
-        if args_node is not None:
-            call.streamer(args_node.tag or "").advance(args_node, text)
-            if call.broken:
-                self.truncated = True
-        elif arg_nodes or call.tagged is not None:
-            if call.tagged is None:
-                call.tagged = TaggedArguments(call.out, self.converters)
-            call.tagged.advance(arg_nodes, text)
-        if node.complete and not call.closed:
-            closing = call.complete()
-            if closing is None:
+    def _settle(self, node: Node, text: str) -> bool:
+        """A complete call node: a call of the message (True), or content.
+
+        The verdict and the arguments come from the complete node alone, as ``parse``
+        sees it. A call the incremental policy announced continues only if what it sent
+        is the start of that; otherwise (its arguments shrank as the parse changed its
+        mind) it is dropped and the call is announced anew.
+        """
+        verdict = self.verdicts.get(node.start)
+        if verdict is not None:
+            return verdict
+        sent = self.open if self.open is not None and self.open.start == node.start else None
+        if self.open is not None and sent is None:
+            self._drop(self.open)
+        self.open = None
+        call = _Call(node.start, self.events)
+        self._identify(call, node, text)
+        call.advance(node, text, self.converters)
+        closing = call.complete()
+        self.verdicts[node.start] = not call.invalid
+        if call.invalid:
+            if sent is not None:
+                self._drop(sent)
+            return False
+        whole = call.out.text() + closing
+        if sent is not None and sent.announced:
+            done = sent.out.text()
+            if (sent.name, sent.id) == (call.name, call.id) and whole.startswith(done):
+                sent.out.emit(whole[len(done) :])
+                self.calls.append(sent)
                 return True
-            call.out.emit(closing)
-            call.closed = True
+            self._drop(sent)
+        self._announce(call)
+        call.out.emit(closing)
+        self.calls.append(call)
         return True
 
+    def _identify(self, call: _Call, node: Node, text: str) -> bool:
+        """Read the call's name and id; False while they are not complete yet."""
+        name = _child(node, tags.TOOL_NAME)
+        if name is None or not name.complete:
+            return False
+        cid = _child(node, tags.TOOL_ID)
+        id_ready = cid is not None and cid.complete
+        if self.policy.expects_call_ids and not id_ready and not node.complete:
+            return False
+        call.name = name.text(text)
+        call.id = cid.text(text) if cid is not None and id_ready and self.policy.model_ids else ""
+        if not call.id:
+            # By where the call starts: the same id in parse() and in any stream, and
+            # never the id of a call a stream announced and then dropped.
+            call.id = self.policy.call_ids(node.start)
+        return True
+
+    def _announce(self, call: _Call) -> None:
+        call.index = len(self.announced)
+        self.announced.append(call)
+        self.events.append(("call", call.index, ""))
+        if call.out.pieces:  # arguments gathered before the announcement
+            self.events.append(("args", call.index, call.out.text()))
+
+    def _stream_open(self, node: Node, text: str) -> None:
+        """Incremental policy: announce the call being written and stream its arguments."""
+        if node.start in self.given_up:
+            return
+        call = self.open
+        if call is None:
+            call = _Call(node.start, self.events)
+            self.open = call
+        if not call.announced:
+            if not self._identify(call, node, text):
+                return
+            self._announce(call)
+        call.advance(node, text, self.converters)
+        if call.invalid:
+            self._drop(call)
+
+    def _drop(self, call: _Call) -> None:
+        if call.announced and call.index not in self.dropped:
+            self.dropped.append(call.index)
+        self.given_up.add(call.start)
+        if self.open is call:
+            self.open = None
+        call.index = -2  # nothing more of it is sent
+
+    def _cut(self, node: Node, lead: int, text: str, spans: list[Span]) -> None:
+        """The output ended inside this call: its text is content, unless it is nothing
+        but call openers (the model stopped on one), which are dropped."""
+        rest = text[lead:]
+        name = _child(node, tags.TOOL_NAME)
+        # A call was under way: its name is there, or a markup opener (a bare `{` that
+        # may open a JSON call is as likely the end of ordinary text).
+        if (name is not None and name.complete) or any(m in rest for m in self.openers):
+            self.truncated = True
+        if not self.only_openers(rest):
+            spans.append((lead, len(text)))
+
+    def only_openers(self, text: str) -> bool:
+        """Is ``text`` nothing but call openers and whitespace?"""
+        for marker in self.openers:
+            text = text.replace(marker, "")
+        return not text.strip()
+
     # ----------------------------------------------------------------- end of input
-    def close(self, tree: Node, text: str) -> None:
-        """Close whatever is still open at the end of generation (appending only)."""
+    def close(self, tree: Node) -> None:
+        """The end of generation: a reasoning block left open makes the message truncated."""
         if any(c.tag == tags.REASONING for c in tree.children) and not any(
             c.tag == tags.REASONING_CLOSE for c in tree.children
         ):
             self.truncated = True
-        for call in self.calls:
-            if not call.announced or call.closed:
-                continue
-            self.truncated = True
-            call.out.emit(call.cut(text))
-            call.closed = True
 
     # ----------------------------------------------------------------- output
     def take_deltas(self) -> list[dict[str, Any]]:
@@ -282,7 +412,7 @@ class Mapper:
                 else:
                     deltas.append({kind: piece})
             elif kind == "call":
-                call = self.calls[index]
+                call = self.announced[index]
                 deltas.append(
                     {
                         "tool_calls": [
@@ -309,11 +439,7 @@ class Mapper:
         return deltas
 
     def message(self) -> ChatMessage:
-        calls = [
-            ToolCall(id=c.id, name=c.name, arguments=c.out.text())
-            for c in self.calls
-            if c.announced
-        ]
+        calls = [ToolCall(id=c.id, name=c.name, arguments=c.out.text()) for c in self.calls]
         return ChatMessage(
             content=self.content.value(),
             reasoning_content=self.reasoning.value(),

@@ -13,21 +13,43 @@ from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError
 from autoparser.message import ChatMessage
 from autoparser.peg import Node, ParseStatus
-from autoparser.stream.mapper import CallIdPolicy, Mapper
+from autoparser.stream.mapper import CallIdPolicy, Mapper, check_tool_call_deltas
+
+_ARGS_TAGS = frozenset({tags.TOOL_ARGS, tags.TOOL_ARGS_STR, tags.TOOL_ARGS_PY, tags.TOOL_ARG})
 
 
 class StreamParser:
     """Feeds model output chunk by chunk; returns OpenAI ``delta`` dicts that only append.
 
     ``feed(chunk)`` -> deltas for the text that became certain; ``finish()`` -> the last
-    deltas (held-back text flushed, truncated calls closed); ``message`` -> the message so
-    far (the accumulation of every delta returned).
+    deltas (held-back text flushed; a call the output ended inside becomes content);
+    ``message`` -> the message so far.
+
+    ``tool_call_deltas``: ``"whole"`` (default) announces a call, with all its arguments,
+    once it is complete and valid, so the deltas always add up to ``message`` (and to
+    ``ChatParams.parse`` of the whole text). ``"incremental"`` announces a call once its
+    name is complete and streams its arguments as they are written (OpenAI style); a call
+    that then turns out not to be one (invalid arguments, or the output ended inside it)
+    cannot be taken back: its delta index is listed in ``dropped_calls``, its text follows
+    as content, and ``message`` (which equals ``parse``) does not hold it.
     """
 
-    def __init__(self, definition: ParserDefinition, call_ids: CallIdPolicy) -> None:
-        self._policy = call_ids
+    def __init__(
+        self,
+        definition: ParserDefinition,
+        call_ids: CallIdPolicy,
+        *,
+        tool_call_deltas: str = "whole",
+    ) -> None:
+        policy = check_tool_call_deltas(tool_call_deltas)
+        self.tool_call_deltas = policy
         self._inc = definition.parser.incremental()
-        self._mapper = Mapper(call_ids, definition.value_converters)
+        self._mapper = Mapper(
+            call_ids,
+            definition.value_converters,
+            incremental=policy == "incremental",
+            openers=definition.call_openers or definition.trigger_markers,
+        )
         self._last_tree: Node | None = None
         self._finished = False
 
@@ -53,10 +75,10 @@ class StreamParser:
         return self._mapper.take_deltas()
 
     def finish(self) -> list[dict[str, Any]]:
-        """End of output: return the last deltas (held-back text, a truncated call's text).
+        """End of output: return the last deltas (held-back text, a cut call's text).
 
-        After it the accumulated deltas equal ``ChatParams.parse`` of the whole text;
-        calling it again returns nothing, feeding again is a ``RequestError``.
+        With ``"whole"`` the accumulated deltas then equal ``ChatParams.parse`` of the
+        whole text; calling it again returns nothing, feeding again is a ``RequestError``.
         """
         if self._finished:
             return []
@@ -64,42 +86,77 @@ class StreamParser:
         text = self._inc.text
         final = self._inc.finish()
         partial = self._last_tree
-        tree = partial
-        if final.status == ParseStatus.SUCCESS and not (
-            partial is not None and self._ends_inside_call(partial)
+        tree = final.tree if final.status == ParseStatus.SUCCESS else partial
+        if partial is not None and (
+            (self._ends_inside_call(partial) and self._cut_inside_call(partial, tree))
+            or self._stopped_on_opener(partial, text)
         ):
-            tree = final.tree
+            tree = partial
         if tree is not None:
-            self._mapper.advance(tree, text)
-            self._mapper.close(tree, text)
+            self._mapper.advance(tree, text, final=True)
+            self._mapper.close(tree)
         elif text:
             # Nothing parsed at all (cannot happen with generated parsers): keep the text.
             self._mapper.push_content(self._mapper.content.push(text))
         return self._mapper.take_deltas()
 
-    def _ends_inside_call(self, partial: Node) -> bool:
-        """Did generation stop inside an announced call? Then that call is truncated.
+    @staticmethod
+    def _ends_inside_call(partial: Node) -> bool:
+        """Does the partial-mode parse end inside a call something of which is written?
+        (An empty node only says a call may start there.)"""
+        last = partial.children[-1] if partial.children else None
+        return (
+            last is not None
+            and last.tag == tags.TOOL
+            and not last.complete
+            and last.start < last.end
+        )
 
-        The full-mode parse would close such a call early (its end markers are optional)
-        or turn it into content; the partial-mode tree keeps it open, so it is reported
-        as a truncated call, its arguments closed by appending. Depends only on the text.
+    @staticmethod
+    def _cut_inside_call(partial: Node, final: Node | None) -> bool:
+        """Did generation stop inside a call (``_ends_inside_call``) before its arguments
+        were whole? Decided from the text alone.
+
+        The full-mode parse may still read it as a call (its end markers are optional: a
+        model may leave the last one out), but it is one only if everything the full parse
+        gives it was already complete before the end: each argument (a value cut off at
+        the end would otherwise pass as whole), with at least one argument written and
+        nothing after the call.
         """
-        calls = [c for c in partial.children if c.tag == tags.TOOL]
-        if not calls or calls[-1].complete:  # only the last call can be unfinished
-            return False
-        last = calls[-1]
-        name = next((c for c in last.children if c.tag == tags.TOOL_NAME), None)
-        if name is None or not name.complete:
-            return False
-        if self._policy.expects_call_ids:  # announced only once its id is complete
-            cid = next((c for c in last.children if c.tag == tags.TOOL_ID), None)
-            return cid is not None and cid.complete
-        return True
+        last = partial.children[-1]
+        if final is None or not final.children:
+            return True
+        node = final.children[-1]
+        if node.tag != tags.TOOL or node.start != last.start or not node.complete:
+            return True
+        if not any(c.tag in _ARGS_TAGS for c in node.children):
+            return True
+        before = [c.tag for c in last.children]
+        return before != [c.tag for c in node.children] or not all(
+            c.complete for c in last.children
+        )
+
+    def _stopped_on_opener(self, partial: Node, text: str) -> bool:
+        """Does the output end with call openers only, after the partial parse's last node
+        (a section marker outside any call node, like ``[TOOL_CALLS]``)?"""
+        tail = text[partial.children[-1].end if partial.children else 0 :]
+        return bool(tail.strip()) and self._mapper.only_openers(tail)
 
     @property
     def message(self) -> ChatMessage:
         """The message parsed so far (the final message once ``finish`` was called)."""
         return self._mapper.message()
+
+    @property
+    def dropped_calls(self) -> tuple[int, ...]:
+        """Delta indexes of calls this stream announced that the message does not hold.
+
+        Only the ``"incremental"`` policy announces a call before it is known to be one;
+        such a call's arguments broke, or the output ended inside it: its text is in
+        ``content`` and the deltas no longer add up to ``message``. Always empty with
+        ``"whole"``.
+        """
+        return tuple(self._mapper.dropped)
 
     @property
     def text(self) -> str:

@@ -1,8 +1,9 @@
-"""Pure text helpers: close, cut and convert JSON and Python-literal argument text.
+"""Pure text helpers for argument text: JSON escaping and checks, the closer of a JSON
+prefix, and Python literals printed by a template turned into JSON text.
 
-Nothing here keeps state; the argument streamers (``stream/arguments.py``) call these to
-close a cut-off value, find the last valid prefix of broken arguments, or turn a Python
-literal printed by a template into JSON text.
+Nothing here keeps state. Nothing here repairs a call: arguments that are not a JSON
+object make the call content (see docs/streaming.md); ``json_closer`` is a public helper
+for callers that want to display a prefix.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import collections
 import json
 import re
 
-from autoparser.peg import Parser, ParseStatus, end, json_object
+from autoparser.peg import end, json_object
 
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
 
@@ -20,14 +21,6 @@ _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
 def escape_json(text: str) -> str:
     """JSON string-body escaping; escaping pieces separately equals escaping the whole."""
     return json.dumps(text, ensure_ascii=False)[1:-1]
-
-
-def valid_json(text: str) -> bool:
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
 
 
 def json_closer(prefix: str) -> str:
@@ -114,108 +107,34 @@ def python_to_json_text(text: str) -> str:
 
 
 JSON_OBJECT_PROBE = json_object() + end()
-_PYTHON_PROBE = json_object(allow_single_quotes=True) + end()
-# The valid start of a JSON string literal: its body up to the first invalid character.
-_STRING_START = re.compile(r'\s*"((?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*)')
-# A string left open at the end of a Python-literal prefix: from its quote on.
-_OPEN_STRING = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|(['\"])")
 
 
-def viable_json_prefix(raw: str, probe: Parser = JSON_OBJECT_PROBE) -> int:
-    """Length of the longest prefix of raw that a JSON object can still continue.
-
-    Binary search over partial-mode parses (viability is monotone in the prefix length);
-    run once per broken call.
-    """
-    lo, hi = 0, len(raw)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if probe.parse(raw[:mid], partial=True).status == ParseStatus.FAIL:
-            hi = mid - 1
-        else:
-            lo = mid
-    return lo
-
-
-def viable_encoded_prefix(raw: str) -> str:
-    """The decoded text of the valid start of arguments written as a JSON string.
-
-    A trailing high surrogate whose low half never came is left out, as the stream holds
-    it back.
-    """
-    m = _STRING_START.match(raw)
-    if m is None:
-        return ""
-    body = m.group(1)
-    body = body[: safe_escape_cut(body)]
+def json_object_text(text: str) -> bool:
+    """Is ``text`` one JSON object (arguments as OpenAI carries them)?"""
     try:
-        decoded: str = json.loads('"' + body + '"')
-    except ValueError:
-        return ""
-    return decoded
+        return isinstance(json.loads(text), dict)
+    except (ValueError, RecursionError):
+        return False
 
 
-def python_prefix_json(raw: str) -> str:
-    """A broken Python-literal dict: its last valid prefix as a closed JSON object.
-
-    A string left open at the cut is dropped (its key or value then reads null).
-    """
-    prefix = raw[: viable_json_prefix(raw, _PYTHON_PROBE)]
-    last = collections.deque(_OPEN_STRING.finditer(prefix), maxlen=1)
-    if last and last[0].group(1):
-        prefix = prefix[: last[0].start()]
-    try:
-        # Nothing was streamed yet: a dangling comma can simply go.
-        text = python_to_json_text(prefix).rstrip().removesuffix(",")
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return "{}"
-    closed = text + closing_text(text)
-    return closed if valid_json(closed) and closed.lstrip().startswith("{") else "{}"
-
-
-# A JSON literal or number cut short at the end of a text, and what completes it.
-_CUT_SCALAR = re.compile(
-    r"(?<![\w.])(?:(t(?:r(?:u)?)?)|(f(?:a(?:l(?:s)?)?)?)|(n(?:u(?:l)?)?)"
-    r"|(-|\d+\.|\d+(?:\.\d+)?[eE][+-]?))\Z"
-)
-_SCALAR_REST = ("true", "false", "null")
-
-
-def closing_text(args: str) -> str:
-    """What to append so that a cut JSON object text parses (best effort)."""
-    tail = args.rstrip()
-    m = _CUT_SCALAR.search(tail)
-    lead = ""
-    if m is not None and tail == args and not json_closer(args).startswith(('"', '\\"')):
-        for word, cut in zip(_SCALAR_REST, m.groups(), strict=False):
-            if cut:
-                lead = word[len(cut) :]
-        lead = lead or "0"  # a number cut after its sign, point or exponent
-    closer = json_closer(args + lead)
-    if valid_json(args + lead + closer) or not tail.endswith(","):
-        return lead + closer
-    # A dangling comma needs one more member / element.
-    inner = closer.lstrip()[:1]
-    return (" null" if inner == "]" else ' "": null') + closer
-
-
-def python_value_json(raw: str) -> str:
-    """One value printed by a template with Python's str() -> JSON text (else a string)."""
+def python_value_json(raw: str) -> str | None:
+    """One value printed by a template with Python's str() -> JSON text (None if it is
+    neither JSON nor a Python literal)."""
     text = raw.strip()
     for candidate in (text, python_to_json_text(text) if text else text):
         try:
             return json.dumps(json.loads(candidate), ensure_ascii=False)
         except (ValueError, SyntaxError, RecursionError):
             continue
-    return json.dumps(text, ensure_ascii=False)
+    return None
 
 
-def python_dict_json(raw: str) -> str:
-    """A Python-style dict ('single quotes', True/None) -> JSON object text ("{}" if not)."""
+def python_dict_json(raw: str) -> str | None:
+    """A Python-style dict ('single quotes', True/None) -> JSON object text (None if not)."""
     try:
         parsed = json.loads(python_to_json_text(raw))
     except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return "{}"
+        return None
     if not isinstance(parsed, dict):
-        return "{}"
+        return None
     return json.dumps(parsed, ensure_ascii=False)
