@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
@@ -12,6 +13,7 @@ from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError, SchemaError
 from autoparser.generate.assembly import build_standard
 from autoparser.generate.context import BuildContext, normalize_markers
+from autoparser.generate.memo import BuildMemo, request_key
 from autoparser.generate.reasoning import should_extract_reasoning
 from autoparser.generate.request import Request, normalize_request
 from autoparser.generate.sections import call_opener, call_trigger_markers, inner_opener
@@ -178,24 +180,26 @@ def build_params(
     )
 
 
-def params_for_request(
-    analysis: TemplateAnalysis,
-    request: Request,
-    *,
-    prompt: str = "",
-    generation_prompt: str = "",
-    call_id_seed: int | None = None,
-    with_grammar: bool = True,
-) -> ChatParams:
-    """ChatParams from an analysis, a validated request and its rendered prompt.
+@dataclasses.dataclass(frozen=True)
+class _Built:
+    """What a request builds that does not depend on the prompt's text itself."""
 
-    ``with_grammar=False`` builds only the parser (``grammar`` None, no triggers): for
-    callers that parse and never constrain, like the analysis' self-check.
-    """
-    from autoparser.peg import grammar as emit_grammar
+    ctx: BuildContext
+    definition: ParserDefinition
+    grammar: str | None
+    lazy: bool
+    triggers: tuple[GrammarTrigger, ...]
 
-    enable_thinking = request.enable_thinking
-    forced = is_forced_open(analysis, prompt, enable_thinking)
+
+# Keyed by (id(analysis), request key, prompt facts, with_grammar); see generate/memo.py.
+_CONTEXTS: BuildMemo[tuple[BuildContext, str]] = BuildMemo(256)
+_BUILT: BuildMemo[_Built] = BuildMemo(256)
+
+
+def _context(
+    analysis: TemplateAnalysis, request: Request, forced: bool
+) -> tuple[BuildContext, str]:
+    """The build context before the prompt's call opener is looked at, and that opener."""
     ctx = BuildContext(
         analysis=normalize_markers(analysis),
         request=request,
@@ -205,13 +209,15 @@ def params_for_request(
     if request.calls_enabled and not analysis.handler:
         openers = (*call_trigger_markers(ctx), inner_opener(ctx))
         ctx = dataclasses.replace(ctx, call_openers=tuple(m for m in openers if m))
-    # Like a forced-open reasoning block: a prompt ending with the call opener has already
-    # started the first call (e.g. a ">>>name\n{args}" format whose prompt ends with ">>>").
-    opener = call_opener(ctx) if not analysis.handler else ""
-    if opener and not forced and prompt.rstrip().endswith(opener):
-        ctx = dataclasses.replace(ctx, call_opened=True)
-    definition = _handler_definition(ctx)
+    return ctx, call_opener(ctx) if not analysis.handler else ""
 
+
+def _build(ctx: BuildContext, with_grammar: bool) -> _Built:
+    """Parser definition, grammar and triggers of one context."""
+    from autoparser.peg import grammar as emit_grammar
+
+    definition = _handler_definition(ctx)
+    request = ctx.request
     grammar_text: str | None = None
     triggers: list[GrammarTrigger] = []
     lazy = False
@@ -231,6 +237,50 @@ def params_for_request(
                 lazy = False
             elif ctx.thinking_forced_open and ctx.extract_reasoning:
                 triggers = _after_reasoning(triggers, ctx.analysis.reasoning.end)
+    return _Built(ctx, definition, grammar_text, lazy, tuple(triggers))
+
+
+def params_for_request(
+    analysis: TemplateAnalysis,
+    request: Request,
+    *,
+    prompt: str = "",
+    generation_prompt: str = "",
+    call_id_seed: int | None = None,
+    with_grammar: bool = True,
+) -> ChatParams:
+    """ChatParams from an analysis, a validated request and its rendered prompt.
+
+    ``with_grammar=False`` builds only the parser (``grammar`` None, no triggers): for
+    callers that parse and never constrain, like the analysis' self-check. What does not
+    depend on the prompt's text is built once per (analysis, request) and reused.
+    """
+    forced = is_forced_open(analysis, prompt, request.enable_thinking)
+    key = request_key(request)
+    if key is None:
+        ctx, opener = _context(analysis, request, forced)
+    else:
+        # Built from a copy, so that a caller changing its tool dicts later cannot change
+        # what the memo hands to the next request with the original tools.
+        ctx, opener = _CONTEXTS.get(
+            (id(analysis), key, forced),
+            analysis,
+            lambda: _context(analysis, copy.deepcopy(request), forced),
+        )
+    # Like a forced-open reasoning block: a prompt ending with the call opener has already
+    # started the first call (e.g. a ">>>name\n{args}" format whose prompt ends with ">>>").
+    call_opened = bool(opener) and not forced and prompt.rstrip().endswith(opener)
+    if call_opened:
+        ctx = dataclasses.replace(ctx, call_opened=True)
+    if key is None:
+        built = _build(ctx, with_grammar)
+    else:
+        built = _BUILT.get(
+            (id(analysis), key, forced, call_opened, with_grammar),
+            analysis,
+            lambda: _build(ctx, with_grammar),
+        )
+    ctx, definition = built.ctx, built.definition
 
     call_ids = CallIdPolicy(
         expects_call_ids=definition.expects_call_ids,
@@ -240,9 +290,9 @@ def params_for_request(
     return ChatParams(
         prompt=prompt,
         generation_prompt=generation_prompt,
-        grammar=grammar_text,
-        grammar_lazy=lazy,
-        grammar_triggers=triggers,
+        grammar=built.grammar,
+        grammar_lazy=built.lazy,
+        grammar_triggers=list(built.triggers),
         preserved_tokens=_merged(analysis.preserved_tokens, definition.preserved_tokens),
         additional_stops=_merged(analysis.end_of_turn, definition.additional_stops),
         thinking_forced_open=forced,

@@ -466,6 +466,7 @@ class Until(Parser):
     """
 
     __slots__ = ("_hold_rx", "_longest", "_rx", "delimiters")
+    _memo = False
 
     def __init__(self, delimiters: tuple[str, ...]) -> None:
         super().__init__()
@@ -692,6 +693,7 @@ class Peek(_Wrapper):
     """Positive lookahead: succeeds where the child does, consuming nothing."""
 
     __slots__ = ()
+    _memo = False
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         st, _e, _ns, h, _cl = self.child._call(ctx, pos)
@@ -705,6 +707,7 @@ class Negate(_Wrapper):
     """Negative lookahead: succeeds where the child fails, consuming nothing."""
 
     __slots__ = ()
+    _memo = False
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         st, _e, _ns, h, _cl = self.child._call(ctx, pos)
@@ -722,6 +725,7 @@ class Tag(_Wrapper):
     """Reports the child's span as a tree node named `name`."""
 
     __slots__ = ("name",)
+    _memo = False
 
     def __init__(self, name: str, child: Parser) -> None:
         super().__init__(child)
@@ -741,6 +745,7 @@ class Atomic(_Wrapper):
     """Its tagged nodes appear only once the child is complete."""
 
     __slots__ = ()
+    _memo = False
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         r = self.child._call(ctx, pos)
