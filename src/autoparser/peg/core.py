@@ -21,7 +21,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import count
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar, NamedTuple, Union
 
 from autoparser.errors import AutoparserError, GrammarError
 from autoparser.peg import json_scan
@@ -42,9 +42,12 @@ Res = tuple[int, int, tuple["Node", ...], bool, str]
 _NO_NODES: tuple[Node, ...] = ()
 
 
-@dataclass(frozen=True)
-class Node:
-    """A tagged span of the input; the root node has tag None and spans the whole match."""
+class Node(NamedTuple):
+    """A tagged span of the input; the root node has tag None and spans the whole match.
+
+    A named tuple rather than a frozen dataclass: a stream builds the nodes on its
+    unfinished path again on every feed, and a tuple is several times cheaper to make.
+    """
 
     tag: str | None
     start: int
@@ -180,13 +183,12 @@ class Parser:
         if r is not None:
             return r
         # No try/finally: an exception ends the whole parse and its context with it.
-        depth = ctx.depth + 1
-        if depth > ctx.max_depth:
+        depth = ctx.depth
+        if depth >= ctx.max_depth:
             raise ParseDepthError(f"grammar nesting deeper than {ctx.max_depth} levels")
+        ctx.depth = depth + 1
+        r = memo[key] = self._match(ctx, pos)
         ctx.depth = depth
-        r = self._match(ctx, pos)
-        ctx.depth = depth - 1
-        memo[key] = r
         if r[3]:
             ctx.volatile.append(key)
         return r
@@ -231,6 +233,16 @@ class Parser:
     def children(self) -> tuple[Parser, ...]:
         """Direct sub-parsers (rule references are not followed)."""
         return ()
+
+    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
+        """Characters a match can start with, or None when unknown.
+
+        The promise a set makes: at a position holding a character outside it, this node
+        fails there, consuming nothing, without depending on the end of the input; so an
+        ordered choice may skip it by looking at one character (see Choice).
+        `seen` holds the rules being expanded (a recursive rule is unknown).
+        """
+        return None
 
     # --- parsing --------------------------------------------------------------------------
     def _match(self, ctx: _Ctx, pos: int) -> Res:  # pragma: no cover - abstract
@@ -350,6 +362,9 @@ class Literal(Parser):
     def __repr__(self) -> str:
         return f"literal({self.value!r})"
 
+    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
+        return frozenset(self.value[0]) if self.value else None
+
 
 class Token(Literal):
     """A special token such as ``<tool_call>``: matched as its text.
@@ -388,6 +403,12 @@ class Chars(Parser):
                 return (_MORE, e, _NO_NODES, True, "")
             return (_OK if got >= self.min else _FAIL, e, _NO_NODES, True, "")
         return (_OK if got >= self.min else _FAIL, e, _NO_NODES, False, "")
+
+    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
+        cs = self.charset
+        if self.min < 1 or cs.negated or sum(hi - lo + 1 for lo, hi in cs.ranges) > 256:
+            return None
+        return frozenset(chr(c) for lo, hi in cs.ranges for c in range(lo, hi + 1))
 
     def __repr__(self) -> str:
         return f"chars({self.charset.regex()!r}, {self.min}, {self.max})"
@@ -531,6 +552,9 @@ class Json(Parser):
             ctx.hints[key] = r.state
         return (r.status, r.end, _NO_NODES, r.hit_end, r.closer)
 
+    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
+        return json_scan.first_chars(self.kind, self.single_quotes)
+
     def __repr__(self) -> str:
         return f"json_{self.kind}()"
 
@@ -572,12 +596,23 @@ class Seq(Parser):
         return self.items
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
-        nodes: list[Node] = []
+        # Items whose results were final are not replayed on the next incremental run:
+        # the hint holds (index, position, nodes) after the last of them, stored when the
+        # first item whose outcome depends on the end of the input is reached.
+        key = (self._uid, pos)
+        hint: tuple[int, int, tuple[Node, ...]] | None = ctx.hints.get(key)
+        if hint is None:
+            first, p, nodes = 0, pos, []
+        else:
+            first, p, nodes = hint[0], hint[1], list(hint[2])
         hit = False
-        p = pos
-        for item in self.items:
-            st, e, ns, h, cl = item._call(ctx, p)
-            hit = hit or h
+        items = self.items
+        for i in range(first, len(items)):
+            st, e, ns, h, cl = items[i]._call(ctx, p)
+            if h and not hit:
+                hit = True
+                if i > first:
+                    ctx.hints[key] = (i, p, tuple(nodes))
             if st != _OK:
                 if st == _MORE:
                     nodes.extend(ns)
@@ -591,23 +626,54 @@ class Seq(Parser):
     def __repr__(self) -> str:
         return "seq(" + ", ".join(map(repr, self.items)) + ")"
 
+    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
+        return self.items[0].first_chars(seen)
+
 
 class Choice(Parser):
     """The first alternative that does not fail (an unfinished one is taken as is)."""
 
-    __slots__ = ("alternatives",)
+    __slots__ = ("_by_char", "_others", "alternatives")
 
     def __init__(self, alternatives: tuple[Parser, ...]) -> None:
         super().__init__()
         self.alternatives = alternatives
+        # Built on first use (rules referenced may be defined after this node):
+        # character -> the alternatives that can start with it, in order.
+        self._by_char: dict[str, tuple[Parser, ...]] | None = None
+        self._others: tuple[Parser, ...] = alternatives
 
     def children(self) -> tuple[Parser, ...]:
         return self.alternatives
 
+    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
+        sets = [alt.first_chars(seen) for alt in self.alternatives]
+        if any(f is None for f in sets):
+            return None
+        return frozenset().union(*sets)  # type: ignore[arg-type]
+
+    def _dispatch(self) -> dict[str, tuple[Parser, ...]]:
+        """Per next character, the alternatives worth trying: those that could start
+        with it and those whose first characters are unknown (the others would fail
+        there without looking further, so skipping them changes no result)."""
+        firsts = [alt.first_chars() for alt in self.alternatives]
+        chars = frozenset().union(*(f for f in firsts if f is not None))
+        pairs = list(zip(self.alternatives, firsts, strict=True))
+        table = {c: tuple(a for a, f in pairs if f is None or c in f) for c in chars}
+        self._others = tuple(a for a, f in pairs if f is None)
+        self._by_char = table
+        return table
+
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         hit = False
         furthest = pos
-        for alt in self.alternatives:
+        alternatives = self.alternatives
+        if pos < ctx.n:
+            table = self._by_char
+            if table is None:
+                table = self._dispatch()
+            alternatives = table.get(ctx.text[pos], self._others)
+        for alt in alternatives:
             r = alt._call(ctx, pos)
             if r[0] != _FAIL:
                 return r if not hit or r[3] else (r[0], r[1], r[2], True, r[4])
@@ -630,6 +696,11 @@ class _Wrapper(Parser):
 
     def children(self) -> tuple[Parser, ...]:
         return (self.child,)
+
+    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
+        # Tag, Atomic, Peek and TriggerMark fail exactly where their child fails;
+        # the others override this.
+        return self.child.first_chars(seen)
 
 
 class Repeat(_Wrapper):
@@ -688,6 +759,9 @@ class Repeat(_Wrapper):
     def __repr__(self) -> str:
         return f"repeat({self.child!r}, {self.min}, {self.max})"
 
+    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
+        return self.child.first_chars(seen) if self.min >= 1 else None
+
 
 class Peek(_Wrapper):
     """Positive lookahead: succeeds where the child does, consuming nothing."""
@@ -719,6 +793,9 @@ class Negate(_Wrapper):
 
     def __repr__(self) -> str:
         return f"negate({self.child!r})"
+
+    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
+        return None
 
 
 class Tag(_Wrapper):
@@ -789,6 +866,11 @@ class Ref(Parser):
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         return self.target()._call(ctx, pos)
+
+    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
+        if self._uid in seen or self.name not in self.rules:
+            return None
+        return self.target().first_chars(seen | {self._uid})
 
     def __repr__(self) -> str:
         return f"ref({self.name!r})"

@@ -91,6 +91,22 @@ _FIRST = {
 }
 
 
+def first_chars(kind: str, single_quotes: bool) -> frozenset[str]:
+    """The characters a value of `kind` can start with: `scan` fails at any other one,
+    consuming nothing, whatever follows."""
+    quotes = "\"'" if single_quotes else '"'
+    firsts = {
+        "object": "{",
+        "array": "[",
+        "string": quotes,
+        "number": "-0123456789",
+        "literal": "tfn",
+    }
+    if kind == "value":
+        return frozenset("{[" + quotes + "-0123456789tfn")
+    return frozenset(firsts[kind])
+
+
 def fast_complete(text: str, pos: int, kind: str) -> int:
     """End of a complete non-number JSON value at pos via the C decoder, or -1.
 
