@@ -77,6 +77,11 @@ class Node(NamedTuple):
         return [n for n in self.walk() if n.tag == tag]
 
 
+# Builds a Node from its six fields without the generated __new__'s Python frame (the hot
+# path: one per tagged node on a stream's unfinished path, every feed).
+_new_node = tuple.__new__
+
+
 @dataclass(frozen=True)
 class ParseResult:
     """Status, position reached and the tagged tree of one parse."""
@@ -244,6 +249,16 @@ class Parser:
         """
         return None
 
+    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
+        """Text a match must start with, or "" when unknown.
+
+        The promise: where at least this many characters remain and they differ from
+        it, this node fails there, consuming nothing, without depending on the end of
+        the input (a finer filter than `first_chars` for alternatives sharing a first
+        character, like ``<|channel|>analysis`` and ``<|channel|>final``).
+        """
+        return ""
+
     # --- parsing --------------------------------------------------------------------------
     def _match(self, ctx: _Ctx, pos: int) -> Res:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -277,7 +292,9 @@ class Parser:
             # Partial memo contents are still valid: only finished matches were stored.
             msg = str(exc) if isinstance(exc, ParseDepthError) else "recursion too deep"
             return ParseResult(ParseStatus.FAIL, 0, Node(None, 0, 0, False), msg)
-        tree = Node(None, 0, end, status == _OK, nodes, closer if status == _MORE else "")
+        tree = _new_node(
+            Node, (None, 0, end, status == _OK, nodes, closer if status == _MORE else "")
+        )
         return ParseResult(_STATUSES[status], end, tree)
 
     def __repr__(self) -> str:
@@ -364,6 +381,9 @@ class Literal(Parser):
 
     def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
         return frozenset(self.value[0]) if self.value else None
+
+    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
+        return self.value
 
 
 class Token(Literal):
@@ -629,19 +649,24 @@ class Seq(Parser):
     def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
         return self.items[0].first_chars(seen)
 
+    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
+        return self.items[0].first_text(seen)
+
 
 class Choice(Parser):
     """The first alternative that does not fail (an unfinished one is taken as is)."""
 
-    __slots__ = ("_by_char", "_others", "alternatives")
+    __slots__ = ("_all", "_by_char", "_others", "alternatives")
 
     def __init__(self, alternatives: tuple[Parser, ...]) -> None:
         super().__init__()
         self.alternatives = alternatives
         # Built on first use (rules referenced may be defined after this node):
-        # character -> the alternatives that can start with it, in order.
-        self._by_char: dict[str, tuple[Parser, ...]] | None = None
-        self._others: tuple[Parser, ...] = alternatives
+        # character -> the alternatives that can start with it, in order, each with the
+        # text it must start with ("" when one character says as much).
+        self._by_char: dict[str, tuple[tuple[Parser, str], ...]] | None = None
+        self._others: tuple[tuple[Parser, str], ...] = ()
+        self._all = tuple((alt, "") for alt in alternatives)
 
     def children(self) -> tuple[Parser, ...]:
         return self.alternatives
@@ -652,28 +677,34 @@ class Choice(Parser):
             return None
         return frozenset().union(*sets)  # type: ignore[arg-type]
 
-    def _dispatch(self) -> dict[str, tuple[Parser, ...]]:
+    def _dispatch(self) -> dict[str, tuple[tuple[Parser, str], ...]]:
         """Per next character, the alternatives worth trying: those that could start
         with it and those whose first characters are unknown (the others would fail
         there without looking further, so skipping them changes no result)."""
-        firsts = [alt.first_chars() for alt in self.alternatives]
-        chars = frozenset().union(*(f for f in firsts if f is not None))
-        pairs = list(zip(self.alternatives, firsts, strict=True))
-        table = {c: tuple(a for a, f in pairs if f is None or c in f) for c in chars}
-        self._others = tuple(a for a, f in pairs if f is None)
+        alts = [(a, a.first_chars(), a.first_text()) for a in self.alternatives]
+        chars = frozenset().union(*(f for _a, f, _t in alts if f is not None))
+        table = {
+            c: tuple((a, t if len(t) > 1 else "") for a, f, t in alts if f is None or c in f)
+            for c in chars
+        }
+        self._others = tuple((a, t if len(t) > 1 else "") for a, f, t in alts if f is None)
         self._by_char = table
         return table
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         hit = False
         furthest = pos
-        alternatives = self.alternatives
-        if pos < ctx.n:
+        text = ctx.text
+        left = ctx.n - pos
+        alternatives = self._all
+        if left > 0:
             table = self._by_char
             if table is None:
                 table = self._dispatch()
-            alternatives = table.get(ctx.text[pos], self._others)
-        for alt in alternatives:
+            alternatives = table.get(text[pos], self._others)
+        for alt, must in alternatives:
+            if must and left >= len(must) and not text.startswith(must, pos):
+                continue  # it would fail here, consuming nothing (see first_text)
             r = alt._call(ctx, pos)
             if r[0] != _FAIL:
                 return r if not hit or r[3] else (r[0], r[1], r[2], True, r[4])
@@ -701,6 +732,9 @@ class _Wrapper(Parser):
         # Tag, Atomic, Peek and TriggerMark fail exactly where their child fails;
         # the others override this.
         return self.child.first_chars(seen)
+
+    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
+        return self.child.first_text(seen)
 
 
 class Repeat(_Wrapper):
@@ -762,6 +796,9 @@ class Repeat(_Wrapper):
     def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
         return self.child.first_chars(seen) if self.min >= 1 else None
 
+    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
+        return self.child.first_text(seen) if self.min >= 1 else ""
+
 
 class Peek(_Wrapper):
     """Positive lookahead: succeeds where the child does, consuming nothing."""
@@ -797,6 +834,9 @@ class Negate(_Wrapper):
     def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
         return None
 
+    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
+        return ""
+
 
 class Tag(_Wrapper):
     """Reports the child's span as a tree node named `name`."""
@@ -812,7 +852,7 @@ class Tag(_Wrapper):
         st, e, ns, h, cl = self.child._call(ctx, pos)
         if st == _FAIL:
             return (st, e, _NO_NODES, h, "")
-        return (st, e, (Node(self.name, pos, e, st == _OK, ns, cl),), h, cl)
+        return (st, e, (_new_node(Node, (self.name, pos, e, st == _OK, ns, cl)),), h, cl)
 
     def __repr__(self) -> str:
         return f"tag({self.name!r}, {self.child!r})"
@@ -871,6 +911,11 @@ class Ref(Parser):
         if self._uid in seen or self.name not in self.rules:
             return None
         return self.target().first_chars(seen | {self._uid})
+
+    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
+        if self._uid in seen or self.name not in self.rules:
+            return ""
+        return self.target().first_text(seen | {self._uid})
 
     def __repr__(self) -> str:
         return f"ref({self.name!r})"

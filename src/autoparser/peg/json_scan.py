@@ -284,10 +284,13 @@ def _incomplete(
     known: tuple[Stack, str],
 ) -> ScanResult:
     """Input ended inside the value: NEED_MORE (partial) or FAIL (full), with the closer."""
+    pos, stack, expect, quote, _known = state
     if not partial:
-        return ScanResult(FAIL, n, True, "", state._replace(known=known))
-    closing = _stack_closing(state.stack, known)
-    state = state._replace(known=(state.stack, closing))
+        return ScanResult(FAIL, n, True, "", ScanState(pos, stack, expect, quote, known))
+    # A resumed scan that ended in the same container (a long string or number growing)
+    # reuses the closing brackets it knew.
+    closing = known[1] if known[0] is stack else _stack_closing(stack, known)
+    state = ScanState(pos, stack, expect, quote, (stack, closing))
     return ScanResult(MORE, n, True, closer_for(state, kind, token_fix), state)
 
 
