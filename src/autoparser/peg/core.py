@@ -603,14 +603,52 @@ class JsonSchema(Json):
 # --- combinators ---------------------------------------------------------------------------
 
 
+def _leaf_regex(p: Parser, group: int) -> str | None:
+    """A plain leaf as a regex that matches exactly where the leaf succeeds, consuming the
+    same text (a class run without backtracking, as Chars takes it), or None."""
+    kind = type(p)
+    if kind in (Literal, Token):
+        assert isinstance(p, Literal)
+        return re.escape(p.value)
+    if kind in (Chars, CharClass, AnyChar, Space):
+        assert isinstance(p, Chars)
+        bound = "" if p.max is None else str(p.max)
+        # (?=(X))\N: X matched greedily and never given back (an atomic group before 3.11).
+        return f"(?=({p.charset.regex()}{{{p.min},{bound}}}))\\{group}"
+    return None
+
+
+def _fuse_leaves(items: tuple[Parser, ...]) -> dict[int, tuple[int, re.Pattern[str]]] | None:
+    """Runs of two or more consecutive plain leaves (literals, character runs): start
+    index -> (index after the run, one regex for the whole run)."""
+    runs: dict[int, tuple[int, re.Pattern[str]]] = {}
+    i = 0
+    while i < len(items):
+        j = i
+        parts: list[str] = []
+        groups = 0
+        while j < len(items):
+            rx = _leaf_regex(items[j], groups + 1)
+            if rx is None:
+                break
+            groups += isinstance(items[j], Chars)
+            parts.append(rx)
+            j += 1
+        if j - i >= 2:
+            runs[i] = (j, re.compile("".join(parts)))
+        i = max(j, i + 1)
+    return runs or None
+
+
 class Seq(Parser):
     """All items in order."""
 
-    __slots__ = ("items",)
+    __slots__ = ("_fused", "items")
 
     def __init__(self, items: tuple[Parser, ...]) -> None:
         super().__init__()
         self.items = items
+        self._fused = _fuse_leaves(items)
 
     def children(self) -> tuple[Parser, ...]:
         return self.items
@@ -622,12 +660,25 @@ class Seq(Parser):
         key = (self._uid, pos)
         hint: tuple[int, int, tuple[Node, ...]] | None = ctx.hints.get(key)
         if hint is None:
-            first, p, nodes = 0, pos, []
+            i, p, nodes = 0, pos, []
         else:
-            first, p, nodes = hint[0], hint[1], list(hint[2])
+            i, p, nodes = hint[0], hint[1], list(hint[2])
+        first = i
         hit = False
         items = self.items
-        for i in range(first, len(items)):
+        count = len(items)
+        fused = self._fused
+        while i < count:
+            if fused is not None:
+                run = fused.get(i)
+                if run is not None:
+                    # A run of plain leaves in one regex match; only where it ends before
+                    # the end of the input are all of its results known to be final.
+                    m = run[1].match(ctx.text, p)
+                    if m is not None and m.end() < ctx.n:
+                        p = m.end()
+                        i = run[0]
+                        continue
             st, e, ns, h, cl = items[i]._call(ctx, p)
             if h and not hit:
                 hit = True
@@ -641,6 +692,7 @@ class Seq(Parser):
             if ns:
                 nodes.extend(ns)
             p = e
+            i += 1
         return (_OK, p, tuple(nodes), hit, "")
 
     def __repr__(self) -> str:
