@@ -351,12 +351,14 @@ def test_forced_open_triggers_fire_only_after_reasoning() -> None:
     params = case.params(TOOLS)
     assert params.thinking_forced_open and params.grammar_lazy
     (trigger,) = params.grammar_triggers
-    assert trigger.kind == "pattern_full"
+    assert trigger.kind == "pattern"  # searched: a whole-output match costs engines more
     rx = re.compile(trigger.value)
-    assert rx.fullmatch("I could use <tool_call> here") is None
+    assert rx.search("I could use <tool_call> here") is None
     call_text = '<tool_call>\n{"name": "ping", "arguments": {}}\n</tool_call>'
-    match = rx.fullmatch("I could use <tool_call> here</think>\n\n" + call_text)
+    output = "I could use <tool_call> here</think>\n\n" + call_text
+    match = rx.search(output)
     assert match is not None and match.group(1) == "<tool_call>"
+    assert match.start(1) == output.index(call_text)
     assert params.grammar is not None and accepts(params.grammar, call_text)
     message = params.parse("Mention <tool_call> while thinking.</think>\n" + call_text)
     assert message.reasoning_content == "Mention <tool_call> while thinking."
