@@ -111,7 +111,18 @@ class ParseDepthError(AutoparserError):
 class _Ctx:
     """State of one parse run; memo and hints may be shared across incremental runs."""
 
-    __slots__ = ("depth", "hints", "max_depth", "memo", "n", "partial", "text", "volatile")
+    __slots__ = (
+        "depth",
+        "frontier",
+        "hints",
+        "hits",
+        "max_depth",
+        "memo",
+        "n",
+        "partial",
+        "text",
+        "volatile",
+    )
 
     def __init__(
         self,
@@ -130,6 +141,10 @@ class _Ctx:
         self.volatile = volatile
         self.depth = 0
         self.max_depth = max_depth
+        # Leaf results that depended on the end of the input, and the last unfinished
+        # scan (until / JSON) among them: see IncrementalParse.feed.
+        self.hits = 0
+        self.frontier: tuple[Parser, int] | None = None
 
     def run(self, node: Parser, pos: int) -> Res:
         return node._call(self, pos)
@@ -280,12 +295,16 @@ class Parser:
         volatile: list[tuple[int, int]],
         max_depth: int = 0,
     ) -> ParseResult:
+        ctx = _Ctx(text, partial, memo, hints, volatile, max_depth or _depth_budget())
+        return self._run_ctx(ctx)
+
+    def _run_ctx(self, ctx: _Ctx) -> ParseResult:
+        volatile = ctx.volatile
         if volatile:
-            pop = memo.pop
+            pop = ctx.memo.pop
             for key in volatile:
                 pop(key, None)
             volatile.clear()
-        ctx = _Ctx(text, partial, memo, hints, volatile, max_depth or _depth_budget())
         try:
             status, end, nodes, _hit, closer = self._call(ctx, 0)
         except (ParseDepthError, RecursionError) as exc:
@@ -299,6 +318,78 @@ class Parser:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}#{self._uid}"
+
+
+def _extended(last: ParseResult, end: int, closer: str) -> ParseResult:
+    """`last` with the unfinished nodes (the path to the scan that needs more input, always
+    the last node at each level) ending at `end` with `closer`."""
+
+    def along(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+        if not nodes or nodes[-1].complete:
+            return nodes
+        n = nodes[-1]
+        return (
+            *nodes[:-1],
+            _new_node(Node, (n.tag, n.start, end, False, along(n.children), closer)),
+        )
+
+    root = last.tree
+    tree = _new_node(Node, (None, 0, end, False, along(root.children), closer))
+    return ParseResult(ParseStatus.NEED_MORE_INPUT, end, tree)
+
+
+_RESUMABLE: dict[int, bool] = {}
+
+
+def _resumable(root: Parser) -> bool:
+    """Is every node reachable from `root` one whose end dependence the feed shortcut
+    accounts for (the classes of this module; a subclass defined elsewhere is not)?"""
+    known = _RESUMABLE.get(root._uid)
+    if known is not None:
+        return known
+    kinds = (
+        Literal,
+        Token,
+        Chars,
+        CharClass,
+        AnyChar,
+        Space,
+        End,
+        Rest,
+        Until,
+        Json,
+        JsonSchema,
+        Seq,
+        Choice,
+        Repeat,
+        Peek,
+        Negate,
+        Tag,
+        Atomic,
+        TriggerMark,
+        Ref,
+    )
+    seen: set[int] = set()
+    stack = [root]
+    ok = True
+    while stack and ok:
+        node = stack.pop()
+        if node._uid in seen:
+            continue
+        seen.add(node._uid)
+        if type(node) not in kinds:
+            ok = False
+        elif isinstance(node, Ref):
+            if node.name not in node.rules:
+                ok = False
+            else:
+                stack.append(node.target())
+        else:
+            stack.extend(node.children())
+    if len(_RESUMABLE) > 4096:
+        _RESUMABLE.clear()
+    _RESUMABLE[root._uid] = ok
+    return ok
 
 
 class IncrementalParse:
@@ -315,6 +406,10 @@ class IncrementalParse:
         # every feed costs more than a token's parse (a deeper later caller still gets a
         # FAIL from RecursionError, never a crash).
         self._max_depth = 0
+        # (scan node, position, last result) when the last feed's result depended on the
+        # end of the input only through that one unfinished until / JSON scan.
+        self._frontier: tuple[Parser, int, ParseResult] | None = None
+        self._resumable = _resumable(parser)
 
     @property
     def text(self) -> str:
@@ -329,9 +424,31 @@ class IncrementalParse:
         self._text = text
         if not self._max_depth:
             self._max_depth = _depth_budget()
-        return self._parser._run(
-            text, True, self._memo, self._hints, self._volatile, self._max_depth
-        )
+        ctx = _Ctx(text, True, self._memo, self._hints, self._volatile, self._max_depth)
+        frontier = self._frontier
+        if frontier is not None:
+            # The last result depended on the end of the input only through one scan that
+            # needed more input; every other result on its path was final, and the nodes
+            # above the scan pass its end and closer through unchanged. If the scan, run
+            # again on the longer text, still needs more, the whole parse is the last one
+            # with that end and closer: no need to start again from the root.
+            node, pos, last = frontier
+            r = node._match(ctx, pos)
+            if r[0] == _MORE and not r[2] and ctx.hits == 1:
+                result = _extended(last, r[1], r[4])
+                self._frontier = (node, pos, result)
+                return result
+            ctx.hits, ctx.frontier = 0, None
+        result = self._parser._run_ctx(ctx)
+        self._frontier = None
+        if (
+            self._resumable
+            and ctx.hits == 1
+            and ctx.frontier is not None
+            and result.status is ParseStatus.NEED_MORE_INPUT
+        ):
+            self._frontier = (ctx.frontier[0], ctx.frontier[1], result)
+        return result
 
     def feed_bytes(self, data: bytes) -> ParseResult:
         """Append UTF-8 bytes: a character split across chunks waits for its last byte;
@@ -349,6 +466,7 @@ class IncrementalParse:
             tail = self._decoder.decode(b"", final=True)
             if tail:
                 self.feed(tail)
+        self._frontier = None
         return self._parser._run(
             self._text, False, self._memo, self._hints, self._volatile, self._max_depth
         )
@@ -373,6 +491,7 @@ class Literal(Parser):
         if text.startswith(s, pos):
             return (_OK, pos + len(s), _NO_NODES, False, "")
         if ctx.n - pos < len(s) and s.startswith(text[pos:]):
+            ctx.hits += 1
             return (_MORE if ctx.partial else _FAIL, ctx.n, _NO_NODES, True, "")
         return (_FAIL, pos, _NO_NODES, False, "")
 
@@ -419,6 +538,7 @@ class Chars(Parser):
         e = m.end() if m else pos
         got = e - pos
         if e == ctx.n and (self.max is None or got < self.max):
+            ctx.hits += 1
             if ctx.partial:
                 return (_MORE, e, _NO_NODES, True, "")
             return (_OK if got >= self.min else _FAIL, e, _NO_NODES, True, "")
@@ -478,6 +598,7 @@ class End(Parser):
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         if pos >= ctx.n:
+            ctx.hits += 1
             return (_OK, pos, _NO_NODES, True, "")
         return (_FAIL, pos, _NO_NODES, False, "")
 
@@ -492,6 +613,7 @@ class Rest(Parser):
     _memo = False
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
+        ctx.hits += 1
         return (_MORE if ctx.partial else _OK, max(pos, ctx.n), _NO_NODES, True, "")
 
     def __repr__(self) -> str:
@@ -536,8 +658,10 @@ class Until(Parser):
         if i >= 0:
             return (_OK, i, _NO_NODES, False, "")
         ctx.hints[key] = max(pos, n - self._longest + 1)
+        ctx.hits += 1
         if not ctx.partial:
             return (_OK, max(pos, n), _NO_NODES, True, "")
+        ctx.frontier = (self, pos)
         rx = self._hold_rx
         held = rx.search(text, max(pos, n - self._longest + 1)) if rx is not None else None
         return (_MORE, max(pos, held.start() if held else n), _NO_NODES, True, "")
@@ -570,6 +694,10 @@ class Json(Parser):
         r = json_scan.scan(ctx.text, pos, self.kind, ctx.partial, self.single_quotes, state)
         if r.state is not None:
             ctx.hints[key] = r.state
+        if r.hit_end:
+            ctx.hits += 1
+            if r.status == _MORE:
+                ctx.frontier = (self, pos)
         return (r.status, r.end, _NO_NODES, r.hit_end, r.closer)
 
     def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
@@ -860,6 +988,8 @@ class Peek(_Wrapper):
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         st, _e, _ns, h, _cl = self.child._call(ctx, pos)
+        if h:
+            ctx.hits += 1
         return (st, pos, _NO_NODES, h, "")
 
     def __repr__(self) -> str:
@@ -874,6 +1004,8 @@ class Negate(_Wrapper):
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         st, _e, _ns, h, _cl = self.child._call(ctx, pos)
+        if h:
+            ctx.hits += 1
         if st == _FAIL:
             return (_OK, pos, _NO_NODES, h, "")
         if st == _MORE or (h and ctx.partial):
