@@ -66,6 +66,9 @@ class ScanResult(NamedTuple):
     state: ScanState | None
 
 
+_new = tuple.__new__
+
+
 def _span_end(rx: re.Pattern[str], text: str, pos: int) -> int:
     """End of a match of a pattern that always matches (it can match the empty string)."""
     m = rx.match(text, pos)
@@ -288,10 +291,11 @@ def _incomplete(
     if not partial:
         return ScanResult(FAIL, n, True, "", ScanState(pos, stack, expect, quote, known))
     # A resumed scan that ended in the same container (a long string or number growing)
-    # reuses the closing brackets it knew.
+    # reuses the closing brackets it knew. Built with tuple.__new__: the named tuples'
+    # generated __new__ is a Python call, and this runs on every feed of a streamed value.
     closing = known[1] if known[0] is stack else _stack_closing(stack, known)
-    state = ScanState(pos, stack, expect, quote, (stack, closing))
-    return ScanResult(MORE, n, True, closer_for(state, kind, token_fix), state)
+    state = _new(ScanState, (pos, stack, expect, quote, (stack, closing)))
+    return _new(ScanResult, (MORE, n, True, closer_for(state, kind, token_fix), state))
 
 
 def _stack_closing(stack: Stack, known: tuple[Stack, str]) -> str:
