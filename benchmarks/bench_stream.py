@@ -24,8 +24,10 @@ tools, enable_thinking, reasoning_format, parallel_tool_calls):
 - OK / MISMATCH: the parse against the meta's ``rendered_assistant_message`` (content and
   reasoning compared stripped, tool calls by name and JSON-equal arguments).
 
-The reference figures are read from the table in the bench README (llama.cpp's parser on
-the same bytes, medians of three runs on a 2-core machine). Times here are CPU times of
+The reference figures are llama.cpp's parser on the same bytes: measured in the same run
+when its ``bench_chat`` is built (``../shared/tools/llamacpp/build.sh``; found at
+$LLAMACPP_BENCH_CHAT or $WORK/bin/bench_chat, WORK default /tmp/llcpp), else read from the
+table in the bench README (medians of three runs on a 2-core machine). Times here are CPU times of
 this process (``time.process_time``), medians of the repetitions, so that other load on a
 shared machine inflates them less. Two bench templates are not in ../shared/templates;
 for them a corpus template whose render of the request equals the meta's prompt (Llama
@@ -38,6 +40,7 @@ import argparse
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -116,6 +119,40 @@ def reference_figures(bench: Path) -> dict[str, tuple[float, float, float, float
             m = row.match(line)
             if m:
                 out[m.group(1)] = tuple(float(m.group(i)) for i in range(2, 6))  # type: ignore[assignment]
+    return out
+
+
+def llamacpp_binary() -> Path | None:
+    """llama.cpp's chat parser bench (``../shared/tools/llamacpp``, built by its build.sh),
+    when present: $LLAMACPP_BENCH_CHAT, else $WORK/bin/bench_chat (WORK default /tmp/llcpp)."""
+    given = os.environ.get("LLAMACPP_BENCH_CHAT")
+    path = (
+        Path(given) if given else Path(os.environ.get("WORK", "/tmp/llcpp")) / "bin" / "bench_chat"
+    )
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def same_run_reference(
+    binary: Path, bench: Path, templates: Path, runs: int
+) -> dict[str, tuple[float, float, float, float]]:
+    """Like reference_figures, measured now by llama.cpp's own parser on the same inputs."""
+    cmd = [str(binary), "--bench", str(bench), "--templates", str(templates)]
+    cmd += ["--runs", str(runs), "--stream-runs", str(max(1, runs // 7))]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=1800)
+    except (OSError, subprocess.SubprocessError) as exc:
+        print(f"llama.cpp reference not measured ({type(exc).__name__}); using the README's")
+        return {}
+    recs = {}
+    for line in proc.stdout.splitlines():
+        rec = json.loads(line)
+        recs[rec["input"]] = rec
+    out: dict[str, tuple[float, float, float, float]] = {}
+    for name in {k.rsplit(".", 1)[0] for k in recs}:
+        one, eight = recs.get(f"{name}.1x", {}), recs.get(f"{name}.8x", {})
+        if one.get("parse_us") and one.get("stream_ms") and eight.get("stream_ms"):
+            s1, s8 = float(one["stream_ms"]), float(eight["stream_ms"])
+            out[name] = (float(one["parse_us"]), s1, s8, s8 / s1)
     return out
 
 
@@ -335,6 +372,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--smoke", action="store_true", help="quick run: 1 repetition, 3 templates")
     ap.add_argument("--all", action="store_true", help="with --smoke: every template")
+    ap.add_argument(
+        "--readme-reference",
+        action="store_true",
+        help="take llama.cpp's figures from the bench README even when its bench_chat is built",
+    )
     args = ap.parse_args()
     bench = first_dir(BENCH_DIRS, "*.meta.json")
     templates = first_dir(TEMPLATE_DIRS, "*.jinja")
@@ -343,6 +385,12 @@ def main() -> int:
         print("or AUTOPARSER_BENCH / AUTOPARSER_TEMPLATES): nothing to measure")
         return 0
     refs = reference_figures(bench)
+    source = "the bench README's table"
+    binary = None if args.readme_reference else llamacpp_binary()
+    if binary is not None:
+        measured = same_run_reference(binary, bench, templates, 21 if not args.smoke else 7)
+        if measured:
+            refs, source = measured, f"llama.cpp measured in this run ({binary})"
     names = sorted(p.name.removesuffix(".1x.meta.json") for p in bench.glob("*.1x.meta.json"))
     if args.smoke and not args.all:
         names = [n for n in names if n in SMOKE_TEMPLATES]
@@ -355,6 +403,7 @@ def main() -> int:
             continue
         rows.append(result)
     print(f"python {sys.version.split()[0]}, {repeats} repetition(s), CPU time medians")
+    print(f"(ref): llama.cpp's C++ parser, from {source}")
     for line in table(rows, refs):
         print(line)
     if rows:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
@@ -13,8 +14,10 @@ from autoparser.errors import RequestError, SchemaError
 from autoparser.formats import get_handler
 from autoparser.generate import assembly  # noqa: F401  (registers the STANDARD format)
 from autoparser.generate.context import BuildContext, normalize_markers
+from autoparser.generate.memo import BuildMemo, request_key
 from autoparser.generate.reasoning import should_extract_reasoning
 from autoparser.generate.request import Request, normalize_request
+from autoparser.generate.sections import call_opener
 from autoparser.message import ChatMessage
 from autoparser.peg import GrammarTrigger, Parser
 from autoparser.stream import CallIdPolicy, CallIds, StreamParser, parse_text
@@ -107,11 +110,14 @@ def _check_tool_schemas(request: Request, converted: frozenset[str] = frozenset(
 
 
 def _after_reasoning(triggers: list[GrammarTrigger], reasoning_end: str) -> list[GrammarTrigger]:
-    """Triggers that fire only after the reasoning block the prompt opened has closed.
+    r"""Triggers that fire only after the reasoning block the prompt opened has closed.
 
     A call marker the model mentions while thinking must not switch the grammar on, so
-    word triggers become full-match patterns: anything, the end marker, then the word
-    (its start is the first capture group, where the grammar takes over).
+    word triggers become patterns: the end marker, then the first call marker after it
+    (its start is the first capture group, where the grammar takes over). A search, not
+    a whole-output match: an engine rescans its triggers over the whole output at every
+    token, and a full match that starts with ``[\s\S]*?`` costs llama.cpp's std::regex
+    about five times a word's scan; this pattern costs about what the word does.
     """
     out = []
     for t in triggers:
@@ -122,13 +128,13 @@ def _after_reasoning(triggers: list[GrammarTrigger], reasoning_end: str) -> list
         else:
             out.append(t)
             continue
-        pattern = rf"[\s\S]*?{re.escape(reasoning_end)}[\s\S]*?({body})[\s\S]*"
+        pattern = rf"{re.escape(reasoning_end)}[\s\S]*?({body})"
         why = (
             f"the prompt opened reasoning: a call marker written before {reasoning_end!r} "
-            "must not start the grammar, and only the whole output shows whether the "
-            "reasoning has closed"
+            "must not start the grammar, so the trigger is that marker after the end of "
+            "the reasoning"
         )
-        out.append(GrammarTrigger("pattern_full", pattern, why))
+        out.append(GrammarTrigger("pattern", pattern, why))
     return out
 
 
@@ -185,34 +191,43 @@ def build_params(
     )
 
 
-def params_for_request(
-    analysis: TemplateAnalysis,
-    request: Request,
-    *,
-    prompt: str = "",
-    generation_prompt: str = "",
-    call_id_seed: int | None = None,
-    with_grammar: bool = True,
-) -> ChatParams:
-    """ChatParams from an analysis, a validated request and its rendered prompt.
+@dataclasses.dataclass(frozen=True)
+class _Built:
+    """What a request builds that does not depend on the prompt's text itself."""
 
-    ``with_grammar=False`` builds only the parser (``grammar`` None, no triggers): for
-    callers that parse and never constrain, like the analysis' self-check.
-    """
-    from autoparser.peg import grammar as emit_grammar
+    ctx: BuildContext
+    definition: ParserDefinition
+    grammar: str | None
+    lazy: bool
+    triggers: tuple[GrammarTrigger, ...]
 
-    enable_thinking = request.enable_thinking
-    forced = is_forced_open(analysis, prompt, enable_thinking)
+
+# Keyed by (id(analysis), request key, prompt facts, with_grammar); see generate/memo.py.
+_CONTEXTS: BuildMemo[tuple[BuildContext, str]] = BuildMemo(256)
+_BUILT: BuildMemo[_Built] = BuildMemo(256)
+
+
+def _context(
+    analysis: TemplateAnalysis, request: Request, forced: bool
+) -> tuple[BuildContext, str]:
+    """The build context of a request before its prompt is looked at, and the call opener a
+    prompt may end with (a format that continues a call the prompt started)."""
     ctx = BuildContext(
         analysis=normalize_markers(analysis),
         request=request,
         thinking_forced_open=forced,
         extract_reasoning=should_extract_reasoning(analysis, request, forced),
-        prompt=prompt,
     )
-    # The analysis names a hand-written format, or "" (STANDARD): the generated one.
-    definition = get_handler(analysis.handler)(ctx)
+    return ctx, call_opener(ctx)
 
+
+def _build(ctx: BuildContext, with_grammar: bool) -> _Built:
+    """Parser definition, grammar and triggers of one context."""
+    from autoparser.peg import grammar as emit_grammar
+
+    # The analysis names a hand-written format, or "" (STANDARD): the generated one.
+    definition = get_handler(ctx.analysis.handler)(ctx)
+    request = ctx.request
     grammar_text: str | None = None
     triggers: list[GrammarTrigger] = []
     lazy = False
@@ -233,6 +248,50 @@ def params_for_request(
                 lazy = False
             elif ctx.thinking_forced_open and ctx.extract_reasoning:
                 triggers = _after_reasoning(triggers, ctx.analysis.reasoning.end)
+    return _Built(ctx, definition, grammar_text, lazy, tuple(triggers))
+
+
+def params_for_request(
+    analysis: TemplateAnalysis,
+    request: Request,
+    *,
+    prompt: str = "",
+    generation_prompt: str = "",
+    call_id_seed: int | None = None,
+    with_grammar: bool = True,
+) -> ChatParams:
+    """ChatParams from an analysis, a validated request and its rendered prompt.
+
+    ``with_grammar=False`` builds only the parser (``grammar`` None, no triggers): for
+    callers that parse and never constrain, like the analysis' self-check. What does not
+    depend on the prompt's text is built once per (analysis, request) and reused.
+    """
+    forced = is_forced_open(analysis, prompt, request.enable_thinking)
+    key = request_key(request)
+    if key is None:
+        ctx, opener = _context(analysis, request, forced)
+    else:
+        # Built from a copy, so that a caller changing its tool dicts later cannot change
+        # what the memo hands to the next request with the original tools.
+        ctx, opener = _CONTEXTS.get(
+            (id(analysis), key, forced),
+            analysis,
+            lambda: _context(analysis, copy.deepcopy(request), forced),
+        )
+    # Builders see the prompt only as far as it matters to them: whether it ends with the
+    # call opener (the output then continues a call the prompt started). Passing just that
+    # suffix keeps what is built independent of the rest of the prompt, so it is memoised.
+    opened = bool(opener) and prompt.rstrip().endswith(opener)
+    ctx = dataclasses.replace(ctx, prompt=opener if opened else "")
+    if key is None:
+        built = _build(ctx, with_grammar)
+    else:
+        built = _BUILT.get(
+            (id(analysis), key, forced, opened, with_grammar),
+            analysis,
+            lambda: _build(ctx, with_grammar),
+        )
+    ctx, definition = built.ctx, built.definition
 
     call_ids = CallIdPolicy(
         expects_call_ids=definition.expects_call_ids,
@@ -242,9 +301,9 @@ def params_for_request(
     return ChatParams(
         prompt=prompt,
         generation_prompt=generation_prompt,
-        grammar=grammar_text,
-        grammar_lazy=lazy,
-        grammar_triggers=triggers,
+        grammar=built.grammar,
+        grammar_lazy=built.lazy,
+        grammar_triggers=list(built.triggers),
         preserved_tokens=_merged(analysis.preserved_tokens, definition.preserved_tokens),
         additional_stops=_merged(analysis.end_of_turn, definition.additional_stops),
         thinking_forced_open=forced,

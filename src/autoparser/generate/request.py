@@ -7,6 +7,7 @@ builders can trust their inputs; every problem is a ``RequestError`` naming the 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -60,6 +61,11 @@ class Request:
         return tuple(t for t in self.tools if t.name == self.forced_tool)
 
 
+# Schemas (as canonical JSON) that passed the metaschema check: a server sends the same
+# tools with every request, and the check costs more than building the parser.
+_VALID_SCHEMAS: set[str] = set()
+
+
 def _check_schema(schema: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(schema, Mapping):
         raise RequestError(f"{where}: a JSON schema must be an object, got {type(schema).__name__}")
@@ -69,9 +75,19 @@ def _check_schema(schema: Any, where: str) -> Mapping[str, Any]:
     except ImportError:  # pragma: no cover - jsonschema is optional at run time
         return schema
     try:
+        key: str | None = json.dumps(schema, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):
+        key = None
+    if key is not None and key in _VALID_SCHEMAS:
+        return schema
+    try:
         validator_for(schema).check_schema(schema)
     except JsonSchemaError as exc:
         raise RequestError(f"{where}: invalid JSON schema: {exc.message}") from exc
+    if key is not None:
+        if len(_VALID_SCHEMAS) >= 1024:
+            _VALID_SCHEMAS.clear()
+        _VALID_SCHEMAS.add(key)
     return schema
 
 

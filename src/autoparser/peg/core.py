@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import count
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar, NamedTuple, Union
 
 from autoparser.errors import AutoparserError, GrammarError
 from autoparser.peg import json_scan
@@ -31,9 +31,12 @@ Res = tuple[int, int, tuple["Node", ...], bool, str]
 _NO_NODES: tuple[Node, ...] = ()
 
 
-@dataclass(frozen=True)
-class Node:
-    """A tagged span of the input; the root node has tag None and spans the whole match."""
+class Node(NamedTuple):
+    """A tagged span of the input; the root node has tag None and spans the whole match.
+
+    A named tuple rather than a frozen dataclass: a stream builds the nodes on its
+    unfinished path again on every feed, and a tuple is several times cheaper to make.
+    """
 
     tag: str | None
     start: int
@@ -61,6 +64,11 @@ class Node:
     def find_all(self, tag: str) -> list[Node]:
         """All descendants (and self) with this tag, depth-first."""
         return [n for n in self.walk() if n.tag == tag]
+
+
+# Builds a Node from its six fields without the generated __new__'s Python frame (the hot
+# path: one per tagged node on a stream's unfinished path, every feed).
+_new_node = tuple.__new__
 
 
 @dataclass(frozen=True)
@@ -92,7 +100,18 @@ class ParseDepthError(AutoparserError):
 class _Ctx:
     """State of one parse run; memo and hints may be shared across incremental runs."""
 
-    __slots__ = ("depth", "hints", "max_depth", "memo", "n", "partial", "text", "volatile")
+    __slots__ = (
+        "depth",
+        "frontier",
+        "hints",
+        "hits",
+        "max_depth",
+        "memo",
+        "n",
+        "partial",
+        "text",
+        "volatile",
+    )
 
     def __init__(
         self,
@@ -111,6 +130,10 @@ class _Ctx:
         self.volatile = volatile
         self.depth = 0
         self.max_depth = max_depth
+        # Leaf results that depended on the end of the input, and the last unfinished
+        # scan (until / JSON) among them: see IncrementalParse.feed.
+        self.hits = 0
+        self.frontier: tuple[Parser, int] | None = None
 
     def run(self, node: Parser, pos: int) -> Res:
         return node._call(self, pos)
@@ -169,13 +192,12 @@ class Parser:
         if r is not None:
             return r
         # No try/finally: an exception ends the whole parse and its context with it.
-        depth = ctx.depth + 1
-        if depth > ctx.max_depth:
+        depth = ctx.depth
+        if depth >= ctx.max_depth:
             raise ParseDepthError(f"grammar nesting deeper than {ctx.max_depth} levels")
+        ctx.depth = depth + 1
+        r = memo[key] = self._match(ctx, pos)
         ctx.depth = depth
-        r = self._match(ctx, pos)
-        ctx.depth = depth - 1
-        memo[key] = r
         if r[3]:
             ctx.volatile.append(key)
         return r
@@ -221,6 +243,26 @@ class Parser:
         """Direct sub-parsers (rule references are not followed)."""
         return ()
 
+    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
+        """Characters a match can start with, or None when unknown.
+
+        The promise a set makes: at a position holding a character outside it, this node
+        fails there, consuming nothing, without depending on the end of the input; so an
+        ordered choice may skip it by looking at one character (see Choice).
+        `seen` holds the rules being expanded (a recursive rule is unknown).
+        """
+        return None
+
+    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
+        """Text a match must start with, or "" when unknown.
+
+        The promise: where at least this many characters remain and they differ from
+        it, this node fails there, consuming nothing, without depending on the end of
+        the input (a finer filter than `first_chars` for alternatives sharing a first
+        character, like ``<|channel|>analysis`` and ``<|channel|>final``).
+        """
+        return ""
+
     # --- parsing --------------------------------------------------------------------------
     def _match(self, ctx: _Ctx, pos: int) -> Res:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -242,23 +284,101 @@ class Parser:
         volatile: list[tuple[int, int]],
         max_depth: int = 0,
     ) -> ParseResult:
+        ctx = _Ctx(text, partial, memo, hints, volatile, max_depth or _depth_budget())
+        return self._run_ctx(ctx)
+
+    def _run_ctx(self, ctx: _Ctx) -> ParseResult:
+        volatile = ctx.volatile
         if volatile:
-            pop = memo.pop
+            pop = ctx.memo.pop
             for key in volatile:
                 pop(key, None)
             volatile.clear()
-        ctx = _Ctx(text, partial, memo, hints, volatile, max_depth or _depth_budget())
         try:
             status, end, nodes, _hit, closer = self._call(ctx, 0)
         except (ParseDepthError, RecursionError) as exc:
             # Partial memo contents are still valid: only finished matches were stored.
             msg = str(exc) if isinstance(exc, ParseDepthError) else "recursion too deep"
             return ParseResult(ParseStatus.FAIL, 0, Node(None, 0, 0, False), msg)
-        tree = Node(None, 0, end, status == OK, nodes, closer if status == MORE else "")
+        tree = _new_node(
+            Node, (None, 0, end, status == OK, nodes, closer if status == MORE else "")
+        )
         return ParseResult(STATUSES[status], end, tree)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}#{self._uid}"
+
+
+def _extended(last: ParseResult, end: int, closer: str) -> ParseResult:
+    """`last` with the unfinished nodes (the path to the scan that needs more input, always
+    the last node at each level) ending at `end` with `closer`."""
+
+    def along(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+        if not nodes or nodes[-1].complete:
+            return nodes
+        n = nodes[-1]
+        return (
+            *nodes[:-1],
+            _new_node(Node, (n.tag, n.start, end, False, along(n.children), closer)),
+        )
+
+    root = last.tree
+    tree = _new_node(Node, (None, 0, end, False, along(root.children), closer))
+    return ParseResult(ParseStatus.NEED_MORE_INPUT, end, tree)
+
+
+_RESUMABLE: dict[int, bool] = {}
+
+
+def _resumable(root: Parser) -> bool:
+    """Is every node reachable from `root` one whose end dependence the feed shortcut
+    accounts for (the classes of this module; a subclass defined elsewhere is not)?"""
+    known = _RESUMABLE.get(root._uid)
+    if known is not None:
+        return known
+    kinds = (
+        Literal,
+        Token,
+        Chars,
+        CharClass,
+        AnyChar,
+        Space,
+        End,
+        Rest,
+        Until,
+        Json,
+        JsonSchema,
+        Seq,
+        Choice,
+        Repeat,
+        Peek,
+        Negate,
+        Tag,
+        Atomic,
+        TriggerMark,
+        Ref,
+    )
+    seen: set[int] = set()
+    stack = [root]
+    ok = True
+    while stack and ok:
+        node = stack.pop()
+        if node._uid in seen:
+            continue
+        seen.add(node._uid)
+        if type(node) not in kinds:
+            ok = False
+        elif isinstance(node, Ref):
+            if node.name not in node.rules:
+                ok = False
+            else:
+                stack.append(node.target())
+        else:
+            stack.extend(node.children())
+    if len(_RESUMABLE) > 4096:
+        _RESUMABLE.clear()
+    _RESUMABLE[root._uid] = ok
+    return ok
 
 
 class IncrementalParse:
@@ -275,6 +395,10 @@ class IncrementalParse:
         # every feed costs more than a token's parse (a deeper later caller still gets a
         # FAIL from RecursionError, never a crash).
         self._max_depth = 0
+        # (scan node, position, last result) when the last feed's result depended on the
+        # end of the input only through that one unfinished until / JSON scan.
+        self._frontier: tuple[Parser, int, ParseResult] | None = None
+        self._resumable = _resumable(parser)
 
     @property
     def text(self) -> str:
@@ -289,9 +413,31 @@ class IncrementalParse:
         self._text = text
         if not self._max_depth:
             self._max_depth = _depth_budget()
-        return self._parser._run(
-            text, True, self._memo, self._hints, self._volatile, self._max_depth
-        )
+        ctx = _Ctx(text, True, self._memo, self._hints, self._volatile, self._max_depth)
+        frontier = self._frontier
+        if frontier is not None:
+            # The last result depended on the end of the input only through one scan that
+            # needed more input; every other result on its path was final, and the nodes
+            # above the scan pass its end and closer through unchanged. If the scan, run
+            # again on the longer text, still needs more, the whole parse is the last one
+            # with that end and closer: no need to start again from the root.
+            node, pos, last = frontier
+            r = node._match(ctx, pos)
+            if r[0] == MORE and not r[2] and ctx.hits == 1:
+                result = _extended(last, r[1], r[4])
+                self._frontier = (node, pos, result)
+                return result
+            ctx.hits, ctx.frontier = 0, None
+        result = self._parser._run_ctx(ctx)
+        self._frontier = None
+        if (
+            self._resumable
+            and ctx.hits == 1
+            and ctx.frontier is not None
+            and result.status is ParseStatus.NEED_MORE_INPUT
+        ):
+            self._frontier = (ctx.frontier[0], ctx.frontier[1], result)
+        return result
 
     def feed_bytes(self, data: bytes) -> ParseResult:
         """Append UTF-8 bytes: a character split across chunks waits for its last byte;
@@ -309,6 +455,7 @@ class IncrementalParse:
             tail = self._decoder.decode(b"", final=True)
             if tail:
                 self.feed(tail)
+        self._frontier = None
         return self._parser._run(
             self._text, False, self._memo, self._hints, self._volatile, self._max_depth
         )
@@ -333,11 +480,18 @@ class Literal(Parser):
         if text.startswith(s, pos):
             return (OK, pos + len(s), _NO_NODES, False, "")
         if ctx.n - pos < len(s) and s.startswith(text[pos:]):
+            ctx.hits += 1
             return (MORE if ctx.partial else FAIL, ctx.n, _NO_NODES, True, "")
         return (FAIL, pos, _NO_NODES, False, "")
 
     def __repr__(self) -> str:
         return f"literal({self.value!r})"
+
+    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
+        return frozenset(self.value[0]) if self.value else None
+
+    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
+        return self.value
 
 
 class Token(Literal):
@@ -373,10 +527,17 @@ class Chars(Parser):
         e = m.end() if m else pos
         got = e - pos
         if e == ctx.n and (self.max is None or got < self.max):
+            ctx.hits += 1
             if ctx.partial:
                 return (MORE, e, _NO_NODES, True, "")
             return (OK if got >= self.min else FAIL, e, _NO_NODES, True, "")
         return (OK if got >= self.min else FAIL, e, _NO_NODES, False, "")
+
+    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
+        cs = self.charset
+        if self.min < 1 or cs.negated or sum(hi - lo + 1 for lo, hi in cs.ranges) > 256:
+            return None
+        return frozenset(chr(c) for lo, hi in cs.ranges for c in range(lo, hi + 1))
 
     def __repr__(self) -> str:
         return f"chars({self.charset.regex()!r}, {self.min}, {self.max})"
@@ -426,6 +587,7 @@ class End(Parser):
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         if pos >= ctx.n:
+            ctx.hits += 1
             return (OK, pos, _NO_NODES, True, "")
         return (FAIL, pos, _NO_NODES, False, "")
 
@@ -440,6 +602,7 @@ class Rest(Parser):
     _memo = False
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
+        ctx.hits += 1
         return (MORE if ctx.partial else OK, max(pos, ctx.n), _NO_NODES, True, "")
 
     def __repr__(self) -> str:
@@ -455,6 +618,7 @@ class Until(Parser):
     """
 
     __slots__ = ("_hold_rx", "_longest", "_rx", "delimiters")
+    _memo = False
 
     def __init__(self, delimiters: tuple[str, ...]) -> None:
         super().__init__()
@@ -483,8 +647,10 @@ class Until(Parser):
         if i >= 0:
             return (OK, i, _NO_NODES, False, "")
         ctx.hints[key] = max(pos, n - self._longest + 1)
+        ctx.hits += 1
         if not ctx.partial:
             return (OK, max(pos, n), _NO_NODES, True, "")
+        ctx.frontier = (self, pos)
         rx = self._hold_rx
         held = rx.search(text, max(pos, n - self._longest + 1)) if rx is not None else None
         return (MORE, max(pos, held.start() if held else n), _NO_NODES, True, "")
@@ -517,7 +683,14 @@ class Json(Parser):
         r = json_scan.scan(ctx.text, pos, self.kind, ctx.partial, self.single_quotes, state)
         if r.state is not None:
             ctx.hints[key] = r.state
+        if r.hit_end:
+            ctx.hits += 1
+            if r.status == MORE:
+                ctx.frontier = (self, pos)
         return (r.status, r.end, _NO_NODES, r.hit_end, r.closer)
+
+    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
+        return json_scan.first_chars(self.kind, self.single_quotes)
 
     def __repr__(self) -> str:
         return f"json_{self.kind}()"
@@ -547,25 +720,87 @@ class JsonSchema(Json):
 # --- combinators ---------------------------------------------------------------------------
 
 
+def _leaf_regex(p: Parser, group: int) -> str | None:
+    """A plain leaf as a regex that matches exactly where the leaf succeeds, consuming the
+    same text (a class run without backtracking, as Chars takes it), or None."""
+    kind = type(p)
+    if kind in (Literal, Token):
+        assert isinstance(p, Literal)
+        return re.escape(p.value)
+    if kind in (Chars, CharClass, AnyChar, Space):
+        assert isinstance(p, Chars)
+        bound = "" if p.max is None else str(p.max)
+        # (?=(X))\N: X matched greedily and never given back (an atomic group before 3.11).
+        return f"(?=({p.charset.regex()}{{{p.min},{bound}}}))\\{group}"
+    return None
+
+
+def _fuse_leaves(items: tuple[Parser, ...]) -> dict[int, tuple[int, re.Pattern[str]]] | None:
+    """Runs of two or more consecutive plain leaves (literals, character runs): start
+    index -> (index after the run, one regex for the whole run)."""
+    runs: dict[int, tuple[int, re.Pattern[str]]] = {}
+    i = 0
+    while i < len(items):
+        j = i
+        parts: list[str] = []
+        groups = 0
+        while j < len(items):
+            rx = _leaf_regex(items[j], groups + 1)
+            if rx is None:
+                break
+            groups += isinstance(items[j], Chars)
+            parts.append(rx)
+            j += 1
+        if j - i >= 2:
+            runs[i] = (j, re.compile("".join(parts)))
+        i = max(j, i + 1)
+    return runs or None
+
+
 class Seq(Parser):
     """All items in order."""
 
-    __slots__ = ("items",)
+    __slots__ = ("_fused", "items")
 
     def __init__(self, items: tuple[Parser, ...]) -> None:
         super().__init__()
         self.items = items
+        self._fused = _fuse_leaves(items)
 
     def children(self) -> tuple[Parser, ...]:
         return self.items
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
-        nodes: list[Node] = []
+        # Items whose results were final are not replayed on the next incremental run:
+        # the hint holds (index, position, nodes) after the last of them, stored when the
+        # first item whose outcome depends on the end of the input is reached.
+        key = (self._uid, pos)
+        hint: tuple[int, int, tuple[Node, ...]] | None = ctx.hints.get(key)
+        if hint is None:
+            i, p, nodes = 0, pos, []
+        else:
+            i, p, nodes = hint[0], hint[1], list(hint[2])
+        first = i
         hit = False
-        p = pos
-        for item in self.items:
-            st, e, ns, h, cl = item._call(ctx, p)
-            hit = hit or h
+        items = self.items
+        count = len(items)
+        fused = self._fused
+        while i < count:
+            if fused is not None:
+                run = fused.get(i)
+                if run is not None:
+                    # A run of plain leaves in one regex match; only where it ends before
+                    # the end of the input are all of its results known to be final.
+                    m = run[1].match(ctx.text, p)
+                    if m is not None and m.end() < ctx.n:
+                        p = m.end()
+                        i = run[0]
+                        continue
+            st, e, ns, h, cl = items[i]._call(ctx, p)
+            if h and not hit:
+                hit = True
+                if i > first:
+                    ctx.hints[key] = (i, p, tuple(nodes))
             if st != OK:
                 if st == MORE:
                     nodes.extend(ns)
@@ -574,28 +809,71 @@ class Seq(Parser):
             if ns:
                 nodes.extend(ns)
             p = e
+            i += 1
         return (OK, p, tuple(nodes), hit, "")
 
     def __repr__(self) -> str:
         return "seq(" + ", ".join(map(repr, self.items)) + ")"
 
+    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
+        return self.items[0].first_chars(seen)
+
+    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
+        return self.items[0].first_text(seen)
+
 
 class Choice(Parser):
     """The first alternative that does not fail (an unfinished one is taken as is)."""
 
-    __slots__ = ("alternatives",)
+    __slots__ = ("_all", "_by_char", "_others", "alternatives")
 
     def __init__(self, alternatives: tuple[Parser, ...]) -> None:
         super().__init__()
         self.alternatives = alternatives
+        # Built on first use (rules referenced may be defined after this node):
+        # character -> the alternatives that can start with it, in order, each with the
+        # text it must start with ("" when one character says as much).
+        self._by_char: dict[str, tuple[tuple[Parser, str], ...]] | None = None
+        self._others: tuple[tuple[Parser, str], ...] = ()
+        self._all = tuple((alt, "") for alt in alternatives)
 
     def children(self) -> tuple[Parser, ...]:
         return self.alternatives
 
+    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
+        sets = [alt.first_chars(seen) for alt in self.alternatives]
+        if any(f is None for f in sets):
+            return None
+        return frozenset().union(*sets)  # type: ignore[arg-type]
+
+    def _dispatch(self) -> dict[str, tuple[tuple[Parser, str], ...]]:
+        """Per next character, the alternatives worth trying: those that could start
+        with it and those whose first characters are unknown (the others would fail
+        there without looking further, so skipping them changes no result)."""
+        alts = [(a, a.first_chars(), a.first_text()) for a in self.alternatives]
+        chars = frozenset().union(*(f for _a, f, _t in alts if f is not None))
+        table = {
+            c: tuple((a, t if len(t) > 1 else "") for a, f, t in alts if f is None or c in f)
+            for c in chars
+        }
+        self._others = tuple((a, t if len(t) > 1 else "") for a, f, t in alts if f is None)
+        self._by_char = table
+        return table
+
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         hit = False
         furthest = pos
-        for alt in self.alternatives:
+        text = ctx.text
+        left = ctx.n - pos
+        alternatives = self._all
+        if left > 0:
+            table = self._by_char
+            if table is None:
+                table = self._dispatch()
+            alternatives = table.get(text[pos], self._others)
+        for alt, must in alternatives:
+            if must and left >= len(must) and not text.startswith(must, pos):
+                continue  # it would fail here, consuming nothing (see first_text)
             r = alt._call(ctx, pos)
             if r[0] != FAIL:
                 return r if not hit or r[3] else (r[0], r[1], r[2], True, r[4])
@@ -618,6 +896,14 @@ class _Wrapper(Parser):
 
     def children(self) -> tuple[Parser, ...]:
         return (self.child,)
+
+    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
+        # Tag, Atomic, Peek and TriggerMark fail exactly where their child fails;
+        # the others override this.
+        return self.child.first_chars(seen)
+
+    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
+        return self.child.first_text(seen)
 
 
 class Repeat(_Wrapper):
@@ -676,14 +962,23 @@ class Repeat(_Wrapper):
     def __repr__(self) -> str:
         return f"repeat({self.child!r}, {self.min}, {self.max})"
 
+    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
+        return self.child.first_chars(seen) if self.min >= 1 else None
+
+    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
+        return self.child.first_text(seen) if self.min >= 1 else ""
+
 
 class Peek(_Wrapper):
     """Positive lookahead: succeeds where the child does, consuming nothing."""
 
     __slots__ = ()
+    _memo = False
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         st, _e, _ns, h, _cl = self.child._call(ctx, pos)
+        if h:
+            ctx.hits += 1
         return (st, pos, _NO_NODES, h, "")
 
     def __repr__(self) -> str:
@@ -694,9 +989,12 @@ class Negate(_Wrapper):
     """Negative lookahead: succeeds where the child fails, consuming nothing."""
 
     __slots__ = ()
+    _memo = False
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         st, _e, _ns, h, _cl = self.child._call(ctx, pos)
+        if h:
+            ctx.hits += 1
         if st == FAIL:
             return (OK, pos, _NO_NODES, h, "")
         if st == MORE or (h and ctx.partial):
@@ -706,11 +1004,18 @@ class Negate(_Wrapper):
     def __repr__(self) -> str:
         return f"negate({self.child!r})"
 
+    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
+        return None
+
+    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
+        return ""
+
 
 class Tag(_Wrapper):
     """Reports the child's span as a tree node named `name`."""
 
     __slots__ = ("name",)
+    _memo = False
 
     def __init__(self, name: str, child: Parser) -> None:
         super().__init__(child)
@@ -720,7 +1025,7 @@ class Tag(_Wrapper):
         st, e, ns, h, cl = self.child._call(ctx, pos)
         if st == FAIL:
             return (st, e, _NO_NODES, h, "")
-        return (st, e, (Node(self.name, pos, e, st == OK, ns, cl),), h, cl)
+        return (st, e, (_new_node(Node, (self.name, pos, e, st == OK, ns, cl)),), h, cl)
 
     def __repr__(self) -> str:
         return f"tag({self.name!r}, {self.child!r})"
@@ -730,6 +1035,7 @@ class Atomic(_Wrapper):
     """Its tagged nodes appear only once the child is complete."""
 
     __slots__ = ()
+    _memo = False
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         r = self.child._call(ctx, pos)
@@ -773,6 +1079,16 @@ class Ref(Parser):
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         return self.target()._call(ctx, pos)
+
+    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
+        if self._uid in seen or self.name not in self.rules:
+            return None
+        return self.target().first_chars(seen | {self._uid})
+
+    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
+        if self._uid in seen or self.name not in self.rules:
+            return ""
+        return self.target().first_text(seen | {self._uid})
 
     def __repr__(self) -> str:
         return f"ref({self.name!r})"

@@ -66,6 +66,9 @@ class ScanResult(NamedTuple):
     state: ScanState | None
 
 
+_new = tuple.__new__
+
+
 def _span_end(rx: re.Pattern[str], text: str, pos: int) -> int:
     """End of a match of a pattern that always matches (it can match the empty string)."""
     m = rx.match(text, pos)
@@ -89,6 +92,22 @@ _FIRST = {
     "number": "-0123456789",
     "literal": "tfn",
 }
+
+
+def first_chars(kind: str, single_quotes: bool) -> frozenset[str]:
+    """The characters a value of `kind` can start with: `scan` fails at any other one,
+    consuming nothing, whatever follows."""
+    quotes = "\"'" if single_quotes else '"'
+    firsts = {
+        "object": "{",
+        "array": "[",
+        "string": quotes,
+        "number": "-0123456789",
+        "literal": "tfn",
+    }
+    if kind == "value":
+        return frozenset("{[" + quotes + "-0123456789tfn")
+    return frozenset(firsts[kind])
 
 
 def fast_complete(text: str, pos: int, kind: str) -> int:
@@ -268,11 +287,15 @@ def _incomplete(
     known: tuple[Stack, str],
 ) -> ScanResult:
     """Input ended inside the value: NEED_MORE (partial) or FAIL (full), with the closer."""
+    pos, stack, expect, quote, _known = state
     if not partial:
-        return ScanResult(FAIL, n, True, "", state._replace(known=known))
-    closing = _stack_closing(state.stack, known)
-    state = state._replace(known=(state.stack, closing))
-    return ScanResult(MORE, n, True, closer_for(state, kind, token_fix), state)
+        return ScanResult(FAIL, n, True, "", ScanState(pos, stack, expect, quote, known))
+    # A resumed scan that ended in the same container (a long string or number growing)
+    # reuses the closing brackets it knew. Built with tuple.__new__: the named tuples'
+    # generated __new__ is a Python call, and this runs on every feed of a streamed value.
+    closing = known[1] if known[0] is stack else _stack_closing(stack, known)
+    state = _new(ScanState, (pos, stack, expect, quote, (stack, closing)))
+    return _new(ScanResult, (MORE, n, True, closer_for(state, kind, token_fix), state))
 
 
 def _stack_closing(stack: Stack, known: tuple[Stack, str]) -> str:
