@@ -41,6 +41,7 @@ class ChatParams:
     # What the export to other engines' formats needs (the parser itself does not).
     analysis: TemplateAnalysis | None = dataclasses.field(default=None, repr=False)
     extract_reasoning: bool = True
+    request: Request | None = dataclasses.field(default=None, repr=False)
 
     @property
     def parser(self) -> Parser:
@@ -74,6 +75,7 @@ class ChatParams:
             extract_reasoning=self.extract_reasoning,
             thinking_forced_open=self.thinking_forced_open,
             pythonic_calls=is_pythonic(self.analysis),
+            request=self.request,
         )
 
 
@@ -250,4 +252,5 @@ def params_for_request(
         call_ids=call_ids,
         analysis=ctx.analysis,
         extract_reasoning=ctx.extract_reasoning,
+        request=request,
     )
