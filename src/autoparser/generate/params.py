@@ -232,7 +232,11 @@ def params_for_request(
             if not triggers:
                 lazy = False
             elif ctx.thinking_forced_open and ctx.extract_reasoning:
-                triggers = _after_reasoning(triggers, ctx.analysis.reasoning.end)
+                end = ctx.analysis.reasoning.end
+                if not all(t.kind in ("word", "token") and t.value == end for t in triggers):
+                    # Pattern triggers (or a hand-written format's): only a pattern over the
+                    # whole output can wait for the reasoning to close.
+                    triggers = _after_reasoning(triggers, end)
 
     call_ids = CallIdPolicy(
         expects_call_ids=definition.expects_call_ids,
