@@ -60,7 +60,9 @@ class ChatParams:
         """This request's output format as a transformers response template (version 1).
 
         Raises :class:`autoparser.errors.ExportError` naming why when the format cannot be
-        expressed in it (Python-literal calls, channels, calls without markers...).
+        expressed in it (Python-literal calls, channels, calls without markers...), or
+        cannot read back what this request's tools take (object or array arguments a
+        template prints as Python literals). See docs/integrations.md.
         """
         from autoparser.errors import ExportError
         from autoparser.generate.pythonic import is_pythonic
