@@ -170,6 +170,24 @@ def test_python_literal_values_refuse_structured_tools() -> None:
         template.apply([USER], tools=[WEATHER, SEARCH]).to_response_template()
 
 
+def test_untyped_tag_parameters_refuse_the_export() -> None:
+    """A tag value is decoded by its parameter's declared type only: none, no export."""
+    template = ChatTemplate.from_file(OWN_TEMPLATES / "own_qwen3coder_like.jinja")
+    ref = {"$ref": "#/$defs/Where", "description": "a place"}
+    for schema in ({"description": "anything"}, ref):
+        parameters = {
+            "type": "object",
+            "properties": {"where": schema},
+            "$defs": {"Where": {"type": "object", "properties": {"city": {"type": "string"}}}},
+        }
+        tool = {"type": "function", "function": {"name": "go", "parameters": parameters}}
+        with pytest.raises(ExportError, match=r"go\.where declares no type"):
+            template.apply([USER], tools=[tool]).to_response_template()
+    # JSON arguments carry their own types: the same tool exports there.
+    hermes = ChatTemplate.from_file(OWN_TEMPLATES / "own_chatml_hermes.jinja")
+    assert hermes.apply([USER], tools=[tool]).to_response_template()["fields"]["tool_calls"]
+
+
 def test_close_marker_inside_a_string_argument_stays_in_the_argument() -> None:
     """A call's closing marker written inside a JSON string (or a tag value) does not end
     the call, also when the output arrives in chunks."""

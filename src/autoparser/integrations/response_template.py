@@ -402,6 +402,11 @@ def _tagged_calls(analysis: TemplateAnalysis, request: Request | None) -> dict[s
             f"({{'a': 1}}, [True, None]), which a response template (tag values decoded as "
             f"JSON by the tool's schema) cannot read back; {where} takes one"
         )
+    if where := _untyped_parameter(request):
+        raise ExportError(
+            f"{where} declares no type: a response template decodes a tag value only by the "
+            "parameter's type (else it stays text), where autoparser reads a JSON value"
+        )
     tag = _argument_tag(analysis, "close_key", named=False)
     field["close_pattern"] = _after_tags(analysis, tag, closer)
     field["content"] = "xml-inline"
@@ -449,6 +454,28 @@ def _structured_parameter(request: Request | None) -> str:
             if _may_be_structured(schema):
                 return f"{tool.name}.{name}"
     return ""
+
+
+def _untyped_parameter(request: Request | None) -> str:
+    """``tool.parameter`` of the first parameter whose value transformers cannot type: no
+    ``type`` (a bare ``$ref`` to a definition included: it does not follow it), else ""."""
+    for tool in request.tools if request is not None else ():
+        for name, schema in tool.properties.items():
+            if not _declares_type(schema):
+                return f"{tool.name}.{name}"
+    return ""
+
+
+def _declares_type(schema: Any) -> bool:
+    if not isinstance(schema, Mapping):
+        return False
+    if any(key in schema for key in ("type", "enum", "const")):
+        return True
+    return any(
+        all(_declares_type(choice) for choice in schema.get(key) or ())
+        for key in ("anyOf", "oneOf")
+        if schema.get(key)
+    )
 
 
 def _may_be_structured(schema: Any) -> bool:

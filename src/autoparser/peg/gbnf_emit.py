@@ -216,6 +216,14 @@ class _Emitter:
             if body is not None and node.min == 0 and node.max is None:
                 return self.until(body)
             inner = self.expr(node.child, False, self.finder.repeat_where(node, where))
+            times = node.max if node.max is not None else max(node.min, 1)
+            if _expanded_size(inner) * times > _MAX_EXPANSION and not _is_lexeme(node.child, set()):
+                # llama.cpp refuses to repeat a group that expands to too many rules (over
+                # 2000, counting each `{0,20}` as 20): a rule of its own counts as one.
+                tag = next((n.name for n in _walk(node.child) if isinstance(n, Tag)), "part")
+                name = self.fresh(f"{tag}s" if node.max != 1 else f"optional-{tag}")
+                self.rules[name] = unwrap(inner)
+                inner = name
             return repeat(inner, node.min, node.max)
         if isinstance(node, _TRANSPARENT):
             return self.expr(node.child, tail, where)
@@ -322,6 +330,20 @@ class _Emitter:
         self.add_rules(rules, repr(node))
         self._schema_names[node._uid] = str(root)
         return str(root)
+
+
+# What an inline group under a quantifier may expand to in llama.cpp (its limit is 2000).
+_MAX_EXPANSION = 500
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]')
+_BOUNDS = re.compile(r"\{(\d+)(?:,(\d*))?\}")
+
+
+def _expanded_size(expr: str) -> int:
+    """About how many rules llama.cpp makes of ``expr``: a group or quantifier one, a
+    ``{m,n}`` repetition n (literals and classes left out)."""
+    bare = _QUOTED.sub("", expr)
+    bounded = sum(max(int(m.group(2) or 0), int(m.group(1))) for m in _BOUNDS.finditer(bare))
+    return 1 + bare.count("(") + bare.count("*") + bare.count("+") + bare.count("?") + bounded
 
 
 def _plain_literal(node: Parser) -> Literal | None:
