@@ -70,7 +70,8 @@ class GrammarTrigger:
     The one trigger type: the emitter derives them, hand-written formats declare them, and
     ``ChatParams.grammar_triggers`` reports them (public as ``autoparser.GrammarTrigger``).
     A ``pattern_full`` trigger makes the engine rescan the whole output at every token, so
-    one must say in ``reason`` why a word or token trigger would not be correct.
+    one must say in ``reason`` why a word or token trigger would not be correct; the
+    generated ``pattern`` triggers say why too.
     """
 
     kind: str
