@@ -275,13 +275,6 @@ class _Emitter:
                 i += 2
                 continue
             item_where = self.finder.seq_where(items, i, where)
-            run = _literal_run(items, i) if not item_where[0] else ""
-            if len(run) > 1:
-                # Adjacent literals read as one ("\"get_weather\"", not "\"" "get_weather"
-                # "\""): the first is not split, so none after it needs to be.
-                parts.append(literal("".join(run)))
-                i += len(run)
-                continue
             parts.append(self.expr(item, tail and i == last, item_where))
             i += 1
         return sequence(parts)
@@ -345,23 +338,6 @@ def _expanded_size(expr: str) -> int:
     bare = _QUOTED.sub("", expr)
     bounded = sum(max(int(m.group(2) or 0), int(m.group(1))) for m in _BOUNDS.finditer(bare))
     return 1 + bare.count("(") + bare.count("*") + bare.count("+") + bare.count("?") + bounded
-
-
-def _plain_literal(node: Parser) -> Literal | None:
-    while isinstance(node, _TRANSPARENT):
-        node = node.child
-    return node if isinstance(node, Literal) and node.value else None
-
-
-def _literal_run(items: tuple[Parser, ...], start: int) -> list[str]:
-    """The values of the literals at ``items[start:]`` up to the first other node."""
-    run: list[str] = []
-    for item in items[start:]:
-        found = _plain_literal(item)
-        if found is None:
-            break
-        run.append(found.value)
-    return run
 
 
 def _single_chars(node: Parser) -> CharSet | None:
