@@ -341,9 +341,8 @@ def test_content_wrappers_are_dropped() -> None:
 
 
 def test_forced_open_triggers_fire_only_after_reasoning() -> None:
-    """The prompt opened reasoning: the grammar starts at the reasoning's end marker, a
-    plain word (issue 10 §6: no pattern over the whole output), so a call marker written
-    while thinking starts nothing; from the end marker on, text and calls are allowed."""
+    import re
+
     base = CASE_BY_NAME["forced_open"]
     case = dataclasses.replace(
         base,
@@ -351,17 +350,14 @@ def test_forced_open_triggers_fire_only_after_reasoning() -> None:
     )
     params = case.params(TOOLS)
     assert params.thinking_forced_open and params.grammar_lazy
-    assert params.grammar_triggers == [GrammarTrigger("word", "</think>")]
+    (trigger,) = params.grammar_triggers
+    assert trigger.kind == "pattern_full"
+    rx = re.compile(trigger.value)
+    assert rx.fullmatch("I could use <tool_call> here") is None
     call_text = '<tool_call>\n{"name": "ping", "arguments": {}}\n</tool_call>'
-    assert params.grammar is not None
-    for after_reasoning in (
-        "</think>\n\n" + call_text,
-        "</think>Sure.\n" + call_text,
-        "</think>Hi",
-    ):
-        assert accepts(params.grammar, after_reasoning), after_reasoning
-    assert not accepts(params.grammar, '</think>\n<tool_call>\n{"name": "nope"}')
-    assert not accepts(params.grammar, call_text)  # the grammar starts at the end marker
+    match = rx.fullmatch("I could use <tool_call> here</think>\n\n" + call_text)
+    assert match is not None and match.group(1) == "<tool_call>"
+    assert params.grammar is not None and accepts(params.grammar, call_text)
     message = params.parse("Mention <tool_call> while thinking.</think>\n" + call_text)
     assert message.reasoning_content == "Mention <tool_call> while thinking."
     assert [c.name for c in message.tool_calls] == ["ping"]

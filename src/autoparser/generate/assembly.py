@@ -80,13 +80,6 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
         )
 
     opened = can_call and ctx.call_opened
-    # Triggers that are patterns: calls whose opener is no marker (bare JSON, pythonic).
-    patterns = (
-        pythonic.call_start_triggers(ctx.analysis, triggers, req.grammar_tools)
-        or json_calls.call_start_triggers(ctx.analysis, triggers, req.grammar_tools)
-        if can_call
-        else ()
-    )
     lenient_reasoning = reasoning_parser(ctx, strict=False)
     section = tool_section(ctx, req.tools, strict=False, parallel=True) if can_call else None
     inner = inner_opener(ctx) if can_call else ""
@@ -121,22 +114,9 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
             # Text may follow the calls (some templates write content after them), but
             # never another trigger: a further call must be part of the section.
             after = until(triggers[0]) if triggers else None
-            calls = seq_of(strict_section, space(), after)
-            r = ctx.analysis.reasoning
-            if ctx.thinking_forced_open and ctx.extract_reasoning and r.end and not patterns:
-                # The prompt opened reasoning: a call marker written while thinking must not
-                # start the grammar. The reasoning's end marker does, as a plain word; then
-                # any text up to a call, and the calls. (A pattern that waits for the end
-                # marker and then a call would make the engine rescan the whole output at
-                # every token.)
-                text = until(triggers[0]) if len(triggers) == 1 else until_one_of(*triggers)
-                grammar_parser = seq_of(
-                    tag(tags.REASONING, until(r.end)),
-                    trigger(seq_of(literal(r.end), text, optional(calls))),
-                    end(),
-                )
-            else:
-                grammar_parser = seq_of(strict_reasoning, trigger(calls), end())
+            grammar_parser = seq_of(
+                strict_reasoning, trigger(seq_of(strict_section, space(), after)), end()
+            )
     elif req.response_schema is not None:
         wrapped = c.mode == ContentMode.ALWAYS_WRAPPED and bool(c.start)
         content = tag(tags.CONTENT, json_schema(dict(req.response_schema), "response"))
@@ -160,6 +140,11 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
         grammar_lazy=lazy,
         expects_call_ids=expects_ids,
         trigger_markers=tuple(triggers),
-        grammar_triggers=tuple(patterns) if lazy else (),
+        grammar_triggers=(
+            pythonic.call_start_triggers(ctx.analysis, triggers, req.grammar_tools)
+            or json_calls.call_start_triggers(ctx.analysis, triggers, req.grammar_tools)
+        )
+        if lazy
+        else (),
         value_converters=pythonic.VALUE_CONVERTERS if pythonic.is_pythonic(ctx.analysis) else {},
     )

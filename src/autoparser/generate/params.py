@@ -125,7 +125,9 @@ def _after_reasoning(triggers: list[GrammarTrigger], reasoning_end: str) -> list
         why = (
             f"the prompt opened reasoning: a call marker written before {reasoning_end!r} "
             "must not start the grammar, and only the whole output shows whether the "
-            "reasoning has closed"
+            "reasoning has closed (a word trigger on the call marker would fire inside the "
+            f"reasoning; one on {reasoning_end!r} would put every answer, with or without "
+            "a call, under the grammar)"
         )
         out.append(GrammarTrigger("pattern_full", pattern, why))
     return out
@@ -234,11 +236,7 @@ def params_for_request(
             if not triggers:
                 lazy = False
             elif ctx.thinking_forced_open and ctx.extract_reasoning:
-                end = ctx.analysis.reasoning.end
-                if not all(t.kind in ("word", "token") and t.value == end for t in triggers):
-                    # Pattern triggers (or a hand-written format's): only a pattern over the
-                    # whole output can wait for the reasoning to close.
-                    triggers = _after_reasoning(triggers, end)
+                triggers = _after_reasoning(triggers, ctx.analysis.reasoning.end)
 
     call_ids = CallIdPolicy(
         expects_call_ids=definition.expects_call_ids,
