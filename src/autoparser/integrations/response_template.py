@@ -4,8 +4,9 @@ transformers, vLLM and SGLang read one declarative description of a model's outp
 opened and closed by literals or regular expressions, each parsed as text, JSON or shallow
 XML-like tags. This module writes that description from the markers the analysis found.
 Formats it cannot describe (calls written as Python expressions, a hand-written format such
-as harmony's channels, calls without an opening marker...) raise :class:`ExportError` naming
-why, rather than a template that would misread the output.
+as harmony's channels...) and tools whose arguments it cannot read back (object values a
+template prints as Python literals, tag parameters without a type) raise
+:class:`ExportError` naming why, rather than a template that would misread the output.
 """
 
 from __future__ import annotations
