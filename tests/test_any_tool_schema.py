@@ -295,6 +295,7 @@ def test_triggers_are_specific_and_cheap(path: Path) -> None:
                 assert trigger.reason, f"pattern_full trigger without a reason: {value!r}"
             elif trigger.kind == "pattern":
                 assert re.search(r"[A-Za-z0-9_]", value), f"pattern without a word: {value!r}"
+                assert trigger.reason, f"pattern trigger without a reason: {value!r}"
                 assert not re.fullmatch(re.escape(value.strip()), "{"), value
             else:
                 word = value.strip()

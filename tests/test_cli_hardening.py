@@ -98,6 +98,29 @@ def test_version_and_help_on_every_option() -> None:
             assert action.help, f"{name} {action.option_strings or action.dest} has no help"
 
 
+def test_readme_synopsis_lists_every_command_and_option() -> None:
+    from autoparser.cli import build_argument_parser
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    synopsis = readme[readme.index("## Command line") : readme.index("## Serve")]
+    subparsers = next(a for a in build_argument_parser()._actions if a.dest == "command")
+    for name, sub in subparsers.choices.items():  # type: ignore[attr-defined]
+        assert f"autoparser {name} " in synopsis, name
+        for action in sub._actions:
+            for option in action.option_strings:
+                if option.startswith("--") and option != "--help":
+                    assert option in synopsis, f"{name} {option} is not in the README synopsis"
+
+
+def test_grammar_prints_whole_literals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tools = _write(tmp_path, "tools.json", json.dumps(TOOLS))
+    assert main(["grammar", QWEN, "--tools", tools]) == 0
+    out = capsys.readouterr().out
+    root = next(line for line in out.splitlines() if line.startswith("root ::= "))
+    assert root.startswith('root ::= "<tool_call>"'), root
+    assert '"<function=get_weather"' in root or '"<function="' in root, root
+
+
 def test_request_body_and_vars_reach_the_template(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -156,4 +179,5 @@ def test_analyze_explain_prints_a_legend(capsys: pytest.CaptureFixture[str]) -> 
     assert main(["analyze", QWEN, "--explain"]) == 0
     out = capsys.readouterr().out
     assert "How to read this" in out and "preserved_tokens" in out
+    assert "verification: verified (" in out  # the self-check's result, with its checks
     assert "'\\n'" in out or "\\n" in out  # markers shown with visible newlines

@@ -227,6 +227,37 @@ def test_literals_next_to_until_are_split_for_greedy_lexers() -> None:
     assert '"<" "/" "t"' in text
 
 
+def test_literals_stay_whole_where_no_until_competes() -> None:
+    """Readable grammars (issue 13): a literal is split only where an until may run."""
+    p = "<tool_call>" + json_object() + "</tool_call>" + until("<tool_call>")
+    text = agree(
+        p,
+        ['<tool_call>{"a": 1}</tool_call>', "<tool_call>{}</tool_call>tail <tool_x> </b>"],
+        ['<tool_call>{"a": 1}</tool_call>x<tool_call>'],
+    )
+    assert '"<tool_call>"' in text and '"</tool_call>"' in text
+
+
+def test_a_literal_repeated_next_to_free_text_is_split_only_there() -> None:
+    """After a call either another call or free text may follow: there (and only there)
+    the opener is written one character per string, and llguidance still reads text that
+    starts like the opener and then differs."""
+    rules = Rules()
+    rules["call"] = literal("<tool_call>") + json_object() + literal("</tool_call>")
+    call = rules.ref("call")
+    p = trigger(literal("<call>") + zero_or_more(literal("<call>")) + until("<call>"))
+    g = grammar(p, lazy=True)
+    root = g.text.splitlines()[0]
+    assert root.startswith('root ::= "<call>"'), root
+    assert '"<" "c" "a" "l" "l" ">"' in root, root
+    for ok in ("<call>", "<call><call>", "<call>text <ca> <cx </c", "<call><call><cal"):
+        assert accepts(g.text, ok), ok
+    assert not accepts(g.text, "<call>a<call>")
+    # A rule used only where nothing competes keeps its literals whole.
+    q = trigger(call + zero_or_more(call)) + end()
+    assert '"<tool_call>"' in grammar(q, lazy=True).text
+
+
 def test_lazy_grammar_triggers() -> None:
     call = trigger(token("<tool_call>") + json_object() + "</tool_call>")
     alt = trigger(space() + literal("[TOOL_CALLS]") + json_array())

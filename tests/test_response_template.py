@@ -22,10 +22,13 @@ import pytest
 from helpers.paths import OWN_TEMPLATES, corpus_templates, own_templates
 from test_roundtrip import (
     SCENARIOS,
+    SEARCH,
     TOOLS,
     USER,
+    WEATHER,
     canonical_args,
     expected_view,
+    load_template,
     parsed_view,
     prepare,
     template_paths,
@@ -111,9 +114,24 @@ def test_export_agrees_with_parse(path: Path, scenario: str) -> None:
     assert theirs == ours
 
 
+def _plain_export(path: Path) -> str:
+    """ "" when the template exports for a plain request (one flat tool), else why not."""
+    try:
+        params = load_template(path).apply([USER], tools=[WEATHER])
+        params.to_response_template()
+    except AutoparserError as exc:
+        return str(exc)
+    return ""
+
+
 def test_export_coverage_and_agreement() -> None:
-    """Export for >= 70% of tool-capable templates, agreement on >= 95% of their cases."""
-    capable = exported = compared = agreed = 0
+    """Export for >= 70% of tool-capable templates (a plain request), agreement on >= 95% of
+    the round-trip cases where autoparser is right and the export exists.
+
+    A case whose request has tools the export cannot read back (ExportError for these
+    tools, though a plain request exports) is "no export for the tools": counted apart.
+    """
+    capable = plain = exported = compared = agreed = by_tools = 0
     for path in template_paths():
         outcomes = [_outcome(path, s) for s in SCENARIOS]
         if not any(k != "na" for k, _, _ in outcomes):
@@ -121,20 +139,91 @@ def test_export_coverage_and_agreement() -> None:
         if any("does not render tool calls" in why for _, why, _ in outcomes):
             continue
         capable += 1
+        plain_ok = not _plain_export(path)
+        plain += plain_ok
         if any(k == "compare" for k, _, _ in outcomes):
             exported += 1
         for kind, _, views in outcomes:
             if kind == "compare":
                 compared += 1
                 agreed += views[0] == views[1]
+            by_tools += kind == "noexport" and plain_ok
     print(
-        f"\nresponse-template export for {exported} of {capable} tool-capable templates "
-        f"({exported / capable:.0%}); agreement on {agreed} of {compared} cases "
-        f"({agreed / compared:.1%})"
+        f"\nresponse-template export for {plain} of {capable} tool-capable templates with a "
+        f"plain request ({plain / capable:.0%}; {exported} with the round-trip tools); "
+        f"agreement on {agreed} of {compared} cases ({agreed / compared:.1%}); "
+        f"{by_tools} cases without an export for their tools"
     )
-    assert exported / capable >= 0.70
+    assert plain / capable >= 0.70
+    assert agreed / compared >= 0.95
     # Every disagreement is a listed strict xfail (the parametrized test checks which).
     assert compared - agreed <= len(_xfails())
+
+
+def test_python_literal_values_refuse_structured_tools() -> None:
+    """A template printing values with str() exports for flat tools, not for object/array ones."""
+    template = ChatTemplate.from_file(OWN_TEMPLATES / "quirks" / "items_args.jinja")
+    assert template.analyze().tools.arguments.values_as_python
+    flat = template.apply([USER], tools=[WEATHER]).to_response_template()
+    assert "tool_calls" in flat["fields"]
+    with pytest.raises(ExportError, match=r"Python literals.*search_records\.filters"):
+        template.apply([USER], tools=[WEATHER, SEARCH]).to_response_template()
+
+
+def test_untyped_tag_parameters_refuse_the_export() -> None:
+    """A tag value is decoded by its parameter's declared type only: none, no export."""
+    template = ChatTemplate.from_file(OWN_TEMPLATES / "formats" / "qwen3coder_like.jinja")
+    ref = {"$ref": "#/$defs/Where", "description": "a place"}
+    for schema in ({"description": "anything"}, ref):
+        parameters = {
+            "type": "object",
+            "properties": {"where": schema},
+            "$defs": {"Where": {"type": "object", "properties": {"city": {"type": "string"}}}},
+        }
+        tool = {"type": "function", "function": {"name": "go", "parameters": parameters}}
+        with pytest.raises(ExportError, match=r"go\.where declares no type"):
+            template.apply([USER], tools=[tool]).to_response_template()
+    # JSON arguments carry their own types: the same tool exports there.
+    hermes = ChatTemplate.from_file(OWN_TEMPLATES / "formats" / "chatml_hermes.jinja")
+    assert hermes.apply([USER], tools=[tool]).to_response_template()["fields"]["tool_calls"]
+
+
+def test_close_marker_inside_a_string_argument_stays_in_the_argument() -> None:
+    """A call's closing marker written inside a JSON string (or a tag value) does not end
+    the call, also when the output arrives in chunks."""
+    for name, text, query in (
+        (
+            "formats/chatml_hermes",
+            '<tool_call>\n{"name": "search_records", "arguments": {"query": "a </tool_call> b"}}'
+            "\n</tool_call>",
+            "a </tool_call> b",
+        ),
+        (
+            "formats/qwen3coder_like",
+            "<tool_call>\n<function=search_records>\n<parameter=query>\na </function> b\n"
+            "</parameter>\n</function>\n</tool_call>",
+            "a </function> b",
+        ),
+    ):
+        template = ChatTemplate.from_file(OWN_TEMPLATES / f"{name}.jinja")
+        params = template.apply([USER], tools=TOOLS)
+        ours = ours_view(params.parse(text))
+        assert ours["calls"] == [("search_records", canonical_args({"query": query}))]
+        spec = params.to_response_template()
+        whole = chat_parsing.parse_response(text, spec, prefix=params.prompt, tools=TOOLS)
+        assert transformers_view(whole) == ours
+        parser = chat_parsing.ResponseParser(spec, prefix=params.prompt, tools=TOOLS)
+        for k in range(0, len(text), 3):
+            parser.feed(text[k : k + 3])
+        streamed, _ = parser.finalize()
+        assert transformers_view(streamed) == ours
+
+
+def test_no_tool_calls_field_when_the_request_allows_none() -> None:
+    template = ChatTemplate.from_file(OWN_TEMPLATES / "formats" / "chatml_hermes.jinja")
+    assert "tool_calls" in template.apply([USER], tools=TOOLS).to_response_template()["fields"]
+    spec = template.apply([USER], tools=TOOLS, tool_choice="none").to_response_template()
+    assert "tool_calls" not in spec["fields"]
 
 
 def test_export_error_names_the_inexpressible_format() -> None:

@@ -177,13 +177,16 @@ def _analysis_lines(data: dict[str, Any], prefix: str = "") -> list[tuple[str, s
 
 EXPLAIN = """\
 How to read this (markers are shown as Python strings: '\\n' is a newline):
+  verification                whether the parser built from this analysis reads back the
+                              template's own renders (each failed check with its reason)
   reasoning.start/end         text around the model's thinking ("<think>" ... "</think>")
   reasoning.*_prompt_suffix   what the prompt ends with when thinking is off / on
   content.start/end           text around the visible answer, if any
   tools.format.*              how a tool call is written: the section and per-call
                               wrappers, JSON field names, the order of fields
   tools.function.*            text before/after a function name in a call
-  tools.arguments.*           text around arguments (tag formats: per argument)
+  tools.arguments.*           text around arguments (tag formats: per argument);
+                              values_as_python: values printed as {'a': 1}, not JSON
   tools.call_id.*             where a call id appears and what surrounds it
   generation_prompt           what add_generation_prompt appends
   end_of_turn                 strings that end the assistant turn (extra stops)

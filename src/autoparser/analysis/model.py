@@ -156,6 +156,9 @@ class ArgumentsAnalysis:
     # Added by the analyser: non-empty when the value's closer repeats the argument name,
     # XML-style: the closer is value_suffix + NAME + this (MiniMax-M3's "</" NAME ">").
     value_suffix_after_name: str = ""
+    # Added by the analyser: the template prints non-string values with Python's str()
+    # ({'n': 7}, [True, None]) rather than as JSON, so a model trained on it writes them so.
+    values_as_python: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -425,7 +425,9 @@ def _analyze_tagged(
             json_suffix = _json_name_suffix(typed[0], arguments)
             arguments = dataclasses.replace(arguments, name_suffix_json=json_suffix)
             by_type = _name_suffix_by_type(probe, arguments)
-            arguments = dataclasses.replace(arguments, name_suffix_by_type=by_type)
+            arguments = dataclasses.replace(
+                arguments, name_suffix_by_type=by_type, values_as_python=_values_as_python(probe)
+            )
 
     if id_token and id_token in name_suffix:
         before, prefix, suffix = _id_split(name_suffix, name_suffix.find(id_token), len(id_token))
@@ -559,6 +561,17 @@ _TYPED_VALUES: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
     ("object", _FrozenDict(n=7), ('{"n": 7}', '{"n":7}', "{'n': 7}")),
     ("array", _FrozenList([7, 8]), ("[7, 8]", "[7,8]")),
 )
+
+
+def _values_as_python(probe: Probe) -> bool:
+    """Whether the template writes an object value as Python's str() does ({'n': 7})."""
+    spec: CallSpec = (
+        FUN_FIRST,
+        ((ARG_FIRST, VALUE_FIRST), (ARG_SECOND, _FrozenDict(n=7))),
+        CALL_ID,
+    )
+    section = _section(probe, (spec,))
+    return section is not None and "{'n': 7}" in section[0]
 
 
 def _name_suffix_by_type(probe: Probe, arguments: ArgumentsAnalysis) -> tuple[tuple[str, str], ...]:

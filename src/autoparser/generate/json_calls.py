@@ -280,5 +280,9 @@ def call_start_triggers(
         opener = re.escape(marker.strip())
         if marker.strip() == "[":
             opener += r"\s*\{"
-        found.append(GrammarTrigger("pattern", rf"{opener}\s*{key}"))
+        why = (
+            f"a bare {marker.strip()!r} also starts ordinary text (code, a JSON answer): only a "
+            f"pattern can ask for the call object's first key {first!r} after it"
+        )
+        found.append(GrammarTrigger("pattern", rf"{opener}\s*{key}", why))
     return tuple(found)

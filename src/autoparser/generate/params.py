@@ -44,6 +44,7 @@ class ChatParams:
     # What the export to other engines' formats needs (the parser itself does not).
     analysis: TemplateAnalysis | None = dataclasses.field(default=None, repr=False)
     extract_reasoning: bool = True
+    request: Request | None = dataclasses.field(default=None, repr=False)
 
     @property
     def parser(self) -> Parser:
@@ -70,7 +71,9 @@ class ChatParams:
         """This request's output format as a transformers response template (version 1).
 
         Raises :class:`autoparser.errors.ExportError` naming why when the format cannot be
-        expressed in it (Python-literal calls, channels, calls without markers...).
+        expressed in it (Python-literal calls, channels, calls without markers...), or
+        cannot read back what this request's tools take (object or array arguments a
+        template prints as Python literals). See docs/integrations.md.
         """
         from autoparser.errors import ExportError
         from autoparser.generate.pythonic import is_pythonic
@@ -85,6 +88,7 @@ class ChatParams:
             extract_reasoning=self.extract_reasoning,
             thinking_forced_open=self.thinking_forced_open,
             pythonic_calls=is_pythonic(self.analysis),
+            request=self.request,
         )
 
 
@@ -132,7 +136,9 @@ def _after_reasoning(triggers: list[GrammarTrigger], reasoning_end: str) -> list
         why = (
             f"the prompt opened reasoning: a call marker written before {reasoning_end!r} "
             "must not start the grammar, so the trigger is that marker after the end of "
-            "the reasoning"
+            "the reasoning (a word trigger on the call marker would fire inside the "
+            f"reasoning; one on {reasoning_end!r} would put every answer, with or without "
+            "a call, under the grammar)"
         )
         out.append(GrammarTrigger("pattern", pattern, why))
     return out
@@ -311,4 +317,5 @@ def params_for_request(
         call_ids=call_ids,
         analysis=ctx.analysis,
         extract_reasoning=ctx.extract_reasoning,
+        request=request,
     )

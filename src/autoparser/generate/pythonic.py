@@ -219,7 +219,12 @@ def call_start_triggers(
     for marker in markers:
         if any(ch.isalnum() for ch in marker):
             return ()
-        found.append(GrammarTrigger("pattern", rf"{re.escape(marker)}\s*(?:{names})\s*{start}"))
+        why = (
+            f"the call opener {marker.strip()!r} alone also starts ordinary text (a list, a "
+            "link): only a pattern can ask for a tool's name and the call's parenthesis after it"
+        )
+        pattern = rf"{re.escape(marker)}\s*(?:{names})\s*{start}"
+        found.append(GrammarTrigger("pattern", pattern, why))
     return tuple(found)
 
 

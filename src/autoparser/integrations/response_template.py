@@ -4,14 +4,16 @@ transformers, vLLM and SGLang read one declarative description of a model's outp
 opened and closed by literals or regular expressions, each parsed as text, JSON or shallow
 XML-like tags. This module writes that description from the markers the analysis found.
 Formats it cannot describe (calls written as Python expressions, a hand-written format such
-as harmony's channels, calls without an opening marker...) raise :class:`ExportError` naming
-why, rather than a template that would misread the output.
+as harmony's channels...) and tools whose arguments it cannot read back (object values a
+template prints as Python literals, tag parameters without a type) raise
+:class:`ExportError` naming why, rather than a template that would misread the output.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from autoparser.analysis.model import (
     CallIdPosition,
@@ -22,11 +24,19 @@ from autoparser.analysis.model import (
 )
 from autoparser.errors import ExportError
 
+if TYPE_CHECKING:
+    from autoparser.generate.request import Request
+
 RESPONSE_TEMPLATE_VERSION = 1
 # transformers' serving reads ``reasoning_content`` (and the older ``thinking``).
 REASONING_FIELD = "reasoning_content"
 _NAME = r"(?P<name>[\w.\-]+)"
 _GAP = r"\s*"
+# The body of a JSON region, from where it starts to its close, stepping over JSON strings
+# whole: a closing marker written inside an argument string does not close the region.
+# ``\G`` anchors at the region's start and ``\K`` keeps the body out of the close's match
+# (transformers compiles the patterns with the ``regex`` module, which has both).
+_JSON_BODY = r'\G(?:[^"]|"(?:[^"\\]++|\\.)*+")*?\K'
 
 
 def _lit(marker: str) -> str:
@@ -47,11 +57,15 @@ def response_template(
     extract_reasoning: bool = True,
     thinking_forced_open: bool = False,
     pythonic_calls: bool = False,
+    request: Request | None = None,
 ) -> dict[str, Any]:
     """The response template (transformers' version 1) of an analysed template's output.
 
     ``generation_prompt`` is what the request's prompt ends with (the analysis' own when
     empty); ``pythonic_calls`` says the calls are Python expressions (not expressible).
+    ``request`` (when known) gives the tools: a call's name is read as one of theirs, no
+    ``tool_calls`` field is written when the request allows no calls, and a tool whose
+    arguments the export cannot read back raises ExportError.
     """
     if pythonic_calls:
         raise ExportError(
@@ -64,10 +78,10 @@ def response_template(
             "(channels, nested sections or special value syntax) a response template cannot express"
         )
     fields: dict[str, Any] = {}
-    reasoning = _reasoning_field(analysis, extract_reasoning, thinking_forced_open)
+    reasoning = _reasoning_field(analysis, extract_reasoning, thinking_forced_open, request)
     if reasoning is not None:
         fields[REASONING_FIELD] = reasoning
-    calls = _tool_calls_field(analysis)
+    calls = _tool_calls_field(analysis, request) if _calls_enabled(request) else None
     if calls is not None:
         fields["tool_calls"] = calls
     fields["content"] = _content_field(analysis)
@@ -81,42 +95,74 @@ def response_template(
 
 def _start_anchor(analysis: TemplateAnalysis, generation_prompt: str) -> dict[str, str]:
     """Where the assistant message starts in the prompt: the generation prompt, without the
-    reasoning opener it may end with.
+    reasoning opener or the call opener it may end with.
 
     The parser reads the prompt from the last anchor on, so an opener the template wrote
-    (forced-open reasoning) or a closed empty block (thinking off) is read as the output's.
-    A template with a blank generation prompt writes nothing of the message in the prompt:
-    the anchor is then the prompt's end.
+    (forced-open reasoning, a call the prompt opened) or a closed empty block (thinking off)
+    is read as the output's. A template with a blank generation prompt writes nothing of the
+    message in the prompt: the anchor is then the prompt's end (before such an opener).
     """
     anchor = generation_prompt
     start = analysis.reasoning.start.strip()
     if start and start in anchor:
         anchor = anchor[: anchor.index(start)]
+    fmt, fn = analysis.tools.format, analysis.tools.function
+    for opener in (fmt.section_start.strip(), fmt.per_call_start.strip(), fn.name_prefix.strip()):
+        if opener and anchor.rstrip().endswith(opener):
+            anchor = anchor.rstrip()[: -len(opener)]
+            break
     if not anchor.strip():
-        return {"start_anchor_pattern": r"\Z"}
+        tail = generation_prompt[len(anchor) :].strip()
+        return {"start_anchor_pattern": f"(?={re.escape(tail)}\\s*\\Z)" if tail else r"\Z"}
     return {"start_anchor": anchor}
 
 
 def _reasoning_field(
-    analysis: TemplateAnalysis, extract_reasoning: bool, forced_open: bool
+    analysis: TemplateAnalysis, extract_reasoning: bool, forced_open: bool, request: Request | None
 ) -> dict[str, Any] | None:
+    """The reasoning region, opened as autoparser's parser opens it (generate/reasoning.py)."""
     r = analysis.reasoning
-    if r.mode == ReasoningMode.NONE or not r.end.strip():
+    start, end = r.start.strip(), r.end.strip()
+    if r.mode == ReasoningMode.NONE or not end:
         return None
     if not extract_reasoning:
         raise ExportError(
             "reasoning is left in the content with its markers (reasoning_format none), "
             "which a response template cannot do"
         )
-    if not r.start.strip() and forced_open:
+    if not start and forced_open:
         # Thinking on, no start marker: the output itself starts with the reasoning.
-        return {"open_pattern": r"\A", "close": r.end.strip(), "content": "text"}
-    if not r.start.strip():
-        raise ExportError(
-            f"reasoning has no start marker (it runs from the start of the output to {r.end!r}); "
-            "a response template opens a region only on a marker"
-        )
-    return {"open": r.start.strip(), "close": r.end.strip(), "content": "text"}
+        return {"open_pattern": r"\A", "close": end, "content": "text"}
+    if not start:
+        # No start marker, thinking not on: the output's start is reasoning only if the
+        # end delimiter comes before the turn ends.
+        return {"open_pattern": _ahead_of(analysis, end), "close": end, "content": "text"}
+    opener = re.escape(start)
+    if forced_open:
+        # The prompt opened the block (the anchor leaves its opener to the output); some
+        # models write the opener again.
+        return {"open_pattern": f"{opener}(?:{_GAP}{opener})?", "close": end, "content": "text"}
+    # A model trained with the opener in the prompt may write only the end marker: a bare
+    # end marker at the start is an empty block; with thinking asked for, the text before
+    # it is reasoning (once the end marker comes, before a call or the end of the turn).
+    if request is not None and request.enable_thinking is True:
+        left_out = _ahead_of(analysis, end, calls=True)
+    else:
+        left_out = r"\A\s*(?=" + re.escape(end) + ")"
+    return {"open_pattern": f"{opener}|{left_out}", "close": end, "content": "text"}
+
+
+def _ahead_of(analysis: TemplateAnalysis, end: str, *, calls: bool = False) -> str:
+    """Zero-width at the output's start when ``end`` comes before the turn ends (or, with
+    ``calls``, before a call opens)."""
+    fmt, fn = analysis.tools.format, analysis.tools.function
+    stops = [m for m in analysis.end_of_turn if m.strip()]
+    if calls:
+        # Left out: the opener, when written, opens the block itself.
+        openers = (analysis.reasoning.start, fmt.section_start, fmt.per_call_start, fn.name_prefix)
+        stops += [m for m in openers if m.strip()]
+    guard = f"(?!{_alternatives(stops)})" if stops else ""
+    return r"\A(?=(?:" + guard + r"[\s\S])*?" + re.escape(end) + ")"
 
 
 def _content_field(analysis: TemplateAnalysis) -> dict[str, Any]:
@@ -137,7 +183,24 @@ def _content_field(analysis: TemplateAnalysis) -> dict[str, Any]:
     return field
 
 
-def _tool_calls_field(analysis: TemplateAnalysis) -> dict[str, Any] | None:
+def _calls_enabled(request: Request | None) -> bool:
+    return request is None or request.calls_enabled
+
+
+def _name_pattern(request: Request | None, follows: str) -> str:
+    """The call's name: one of the request's tools (longest first), else any identifier.
+
+    ``follows`` is the marker written right after the name: a known name needs none to end,
+    only not to run on into more name characters.
+    """
+    names = sorted({t.name for t in request.tools}, key=len, reverse=True) if request else []
+    if not names:
+        return _NAME
+    end = "" if re.match(r"[\w.\-]", follows) else r"(?![\w.\-])"
+    return "(?P<name>" + "|".join(re.escape(n) for n in names) + ")" + end
+
+
+def _tool_calls_field(analysis: TemplateAnalysis, request: Request | None) -> dict[str, Any] | None:
     fmt = analysis.tools.format
     if fmt.mode == ToolFormat.NONE:
         return None
@@ -145,7 +208,7 @@ def _tool_calls_field(analysis: TemplateAnalysis) -> dict[str, Any] | None:
         raise ExportError("calls are written as Python dicts (single quotes), which is not JSON")
     if fmt.mode == ToolFormat.JSON_NATIVE:
         return _json_calls(analysis)
-    return _tagged_calls(analysis)
+    return _tagged_calls(analysis, request)
 
 
 def _json_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
@@ -175,24 +238,37 @@ def _json_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
             "transform_each": True,
         }
         if fmt.section_end.strip():
-            field["close"] = fmt.section_end.strip()
+            field["close_pattern"] = _after_json(_lit(fmt.section_end))
         elif ends := [m for m in analysis.end_of_turn if m.strip()]:
-            field["close_pattern"] = f"(?={_GAP}{_alternatives(ends)})|\\Z"
+            field["close_pattern"] = _after_json(f"(?={_GAP}{_alternatives(ends)})|\\Z")
         return field
-    if fmt.section_start.strip() or fmt.per_call_start.strip():
+    field = {"repeats": True, "content": "json", "transform": _scoped(transform)}
+    if fmt.per_call_start.strip():
         opener = _opener(analysis, fmt.per_call_start)
+        closer = _closer(analysis, fmt.per_call_end)
+        close = (closer + _GAP) if closer else _open_ended(analysis, opener)
+    elif fmt.section_start.strip():
+        # Calls one after the other inside one section, nothing around each: a call opens on
+        # the section's start, or right where the previous call's object closed.
+        follows = _bare_json_opener(analysis)
+        opener = f"{_opener(analysis)}|(?<=\\}}){follows}"
+        ends = [m for m in analysis.end_of_turn if m.strip()]
+        if fmt.section_end.strip():
+            last = _lit(fmt.section_end)
+        else:
+            last = f"(?={_GAP}{_alternatives(ends)})|\\Z" if ends else r"\Z"
+        close = f"{_next_object(analysis, follows)}|{last}"
     else:
         opener = _bare_json_opener(analysis)
-    closer = _closer(analysis, fmt.per_call_end)
-    field = {
-        "open_pattern": opener,
-        "repeats": True,
-        "content": "json",
-        "transform": _scoped(transform),
-    }
-    bare = not (fmt.section_start.strip() or fmt.per_call_start.strip())
-    field["close_pattern"] = (closer + _GAP) if closer else _open_ended(analysis, opener, bare=bare)
+        close = _open_ended(analysis, opener, bare=True)
+    field["open_pattern"] = opener
+    field["close_pattern"] = _after_json(close)
     return field
+
+
+def _after_json(close: str) -> str:
+    """``close`` only where it follows the region's JSON body (not inside one of its strings)."""
+    return f"{_JSON_BODY}(?:{close})"
 
 
 def _open_ended(analysis: TemplateAnalysis, opener: str, *, bare: bool = False) -> str:
@@ -202,10 +278,24 @@ def _open_ended(analysis: TemplateAnalysis, opener: str, *, bare: bool = False) 
     JSON call's opener is zero-width too: the next one is looked for only after a ``}``.
     """
     ends = [m for m in analysis.end_of_turn if m.strip()]
-    stops = [("(?<=\\})" if bare else "") + f"(?={opener})"] + (
+    stops = [_next_object(analysis, opener) if bare else f"(?={opener})"] + (
         [f"(?={_GAP}{_alternatives(ends)})"] if ends else []
     )
     return "|".join([*stops, r"\Z"])
+
+
+def _next_object(analysis: TemplateAnalysis, follows: str) -> str:
+    """Zero-width close right after a call's object where the next call's object follows.
+
+    The next call's region opens there too (zero-width): written back to back (``}{``), the
+    new region would start right after a ``}`` and close at once, so there the close must
+    not be where the region started (``\\G``). Known limit: a stream whose chunk ends right
+    at such a ``}`` moves the region's start there (the held text is flushed) and joins the
+    two calls.
+    """
+    sep = analysis.tools.call_separator.strip()
+    gap = r"\s" + (f"|{re.escape(sep)}" if sep else "")
+    return f"(?<=\\}})(?:(?!\\G)|(?={gap}))(?={follows})"
 
 
 def _scoped(transform: dict[str, Any]) -> dict[str, Any]:
@@ -270,16 +360,21 @@ def _call_id(analysis: TemplateAnalysis, where: CallIdPosition) -> str:
     return _GAP + re.escape(cid.prefix.strip()) + r".*?" + re.escape(cid.suffix.strip()) + _GAP
 
 
-def _tagged_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
+def _tagged_calls(analysis: TemplateAnalysis, request: Request | None) -> dict[str, Any]:
     tools = analysis.tools
     fmt, fn, args = tools.format, tools.function, tools.arguments
     position = tools.call_id.position
-    if not fn.name_suffix and not args.start and position != CallIdPosition.BETWEEN_FUNC_AND_ARGS:
-        raise ExportError("nothing marks the end of the function name")
+    name = _name_pattern(request, fn.name_suffix.strip() or args.start.strip())
+    marked = fn.name_suffix or args.start or position == CallIdPosition.BETWEEN_FUNC_AND_ARGS
+    if name == _NAME and not marked:
+        raise ExportError(
+            "nothing marks the end of the function name, and the request names no tools to "
+            "read it as"
+        )
     opener = (
         _opener(analysis, fmt.per_call_start, fn.name_prefix)
         + _call_id(analysis, CallIdPosition.PRE_FUNC_NAME)
-        + _NAME
+        + name
         + _lit(fn.name_suffix)
         + _call_id(analysis, CallIdPosition.BETWEEN_FUNC_AND_ARGS)
         + (re.escape(args.start.strip()) + _GAP if args.start.strip() else "")
@@ -292,34 +387,109 @@ def _tagged_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
     closer = _closer(analysis, fmt.per_call_end, call_end) or _open_ended(analysis, opener)
     # Whitespace after a call joins its close, so that it never opens an empty content
     # region whose close would overwrite the real content.
-    closer += _GAP
+    closer = f"(?:{closer}){_GAP}"
     field: dict[str, Any] = {
         "open_pattern": opener,
-        "close_pattern": closer,
         "repeats": True,
         "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}},
     }
     if fmt.mode == ToolFormat.TAG_WITH_JSON:
+        field["close_pattern"] = _after_json(closer)
         field["content"] = "json"
         return field
+    if args.values_as_python and (where := _structured_parameter(request)):
+        raise ExportError(
+            f"the template writes object and array argument values as Python literals "
+            f"({{'a': 1}}, [True, None]), which a response template (tag values decoded as "
+            f"JSON by the tool's schema) cannot read back; {where} takes one"
+        )
+    if where := _untyped_parameter(request):
+        raise ExportError(
+            f"{where} declares no type: a response template decodes a tag value only by the "
+            "parameter's type (else it stays text), where autoparser reads a JSON value"
+        )
+    tag = _argument_tag(analysis, "close_key", named=False)
+    field["close_pattern"] = _after_tags(analysis, tag, closer)
+    field["content"] = "xml-inline"
+    field["content_args"] = {"tag_pattern": _argument_tag(analysis, "key", named=True)}
+    return field
+
+
+def _argument_tag(analysis: TemplateAnalysis, key: str, *, named: bool) -> str:
+    """Pattern of one tagged argument: its name in group ``key`` (and, ``named``, its value
+    in group ``value``, as transformers' xml-inline parser reads them)."""
+    args = analysis.tools.arguments
     if not args.name_suffix.strip():
         raise ExportError("nothing marks the end of an argument's name")
     suffixes = [args.name_suffix, args.name_suffix_json, *(s for _, s in args.name_suffix_by_type)]
     value_end = re.escape(args.value_suffix.strip())
     if args.value_suffix_after_name:
-        value_end += r"(?P=key)" + re.escape(args.value_suffix_after_name.strip())
+        value_end += f"(?P={key})" + re.escape(args.value_suffix_after_name.strip())
     if not value_end:
         raise ExportError("nothing marks the end of an argument's value")
-    tag = (
+    return (
         re.escape(args.name_prefix.strip())
-        + r"(?P<key>[^\s<>=\"']+?)"
+        + f"(?P<{key}>[^\\s<>=\"']+?)"
         + _alternatives(suffixes)
         + _GAP
         + (re.escape(args.value_prefix.strip()) if args.value_prefix.strip() else "")
-        + r"(?P<value>.*?)"
+        + ("(?P<value>.*?)" if named else ".*?")
         + _GAP
         + value_end
     )
-    field["content"] = "xml-inline"
-    field["content_args"] = {"tag_pattern": tag}
-    return field
+
+
+def _after_tags(analysis: TemplateAnalysis, tag: str, close: str) -> str:
+    """``close`` only where it follows whole argument tags: a closing marker written inside
+    a value (before the value's own end) does not close the call (see ``_JSON_BODY``)."""
+    sep = analysis.tools.arguments.separator.strip()
+    lead = _GAP + (f"(?:{re.escape(sep)}{_GAP})?" if sep else "")
+    return f"\\G(?:{lead}{tag})*?{_GAP}\\K(?:{close})"
+
+
+def _structured_parameter(request: Request | None) -> str:
+    """``tool.parameter`` of the first parameter of the request's tools that takes an object
+    or an array (also through anyOf/oneOf or a $ref), else ""."""
+    for tool in request.tools if request is not None else ():
+        for name, schema in tool.properties.items():
+            if _may_be_structured(schema):
+                return f"{tool.name}.{name}"
+    return ""
+
+
+def _untyped_parameter(request: Request | None) -> str:
+    """``tool.parameter`` of the first parameter whose value transformers cannot type: no
+    ``type`` (a bare ``$ref`` to a definition included: it does not follow it), else ""."""
+    for tool in request.tools if request is not None else ():
+        for name, schema in tool.properties.items():
+            if not _declares_type(schema):
+                return f"{tool.name}.{name}"
+    return ""
+
+
+def _declares_type(schema: Any) -> bool:
+    if not isinstance(schema, Mapping):
+        return False
+    if any(key in schema for key in ("type", "enum", "const")):
+        return True
+    return any(
+        all(_declares_type(choice) for choice in schema.get(key) or ())
+        for key in ("anyOf", "oneOf")
+        if schema.get(key)
+    )
+
+
+def _may_be_structured(schema: Any) -> bool:
+    if not isinstance(schema, Mapping):
+        return False
+    if "$ref" in schema:
+        return True  # a definition: Pydantic models are objects
+    declared = schema.get("type")
+    types = declared if isinstance(declared, list) else [declared]
+    if "object" in types or "array" in types:
+        return True
+    return any(
+        _may_be_structured(choice)
+        for key in ("anyOf", "oneOf", "allOf")
+        for choice in schema.get(key) or ()
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,7 +71,8 @@ class GrammarTrigger:
     The one trigger type: the emitter derives them, hand-written formats declare them, and
     ``ChatParams.grammar_triggers`` reports them (public as ``autoparser.GrammarTrigger``).
     A ``pattern_full`` trigger makes the engine rescan the whole output at every token, so
-    one must say in ``reason`` why a word or token trigger would not be correct.
+    one must say in ``reason`` why a word or token trigger would not be correct; the
+    generated ``pattern`` triggers say why too.
     """
 
     kind: str
@@ -107,24 +108,21 @@ class Grammar:
 def grammar(parser: Parser | str, lazy: bool = False) -> Grammar:
     """The GBNF grammar of `parser`; lazy: rooted at the parts marked with `trigger()`."""
     root = as_parser(parser)
-    emitter = _Emitter(_delimiter_heads(root))
-    if lazy:
-        triggers = _find_triggers(root)
-        if triggers:
-            bodies = [emitter.expr(t.child, tail=True) for t in triggers]
-            emitter.rules["root"] = " | ".join(dict.fromkeys(bodies))
-            words: list[GrammarTrigger] = []
-            for t in triggers:
-                try:
-                    words.extend(_leading_words(t.child, t))
-                except GrammarError:
-                    pattern = _leading_pattern(t.child)
-                    if pattern is None:
-                        raise
-                    words.append(GrammarTrigger("pattern", pattern))
-            return Grammar(
-                emitter.render(), tuple(dict.fromkeys(words)), frozenset(emitter.schemas)
-            )
+    triggers = _find_triggers(root) if lazy else []
+    emitter = _Emitter(_SplitFinder([t.child for t in triggers] or [root]))
+    if lazy and triggers:
+        bodies = [emitter.expr(t.child, tail=True) for t in triggers]
+        emitter.rules["root"] = " | ".join(dict.fromkeys(bodies))
+        words: list[GrammarTrigger] = []
+        for t in triggers:
+            try:
+                words.extend(_leading_words(t.child, t))
+            except GrammarError:
+                pattern = _leading_pattern(t.child)
+                if pattern is None:
+                    raise
+                words.append(GrammarTrigger("pattern", pattern))
+        return Grammar(emitter.render(), tuple(dict.fromkeys(words)), frozenset(emitter.schemas))
     emitter.rules["root"] = emitter.expr(root, tail=True)
     return Grammar(emitter.render(), schemas=frozenset(emitter.schemas))
 
@@ -174,13 +172,16 @@ def _json_rules(single_quotes: bool) -> dict[str, str]:
 # --- the emitter ---------------------------------------------------------------------------
 
 
+# Where a node is emitted, for _SplitFinder: (a free-text token may be read where it starts,
+# one may be read right after it).
+_Where = tuple[bool, bool]
+_NOWHERE: _Where = (False, False)
+
+
 class _Emitter:
-    def __init__(self, split_heads: frozenset[str] = frozenset()) -> None:
-        # Literals starting with one of these characters are written one character per
-        # string: llguidance lexes each string as one greedy token without backtracking, so
-        # "</think>" next to the single-character tokens of an `until` automaton would make
-        # it reject content such as "</b>" (the lexer commits to "</" and cannot go back).
-        self.split_heads = split_heads
+    def __init__(self, finder: _SplitFinder | None = None) -> None:
+        # Which literals to write one character per string, where (see _SplitFinder).
+        self.finder = finder or _SplitFinder()
         self.rules: dict[str, str] = {}
         self._ref_names: dict[tuple[int, str], str] = {}
         self._until_names: dict[tuple[str, ...], str] = {}
@@ -202,9 +203,9 @@ class _Emitter:
             self.rules[name] = body
 
     # Expressions.
-    def expr(self, node: Parser, tail: bool) -> str:
+    def expr(self, node: Parser, tail: bool, where: _Where = _NOWHERE) -> str:
         if isinstance(node, Literal):  # also Token
-            return self.literal(node.value)
+            return self.literal(node, where[0])
         if isinstance(node, Space):
             # Bounded in the grammar (the parser stays lenient): an engine must not be able
             # to sample whitespace between markers forever, as a weak or random model will.
@@ -212,19 +213,33 @@ class _Emitter:
         if isinstance(node, Chars):
             return gbnf_repeat(node.charset.gbnf(), node.min, node.max)
         if isinstance(node, Seq):
-            return self.seq(node.items, tail)
+            return self.seq(node.items, tail, where)
         if isinstance(node, Choice):
-            return alternatives([self.expr(a, tail) for a in node.alternatives])
+            alts = node.alternatives
+            return alternatives(
+                [
+                    self.expr(a, tail, self.finder.choice_where(alts, i, where))
+                    for i, a in enumerate(alts)
+                ]
+            )
         if isinstance(node, Repeat):
             body = _exclusion_body(node.child)
             if body is not None and node.min == 0 and node.max is None:
                 return self.until(body)
-            inner = self.expr(node.child, False)
+            inner = self.expr(node.child, False, self.finder.repeat_where(node, where))
+            times = node.max if node.max is not None else max(node.min, 1)
+            if _expanded_size(inner) * times > _MAX_EXPANSION and not _is_lexeme(node.child, set()):
+                # llama.cpp refuses to repeat a group that expands to too many rules (over
+                # 2000, counting each `{0,20}` as 20): a rule of its own counts as one.
+                tag = next((n.name for n in _walk(node.child) if isinstance(n, Tag)), "part")
+                name = self.fresh(f"{tag}s" if node.max != 1 else f"optional-{tag}")
+                self.rules[name] = unwrap(inner)
+                inner = name
             return gbnf_repeat(inner, node.min, node.max)
         if isinstance(node, _TRANSPARENT):
-            return self.expr(node.child, tail)
+            return self.expr(node.child, tail, where)
         if isinstance(node, Ref):
-            return self.ref(node)
+            return self.ref(node, where)
         if isinstance(node, Until):
             return self.until(node.delimiters)
         if isinstance(node, JsonSchema):
@@ -246,12 +261,12 @@ class _Emitter:
             )
         raise GrammarError(f"no GBNF translation for {node!r}")
 
-    def literal(self, value: str) -> str:
-        if len(value) > 1 and value[0] in self.split_heads:
-            return " ".join(gbnf_literal(ch) for ch in value)
-        return gbnf_literal(value)
+    def literal(self, node: Literal, before: bool) -> str:
+        if before and len(node.value) > 1:
+            return " ".join(gbnf_literal(ch) for ch in node.value)
+        return gbnf_literal(node.value)
 
-    def seq(self, items: tuple[Parser, ...], tail: bool) -> str:
+    def seq(self, items: tuple[Parser, ...], tail: bool, where: _Where = _NOWHERE) -> str:
         parts: list[str] = []
         i = 0
         last = len(items) - 1
@@ -269,29 +284,28 @@ class _Emitter:
                 parts.append(diff)
                 i += 2
                 continue
-            parts.append(self.expr(item, tail and i == last))
+            item_where = self.finder.seq_where(items, i, where)
+            parts.append(self.expr(item, tail and i == last, item_where))
             i += 1
         return sequence(parts)
 
-    def ref(self, node: Ref) -> str:
+    def ref(self, node: Ref, where: _Where = _NOWHERE) -> str:
         key = (id(node.rules), node.name)
         name = self._ref_names.get(key)
         if name is None:
             target = node.target()
             if _is_lexeme(target, set()) and self._has_split(target):
                 # llguidance would turn an all-terminal rule back into one greedy token.
-                return group(self.expr(target, False))
+                return group(self.expr(target, False, where))
             name = self.fresh(node.name)
             self._ref_names[key] = name
-            self.rules[name] = unwrap(self.expr(target, False))
+            # One rule for every place it is used: written for all of them at once.
+            self.rules[name] = unwrap(self.expr(target, False, self.finder.ref_where(node)))
         return name
 
     def _has_split(self, node: Parser) -> bool:
         """Whether a literal reachable from node is written one character per string."""
-        return any(
-            isinstance(n, Literal) and len(n.value) > 1 and n.value[0] in self.split_heads
-            for n in _walk(node)
-        )
+        return any(isinstance(n, Literal) and n._uid in self.finder.split for n in _walk(node))
 
     def until(self, delimiters: tuple[str, ...]) -> str:
         key = tuple(sorted(set(delimiters)))
@@ -322,6 +336,20 @@ class _Emitter:
         if node.document is None:
             self.schemas.add(schema_key(node.schema))
         return str(root)
+
+
+# What an inline group under a quantifier may expand to in llama.cpp (its limit is 2000).
+_MAX_EXPANSION = 500
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]')
+_BOUNDS = re.compile(r"\{(\d+)(?:,(\d*))?\}")
+
+
+def _expanded_size(expr: str) -> int:
+    """About how many rules llama.cpp makes of ``expr``: a group or quantifier one, a
+    ``{m,n}`` repetition n (literals and classes left out)."""
+    bare = _QUOTED.sub("", expr)
+    bounded = sum(max(int(m.group(2) or 0), int(m.group(1))) for m in _BOUNDS.finditer(bare))
+    return 1 + bare.count("(") + bare.count("*") + bare.count("+") + bare.count("?") + bounded
 
 
 def _single_chars(node: Parser) -> CharSet | None:
@@ -481,17 +509,164 @@ def _walk(root: Parser, stop: type[Parser] | None = None) -> Iterator[Parser]:
             stack.extend(reversed(_successors(node)))
 
 
-def _delimiter_heads(root: Parser) -> frozenset[str]:
-    """First characters of every `until` delimiter in the grammar."""
-    heads: set[str] = set()
-    for node in _walk(root):
-        if isinstance(node, Until):
-            heads.update(d[0] for d in node.delimiters)
+class _SplitFinder:
+    """Where to write a literal one character per string, so that llguidance reads it.
+
+    llguidance lexes every string of a rule as one greedy token and can step back only one
+    byte: where an ``until`` automaton's one-character tokens are allowed too, a literal such
+    as "</think>" would make it reject text that starts like the literal and then differs
+    ("</b>": the lexer has committed to "</" and cannot go back). A literal is split only
+    where that can happen: where it may start while an ``until`` (or ``rest()``) is still
+    running, or where one could start instead of it. Everywhere else the grammar keeps whole
+    literals, which every engine reads the same and a person can read.
+
+    The emitter asks, for each node, where it is (``_Where``: a free-text token may be read
+    where it starts / right after it); a rule is written once for every place it is used,
+    so its body is written for all of them (``ref_where``, gathered by walking the roots).
+    """
+
+    def __init__(self, roots: list[Parser] | None = None) -> None:
+        self.split: set[int] = set()  # literals split somewhere
+        self._refs: dict[tuple[int, str], _Where] = {}
+        self._seen: set[tuple[int, bool, bool]] = set()
+        self._nullable: dict[int, bool] = {}
+        self._starts: dict[int, bool] = {}
+        self._ends: dict[tuple[int, bool], bool] = {}
+        for root in roots or []:
+            self.walk(root, _NOWHERE)
+
+    # Where the parts of a node are, given where the node is.
+    def seq_where(self, items: tuple[Parser, ...], index: int, where: _Where) -> _Where:
+        running = where[0]
+        for item in items[:index]:
+            running = self.ends_free(item, running) or (
+                self.nullable(item) and self.starts_free(item)
+            )
+        return running, self._follows_free(items[index + 1 :], where[1])
+
+    def choice_where(self, alts: tuple[Parser, ...], index: int, where: _Where) -> _Where:
+        others = alts[:index] + alts[index + 1 :]
+        rival = any(self.starts_free(o) for o in others) or (
+            where[1] and any(self.nullable(o) for o in others)
+        )
+        return where[0] or rival, where[1]
+
+    def repeat_where(self, node: Repeat, where: _Where) -> _Where:
+        before, after = where
+        more = node.max is None or node.max > 1
+        once = self.ends_free(node.child, before)
+        start = before or (more and once) or (after and (node.min == 0 or more))
+        return start, after or (more and self.starts_free(node.child))
+
+    def ref_where(self, node: Ref) -> _Where:
+        return self._refs.get((id(node.rules), node.name), _NOWHERE)
+
+    # What a node can do, wherever it is.
+    def nullable(self, node: Parser) -> bool:
+        """Whether the node can match the empty string."""
+        return self._memo(self._nullable, node._uid, lambda: self._nullable_of(node))
+
+    def _nullable_of(self, node: Parser) -> bool:
+        if isinstance(node, Literal):
+            return not node.value
+        if isinstance(node, Chars):
+            return node.min == 0
+        if isinstance(node, Json):
+            return False
+        if isinstance(node, (Until, Rest, End, Peek, Negate)):
+            return True
+        if isinstance(node, Seq):
+            return all(self.nullable(item) for item in node.items)
+        if isinstance(node, Choice):
+            return any(self.nullable(a) for a in node.alternatives)
+        if isinstance(node, Repeat):
+            return node.min == 0 or self.nullable(node.child)
+        return all(self.nullable(child) for child in _successors(node))
+
+    def starts_free(self, node: Parser) -> bool:
+        """Whether the node's first token can be one of an ``until``'s (or ``rest()``'s)."""
+        return self._memo(self._starts, node._uid, lambda: self._starts_of(node))
+
+    def _starts_of(self, node: Parser) -> bool:
+        if _is_free_text(node):
+            return True
+        if isinstance(node, (Literal, Chars, Json, End, Peek, Negate)):
+            return False
+        if isinstance(node, Seq):
+            return self._follows_free(node.items, False)
+        return any(self.starts_free(child) for child in _successors(node))
+
+    def ends_free(self, node: Parser, before: bool) -> bool:
+        """Whether an ``until`` may still be running after the node (``before``: one may be
+        running where the node starts)."""
+        key = (node._uid, before)
+        return self._memo(self._ends, key, lambda: self._ends_of(node, before))
+
+    def _ends_of(self, node: Parser, before: bool) -> bool:
+        if _is_free_text(node):
+            return True
+        if isinstance(node, (Literal, Chars, Json)):
+            return before and self.nullable(node)
+        if isinstance(node, (End, Peek, Negate)):
+            return before
+        if isinstance(node, Seq):
+            return self.seq_where(node.items, len(node.items), (before, False))[0]
+        if isinstance(node, Repeat):
+            once = self.ends_free(node.child, before)
+            again = self.ends_free(node.child, before or once)
+            return once or again or (before and node.min == 0)
+        return any(self.ends_free(child, before) for child in _successors(node))
+
+    def _follows_free(self, rest: tuple[Parser, ...], after: bool) -> bool:
+        """Whether a free-text token may be read where ``rest`` starts."""
+        for item in rest:
+            if self.starts_free(item):
+                return True
+            if not self.nullable(item):
+                return False
+        return after
+
+    @staticmethod
+    def _memo(cache: dict[Any, bool], key: Any, compute: Callable[[], bool]) -> bool:
+        if key not in cache:
+            cache[key] = False  # a rule reached again through itself adds nothing
+            cache[key] = compute()
+        return cache[key]
+
+    # Walking the roots: where each rule is used, and which literals are split somewhere.
+    def walk(self, node: Parser, where: _Where) -> None:
+        key = (node._uid, *where)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        if isinstance(node, Literal):
+            if where[0] and len(node.value) > 1:
+                self.split.add(node._uid)
+        elif isinstance(node, Seq):
+            for i, item in enumerate(node.items):
+                self.walk(item, self.seq_where(node.items, i, where))
+        elif isinstance(node, Choice):
+            for i, alt in enumerate(node.alternatives):
+                self.walk(alt, self.choice_where(node.alternatives, i, where))
         elif isinstance(node, Repeat):
-            body = _exclusion_body(node.child)
-            if body:
-                heads.update(d[0] for d in body)
-    return frozenset(heads)
+            if _exclusion_body(node.child) is None:
+                self.walk(node.child, self.repeat_where(node, where))
+        elif isinstance(node, Ref):
+            ref = (id(node.rules), node.name)
+            old = self._refs.get(ref, _NOWHERE)
+            merged = (old[0] or where[0], old[1] or where[1])
+            self._refs[ref] = merged
+            self.walk(node.target(), merged)
+        elif not isinstance(node, (Peek, Negate)):
+            for child in node.children():
+                self.walk(child, where)
+
+
+def _is_free_text(node: Parser) -> bool:
+    """Nodes written as one-character tokens over (nearly) any text: until, rest()."""
+    if isinstance(node, (Until, Rest)):
+        return True
+    return isinstance(node, Repeat) and _exclusion_body(node.child) is not None
 
 
 def _is_lexeme(node: Parser, visiting: set[int]) -> bool:
