@@ -81,6 +81,7 @@ def preserved_tokens(analysis: TemplateAnalysis) -> tuple[str, ...]:
         t.function.name_prefix,
         t.function.name_suffix,
         t.function.close,
+        t.function.name_suffix_after_name,
         t.arguments.start,
         t.arguments.end,
         t.arguments.name_prefix,

@@ -132,6 +132,11 @@ class FunctionAnalysis:
     name_prefix: str = ""
     name_suffix: str = ""
     close: str = ""
+    # Added by the analyser: non-empty when the call repeats the function's name after the
+    # name suffix (a recipient header then markup naming it again, muse-glimmer's
+    # ``to=NAME<|message|><atem:invoke name="NAME">``): the text is name_prefix + NAME +
+    # name_suffix + NAME + this.
+    name_suffix_after_name: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any
 
 from autoparser.analysis.diff import (
     MARKER_RE,
+    attribute_start,
     common_prefix_len,
     common_suffix_len,
     diff_split,
@@ -144,6 +145,15 @@ def _fenced_section(probe: Probe, calls: tuple[CallSpec, ...]) -> tuple[str, str
     if base is None or with_calls is None:
         return None
     d = diff_split(base, with_calls)
+    # A recipient attribute whose value differs (to=user / to=NAME) belongs to the section.
+    key = len(d.prefix) - attribute_start(d.prefix, len(d.prefix))
+    if key:
+        d = dataclasses.replace(
+            d,
+            prefix=d.prefix[:-key],
+            left=d.prefix[-key:] + d.left,
+            right=d.prefix[-key:] + d.right,
+        )
     section, left = d.right, d.left.replace(ASSISTANT_MSG, "", 1).strip()
     eot = ""
     if left and section.lstrip().startswith(left):
@@ -441,7 +451,15 @@ def _analyze_tagged(
         call_id = CallIdAnalysis(CallIdPosition.PRE_FUNC_NAME, before + prefix, "")
     if id_generated:
         call_id = dataclasses.replace(call_id, generated=True, index_base=int(id_value))
-    function = FunctionAnalysis(name_prefix=name_prefix, name_suffix=name_suffix, close=close)
+    # A header naming the function and markup naming it again (to=NAME<|message|>
+    # <invoke name="NAME">): the second name is a repeat, not marker text.
+    name_suffix, _, after_name = name_suffix.partition(FUN_FIRST)
+    function = FunctionAnalysis(
+        name_prefix=name_prefix,
+        name_suffix=name_suffix,
+        close=close,
+        name_suffix_after_name=after_name,
+    )
     fmt = ToolFormatAnalysis(
         mode=mode,
         section_start=sec_start,
@@ -674,7 +692,7 @@ _MARKER_FIELDS = {
         "per_call_start",
         "per_call_end",
     ),
-    "function": ("name_prefix", "name_suffix", "close"),
+    "function": ("name_prefix", "name_suffix", "close", "name_suffix_after_name"),
     "arguments": (
         "start",
         "end",

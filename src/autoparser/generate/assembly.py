@@ -13,7 +13,12 @@ from autoparser.errors import RequestError
 from autoparser.generate import json_calls, pythonic
 from autoparser.generate.context import BuildContext, choice_of, seq_of
 from autoparser.generate.reasoning import reasoning_parser
-from autoparser.generate.sections import call_trigger_markers, inner_opener, tool_section
+from autoparser.generate.sections import (
+    call_trigger_markers,
+    inner_opener,
+    name_prefix_triggers,
+    tool_section,
+)
 from autoparser.peg import (
     Parser,
     any_char,
@@ -143,6 +148,7 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
         grammar_triggers=(
             pythonic.call_start_triggers(ctx.analysis, triggers, req.grammar_tools)
             or json_calls.call_start_triggers(ctx.analysis, triggers, req.grammar_tools)
+            or name_prefix_triggers(ctx, triggers, req.grammar_tools)
         )
         if lazy
         else (),

@@ -97,7 +97,9 @@ def normalize_markers(analysis: TemplateAnalysis) -> TemplateAnalysis:
                 "array_close",
             ),
         ),
-        function=_strip_fields(t.function, ("name_prefix", "name_suffix", "close")),
+        function=_strip_fields(
+            t.function, ("name_prefix", "name_suffix", "close", "name_suffix_after_name")
+        ),
         arguments=_strip_fields(
             t.arguments,
             (
