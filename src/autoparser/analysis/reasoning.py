@@ -93,6 +93,20 @@ def _block_markers(without: str, with_reasoning: str) -> _Block | None:
     return _Block(start, end, after_end)
 
 
+def without_role_header(opener: str, prompt: str) -> str:
+    """An opener (of reasoning, of a tool section) without the role header that the
+    generation prompt already wrote.
+
+    Diffs keep an element run whole (``<|begin|>assistant<|content|>`` against
+    ``<|begin|>assistant<|tool_calls|>``), so the opener found may start with the header;
+    the model's output starts after it.
+    """
+    header = prompt.strip()
+    if header and opener.startswith(header) and opener[len(header) :].strip():
+        return opener[len(header) :].lstrip()
+    return opener
+
+
 def _with_reopened_turn(end: str, after_end: str, header: str) -> tuple[str, str]:
     """The reasoning end and what follows it, when the template writes the reasoning as a
     message of its own and reopens the turn after it with the role header the generation
@@ -173,6 +187,7 @@ def analyze_reasoning(
     if block is not None:
         start, end, after_end = block.start, block.end, block.after_end
         end, after_end = _with_reopened_turn(end, after_end, prompts.default)
+        start = without_role_header(start, prompts.default)
 
     # R2: the generation prompt with thinking on vs off.
     common = safe_common_prefix(prompts.enabled, prompts.disabled)

@@ -48,6 +48,7 @@ from autoparser.analysis.probe import (
     CALL_2,
     CALL_ID,
     CALL_ID_ALT,
+    CALL_ID_SECOND,
     CALL_TYPED,
     FUN_FIRST,
     FUN_SECOND,
@@ -59,6 +60,7 @@ from autoparser.analysis.probe import (
     Probe,
     needle_in,
 )
+from autoparser.analysis.reasoning import generation_prompt, without_role_header
 
 _DECODER = json.JSONDecoder()
 
@@ -96,6 +98,8 @@ def _json_span(text: str, needle_at: int) -> tuple[int, int, Any] | None:
 
 # Stands for the argument's name in a closer that repeats it.
 _ARG_NAME = "\x01"
+# Stands for a call id (the first call's and the second's alike).
+_ID = "\x02"
 # Where an XML-style tag starts ("<tool_call>", "</invoke>", "<AA_ARG>").
 _TAG_START = re.compile(r"<[A-Za-z/_]")
 
@@ -377,6 +381,14 @@ def _json_style(call: Any, text: str, quote: str) -> str:
 def _analyze_tagged(
     probe: Probe, s1: str, s2: str | None, mode: ToolFormat, quote: str
 ) -> ToolsAnalysis | None:
+    # The call ids are a variable: one placeholder for both calls' ids, so that the text
+    # around them aligns as markers (<|tool_call:begin|>ID<|tool_call:name|>NAME).
+    rendered = s1
+    id_shown = CALL_ID in s1
+    if id_shown:
+        s1 = s1.replace(CALL_ID, _ID)
+        if s2 is not None:
+            s2 = s2.replace(CALL_ID, _ID).replace(CALL_ID_SECOND, _ID)
     n1 = s1.find(FUN_FIRST)
     pre, post = s1[:n1], s1[n1 + len(FUN_FIRST) :]
     separator = ""
@@ -405,14 +417,14 @@ def _analyze_tagged(
     # Call ids: renders differing only in the id, or an index the template writes.
     id_value, id_generated = "", False
     alt = _section(probe, ((FUN_FIRST, CALL_1[1], CALL_ID_ALT),))
-    if alt is not None and alt[0] != s1 and CALL_ID in body:
+    if alt is not None and alt[0] != rendered and id_shown:
         id_value = CALL_ID
     elif after_second:
         k = _index_id_at(tail, after_second)
         if k >= 0 and k < len(body):
             id_value, id_generated = body[k], True
             body = body[:k] + "\x00" + body[k + 1 :]
-    id_token = "\x00" if id_generated else id_value
+    id_token = "\x00" if id_generated else (_ID if id_value else "")
 
     if mode is ToolFormat.TAG_WITH_JSON:
         text = body.replace("'", '"') if quote == "'" else body
@@ -445,10 +457,18 @@ def _analyze_tagged(
         before, prefix, suffix = _id_split(close, close.find(id_token), len(id_token))
         close = before
         call_id = CallIdAnalysis(CallIdPosition.POST_ARGS, prefix, suffix)
-    elif id_value and CALL_ID in name_prefix:
-        before, prefix, suffix = _id_split(name_prefix, name_prefix.find(CALL_ID), len(CALL_ID))
+    elif id_value and _ID in name_prefix:
+        before, prefix, suffix = _id_split(name_prefix, name_prefix.find(_ID), len(_ID))
         name_prefix = suffix
         call_id = CallIdAnalysis(CallIdPosition.PRE_FUNC_NAME, before + prefix, "")
+    elif id_value and _ID in per_call_start + sec_start:
+        # The id opens the call, before the name: the opener up to it stays the opener,
+        # the text after it ends the id.
+        if _ID in per_call_start:
+            per_call_start, suffix = per_call_start.split(_ID, 1)
+        else:
+            sec_start, suffix = sec_start.split(_ID, 1)
+        call_id = CallIdAnalysis(CallIdPosition.PRE_FUNC_NAME, "", suffix)
     if id_generated:
         call_id = dataclasses.replace(call_id, generated=True, index_base=int(id_value))
     # A header naming the function and markup naming it again (to=NAME<|message|>
@@ -468,7 +488,7 @@ def _analyze_tagged(
         per_call_end=per_call_end,
         uses_python_dicts=quote == "'",
     )
-    return ToolsAnalysis(
+    found = ToolsAnalysis(
         format=fmt,
         function=function,
         arguments=arguments,
@@ -476,6 +496,9 @@ def _analyze_tagged(
         call_separator=separator,
         parallel_calls=parallel,
     )
+    if any(_ID in text for text in _marker_texts(found)):
+        return None  # an id where the markers cannot say
+    return found
 
 
 def _tagged_arguments(body: str) -> tuple[str, ArgumentsAnalysis, str] | None:
@@ -670,7 +693,7 @@ def analyze_tools(probe: Probe, reasoning: ReasoningAnalysis, text_eot: str = ""
         sec_end = sec_end[: sec_end.find(text_eot)]
         eot = eot or text_eot
     # Whitespace alone is layout, not a section marker (it would make a useless trigger).
-    sec_start = fmt.section_start.lstrip()
+    sec_start = without_role_header(fmt.section_start.lstrip(), generation_prompt(probe, None))
     sec_end = sec_end if sec_end.strip() else ""
     fmt = dataclasses.replace(fmt, section_start=sec_start, section_end=sec_end)
     result = dataclasses.replace(result, format=fmt)
