@@ -161,6 +161,11 @@ class ArgumentsAnalysis:
     # Added by the analyser: non-empty when the value's closer repeats the argument name,
     # XML-style: the closer is value_suffix + NAME + this (MiniMax-M3's "</" NAME ">").
     value_suffix_after_name: str = ""
+    # Added by the analyser: what the template writes around a string value that holds
+    # markup or a newline (MiniCPM5's ``<![CDATA[`` ... ``]]>``), inside the value prefix and
+    # suffix; "" when such a value is written like any other.
+    value_wrapper_open: str = ""
+    value_wrapper_close: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

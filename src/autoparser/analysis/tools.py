@@ -442,6 +442,7 @@ def _analyze_tagged(
         if parts is None:
             return None
         name_suffix, arguments, close = parts
+        arguments = _value_wrapper(probe, arguments)
         typed = _section(probe, (CALL_TYPED,))
         if typed is not None:
             json_suffix = _json_name_suffix(typed[0], arguments)
@@ -554,6 +555,41 @@ def _tagged_arguments(body: str) -> tuple[str, ArgumentsAnalysis, str] | None:
         separator=separator,
     )
     return head, args, close
+
+
+# A string value holding markup, an ampersand and a newline: what templates wrap or escape.
+_MARKUP_VALUE = "<b>MARKUP_VAL & co\nEND_MARKUP</b>"
+
+
+def _value_wrapper(probe: Probe, arguments: ArgumentsAnalysis) -> ArgumentsAnalysis:
+    """The wrapper the template writes around a string value holding markup, if any.
+
+    Renders a call whose first argument is such a value: text between the argument's
+    header and the value, and between the value and the value suffix, that a plain value
+    does not get is the wrapper (``<![CDATA[`` and ``]]>``). A value the template escapes
+    (``&lt;b&gt;``) is not found verbatim and gives no wrapper.
+    """
+    if not arguments.value_suffix.strip():
+        return arguments
+    spec: CallSpec = (FUN_FIRST, ((ARG_FIRST, _MARKUP_VALUE), (ARG_SECOND, VALUE_SECOND)), CALL_ID)
+    section = _section(probe, (spec,))
+    if section is None:
+        return arguments
+    text = section[0]
+    header = ARG_FIRST + arguments.name_suffix + arguments.value_prefix
+    at = text.find(header)
+    value_at = text.find(_MARKUP_VALUE, at) if at >= 0 else -1
+    if value_at < 0:
+        return arguments
+    opener = text[at + len(header) : value_at]
+    rest = text[value_at + len(_MARKUP_VALUE) :]
+    end = rest.find(arguments.value_suffix)
+    closer = rest[:end] if end >= 0 else ""
+    if not opener.strip() or not closer.strip() or needle_in(opener + closer):
+        return arguments
+    if "MARKUP_VAL" in opener + closer:
+        return arguments
+    return dataclasses.replace(arguments, value_wrapper_open=opener, value_wrapper_close=closer)
 
 
 def _json_name_suffix(section: str, arguments: ArgumentsAnalysis) -> str:
