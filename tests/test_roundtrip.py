@@ -348,6 +348,17 @@ def _witness(call: Mapping[str, Any]) -> str:
     return ""
 
 
+def _glued_values(call: Mapping[str, Any], turn: str) -> bool:
+    """Does the turn write some argument's value with text glued to its end (``Parisr``)?"""
+    for value in json.loads(call["function"]["arguments"]).values():
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            continue
+        tail = str(value).rsplit("\n", 1)[-1].rsplit('"', 1)[-1].strip()
+        if tail and tail in turn and not re.search(re.escape(tail) + r"(?![A-Za-z0-9])", turn):
+            return True
+    return False
+
+
 def _missing_part(message: dict[str, Any], turn: str) -> str:
     """Why the template cannot express the message: a part missing from the rendered turn."""
     if message.get("reasoning_content") and REASONING not in turn:
@@ -360,9 +371,13 @@ def _missing_part(message: dict[str, Any], turn: str) -> str:
     for index, call in enumerate(message.get("tool_calls", [])):
         if call["function"]["name"] not in turn:
             return "template does not render the assistant's tool calls"
-        if _witness(call) not in turn:
+        witness = _witness(call)
+        if witness not in turn:
             what = "the arguments" if index == 0 else "a second tool call"
             return f"template drops {what} of the assistant's tool calls from the render"
+        if _glued_values(call, turn):
+            # toolace writes '"%sr" | format(v)': city=Parisr, a value that is not the data.
+            return "template alters the argument values (text glued to each value)"
     return ""
 
 

@@ -295,6 +295,9 @@ def _missing(message: Mapping[str, Any], turn: str, reasoning_start: str = "") -
             return "template does not render the assistant's tool calls"
     if message.get("tool_calls") and VALUE_FIRST not in turn and str(VALUE_NUMBER) not in turn:
         return "template drops the arguments of the assistant's tool calls"
+    glued = f"(?:{re.escape(VALUE_FIRST)}|{VALUE_NUMBER})[A-Za-z0-9]"
+    if message.get("tool_calls") and re.search(glued, turn):
+        return "template alters the argument values (text glued to each value)"
     if len(message.get("tool_calls", ())) > 1 and turn.count(VALUE_FIRST) < 2:
         return "template renders only one tool call per turn"
     return ""
