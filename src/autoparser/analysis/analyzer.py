@@ -40,7 +40,7 @@ def run_analysis(template: Renderer) -> TemplateAnalysis:
     prompts = generation_prompts(probe)
     supports_tools = renders_tool_calls(probe)
     reasoning, after_reasoning = analyze_reasoning(probe, prompts, supports_tools)
-    content, eot = analyze_content(probe, reasoning, after_reasoning)
+    content, eot = analyze_content(probe, reasoning, after_reasoning, supports_tools)
     findings = (
         analyze_tools(probe, reasoning, eot) if supports_tools else ToolFindings(ToolsAnalysis())
     )
