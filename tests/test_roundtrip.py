@@ -350,11 +350,16 @@ def _witness(call: Mapping[str, Any]) -> str:
 
 def _glued_values(call: Mapping[str, Any], turn: str) -> bool:
     """Does the turn write some argument's value with text glued to its end (``Parisr``)?"""
-    for value in json.loads(call["function"]["arguments"]).values():
+    arguments = json.loads(call["function"]["arguments"])
+    # Text glued to a value, other than the next argument's name (a template that writes
+    # no separator between arguments glues that: a different, parseable flaw).
+    names = "|".join(re.escape(name) for name in arguments)
+    for value in arguments.values():
         if isinstance(value, bool) or not isinstance(value, str | int):
             continue
         tail = str(value).rsplit("\n", 1)[-1].rsplit('"', 1)[-1].strip()
-        if tail and tail in turn and not re.search(re.escape(tail) + r"(?![A-Za-z0-9])", turn):
+        clean = re.escape(tail) + rf"(?![A-Za-z0-9])|{re.escape(tail)}(?={names})"
+        if tail and tail in turn and not re.search(clean, turn):
             return True
     return False
 

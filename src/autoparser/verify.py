@@ -295,7 +295,10 @@ def _missing(message: Mapping[str, Any], turn: str, reasoning_start: str = "") -
             return "template does not render the assistant's tool calls"
     if message.get("tool_calls") and VALUE_FIRST not in turn and str(VALUE_NUMBER) not in turn:
         return "template drops the arguments of the assistant's tool calls"
-    glued = f"(?:{re.escape(VALUE_FIRST)}|{VALUE_NUMBER})[A-Za-z0-9]"
+    # Text glued to a value, other than the next argument (a template that writes no
+    # separator between arguments glues the next name: a different, parseable flaw).
+    names = f"{re.escape(ARG_FIRST)}|{re.escape(ARG_SECOND)}"
+    glued = f"(?:{re.escape(VALUE_FIRST)}|{VALUE_NUMBER})(?!{names})[A-Za-z0-9]"
     if message.get("tool_calls") and re.search(glued, turn):
         return "template alters the argument values (text glued to each value)"
     if len(message.get("tool_calls", ())) > 1 and turn.count(VALUE_FIRST) < 2:
