@@ -68,12 +68,6 @@ TOOLS = [
 I2 = "issue 10 §2"
 COMPILE = "jinja2 cannot compile the template (transformers cannot render it either)"
 ROUNDTRIP_XFAIL: dict[str, str] = {
-    "MiniMax-M3": "probe names leak into markers (argument separator '</AA_ARG_FST_AA>'); the"
-    f" closing tag of each argument carries its name; {I2}",
-    "muse-glimmer": "probe name FFF_FIRST_FUN_F leaks into function.name_suffix (the name is"
-    f' written twice: to=NAME<|message|> and invoke name="NAME"); {I2}',
-    "upstage-Solar-Open-100B": "probe call ids ('call00001') leak into section_start and the"
-    f" call separator instead of being read as an id before the name; {I2}",
     "moonshotai-Kimi-K2-Thinking": "analysis finds no tool format although calls render: the"
     f" template writes the call id (functions.NAME:IDX) instead of the name; {I2}",
     "vllm-tool_chat_template_hermes": "the template writes '{ \"arguments\": ' (a space after"
@@ -131,12 +125,13 @@ def _tagged_args(a: TemplateAnalysis, args: dict[str, Any]) -> str:
     bare = typed != ar.name_suffix and typed + ar.value_suffix == ar.name_suffix
     parts = []
     for k, v in args.items():
+        # An XML-style closer repeats the argument's name (MiniMax-M3's "</NAME>").
+        again = k + ar.value_suffix_after_name if ar.value_suffix_after_name else ""
+        closer = ar.value_suffix + again
         if isinstance(v, str):
-            parts.append(
-                ar.name_prefix + k + ar.name_suffix + ar.value_prefix + v + ar.value_suffix
-            )
+            parts.append(ar.name_prefix + k + ar.name_suffix + ar.value_prefix + v + closer)
         else:
-            tail = "" if bare else ar.value_suffix
+            tail = "" if bare else closer
             parts.append(ar.name_prefix + k + typed + ar.value_prefix + json.dumps(v) + tail)
     return ar.start + ar.separator.join(parts) + ar.end
 
@@ -159,6 +154,7 @@ def _tag_call(a: TemplateAnalysis, index: int, call: tuple[str, dict[str, Any], 
         + t.function.name_prefix
         + name
         + t.function.name_suffix
+        + (name + t.function.name_suffix_after_name if t.function.name_suffix_after_name else "")
         + (id_text if pos is CallIdPosition.BETWEEN_FUNC_AND_ARGS else "")
         + body
         + t.function.close

@@ -707,7 +707,11 @@ def test_prompt_opened_call_single_and_without_parallel(kind: str) -> None:
 def test_prompt_without_the_opener_is_unchanged() -> None:
     params = build_params(_RECIPIENT, prompt="User: hi\n", tools=TOOLS)
     assert params.grammar_lazy
-    assert params.grammar_triggers == [GrammarTrigger("word", ">>>")]
+    # ">>>" alone also opens a text answer (">>>all"): the triggers name the tools.
+    assert params.grammar_triggers == [
+        GrammarTrigger("word", f">>>{t['function']['name']}")
+        for t in sorted(TOOLS, key=lambda t: len(t["function"]["name"]), reverse=True)
+    ]
     text = f"Sure.\n>>>get_weather\n{_W}"
     message = params.parse(text)
     assert message.content == "Sure."

@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import json
 import random
+import re
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,13 +42,16 @@ import pydantic
 import pytest
 from helpers.formats import trigger_start
 from helpers.gbnf_oracle import accepts
-from helpers.paths import corpus_templates, own_templates
+from helpers.paths import corpus_params, corpus_templates, own_templates
 
 from autoparser import ChatTemplate
-from autoparser.errors import AutoparserError
+from autoparser.errors import AutoparserError, TemplateError
+from autoparser.verify import content_as_reasoning
 
 XFAIL_FILE = Path(__file__).parent / "data" / "roundtrip_xfail.json"
 RANDOM_SPLITS = 20
+NOT_COMPILED = "jinja2 cannot compile the template (nor can transformers)"
+REFUSES_TOOLS = "the template raises on the request's tools (so does transformers)"
 USER = {"role": "user", "content": "What is the weather like in Paris today?"}
 
 WEATHER = {
@@ -344,6 +348,22 @@ def _witness(call: Mapping[str, Any]) -> str:
     return ""
 
 
+def _glued_values(call: Mapping[str, Any], turn: str) -> bool:
+    """Does the turn write some argument's value with text glued to its end (``Parisr``)?"""
+    arguments = json.loads(call["function"]["arguments"])
+    # Text glued to a value, other than the next argument's name (a template that writes
+    # no separator between arguments glues that: a different, parseable flaw).
+    names = "|".join(re.escape(name) for name in arguments)
+    for value in arguments.values():
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            continue
+        tail = str(value).rsplit("\n", 1)[-1].rsplit('"', 1)[-1].strip()
+        clean = re.escape(tail) + rf"(?![A-Za-z0-9])|{re.escape(tail)}(?={names})"
+        if tail and tail in turn and not re.search(clean, turn):
+            return True
+    return False
+
+
 def _missing_part(message: dict[str, Any], turn: str) -> str:
     """Why the template cannot express the message: a part missing from the rendered turn."""
     if message.get("reasoning_content") and REASONING not in turn:
@@ -356,9 +376,13 @@ def _missing_part(message: dict[str, Any], turn: str) -> str:
     for index, call in enumerate(message.get("tool_calls", [])):
         if call["function"]["name"] not in turn:
             return "template does not render the assistant's tool calls"
-        if _witness(call) not in turn:
+        witness = _witness(call)
+        if witness not in turn:
             what = "the arguments" if index == 0 else "a second tool call"
             return f"template drops {what} of the assistant's tool calls from the render"
+        if _glued_values(call, turn):
+            # toolace writes '"%sr" | format(v)': city=Parisr, a value that is not the data.
+            return "template alters the argument values (text glued to each value)"
     return ""
 
 
@@ -408,6 +432,9 @@ def model_output(
     missing = _missing_part(message, text)
     if missing:
         return "", missing
+    content = message.get("content")
+    if content and message.get("tool_calls") and content_as_reasoning(text, content, r.start):
+        return "", "template writes the content of a turn with tool calls as reasoning"
     opens = bool(r.start.strip()) and prompt.rstrip().endswith(r.start.strip())
     if opens and r.end.strip() not in text:
         return "", "the generation prompt opens a reasoning block the rendered turn never closes"
@@ -432,8 +459,13 @@ def _variants(scenario: str, tools: Any) -> list[tuple[dict[str, Any], Any]]:
 @functools.cache
 def prepare(path: Path, scenario: str) -> Case:
     """Render, cut and build params once per template and scenario."""
-    template = load_template(path)
     case = Case(path.stem, scenario)
+    try:
+        template = load_template(path)
+    except TemplateError as exc:
+        # Asserted to fail in transformers too: test_uncompilable_templates_fail_everywhere.
+        case.na = f"{NOT_COMPILED}: {exc}"
+        return case
     try:
         caps = template.caps
         analysis = template.analyze()
@@ -465,17 +497,22 @@ def prepare(path: Path, scenario: str) -> Case:
         telling = [r for r in reasons if r.startswith(("template drops", "template does not"))]
         case.na = (telling or reasons)[0]
         return case
+    try:
+        case.params = template.apply(
+            [USER],
+            tools=tools,
+            parallel_tool_calls=True if scenario == "parallel_calls" else None,
+            call_id_seed=1234,
+            **kwargs,
+        )
+    except TemplateError as exc:
+        # Asserted to fail in transformers too: test_refused_tools_fail_everywhere.
+        case.na = f"{REFUSES_TOOLS}: {exc}"
+        return case
     case.text = text
     case.message = message
     case.compare_ids = any(call["id"] in text for call in message.get("tool_calls", []))
     case.end_of_turn = tuple(m for m in analysis.end_of_turn if m.strip())
-    case.params = template.apply(
-        [USER],
-        tools=tools,
-        parallel_tool_calls=True if scenario == "parallel_calls" else None,
-        call_id_seed=1234,
-        **kwargs,
-    )
     return case
 
 
@@ -657,3 +694,44 @@ def test_roundtrip(path: Path, scenario: str, record_property: Any) -> None:
         return
     assert start >= 0, f"no trigger of {params.grammar_triggers} fires in {text!r}"
     assert accepts(params.grammar, text[start:]), f"grammar rejects {text[start:]!r}"
+
+
+# ------------------------------------------------------------------ the errors behind n/a
+
+
+def _transformers_render(source: str, tools: Any) -> None:
+    """Render the prompt of a request with transformers (raises what the template raises)."""
+    utils = pytest.importorskip("transformers.utils.chat_template_utils")
+    utils.render_jinja_template(
+        conversations=[[USER]],
+        tools=tools,
+        chat_template=source,
+        add_generation_prompt=True,
+        bos_token="<s>",
+        eos_token="</s>",
+    )
+
+
+@pytest.mark.parametrize("path", corpus_params())
+def test_uncompilable_templates_fail_everywhere(path: Path) -> None:
+    """A template jinja2 cannot compile is a TemplateError naming the line, and transformers
+    cannot render it either: its round-trip cases are n/a, not our failures."""
+    if prepare(path, "content").na.startswith(NOT_COMPILED):
+        with pytest.raises(TemplateError, match=r"syntax error at line \d+"):
+            load_template(path)
+        with pytest.raises(Exception, match=r"(?i)tag|token|unexpected|expected"):
+            _transformers_render(path.read_text(encoding="utf-8"), None)
+
+
+@pytest.mark.parametrize("path", corpus_params())
+@pytest.mark.parametrize("scenario", ["content", "one_call"])
+def test_refused_tools_fail_everywhere(path: Path, scenario: str) -> None:
+    """When apply() raises because the template itself raises on the request's tools, the
+    error names the template line and transformers raises on the same tools: such cases
+    are n/a (the request cannot be served by the template), not our failures."""
+    case = prepare(path, scenario)
+    if not case.na.startswith(REFUSES_TOOLS):
+        return
+    assert re.search(r"render failed at line \d+", case.na), case.na
+    with pytest.raises(Exception, match=r"line|attribute|undefined"):
+        _transformers_render(path.read_text(encoding="utf-8"), TOOLS)

@@ -182,7 +182,7 @@ def test_render_parity(capsys: pytest.CaptureFixture[str]) -> None:
     expected = json.loads(EXPECTATIONS.read_text(encoding="utf-8"))
     listed_differ: dict[str, str] = expected["differ"]
     listed_fails: dict[str, dict[str, str]] = expected["transformers_fails"]
-    identical = differ = fails = 0
+    identical = differ = fails = raw_identical = 0
     problems: list[str] = []
     seen_differ: set[str] = set()
     seen_fails: set[str] = set()
@@ -216,6 +216,8 @@ def test_render_parity(capsys: pytest.CaptureFixture[str]) -> None:
                 continue
             if raw != want:
                 problems.append(f"{key}: polyfills=False differs from transformers ({raw_error})")
+            else:
+                raw_identical += 1
             if got == want:
                 identical += 1
                 continue
@@ -229,10 +231,26 @@ def test_render_parity(capsys: pytest.CaptureFixture[str]) -> None:
     problems += [
         f"{k}: listed as transformers-fail but it renders" for k in listed_fails.keys() - seen_fails
     ]
+    # Every listed difference is a deliberate polyfill (with polyfills off the render is
+    # identical, checked above): counted by polyfill, apart from the identical renders.
+    by_polyfill: dict[str, int] = {}
+    for key in seen_differ:
+        reason = listed_differ.get(key, "")
+        if not reason.startswith("polyfill"):
+            problems.append(f"{key}: a difference that is no polyfill: {reason!r}")
+        label = reason.removeprefix("polyfill").lstrip(" :")[:110]
+        by_polyfill[label] = by_polyfill.get(label, 0) + 1
+    renders = identical + differ
     with capsys.disabled():
         print(
-            f"\nrender parity: {identical} identical, {differ} differ, {fails} transformers-fails"
+            f"\nrender parity where transformers renders ({renders} conversations): "
+            f"polyfills off {raw_identical} identical ({100.0 * raw_identical / renders:.1f}%); "
+            f"polyfills on {identical} identical ({100.0 * identical / renders:.1f}%) + "
+            f"{differ} deliberate polyfill differences ({100.0 * differ / renders:.1f}%); "
+            f"{fails} conversations transformers fails on"
         )
+        for label, count in sorted(by_polyfill.items()):
+            print(f"  {count:3d}  {label}")
     assert not problems, "\n".join(problems)
 
 

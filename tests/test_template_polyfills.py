@@ -204,3 +204,34 @@ def test_reasoning_passed_as_thinking_part() -> None:
     assert template.render(messages, polyfills=False).endswith("[assistant]4")
     plain = [messages[0], {"role": "assistant", "content": "4"}]
     assert template.render(plain) == template.render(plain, polyfills=False)
+
+
+# Reads the tool's description field by field (fails without one) and dumps the parameters.
+_READS_DESCRIPTION = (
+    "{%- for t in tools %}{{ t.function.name }}: {{ t.function.description.strip() }} "
+    "{{ t.function.parameters | tojson }}\n{% endfor -%}"
+    "{%- for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor -%}"
+)
+
+
+def test_tool_fields_are_filled_only_where_the_template_fails_without() -> None:
+    template = ChatTemplate(_READS_DESCRIPTION, name="reads_description")
+    assert template.quirks.requires_tool_fields
+    params = {"type": "object", "properties": {"city": {"type": "string"}}}
+    described = [
+        {
+            "type": "function",
+            "function": {"name": "f", "description": "Does f.", "parameters": params},
+        }
+    ]
+    messages = [{"role": "user", "content": "hi"}]
+    # The caller's tools suffice: the render is the template's own (no empty descriptions).
+    assert template.render(messages, described) == template.render(
+        messages, described, polyfills=False
+    )
+    assert '"description"' not in template.render(messages, described)
+    # Without a description the template fails: the polyfill fills it in.
+    bare = [{"type": "function", "function": {"name": "f", "parameters": params}}]
+    with pytest.raises(TemplateError):
+        template.render(messages, bare, polyfills=False)
+    assert "f:  {" in template.render(messages, bare)

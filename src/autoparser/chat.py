@@ -190,9 +190,18 @@ class ChatTemplate:
         tool_list = None if tools is None else [dict(t) for t in tools]
         if use_polyfills:
             renderer = template.renderer
-            prepared, tool_list = apply_polyfills(
-                detect_caps(renderer), detect_quirks(renderer), prepared, tool_list
-            )
+            caps, quirks = detect_caps(renderer), detect_quirks(renderer)
+            if tool_list and quirks.requires_tool_fields:
+                # The caller's tools as they are first: the filled-in descriptions only
+                # where the template fails without them.
+                sparse, sparse_tools = apply_polyfills(caps, quirks, prepared, tool_list, False)
+                try:
+                    return renderer.render(
+                        sparse, sparse_tools, add_generation_prompt, now=now, **template_kwargs
+                    )
+                except TemplateError:
+                    pass
+            prepared, tool_list = apply_polyfills(caps, quirks, prepared, tool_list)
         return template.renderer.render(
             prepared, tool_list, add_generation_prompt, now=now, **template_kwargs
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -269,7 +270,17 @@ def _second_turn(turn: str, analysis: TemplateAnalysis, eos: str) -> bool:
     return False
 
 
-def _missing(message: Mapping[str, Any], turn: str) -> str:
+def content_as_reasoning(turn: str, content: str, reasoning_start: str) -> bool:
+    """Whether the turn writes ``content`` right after the reasoning opener (gpt-oss puts
+    a call turn's content in its analysis channel): then the model, trained on such turns,
+    writes that text as reasoning, and the message is not what the turn shows."""
+    start = reasoning_start.strip()
+    return (
+        bool(start) and re.search(re.escape(start) + r"\s*" + re.escape(content), turn) is not None
+    )
+
+
+def _missing(message: Mapping[str, Any], turn: str, reasoning_start: str = "") -> str:
     """Why the rendered turn cannot show the message (a part dropped), or ""."""
     if message.get("reasoning_content") and THINKING not in turn:
         return "template drops the reasoning of the last assistant turn"
@@ -277,11 +288,19 @@ def _missing(message: Mapping[str, Any], turn: str) -> str:
         return "template drops the assistant content" + (
             " of a turn with tool calls" if message.get("tool_calls") else ""
         )
+    if message.get("tool_calls") and content_as_reasoning(turn, ASSISTANT_MSG, reasoning_start):
+        return "template writes the content of a turn with tool calls as reasoning"
     for call in message.get("tool_calls", ()):
         if call["function"]["name"] not in turn:
             return "template does not render the assistant's tool calls"
     if message.get("tool_calls") and VALUE_FIRST not in turn and str(VALUE_NUMBER) not in turn:
         return "template drops the arguments of the assistant's tool calls"
+    # Text glued to a value, other than the next argument (a template that writes no
+    # separator between arguments glues the next name: a different, parseable flaw).
+    names = f"{re.escape(ARG_FIRST)}|{re.escape(ARG_SECOND)}"
+    glued = f"(?:{re.escape(VALUE_FIRST)}|{VALUE_NUMBER})(?!{names})[A-Za-z0-9]"
+    if message.get("tool_calls") and re.search(glued, turn):
+        return "template alters the argument values (text glued to each value)"
     if len(message.get("tool_calls", ())) > 1 and turn.count(VALUE_FIRST) < 2:
         return "template renders only one tool call per turn"
     return ""
@@ -371,7 +390,7 @@ def _check_scenario(
             if _second_turn(turn, analysis, eos):
                 reasons.append("the template renders part of the turn as a second assistant turn")
                 continue
-            missing = _missing(message, turn)
+            missing = _missing(message, turn, analysis.reasoning.start)
             if missing:
                 reasons.append(missing)
                 continue

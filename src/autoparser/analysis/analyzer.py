@@ -45,7 +45,7 @@ def run_analysis(template: Renderer) -> TemplateAnalysis:
     reasoning, after_reasoning = analyze_reasoning(
         probe, prompts, supports_tools, quirks.reasoning_field
     )
-    content, eot = analyze_content(probe, reasoning, after_reasoning)
+    content, eot = analyze_content(probe, reasoning, after_reasoning, supports_tools)
     findings = (
         analyze_tools(probe, reasoning, eot) if supports_tools else ToolFindings(ToolsAnalysis())
     )
@@ -84,6 +84,7 @@ def preserved_tokens(analysis: TemplateAnalysis) -> tuple[str, ...]:
         t.function.name_prefix,
         t.function.name_suffix,
         t.function.close,
+        t.function.name_suffix_after_name,
         t.arguments.start,
         t.arguments.end,
         t.arguments.name_prefix,

@@ -11,10 +11,10 @@ from __future__ import annotations
 from autoparser.analysis.diff import MARKER_RE, safe_common_prefix, segmentize
 from autoparser.analysis.model import ContentAnalysis, ContentMode, ReasoningAnalysis
 from autoparser.analysis.reasoning import generation_prompt
-from autoparser.template.probe import ASSISTANT_MSG, THINKING, USER_MSG, Probe
+from autoparser.template.probe import ASSISTANT_MSG, THINKING, USER_MSG, Probe, needle_in
 
 
-def assistant_turn(probe: Probe, render: str | None) -> str | None:
+def assistant_turn(probe: Probe, render: str | None, tools: bool = False) -> str | None:
     """The assistant turn in a render: what follows the user turn and the role header.
 
     The role header is the generation prompt, or its longest leading run of segments
@@ -22,7 +22,7 @@ def assistant_turn(probe: Probe, render: str | None) -> str | None:
     turn does not have). Some templates render the tool instructions after the
     conversation, so the header is searched for rather than aligned by prefix.
     """
-    user_only = probe.render()
+    user_only = probe.render(tools=tools)
     if render is None or user_only is None:
         return None
     at = render.rfind(USER_MSG)
@@ -44,7 +44,9 @@ def assistant_turn(probe: Probe, render: str | None) -> str | None:
             if found >= 0:
                 return render[found + len(header) :]
     tail = render[at:]
-    return tail[len(safe_common_prefix(tail, user_only[at:])) :]
+    user_at = user_only.rfind(USER_MSG)
+    user_tail = user_only[user_at + len(USER_MSG) :] if user_at >= 0 else ""
+    return tail[len(safe_common_prefix(tail, user_tail)) :]
 
 
 def user_turn_end(probe: Probe) -> list[str]:
@@ -94,7 +96,7 @@ def _strip_reasoning(pre: str, reasoning: ReasoningAnalysis) -> str:
 
 
 def analyze_content(
-    probe: Probe, reasoning: ReasoningAnalysis, after_reasoning: str
+    probe: Probe, reasoning: ReasoningAnalysis, after_reasoning: str, supports_tools: bool = False
 ) -> tuple[ContentAnalysis, str]:
     """The content analysis and the end-of-turn marker of a text answer."""
     user_end = user_turn_end(probe)
@@ -124,4 +126,22 @@ def analyze_content(
             r_end, _ = split_post(with_r[at + len(ASSISTANT_MSG) :], user_end)
             mode = ContentMode.WRAPPED_WITH_REASONING
             start, end = after_reasoning.strip(), r_end
+    if mode is ContentMode.PLAIN and supports_tools:
+        start = _opener_with_tools(probe, reasoning)
+        if start:
+            mode = ContentMode.ALWAYS_WRAPPED
     return ContentAnalysis(mode=mode, start=start, end=end), eot
+
+
+def _opener_with_tools(probe: Probe, reasoning: ReasoningAnalysis) -> str:
+    """A content opener the template writes only when the request has tools.
+
+    Hunyuan's tool prompt asks for answers that start with "助手：" and writes its text turns
+    so; without tools it writes them bare. Requests with tools get such answers: the
+    opener is the content's (a wrapper, dropped where it appears).
+    """
+    turn = assistant_turn(probe, probe.turn(ASSISTANT_MSG, tools=True), tools=True)
+    if turn is None or ASSISTANT_MSG not in turn:
+        return ""
+    start = _strip_reasoning(turn[: turn.find(ASSISTANT_MSG)], reasoning).strip()
+    return "" if needle_in(start) else start

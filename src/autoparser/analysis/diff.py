@@ -178,6 +178,22 @@ def tokens_in(text: str) -> list[str]:
     return SINGLE_MARKER_RE.findall(text)
 
 
+# A ``key=`` / ``key:`` attribute at the end of a text, after whitespace or a marker.
+_ATTRIBUTE_KEY_RE = re.compile(r"(?:(?<=\s)|(?<=[>\]])|^)[A-Za-z_][\w-]{0,30}[=:]$")
+
+
+def attribute_start(text: str, pos: int) -> int:
+    """Where a diff boundary at ``pos`` belongs when it falls after an attribute's key.
+
+    Two renders that differ in an attribute's value (``to=user`` against ``to=self``)
+    share its key: the boundary lands between ``to=`` and the value, but the key belongs
+    with the value (the marker is ``to=self<|message|>``, not ``self<|message|>``). Returns
+    ``pos`` moved back to the key's start, or ``pos`` unchanged.
+    """
+    m = _ATTRIBUTE_KEY_RE.search(text, max(0, pos - 32), pos)
+    return m.start() if m is not None else pos
+
+
 def last_marker_end(text: str) -> int:
     """End index of the last whole marker in text (0 when there is none)."""
     end = 0

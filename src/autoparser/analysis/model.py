@@ -132,6 +132,11 @@ class FunctionAnalysis:
     name_prefix: str = ""
     name_suffix: str = ""
     close: str = ""
+    # Added by the analyser: non-empty when the call repeats the function's name after the
+    # name suffix (a recipient header then markup naming it again, muse-glimmer's
+    # ``to=NAME<|message|><atem:invoke name="NAME">``): the text is name_prefix + NAME +
+    # name_suffix + NAME + this.
+    name_suffix_after_name: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,6 +164,11 @@ class ArgumentsAnalysis:
     # Added by the analyser: the template prints non-string values with Python's str()
     # ({'n': 7}, [True, None]) rather than as JSON, so a model trained on it writes them so.
     values_as_python: bool = False
+    # Added by the analyser: what the template writes around a string value that holds
+    # markup or a newline (MiniCPM5's ``<![CDATA[`` ... ``]]>``), inside the value prefix and
+    # suffix; "" when such a value is written like any other.
+    value_wrapper_open: str = ""
+    value_wrapper_close: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,7 +194,7 @@ TOOL_MARKER_FIELDS: dict[str, tuple[str, ...]] = {
         "array_open",
         "array_close",
     ),
-    "function": ("name_prefix", "name_suffix", "close"),
+    "function": ("name_prefix", "name_suffix", "close", "name_suffix_after_name"),
     "arguments": (
         "start",
         "end",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from autoparser.analysis.diff import (
+    attribute_start,
     diff_split,
     markers_in,
     safe_common_prefix,
@@ -59,7 +60,7 @@ def _block_markers(without: str, with_reasoning: str) -> _Block | None:
     if pos < 0:
         return None
     d = diff_split(without, with_reasoning)
-    lo = len(d.prefix)
+    lo = attribute_start(d.prefix, len(d.prefix))  # "to=" of "to=self<|message|>" opens
     hi = len(with_reasoning) - len(d.suffix)
     if not lo <= pos <= hi:
         return None
@@ -87,6 +88,33 @@ def _block_markers(without: str, with_reasoning: str) -> _Block | None:
         if head and head[-1].is_marker:
             start = head[-1].value
     return _Block(start, end, after_end)
+
+
+def without_role_header(opener: str, prompt: str) -> str:
+    """An opener (of reasoning, of a tool section) without the role header that the
+    generation prompt already wrote.
+
+    Diffs keep an element run whole (``<|begin|>assistant<|content|>`` against
+    ``<|begin|>assistant<|tool_calls|>``), so the opener found may start with the header;
+    the model's output starts after it.
+    """
+    header = prompt.strip()
+    if header and opener.startswith(header) and opener[len(header) :].strip():
+        return opener[len(header) :].lstrip()
+    return opener
+
+
+def _with_reopened_turn(end: str, after_end: str, header: str) -> tuple[str, str]:
+    """The reasoning end and what follows it, when the template writes the reasoning as a
+    message of its own and reopens the turn after it with the role header the generation
+    prompt writes (``R<|eom|><|start|>assistant to=user<|message|>``): the header is
+    part of the end marker, so that what follows it reads as after a bare prompt."""
+    header = header.strip()
+    rest = after_end.lstrip()
+    if not end or not header or not rest.startswith(header):
+        return end, after_end
+    cut = len(after_end) - len(rest) + len(header)
+    return end + after_end[:cut], after_end[cut:]
 
 
 def _toggle_markers(enabled: str, disabled: str, common: str) -> tuple[str, str]:
@@ -146,6 +174,8 @@ def analyze_reasoning(
                 block = _block_markers(calls_only, calls_r)
     if block is not None:
         start, end, after_end = block.start, block.end, block.after_end
+        end, after_end = _with_reopened_turn(end, after_end, prompts.default)
+        start = without_role_header(start, prompts.default)
 
     # R2: the generation prompt with thinking on vs off.
     common = safe_common_prefix(prompts.enabled, prompts.disabled)

@@ -19,6 +19,7 @@ from typing import Any
 
 from autoparser.analysis.diff import (
     MARKER_RE,
+    attribute_start,
     common_prefix_len,
     common_suffix_len,
     diff_split,
@@ -40,6 +41,7 @@ from autoparser.analysis.model import (
     ToolFormatAnalysis,
     ToolsAnalysis,
 )
+from autoparser.analysis.reasoning import generation_prompt, without_role_header
 from autoparser.template.probe import (
     ARG_FIRST,
     ARG_SECOND,
@@ -48,6 +50,7 @@ from autoparser.template.probe import (
     CALL_2,
     CALL_ID,
     CALL_ID_ALT,
+    CALL_ID_SECOND,
     CALL_TYPED,
     FUN_FIRST,
     FUN_SECOND,
@@ -95,6 +98,8 @@ def _json_span(text: str, needle_at: int) -> tuple[int, int, Any] | None:
 
 # Stands for the argument's name in a closer that repeats it.
 _ARG_NAME = "\x01"
+# Stands for a call id (the first call's and the second's alike).
+_ID = "\x02"
 # Where an XML-style tag starts ("<tool_call>", "</invoke>", "<AA_ARG>").
 _TAG_START = re.compile(r"<[A-Za-z/_]")
 
@@ -144,6 +149,15 @@ def _fenced_section(probe: Probe, calls: tuple[CallSpec, ...]) -> tuple[str, str
     if base is None or with_calls is None:
         return None
     d = diff_split(base, with_calls)
+    # A recipient attribute whose value differs (to=user / to=NAME) belongs to the section.
+    key = len(d.prefix) - attribute_start(d.prefix, len(d.prefix))
+    if key:
+        d = dataclasses.replace(
+            d,
+            prefix=d.prefix[:-key],
+            left=d.prefix[-key:] + d.left,
+            right=d.prefix[-key:] + d.right,
+        )
     section, left = d.right, d.left.replace(ASSISTANT_MSG, "", 1).strip()
     eot = ""
     if left and section.lstrip().startswith(left):
@@ -367,6 +381,14 @@ def _json_style(call: Any, text: str, quote: str) -> str:
 def _analyze_tagged(
     probe: Probe, s1: str, s2: str | None, mode: ToolFormat, quote: str
 ) -> ToolsAnalysis | None:
+    # The call ids are a variable: one placeholder for both calls' ids, so that the text
+    # around them aligns as markers (<|tool_call:begin|>ID<|tool_call:name|>NAME).
+    rendered = s1
+    id_shown = CALL_ID in s1
+    if id_shown:
+        s1 = s1.replace(CALL_ID, _ID)
+        if s2 is not None:
+            s2 = s2.replace(CALL_ID, _ID).replace(CALL_ID_SECOND, _ID)
     n1 = s1.find(FUN_FIRST)
     pre, post = s1[:n1], s1[n1 + len(FUN_FIRST) :]
     separator = ""
@@ -395,14 +417,14 @@ def _analyze_tagged(
     # Call ids: renders differing only in the id, or an index the template writes.
     id_value, id_generated = "", False
     alt = _section(probe, ((FUN_FIRST, CALL_1[1], CALL_ID_ALT),))
-    if alt is not None and alt[0] != s1 and CALL_ID in body:
+    if alt is not None and alt[0] != rendered and id_shown:
         id_value = CALL_ID
     elif after_second:
         k = _index_id_at(tail, after_second)
         if k >= 0 and k < len(body):
             id_value, id_generated = body[k], True
             body = body[:k] + "\x00" + body[k + 1 :]
-    id_token = "\x00" if id_generated else id_value
+    id_token = "\x00" if id_generated else (_ID if id_value else "")
 
     if mode is ToolFormat.TAG_WITH_JSON:
         text = body.replace("'", '"') if quote == "'" else body
@@ -420,6 +442,7 @@ def _analyze_tagged(
         if parts is None:
             return None
         name_suffix, arguments, close = parts
+        arguments = _value_wrapper(probe, arguments)
         typed = _section(probe, (CALL_TYPED,))
         if typed is not None:
             json_suffix = _json_name_suffix(typed[0], arguments)
@@ -437,13 +460,29 @@ def _analyze_tagged(
         before, prefix, suffix = _id_split(close, close.find(id_token), len(id_token))
         close = before
         call_id = CallIdAnalysis(CallIdPosition.POST_ARGS, prefix, suffix)
-    elif id_value and CALL_ID in name_prefix:
-        before, prefix, suffix = _id_split(name_prefix, name_prefix.find(CALL_ID), len(CALL_ID))
+    elif id_value and _ID in name_prefix:
+        before, prefix, suffix = _id_split(name_prefix, name_prefix.find(_ID), len(_ID))
         name_prefix = suffix
         call_id = CallIdAnalysis(CallIdPosition.PRE_FUNC_NAME, before + prefix, "")
+    elif id_value and _ID in per_call_start + sec_start:
+        # The id opens the call, before the name: the opener up to it stays the opener,
+        # the text after it ends the id.
+        if _ID in per_call_start:
+            per_call_start, suffix = per_call_start.split(_ID, 1)
+        else:
+            sec_start, suffix = sec_start.split(_ID, 1)
+        call_id = CallIdAnalysis(CallIdPosition.PRE_FUNC_NAME, "", suffix)
     if id_generated:
         call_id = dataclasses.replace(call_id, generated=True, index_base=int(id_value))
-    function = FunctionAnalysis(name_prefix=name_prefix, name_suffix=name_suffix, close=close)
+    # A header naming the function and markup naming it again (to=NAME<|message|>
+    # <invoke name="NAME">): the second name is a repeat, not marker text.
+    name_suffix, _, after_name = name_suffix.partition(FUN_FIRST)
+    function = FunctionAnalysis(
+        name_prefix=name_prefix,
+        name_suffix=name_suffix,
+        close=close,
+        name_suffix_after_name=after_name,
+    )
     fmt = ToolFormatAnalysis(
         mode=mode,
         section_start=sec_start,
@@ -452,7 +491,7 @@ def _analyze_tagged(
         per_call_end=per_call_end,
         uses_python_dicts=quote == "'",
     )
-    return ToolsAnalysis(
+    found = ToolsAnalysis(
         format=fmt,
         function=function,
         arguments=arguments,
@@ -460,6 +499,9 @@ def _analyze_tagged(
         call_separator=separator,
         parallel_calls=parallel,
     )
+    if any(_ID in text for text in _marker_texts(found)):
+        return None  # an id where the markers cannot say
+    return found
 
 
 def _tagged_arguments(body: str) -> tuple[str, ArgumentsAnalysis, str] | None:
@@ -515,6 +557,41 @@ def _tagged_arguments(body: str) -> tuple[str, ArgumentsAnalysis, str] | None:
         separator=separator,
     )
     return head, args, close
+
+
+# A string value holding markup, an ampersand and a newline: what templates wrap or escape.
+_MARKUP_VALUE = "<b>MARKUP_VAL & co\nEND_MARKUP</b>"
+
+
+def _value_wrapper(probe: Probe, arguments: ArgumentsAnalysis) -> ArgumentsAnalysis:
+    """The wrapper the template writes around a string value holding markup, if any.
+
+    Renders a call whose first argument is such a value: text between the argument's
+    header and the value, and between the value and the value suffix, that a plain value
+    does not get is the wrapper (``<![CDATA[`` and ``]]>``). A value the template escapes
+    (``&lt;b&gt;``) is not found verbatim and gives no wrapper.
+    """
+    if not arguments.value_suffix.strip():
+        return arguments
+    spec: CallSpec = (FUN_FIRST, ((ARG_FIRST, _MARKUP_VALUE), (ARG_SECOND, VALUE_SECOND)), CALL_ID)
+    section = _section(probe, (spec,))
+    if section is None:
+        return arguments
+    text = section[0]
+    header = ARG_FIRST + arguments.name_suffix + arguments.value_prefix
+    at = text.find(header)
+    value_at = text.find(_MARKUP_VALUE, at) if at >= 0 else -1
+    if value_at < 0:
+        return arguments
+    opener = text[at + len(header) : value_at]
+    rest = text[value_at + len(_MARKUP_VALUE) :]
+    end = rest.find(arguments.value_suffix)
+    closer = rest[:end] if end >= 0 else ""
+    if not opener.strip() or not closer.strip() or needle_in(opener + closer):
+        return arguments
+    if "MARKUP_VAL" in opener + closer:
+        return arguments
+    return dataclasses.replace(arguments, value_wrapper_open=opener, value_wrapper_close=closer)
 
 
 def _json_name_suffix(section: str, arguments: ArgumentsAnalysis) -> str:
@@ -659,7 +736,7 @@ def analyze_tools(probe: Probe, reasoning: ReasoningAnalysis, text_eot: str = ""
         sec_end = sec_end[: sec_end.find(text_eot)]
         eot = eot or text_eot
     # Whitespace alone is layout, not a section marker (it would make a useless trigger).
-    sec_start = fmt.section_start.lstrip()
+    sec_start = without_role_header(fmt.section_start.lstrip(), generation_prompt(probe, None))
     sec_end = sec_end if sec_end.strip() else ""
     fmt = dataclasses.replace(fmt, section_start=sec_start, section_end=sec_end)
     result = dataclasses.replace(result, format=fmt)

@@ -19,6 +19,7 @@ from autoparser.generate.sections import (
     call_opener,
     call_trigger_markers,
     inner_opener,
+    name_prefix_triggers,
     tool_section,
 )
 from autoparser.peg import (
@@ -168,6 +169,7 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
         grammar_triggers=(
             pythonic.call_start_triggers(ctx.analysis, triggers, req.grammar_tools)
             or json_calls.call_start_triggers(ctx.analysis, triggers, req.grammar_tools)
+            or name_prefix_triggers(ctx, triggers, req.grammar_tools)
         )
         if lazy
         else (),

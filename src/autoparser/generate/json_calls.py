@@ -215,8 +215,10 @@ def _call_id(ctx: BuildContext) -> Parser:
 def name_part(ctx: BuildContext, tool: ToolSpec) -> Parser:
     fn = ctx.analysis.tools.function
     gap = space() if fn.name_suffix else None  # the suffix may follow a newline
+    # A format that names the function twice (a header, then markup) repeats it verbatim.
+    again = (literal(tool.name), fn.name_suffix_after_name) if fn.name_suffix_after_name else ()
     return atomic(
-        seq_of(fn.name_prefix, tag(tags.TOOL_NAME, literal(tool.name)), gap, fn.name_suffix)
+        seq_of(fn.name_prefix, tag(tags.TOOL_NAME, literal(tool.name)), gap, fn.name_suffix, *again)
     )
 
 

@@ -21,6 +21,7 @@ from autoparser.generate.json_calls import json_native_call, tag_json_call
 from autoparser.generate.request import ToolSpec
 from autoparser.generate.tagged_calls import is_markup, tag_tagged_call
 from autoparser.peg import Parser, literal, optional, space, tag, zero_or_more
+from autoparser.peg.gbnf_emit import GrammarTrigger
 
 
 def single_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
@@ -83,6 +84,22 @@ def call_trigger_markers(ctx: BuildContext) -> tuple[str, ...]:
     if not first and f.mode == ToolFormat.JSON_NATIVE:
         first = "[" if f.tools_array_wrapped else "{"
     return (first,) if first else ()
+
+
+def name_prefix_triggers(
+    ctx: BuildContext, markers: Sequence[str], tools: Sequence[ToolSpec]
+) -> tuple[GrammarTrigger, ...]:
+    """Word triggers naming the tool, where a call opens with a plain-text name prefix.
+
+    A prefix that is no markup (a recipient header's ``to=``) also starts turns that hold
+    no call (``to=user``, ``to=self`` for reasoning): a lazy grammar firing on it would
+    force a call there. The prefix with a tool's name only starts a call. Empty (the word
+    triggers stand) for any other opener.
+    """
+    prefix = ctx.analysis.tools.function.name_prefix.strip()
+    if not tools or not prefix or tuple(markers) != (prefix,) or is_markup(prefix):
+        return ()
+    return tuple(GrammarTrigger("word", prefix + t.name) for t in longest_name_first(tools))
 
 
 def inner_opener(ctx: BuildContext) -> str:

@@ -176,6 +176,11 @@ def _string_argument(
         newline = optional(literal("\n"))
         raw = newline + choice_of([literal(word) for word in choices]) + newline
     value: Parser = tag(tags.TOOL_ARG_STRING, raw)
+    if a.value_wrapper_open and a.value_wrapper_close and not choices:
+        # A value holding markup, wrapped as the template wraps it (<![CDATA[...]]>).
+        close = a.value_wrapper_close
+        inner = tag(tags.TOOL_ARG_STRING, until(close))
+        value = choice_of([literal(a.value_wrapper_open) + inner + literal(close), value])
     suffix = closing(a.value_suffix, strict) if a.value_suffix else None
     lead = space() if a.value_prefix else None  # whitespace between name and value markers
     string_arg = seq_of(lead, a.value_prefix, value, suffix)

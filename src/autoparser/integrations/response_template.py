@@ -175,6 +175,10 @@ def _content_field(analysis: TemplateAnalysis) -> dict[str, Any]:
     if c.mode == ContentMode.ALWAYS_WRAPPED and c.start.strip() and c.end.strip():
         return {"open": c.start.strip(), "close": c.end.strip(), "content": "text"}
     field: dict[str, Any] = {"content": "text"}
+    if c.mode == ContentMode.ALWAYS_WRAPPED and c.start.strip():
+        # An opener and no closer of its own (a recipient header, "to=user<|message|>"):
+        # the end of turn closes the content.
+        field["open"] = c.start.strip()
     ends = [m for m in analysis.end_of_turn if m.strip()]
     if ends:
         # Leading whitespace joins the close so that it never opens an empty region whose
@@ -376,6 +380,7 @@ def _tagged_calls(analysis: TemplateAnalysis, request: Request | None) -> dict[s
         + _call_id(analysis, CallIdPosition.PRE_FUNC_NAME)
         + name
         + _lit(fn.name_suffix)
+        + (r"(?P=name)" + _lit(fn.name_suffix_after_name) if fn.name_suffix_after_name else "")
         + _call_id(analysis, CallIdPosition.BETWEEN_FUNC_AND_ARGS)
         + (re.escape(args.start.strip()) + _GAP if args.start.strip() else "")
     )

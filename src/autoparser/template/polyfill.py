@@ -244,7 +244,9 @@ def _is_null(schema: Any) -> bool:
     return isinstance(schema, Mapping) and schema.get("type") == "null"
 
 
-def _complete_property(schema: Any, document: Any, seen: frozenset[str] = frozenset()) -> Any:
+def _complete_property(
+    schema: Any, document: Any, seen: frozenset[str] = frozenset(), fill: bool = True
+) -> Any:
     """A parameter schema as templates that read fields unconditionally need it.
 
     Fills what OpenAI lets callers leave out (a description, empty) and spells out what
@@ -264,7 +266,7 @@ def _complete_property(schema: Any, document: Any, seen: frozenset[str] = frozen
             target = None
         if isinstance(target, Mapping):
             del out["$ref"]
-            return _complete_property({**target, **out}, document, seen | {ref})
+            return _complete_property({**target, **out}, document, seen | {ref}, fill)
     for key in ("anyOf", "oneOf"):
         branches = out.get(key)
         if "type" in out or not isinstance(branches, list):
@@ -275,8 +277,9 @@ def _complete_property(schema: Any, document: Any, seen: frozenset[str] = frozen
             merged = {**kept[0], **out}
             if len(kept) < len(branches):
                 merged["nullable"] = True
-            return _complete_property(merged, document, seen)
-    out.setdefault("description", "")
+            return _complete_property(merged, document, seen, fill)
+    if fill:
+        out.setdefault("description", "")
     if "type" not in out:
         kinds = value_types(out, document)
         if kinds:
@@ -286,18 +289,23 @@ def _complete_property(schema: Any, document: Any, seen: frozenset[str] = frozen
     properties = out.get("properties")
     if isinstance(properties, Mapping):
         out["properties"] = {
-            k: _complete_property(v, document, seen) for k, v in properties.items()
+            k: _complete_property(v, document, seen, fill) for k, v in properties.items()
         }
     if isinstance(out.get("items"), Mapping):
-        out["items"] = _complete_property(out["items"], document, seen)
+        out["items"] = _complete_property(out["items"], document, seen, fill)
     return out
 
 
-def complete_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def complete_tools(tools: list[dict[str, Any]], fill: bool = True) -> list[dict[str, Any]]:
     """Tools with the optional OpenAI fields filled in, for templates that read them
     unconditionally: an empty description, an empty parameters object, and each
     parameter's description (empty) and type (where the schema implies one); a
-    parameters object that is a ``$ref`` (a recursive Pydantic model) is spelled out."""
+    parameters object that is a ``$ref`` (a recursive Pydantic model) is spelled out.
+
+    With ``fill=False`` only what Pydantic writes indirectly is spelled out (``$ref``,
+    ``Optional``, an implied type): the renderer first tries the tools so, and fills the
+    missing descriptions only if the template then fails (a render stays the template's
+    own wherever the caller's tools suffice)."""
     result = []
     for tool in tools:
         function = tool.get("function")
@@ -305,10 +313,14 @@ def complete_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
             result.append(tool)
             continue
         function = dict(function)
-        function.setdefault("description", "")
         parameters = function.get("parameters")
+        if fill:
+            function.setdefault("description", "")
+            if not isinstance(parameters, Mapping):
+                parameters = {"type": "object", "properties": {}}
         if not isinstance(parameters, Mapping):
-            parameters = {"type": "object", "properties": {}}
+            result.append({**tool, "function": function})
+            continue
         document = parameters
         parameters = dict(parameters)
         ref = parameters.pop("$ref", None)
@@ -322,10 +334,10 @@ def complete_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         properties = parameters.get("properties")
         if isinstance(properties, Mapping):
             parameters["properties"] = {
-                k: _complete_property(v, document, frozenset([ref] if ref else []))
+                k: _complete_property(v, document, frozenset([ref] if ref else []), fill)
                 for k, v in properties.items()
             }
-        else:
+        elif fill:
             parameters["properties"] = {}
         function["parameters"] = parameters
         result.append({**tool, "function": function})
@@ -337,15 +349,20 @@ def apply_polyfills(
     quirks: TemplateQuirks,
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None,
+    fill_tool_fields: bool = True,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
-    """Adapt messages (and tools) to a template's probed needs; never mutates the inputs."""
+    """Adapt messages (and tools) to a template's probed needs; never mutates the inputs.
+
+    ``fill_tool_fields=False``: for a template that needs tool fields OpenAI lets callers
+    leave out, spell out Pydantic's indirections but leave missing descriptions missing
+    (see ``complete_tools``)."""
     if tools and not caps.supports_tools:
         messages = _add_to_system(messages, describe_tools(tools))
     elif tools and quirks.tools_as_functions:
         tools = [_bare_function(tool) for tool in tools]
 
     elif tools and quirks.requires_tool_fields:
-        tools = complete_tools(tools)
+        tools = complete_tools(tools, fill=fill_tool_fields)
     if not caps.supports_system_role:
         messages = _fold_system(messages)
     if quirks.tool_call_id_alnum9:
