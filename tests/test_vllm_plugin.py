@@ -1,0 +1,209 @@
+"""autoparser's vLLM plugin against the real vLLM package (CPU only, no model weights).
+
+vLLM lives in its own environment (scripts/setup_vllm.sh; ``$AUTOPARSER_VLLM_PYTHON`` or
+~/.cache/autoparser/vllm-venv), so these tests run tests/helpers/vllm_driver.py there once
+per session: it composes vLLM's parser through ``ParserManager.get_parser`` with the
+parsers named ``autoparser``, adjusts the request, parses each round-trip output whole
+(``Parser.parse``, as the non-streaming chat endpoint) and streamed in random token-boundary
+chunks (``ChatStreamProcessor.step``, as the streaming endpoint), with a tokenizer built from
+a byte vocabulary plus the template's markers as special tokens. Each result must equal
+``params.parse`` of the same output, the request's ChatParams as autoparser builds it.
+
+The outputs are the round trip's (tests/test_roundtrip.py: the template's own render of an
+assistant turn, for each scenario) on templates of every format family. Without the vLLM
+environment the tests are skipped, naming the script that builds it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.paths import OWN_TEMPLATES, corpus_templates
+from test_roundtrip import SCENARIOS, USER, canonical_args, prepare
+
+ROOT = Path(__file__).resolve().parent.parent
+DRIVER = ROOT / "tests" / "helpers" / "vllm_driver.py"
+XFAIL_FILE = ROOT / "tests" / "data" / "vllm_xfail.json"
+VENV_PYTHON = Path(
+    os.environ.get(
+        "AUTOPARSER_VLLM_PYTHON",
+        Path.home() / ".cache" / "autoparser" / "vllm-venv" / "bin" / "python",
+    )
+)
+RANDOM_SPLITS = 4
+
+# One or more templates of each format family (the corpus' names; own templates by stem).
+FAMILIES = {
+    "json-native": ["meta-llama-Llama-3.1-8B-Instruct", "vllm-tool_chat_template_llama4_json"],
+    "json-array": ["mistralai-Mistral-Small-3.1-24B-Instruct-2503"],
+    "tag+json": ["NousResearch-Hermes-3-Llama-3.1-8B-tool_use", "Qwen-Qwen2.5-7B-Instruct"],
+    "tag+json, reasoning": ["Qwen-Qwen3-0.6B", "HuggingFaceTB-SmolLM3-3B"],
+    "tag+tagged": ["Qwen3-Coder", "glm_4_5", "MiniMax-M2"],
+    "pythonic": ["vllm-tool_chat_template_llama3.2_pythonic", "fmt_pythonic_like"],
+    "reasoning, forced open": [
+        "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B",
+        "own_forced_open",
+        "Qwen-QwQ-32B",
+    ],
+    "reasoning, tag": ["own_think_tag", "ByteDance-Seed-OSS", "Kimi-K2-Thinking"],
+    "special-token calls": ["deepseek-ai-DeepSeek-V3.1", "moonshotai-Kimi-K2"],
+}
+
+
+def _paths() -> list[Path]:
+    by_stem = {p.stem: p for p in [*corpus_templates(), *sorted(OWN_TEMPLATES.glob("*.jinja"))]}
+    return [by_stem[name] for names in FAMILIES.values() for name in names if name in by_stem]
+
+
+def _splits(key: str) -> list[list[int]]:
+    rng = random.Random(zlib.crc32(key.encode()))
+    out = [[]]  # one chunk: the whole output in one delta
+    out.append(list(range(4096)))  # every token boundary: one token per delta
+    for _ in range(RANDOM_SPLITS):
+        out.append(sorted(rng.sample(range(4096), rng.randint(1, 12))))
+    return out
+
+
+def _case_id(path: Path, scenario: str) -> str:
+    return f"{path.stem}-{scenario}"
+
+
+CASES = [(p, s) for p in _paths() for s in SCENARIOS]
+
+
+def _xfails() -> dict[str, str]:
+    if not XFAIL_FILE.exists():
+        return {}
+    return dict(json.loads(XFAIL_FILE.read_text(encoding="utf-8")))
+
+
+@pytest.fixture(scope="session")
+def vllm_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Run the driver once in the vLLM environment over every prepared case."""
+    if not VENV_PYTHON.exists():
+        pytest.skip(f"no vLLM environment at {VENV_PYTHON}: run scripts/setup_vllm.sh")
+    payload = []
+    for path, scenario in CASES:
+        case = prepare(path, scenario)
+        if case.na:
+            continue
+        template = path.read_text(encoding="utf-8")
+        payload.append(
+            {
+                "id": _case_id(path, scenario),
+                "template": template,
+                "bos": "<s>",
+                "eos": "</s>",
+                "request": _request_of(case),
+                "prompt": case.params.prompt,
+                "text": case.text,
+                "splits": _splits(_case_id(path, scenario)),
+            }
+        )
+    work = tmp_path_factory.mktemp("vllm")
+    cases_file, results_file = work / "cases.json", work / "results.json"
+    cases_file.write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.run(
+        [str(VENV_PYTHON), str(DRIVER), str(cases_file), str(results_file)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"vLLM driver failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    results = json.loads(results_file.read_text(encoding="utf-8"))
+    return {r["id"]: r for r in results}
+
+
+def _request_of(case: Any) -> dict[str, Any]:
+    """The request prepare() built the params for: the user turn, the tools, its kwargs."""
+    return {
+        "messages": [USER],
+        "tools": case.tools,
+        "chat_template_kwargs": dict(case.render_kwargs),
+        "extra": {"parallel_tool_calls": True} if case.scenario == "parallel_calls" else {},
+    }
+
+
+def view(reasoning: Any, content: Any, calls: list[dict[str, Any]], ids: bool) -> dict[str, Any]:
+    """A message as comparable data: empty fields are None, arguments canonical JSON."""
+    out_calls = []
+    for c in calls:
+        try:
+            arguments = canonical_args(c["arguments"])
+        except ValueError:
+            arguments = f"<invalid JSON> {c['arguments']}"
+        out_calls.append(
+            {"id": c["id"] if ids else None, "name": c["name"], "arguments": arguments}
+        )
+    return {"reasoning": reasoning or None, "content": content or None, "tool_calls": out_calls}
+
+
+def expected_view(path: Path, scenario: str) -> dict[str, Any]:
+    case = prepare(path, scenario)
+    message = case.params.parse(case.text)
+    calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls]
+    return view(message.reasoning_content, message.content, calls, case.compare_ids)
+
+
+def _result(results: dict[str, dict[str, Any]], path: Path, scenario: str) -> dict[str, Any]:
+    case = prepare(path, scenario)
+    if case.na:
+        pytest.skip(f"n/a: {case.na}")
+    result = results[_case_id(path, scenario)]
+    assert "error" not in result, result.get("error")
+    return result
+
+
+def _mark(path: Path, scenario: str) -> Any:
+    why = _xfails().get(_case_id(path, scenario))
+    marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+    return pytest.param(path, scenario, id=_case_id(path, scenario), marks=marks)
+
+
+PARAMS = [_mark(p, s) for p, s in CASES]
+
+
+@pytest.mark.parametrize(("path", "scenario"), PARAMS)
+def test_vllm_parse(vllm_results: dict[str, dict[str, Any]], path: Path, scenario: str) -> None:
+    """Non-streaming: vLLM's Parser.parse with the autoparser parsers equals params.parse."""
+    result = _result(vllm_results, path, scenario)
+    case = prepare(path, scenario)
+    got = result["parse"]
+    assert view(got["reasoning"], got["content"], got["tool_calls"], case.compare_ids) == (
+        expected_view(path, scenario)
+    )
+    assert result["skip_special_tokens"] is False
+
+
+@pytest.mark.parametrize(("path", "scenario"), PARAMS)
+def test_vllm_stream(vllm_results: dict[str, dict[str, Any]], path: Path, scenario: str) -> None:
+    """Streaming in whole, one-token and random chunks: the accumulated deltas equal
+    params.parse."""
+    result = _result(vllm_results, path, scenario)
+    case = prepare(path, scenario)
+    want = expected_view(path, scenario)
+    for n, got in enumerate(result["streams"]):
+        seen = view(got["reasoning"], got["content"], got["tool_calls"], case.compare_ids)
+        assert seen == want, f"split {n}"
+
+
+def test_driver_is_importable_without_vllm() -> None:
+    """The plugin package imports without vLLM (only the parsers module needs it)."""
+    code = "import autoparser.integrations.vllm as m, sys; print('vllm' in sys.modules)"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "False"
