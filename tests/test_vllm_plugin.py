@@ -26,8 +26,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_roundtrip import (
+    SCENARIOS,
+    USER,
+    canonical_args,
+    load_template,
+    prepare,
+    template_paths,
+)
 from test_roundtrip import Case as RoundTripCase
-from test_roundtrip import SCENARIOS, USER, canonical_args, prepare, template_paths
 
 from autoparser.errors import AutoparserError
 
@@ -40,7 +47,7 @@ VENV_PYTHON = Path(
         Path.home() / ".cache" / "autoparser" / "vllm-venv" / "bin" / "python",
     )
 )
-RANDOM_SPLITS = 4
+RANDOM_SPLITS = 3
 
 # One or more templates of each format family (the corpus' names; own templates by stem).
 FAMILIES = {
@@ -90,38 +97,59 @@ def _case_id(path: Path, scenario: str) -> str:
 
 
 CASES = [(p, s) for p in _paths() for s in SCENARIOS]
+FAMILY_STEMS = {name for names in FAMILIES.values() for name in names}
 
 
-def _xfails() -> dict[str, str]:
-    if not XFAIL_FILE.exists():
-        return {}
-    return dict(json.loads(XFAIL_FILE.read_text(encoding="utf-8")))
+def _xfails(kind: str) -> dict[str, str]:
+    """Known differences, by test kind ("parse" / "stream") and case id, with the reason."""
+    return dict(json.loads(XFAIL_FILE.read_text(encoding="utf-8"))[kind])
 
 
-@pytest.fixture(scope="session")
-def vllm_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    """Run the driver once in the vLLM environment over every prepared case."""
-    if not VENV_PYTHON.exists():
-        pytest.skip(f"no vLLM environment at {VENV_PYTHON}: run scripts/setup_vllm.sh")
-    payload = []
-    for path, scenario in CASES:
-        case = _prepare(path, scenario)
-        if case.na:
-            continue
-        template = path.read_text(encoding="utf-8")
-        payload.append(
-            {
-                "id": _case_id(path, scenario),
-                "template": template,
-                "bos": "<s>",
-                "eos": "</s>",
-                "request": _request_of(case),
-                "prompt": case.params.prompt,
-                "text": case.text,
-                "splits": _splits(_case_id(path, scenario)),
-            }
-        )
-    work = tmp_path_factory.mktemp("vllm")
+# Request variants run on the family representatives: (scenario, request fields for vLLM,
+# ChatTemplate.apply options for the expected parse, whether --reasoning-parser is set).
+VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any], bool]] = {
+    "required": ("one_call", {"tool_choice": "required"}, {"tool_choice": "required"}, True),
+    "named": (
+        "one_call",
+        {"tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
+        {"tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
+        True,
+    ),
+    "single_call": (
+        "parallel_calls",
+        {"parallel_tool_calls": False},
+        {"parallel_tool_calls": False},
+        True,
+    ),
+    # --tool-call-parser autoparser alone: vLLM leaves reasoning in the content.
+    "tool_parser_only": ("reasoning_call", {}, {"reasoning_format": "none"}, False),
+}
+VARIANT_CASES = [
+    (path, name) for path in _paths() if path.stem in FAMILY_STEMS for name in VARIANTS
+]
+
+
+def _payload(path: Path, scenario: str, case_id: str, variant: str = "") -> dict[str, Any]:
+    case = _prepare(path, scenario)
+    request = _request_of(case)
+    reasoning_parser = True
+    if variant:
+        _, extra, _, reasoning_parser = VARIANTS[variant]
+        request["extra"] = {**request["extra"], **extra}
+    return {
+        "id": case_id,
+        "template": path.read_text(encoding="utf-8"),
+        "bos": "<s>",
+        "eos": "</s>",
+        "request": request,
+        "reasoning_parser": reasoning_parser,
+        "prompt": case.params.prompt,
+        "text": case.text,
+        "splits": _splits(case_id),
+    }
+
+
+def _run_driver(payload: list[dict[str, Any]], work: Path) -> dict[str, dict[str, Any]]:
     cases_file, results_file = work / "cases.json", work / "results.json"
     cases_file.write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
@@ -134,9 +162,33 @@ def vllm_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str
         check=False,
     )
     if proc.returncode != 0:
-        pytest.fail(f"vLLM driver failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        raise RuntimeError(f"vLLM driver failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     results = json.loads(results_file.read_text(encoding="utf-8"))
     return {r["id"]: r for r in results}
+
+
+@pytest.fixture(scope="session")
+def vllm_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Run the driver once in the vLLM environment over every prepared case and variant."""
+    if not VENV_PYTHON.exists():
+        pytest.skip(f"no vLLM environment at {VENV_PYTHON}: run scripts/setup_vllm.sh")
+    try:
+        payload = [
+            _payload(path, scenario, _case_id(path, scenario))
+            for path, scenario in CASES
+            if not _prepare(path, scenario).na
+        ]
+        for path, variant in VARIANT_CASES:
+            scenario = VARIANTS[variant][0]
+            if not _prepare(path, scenario).na:
+                payload.append(_payload(path, scenario, _variant_id(path, variant), variant))
+        return _run_driver(payload, tmp_path_factory.mktemp("vllm"))
+    except Exception as exc:  # reported once per test, not re-run per test
+        return {"__error__": {"error": f"{type(exc).__name__}: {exc}"}}
+
+
+def _variant_id(path: Path, variant: str) -> str:
+    return f"{path.stem}-{variant}"
 
 
 def _request_of(case: Any) -> dict[str, Any]:
@@ -174,21 +226,23 @@ def _result(results: dict[str, dict[str, Any]], path: Path, scenario: str) -> di
     case = _prepare(path, scenario)
     if case.na:
         pytest.skip(f"n/a: {case.na}")
+    assert "__error__" not in results, results.get("__error__", {}).get("error")
     result = results[_case_id(path, scenario)]
     assert "error" not in result, result.get("error")
     return result
 
 
-def _mark(path: Path, scenario: str) -> Any:
-    why = _xfails().get(_case_id(path, scenario))
-    marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
-    return pytest.param(path, scenario, id=_case_id(path, scenario), marks=marks)
+def _params(kind: str) -> list[Any]:
+    xfails = _xfails(kind)
+    out = []
+    for path, scenario in CASES:
+        why = xfails.get(_case_id(path, scenario))
+        marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+        out.append(pytest.param(path, scenario, id=_case_id(path, scenario), marks=marks))
+    return out
 
 
-PARAMS = [_mark(p, s) for p, s in CASES]
-
-
-@pytest.mark.parametrize(("path", "scenario"), PARAMS)
+@pytest.mark.parametrize(("path", "scenario"), _params("parse"))
 def test_vllm_parse(vllm_results: dict[str, dict[str, Any]], path: Path, scenario: str) -> None:
     """Non-streaming: vLLM's Parser.parse with the autoparser parsers equals params.parse."""
     result = _result(vllm_results, path, scenario)
@@ -200,7 +254,7 @@ def test_vllm_parse(vllm_results: dict[str, dict[str, Any]], path: Path, scenari
     assert result["skip_special_tokens"] is False
 
 
-@pytest.mark.parametrize(("path", "scenario"), PARAMS)
+@pytest.mark.parametrize(("path", "scenario"), _params("stream"))
 def test_vllm_stream(vllm_results: dict[str, dict[str, Any]], path: Path, scenario: str) -> None:
     """Streaming in whole, one-token and random chunks: the accumulated deltas equal
     params.parse."""
@@ -220,3 +274,37 @@ def test_driver_is_importable_without_vllm() -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("path", "variant"), [pytest.param(p, v, id=_variant_id(p, v)) for p, v in VARIANT_CASES]
+)
+def test_vllm_request_variants(
+    vllm_results: dict[str, dict[str, Any]], path: Path, variant: str
+) -> None:
+    """tool_choice required / named (a grammar constrains the call), parallel_tool_calls
+    false, and the tool parser without the reasoning parser: vLLM's parse and stream equal
+    params.parse of the same request."""
+    scenario, _, options, _ = VARIANTS[variant]
+    case = _prepare(path, scenario)
+    if case.na:
+        pytest.skip(f"n/a: {case.na}")
+    assert "__error__" not in vllm_results, vllm_results.get("__error__", {}).get("error")
+    result = vllm_results[_variant_id(path, variant)]
+    assert "error" not in result, result.get("error")
+    params = load_template(path).apply(
+        [USER], tools=case.tools, call_id_seed=1, **case.render_kwargs, **options
+    )
+    message = params.parse(case.text)
+    calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls]
+    want = view(message.reasoning_content, message.content, calls, case.compare_ids)
+    got = result["parse"]
+    assert view(got["reasoning"], got["content"], got["tool_calls"], case.compare_ids) == want
+    for n, got in enumerate(result["streams"]):
+        seen = view(got["reasoning"], got["content"], got["tool_calls"], case.compare_ids)
+        assert seen == want, f"split {n}"
+    if variant in ("required", "named"):
+        # The request carries the whole output's grammar, applied from the first token.
+        assert result["grammar"] == params.grammar and not params.grammar_lazy
+        assert result["grammar_error"] is None
+        assert result["reasoning_ended_at_start"] is True

@@ -45,6 +45,8 @@ SPLIT_CASES = [
     (False, "  <thi", "", "  <thi"),
     (False, "<think>never closed  ", "never closed", ""),
     (False, "<think></think>answer", "", "answer"),
+    (False, "\n</think>\n\nanswer", "", "\n\nanswer"),
+    (False, "</thin", "", "</thin"),
     (True, "plan it</think>\n<tool_call>", "plan it", "\n<tool_call>"),
     (True, "<think>\nrepeated opener</think>ok", "repeated opener", "ok"),
     (True, "cut short by max_tokens </thi", "cut short by max_tokens </thi", ""),

@@ -83,12 +83,13 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
 
     tok = tokenizer_for(case["template"], case["bos"], case["eos"])
     req = case["request"]
-    body = {"model": "m", "messages": req["messages"], **req.get("extra", {})}
+    body: dict[str, Any] = {"model": "m", "messages": req["messages"]}
     if req.get("tools"):
         body["tools"] = req["tools"]
-        body["tool_choice"] = req.get("tool_choice", "auto")
+        body["tool_choice"] = "auto"
     if req.get("chat_template_kwargs"):
         body["chat_template_kwargs"] = req["chat_template_kwargs"]
+    body.update(req.get("extra", {}))
     kwargs = req.get("chat_template_kwargs") or {}
     parser_cls = ParserManager.get_parser(
         tool_parser_name="autoparser",
@@ -122,7 +123,17 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
         "skip_special_tokens": request.skip_special_tokens,
         "grammar": (request.structured_outputs.grammar if request.structured_outputs else None),
         "reasoning_ended_at_start": request.resolve_reasoning_ended(adjuster, prompt_ids),
+        "grammar_error": None,
     }
+    if result["grammar"]:
+        # What vLLM does with a request's grammar before it reaches the engine.
+        from vllm.sampling_params import SamplingParams
+        from vllm.v1.structured_output.backend_xgrammar import validate_xgrammar_grammar
+
+        try:
+            validate_xgrammar_grammar(SamplingParams(structured_outputs=request.structured_outputs))
+        except Exception as exc:
+            result["grammar_error"] = str(exc)[:500]
 
     text = case["text"]
     parser = new_parser()

@@ -239,8 +239,15 @@ class ReasoningSplit:
             if self.start and head.startswith(self.start):
                 self.pending = head[len(self.start) :]
                 self.state = "reasoning"
-            elif self.start and self.start.startswith(head):
-                return "", ""  # may still be the start marker
+            elif self.state == "undecided" and head.startswith(self.end):
+                # Only the end marker: an empty block whose opener the model left out
+                # (trained with the opener in the prompt).
+                self.pending, self.state = "", "done"
+                return "", head[len(self.end) :]
+            elif (self.start and self.start.startswith(head)) or (
+                self.state == "undecided" and self.end.startswith(head)
+            ):
+                return "", ""  # may still be a marker
             elif self.state == "opening":
                 self.state = "reasoning"
             else:
