@@ -76,6 +76,11 @@ def _delta(deltas: Iterable[Mapping[str, Any]], call_id: Callable[[str], str]) -
     )
 
 
+def _single_call(request: Any) -> bool:
+    """parallel_tool_calls=false: a response holds one call (vLLM's default is true)."""
+    return getattr(request, "parallel_tool_calls", None) is False
+
+
 def _named_or_required(choice: Any) -> bool:
     if choice == "required":
         return True
@@ -101,6 +106,7 @@ class AutoparserToolParser(_ToolParserBase):  # type: ignore[misc]
         self._stream: StreamParser | None = None
         self._text = ""
         self._ids: dict[str, str] = {}
+        self._single = False
 
     def _call_id(self, given: str) -> str:
         """The model's own call id, else a fresh one for this response.
@@ -136,13 +142,14 @@ class AutoparserToolParser(_ToolParserBase):  # type: ignore[misc]
     def extract_tool_calls(self, model_output: str, request: Any) -> Any:
         message = self._params(request).parse(model_output)
         self._text = model_output
+        found = message.tool_calls[:1] if _single_call(request) else message.tool_calls
         calls = [
             ToolCall(
                 id=self._call_id(call.id),
                 type="function",
                 function=FunctionCall(name=call.name, arguments=call.arguments),
             )
-            for call in message.tool_calls
+            for call in found
         ]
         return ExtractedToolCallInformation(
             tools_called=bool(calls), tool_calls=calls, content=message.content
@@ -160,16 +167,22 @@ class AutoparserToolParser(_ToolParserBase):  # type: ignore[misc]
     ) -> Any:
         if self._stream is None:
             self._stream = self._params(request).stream()
+            self._single = _single_call(request)
         if not delta_text:
             return None
         self._text += delta_text
-        return _delta(self._stream.feed(delta_text), self._call_id)
+        return self._message(self._stream.feed(delta_text))
+
+    def _message(self, deltas: list[dict[str, Any]]) -> Any:
+        if self._single:  # parallel_tool_calls=false: the first call only, as vLLM streams it
+            deltas = [d for d in deltas if all(tc["index"] == 0 for tc in d.get("tool_calls", ()))]
+        return _delta(deltas, self._call_id)
 
     def finish_streaming(self) -> Any:
         """The deltas the stream held back until the output ended."""
         if self._stream is None:
             return None
-        return _delta(self._stream.finish(), self._call_id)
+        return self._message(self._stream.finish())
 
 
 class AutoparserReasoningParser(_ReasoningParserBase):  # type: ignore[misc]
