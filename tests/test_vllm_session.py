@@ -60,7 +60,7 @@ def test_reasoning_split_any_chunking(forced: bool, text: str, reasoning: str, r
     rng = random.Random(text)
     for _ in range(30):
         cuts = sorted(rng.sample(range(1, len(text)), min(len(text) - 1, rng.randint(1, 6))))
-        pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+        pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
         got = _split_all(ReasoningSplit("<think>", "</think>", forced), pieces)
         assert got == (reasoning, rest), pieces
 
@@ -133,7 +133,7 @@ def test_missing_template_is_an_integration_error(
     with pytest.raises(IntegrationError, match="--chat-template"):
         session.resolve_template(_tokenizer(None))
     monkeypatch.setenv(session.TEMPLATE_ENV, str(tmp_path / "missing.jinja"))
-    with pytest.raises(IntegrationError, match="missing.jinja"):
+    with pytest.raises(IntegrationError, match=r"missing\.jinja"):
         session.resolve_template(_tokenizer("x"))
 
 

@@ -17,8 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from autoparser import ChatParams, ChatTemplate
-from autoparser.analysis.model import ReasoningMode, TemplateAnalysis
+from autoparser import ChatParams, ChatTemplate, TemplateAnalysis
 from autoparser.errors import AutoparserError, IntegrationError
 
 # A file holding the chat template, for servers started with --chat-template (vLLM does not
@@ -302,7 +301,7 @@ def _marker_prefix_len(text: str, marker: str) -> int:
 def reasoning_markers(analysis: TemplateAnalysis) -> tuple[str, str]:
     """The reasoning block's start and end markers, without the template's whitespace."""
     r = analysis.reasoning
-    if r.mode == ReasoningMode.NONE:
+    if r.mode.value == "none":
         return "", ""
     return r.start.strip(), r.end.strip()
 
@@ -316,7 +315,7 @@ def prompt_opens_reasoning(
         return False
     if start:
         return prompt.rstrip().endswith(start)
-    return analysis.reasoning.mode == ReasoningMode.DELIMITER and enable_thinking is True
+    return analysis.reasoning.mode.value == "delimiter" and enable_thinking is True
 
 
 def text_after_reasoning(
