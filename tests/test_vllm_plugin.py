@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import zlib
@@ -67,11 +68,21 @@ FAMILIES = {
 }
 
 
+def _plain_name(stem: str) -> str:
+    """A template's name without the own_/fmt_/tpl_ prefix the project's templates had."""
+    return re.sub(r"^(own|fmt|tpl)_", "", stem)
+
+
 def _paths() -> list[Path]:
     """The family representatives first, then every other corpus and own template."""
     every = template_paths()
-    by_stem = {p.stem: p for p in every}
-    chosen = [by_stem[name] for names in FAMILIES.values() for name in names if name in by_stem]
+    by_name = {_plain_name(p.stem): p for p in every}
+    chosen = [
+        by_name[_plain_name(name)]
+        for names in FAMILIES.values()
+        for name in names
+        if _plain_name(name) in by_name
+    ]
     return chosen + [p for p in every if p not in chosen]
 
 
@@ -97,7 +108,7 @@ def _case_id(path: Path, scenario: str) -> str:
 
 
 CASES = [(p, s) for p in _paths() for s in SCENARIOS]
-FAMILY_STEMS = {name for names in FAMILIES.values() for name in names}
+FAMILY_NAMES = {_plain_name(name) for names in FAMILIES.values() for name in names}
 
 
 def _xfails(kind: str) -> dict[str, str]:
@@ -133,7 +144,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], dict[str, Any], bool]] = {
     "tool_parser_only": ("reasoning_call", {}, {"reasoning_format": "none"}, False),
 }
 VARIANT_CASES = [
-    (path, name) for path in _paths() if path.stem in FAMILY_STEMS for name in VARIANTS
+    (path, name) for path in _paths() if _plain_name(path.stem) in FAMILY_NAMES for name in VARIANTS
 ]
 
 
@@ -277,7 +288,7 @@ def test_vllm_stream(vllm_results: dict[str, dict[str, Any]], path: Path, scenar
         assert seen == want, f"split {n}"
 
 
-def test_driver_is_importable_without_vllm() -> None:
+def test_plugin_package_imports_without_vllm() -> None:
     """The plugin package imports without vLLM (only the parsers module needs it)."""
     code = "import autoparser.integrations.vllm as m, sys; print('vllm' in sys.modules)"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import random
+import re
 from importlib import metadata
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,11 +22,17 @@ from autoparser.integrations.vllm.session import ReasoningSplit
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _template(stem: str) -> Path:
-    paths = {p.stem: p for p in [*corpus_templates(), *OWN_TEMPLATES.glob("*.jinja")]}
-    if stem not in paths:
-        pytest.skip(f"template {stem} not available")
-    return paths[stem]
+def _template(name: str) -> Path:
+    """A corpus template by stem, or one of the project's own by name (with or without the
+    own_ prefix, in any folder of tests/templates)."""
+    plain = re.sub(r"^(own|fmt|tpl)_", "", name)
+    paths = {p.stem: p for p in corpus_templates()}
+    paths.update(
+        {re.sub(r"^(own|fmt|tpl)_", "", p.stem): p for p in OWN_TEMPLATES.rglob("*.jinja")}
+    )
+    if plain not in paths:
+        pytest.skip(f"template {name} not available")
+    return paths[plain]
 
 
 def _split_all(split: ReasoningSplit, pieces: list[str]) -> tuple[str, str]:

@@ -102,7 +102,9 @@ class AutoparserToolParser(_ToolParserBase):  # type: ignore[misc]
 
     def __init__(self, tokenizer: TokenizerLike, tools: Any = None) -> None:
         super().__init__(tokenizer, tools)
-        resolve_template(tokenizer)  # no template: fail when vLLM validates the parser
+        # No template, or one that cannot be analysed: fail when vLLM validates the parser
+        # at startup, not in a request.
+        self._analysis = resolve_template(tokenizer).analysis
         self._stream: StreamParser | None = None
         self._text = ""
         self._ids: dict[str, str] = {}
