@@ -170,7 +170,8 @@ def _payload(path: Path, scenario: str, case_id: str, variant: str = "") -> dict
 
 def _run_driver(payload: list[dict[str, Any]], work: Path) -> dict[str, dict[str, Any]]:
     cases_file, results_file = work / "cases.json", work / "results.json"
-    cases_file.write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
+    spec = {"cases": payload, "entry_point": _entry_point()}
+    cases_file.write_text(json.dumps(spec, ensure_ascii=False), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.run(
         [str(VENV_PYTHON), str(DRIVER), str(cases_file), str(results_file)],
@@ -207,6 +208,16 @@ def vllm_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str
         return _run_driver(payload, tmp_path_factory.mktemp("vllm"))
     except Exception as exc:  # reported once per test, not re-run per test
         return {"__error__": {"error": f"{type(exc).__name__}: {exc}"}}
+
+
+def _entry_point() -> str:
+    """The ``vllm.general_plugins`` entry point pyproject.toml declares for autoparser."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    found = re.search(
+        r'\[project\.entry-points\."vllm\.general_plugins"\]\s*autoparser\s*=\s*"([^"]+)"', text
+    )
+    assert found, "pyproject.toml declares no vllm.general_plugins entry point"
+    return found.group(1)
 
 
 def _variant_id(path: Path, variant: str) -> str:
@@ -332,3 +343,15 @@ def test_vllm_request_variants(
         assert result["grammar"] == params.grammar and not params.grammar_lazy
         assert result["grammar_error"] is None
         assert result["reasoning_ended_at_start"] is True
+
+
+def test_vllm_loads_the_plugin(vllm_results: dict[str, dict[str, Any]]) -> None:
+    """vLLM's load_general_plugins finds the parsers through the declared entry point
+    (nothing registered them before); the --tool-parser-plugin module path works too."""
+    assert "__error__" not in vllm_results, vllm_results.get("__error__", {}).get("error")
+    assert vllm_results["__plugin__"] == {
+        "id": "__plugin__",
+        "before": False,
+        "entry_point": True,
+        "plugin_module": True,
+    }

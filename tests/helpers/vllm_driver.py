@@ -18,9 +18,11 @@ plus the template's markers as special tokens, as a real model's vocabulary has 
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import sys
 import traceback
+from pathlib import Path
 from typing import Any
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
@@ -185,21 +187,44 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def load_plugin() -> None:
-    """Load the plugin as ``--tool-parser-plugin autoparser.integrations.vllm`` does."""
+def load_plugin(entry_point: str, work: Path) -> dict[str, bool]:
+    """Load the plugin the two ways vLLM does: its ``vllm.general_plugins`` entry point
+    (declared here in a distribution's metadata, as an installed autoparser has it), then
+    ``--tool-parser-plugin autoparser.integrations.vllm``. Which registered the parsers."""
+    from vllm.plugins import load_general_plugins
     from vllm.reasoning import ReasoningParserManager
     from vllm.tool_parsers import ToolParserManager
 
+    def registered() -> bool:
+        return (
+            "autoparser" in ToolParserManager.list_registered()
+            and "autoparser" in ReasoningParserManager.list_registered()
+        )
+
+    before = registered()
+    dist = work / "autoparser_entry_point-0.dist-info"
+    dist.mkdir(parents=True, exist_ok=True)
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: autoparser-entry-point\nVersion: 0\n", encoding="utf-8"
+    )
+    (dist / "entry_points.txt").write_text(
+        f"[vllm.general_plugins]\nautoparser = {entry_point}\n", encoding="utf-8"
+    )
+    sys.path.insert(0, str(work))
+    importlib.invalidate_caches()
+    load_general_plugins()
+    by_entry_point = registered()
     ToolParserManager.import_tool_parser("autoparser.integrations.vllm")
-    assert "autoparser" in ToolParserManager.list_registered()
-    assert "autoparser" in ReasoningParserManager.list_registered()
+    return {"before": before, "entry_point": by_entry_point, "plugin_module": registered()}
 
 
 def main() -> None:
     with open(sys.argv[1], encoding="utf-8") as f:
-        cases = json.load(f)
-    load_plugin()
-    results = []
+        spec = json.load(f)
+    cases = spec["cases"]
+    results: list[dict[str, Any]] = [
+        {"id": "__plugin__", **load_plugin(spec["entry_point"], Path(sys.argv[2]).parent / "ep")}
+    ]
     for case in cases:
         try:
             results.append(run_case(case))
