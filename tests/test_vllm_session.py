@@ -194,3 +194,27 @@ def test_entry_point_names_the_register_function() -> None:
     module, _, name = target.partition(":")
     assert callable(getattr(importlib.import_module(module), name))
     assert project["optional-dependencies"]["vllm"] == [f"vllm{_compat.TESTED_RANGE}"]
+
+
+def test_request_options_reads_a_vllm_request() -> None:
+    """Pydantic fields become plain data; Responses-API flat tools take the chat shape."""
+    flat = {"type": "function", "name": "f", "parameters": {"type": "object"}}
+    nested = SimpleNamespace(
+        model_dump=lambda exclude_none: {"type": "function", "function": {"name": "g"}}
+    )
+    request = SimpleNamespace(
+        messages=[{"role": "user", "content": "Hi"}],
+        tools=[flat, nested],
+        tool_choice=None,
+        parallel_tool_calls=False,
+        add_generation_prompt=True,
+        chat_template_kwargs={"a": 1},
+    )
+    options = session.request_options(request, {"b": 2})
+    assert options["tools"] == [
+        {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}},
+        {"type": "function", "function": {"name": "g"}},
+    ]
+    assert options["tool_choice"] == "auto"
+    assert options["parallel_tool_calls"] is False
+    assert options["template_kwargs"] == {"a": 1, "b": 2}

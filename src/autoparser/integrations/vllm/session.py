@@ -148,11 +148,19 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _chat_tool(tool: Any) -> Any:
+    """A tool in the chat-completions shape (the Responses API writes function tools flat)."""
+    if isinstance(tool, Mapping) and "function" not in tool and "name" in tool:
+        fields = ("name", "description", "parameters")
+        return {"type": "function", "function": {k: tool[k] for k in fields if k in tool}}
+    return tool
+
+
 def request_options(request: Any, template_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
     """The parts of a vLLM chat request that decide the output format, as plain data."""
     kwargs = dict(getattr(request, "chat_template_kwargs", None) or {})
     kwargs.update(template_kwargs or {})
-    tools = _plain(getattr(request, "tools", None)) or None
+    tools = [_chat_tool(t) for t in _plain(getattr(request, "tools", None)) or ()] or None
     choice = _plain(getattr(request, "tool_choice", None))
     if tools is None or choice is None:
         choice = "auto" if tools else "none"
