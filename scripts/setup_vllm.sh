@@ -21,7 +21,8 @@ if [ -x "$VENV/bin/python" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$WANT" ]; the
 fi
 rm -rf "$VENV"
 "${PYTHON:-python3}" -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --no-deps -r "$REQS" 2>&1 | grep -v "is ignored" || true
+# (pip's notes about the machine's unused local index folders are left out of the log)
+"$VENV/bin/python" -m pip install --quiet --no-deps -r "$REQS" 2>&1 | { grep -v "is ignored" || true; }
 "$VENV/bin/python" - <<'EOF'
 import vllm.parser.parser_manager  # noqa: F401  (the imports the plugin tests need)
 from vllm.reasoning import ReasoningParserManager  # noqa: F401
