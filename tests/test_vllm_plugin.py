@@ -285,6 +285,12 @@ def test_vllm_parse(vllm_results: dict[str, dict[str, Any]], path: Path, scenari
         expected_view(path, scenario)
     )
     assert result["skip_special_tokens"] is False
+    # vLLM's structured-output engine waits for the end of a reasoning block the prompt
+    # opened; a template without reasoning has nothing to wait for.
+    if case.params.thinking_forced_open:
+        assert result["reasoning_ended_at_start"] is False
+    if load_template(path).analyze().reasoning.mode.value == "none":
+        assert result["reasoning_ended_at_start"] is True
 
 
 @pytest.mark.parametrize(("path", "scenario"), _params("stream"))
