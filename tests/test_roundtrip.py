@@ -247,6 +247,9 @@ class Case:
     message: dict[str, Any] = field(default_factory=dict)
     compare_ids: bool = False
     end_of_turn: tuple[str, ...] = ()
+    # The request the params were built for (the vLLM plugin test sends it to vLLM).
+    tools: Any = None
+    render_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 def template_paths() -> list[Path]:
@@ -513,6 +516,8 @@ def prepare(path: Path, scenario: str) -> Case:
     case.message = message
     case.compare_ids = any(call["id"] in text for call in message.get("tool_calls", []))
     case.end_of_turn = tuple(m for m in analysis.end_of_turn if m.strip())
+    case.tools = tools
+    case.render_kwargs = dict(kwargs)
     return case
 
 

@@ -44,6 +44,11 @@ class ExportError(AutoparserError):
     """
 
 
+class IntegrationError(AutoparserError):
+    """An engine integration cannot run: the engine is missing or outside the tested
+    versions, or it gives the integration no chat template to analyse."""
+
+
 class AnalysisWarning(UserWarning):
     """The analysis of a template did not verify: its parser misreads the template's own renders.
 
