@@ -204,6 +204,21 @@ def test_trigger_words_and_preserved_tokens() -> None:
     assert params.prompt.endswith("<|im_start|>assistant\n")
 
 
+def test_call_prefix_token_is_optional_before_a_call_and_a_trigger() -> None:
+    case = CASE_BY_NAME["llama"]
+    params = case.params(TOOLS)
+    plain = case.output(scenarios(case)["one_call"], TOOLS)
+    prefixed = "<|python_tag|>" + plain
+    assert GrammarTrigger("word", "<|python_tag|>") in params.grammar_triggers
+    assert params.grammar is not None
+    assert accepts(params.grammar, prefixed) and accepts(params.grammar, plain)
+    assert lazy_start(params, "Sure. " + prefixed) == len("Sure. ")
+    calls = [(c.name, c.arguments) for c in params.parse(prefixed).tool_calls]
+    assert calls and calls == [(c.name, c.arguments) for c in params.parse(plain).tool_calls]
+    # The token alone, with no call after it, is text.
+    assert params.parse("see <|python_tag|> here").content == "see <|python_tag|> here"
+
+
 # ------------------------------------------------------------------ malformed / truncated
 
 

@@ -78,10 +78,6 @@ ON = (("enable_thinking", True),)
 OFF = (("enable_thinking", False),)
 MALFORMED = '{"city": "Paris", unit: celsius}'
 MALFORMED_CALL = f'<tool_call>\n{{"name": "get_weather", "arguments": {MALFORMED}}}\n</tool_call>'
-NO_PREFIX_FACT = (
-    "the analysis has no field for a call prefix token the template declares (Llama 3.x "
-    "<|python_tag|>): it needs a new analysis field and every pin re-taken"
-)
 
 OWN_CASES = [
     # --- JSON-native ---------------------------------------------------------------------
@@ -191,7 +187,6 @@ OWN_CASES = [
         LLAMA,
         '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}',
         calls=(weather(),),
-        xfail=NO_PREFIX_FACT,
     ),
     # --- tag + JSON ----------------------------------------------------------------------
     Case(
@@ -517,7 +512,6 @@ CORPUS_CASES = [
         '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}',
         calls=(weather(),),
         corpus=True,
-        xfail=NO_PREFIX_FACT,
     ),
     Case(
         "json",

@@ -219,6 +219,7 @@ CASES: list[Case] = [
                     name_field="name",
                     args_field="parameters",
                     field_order=("name", "parameters"),
+                    call_prefix_token="<|python_tag|>",
                 ),
                 parallel_calls=False,
             ),

@@ -125,6 +125,10 @@ class ToolFormatAnalysis:
     # With json_style "pretty": the indent that json.dumps(..., indent=n) needs to write the
     # whole JSON value (the array, when wrapped) exactly as the template does; 0 = other.
     json_indent: int = 0
+    # A special token the template writes before calls (Llama 3.x's ``<|python_tag|>`` for
+    # its built-in tools): models may put it before any call, so the parser accepts it
+    # there (optional) and it starts a call. "" = none declared.
+    call_prefix_token: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -55,12 +55,14 @@ from autoparser.template.probe import (
     FUN_FIRST,
     FUN_SECOND,
     TOOL_RESULT,
+    USER_MSG,
     VALUE_FIRST,
     VALUE_NUMBER,
     VALUE_SECOND,
     CallSpec,
     Probe,
     needle_in,
+    tool_call,
 )
 
 _DECODER = json.JSONDecoder()
@@ -706,6 +708,39 @@ def _next_turn_after_calls(probe: Probe, section: str) -> str:
     return first.value if first is not None and first.is_marker else ""
 
 
+# A special token written right before a call's name (Llama 3.x's ``<|python_tag|>``).
+_PREFIX_TOKEN_RE = re.compile(r"(?:<\|[^\s<>|]{1,40}\|>|<[A-Za-z_][\w.-]{0,40}>)\Z")
+
+
+def call_prefix_token(probe: Probe) -> str:
+    """The special token the template writes before calls to its built-in tools, "" if none.
+
+    Templates of the Llama 3.x family take a ``builtin_tools`` list and write a call to one
+    of those as ``<|python_tag|>name...``; models also put the token before ordinary calls.
+    Read from a render of the probe call with its function declared built in: the marker
+    right before the name, absent from the ordinary render. Any doubt gives "".
+    """
+    call = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [tool_call(CALL_1, not probe.args_as_string)],
+    }
+    context: dict[str, Any] = {
+        "messages": [{"role": "user", "content": USER_MSG}, call],
+        "tools": probe.tools,
+        "add_generation_prompt": False,
+    }
+    plain = probe.raw(context)
+    builtin = probe.raw({**context, "builtin_tools": [FUN_FIRST]})
+    if plain is None or builtin is None or builtin == plain:
+        return ""
+    at = builtin.rfind(FUN_FIRST)
+    found = _PREFIX_TOKEN_RE.search(builtin, 0, at) if at > 0 else None
+    if found is None or found.group() in plain or needle_in(found.group()):
+        return ""
+    return found.group()
+
+
 def analyze_tools(probe: Probe, reasoning: ReasoningAnalysis, text_eot: str = "") -> ToolFindings:
     """T1-T7 on a template; ToolFormat.NONE when it renders no tool calls.
 
@@ -738,7 +773,12 @@ def analyze_tools(probe: Probe, reasoning: ReasoningAnalysis, text_eot: str = ""
     # Whitespace alone is layout, not a section marker (it would make a useless trigger).
     sec_start = without_role_header(fmt.section_start.lstrip(), generation_prompt(probe, None))
     sec_end = sec_end if sec_end.strip() else ""
-    fmt = dataclasses.replace(fmt, section_start=sec_start, section_end=sec_end)
+    fmt = dataclasses.replace(
+        fmt,
+        section_start=sec_start,
+        section_end=sec_end,
+        call_prefix_token=call_prefix_token(probe),
+    )
     result = dataclasses.replace(result, format=fmt)
     raw = _fenced_section(probe, (CALL_1,))
     result = _with_fence(result, fence_of(raw[0]) if raw is not None else "")

@@ -37,6 +37,7 @@ from autoparser.peg import (
     until_one_of,
     zero_or_more,
 )
+from autoparser.peg.gbnf_emit import GrammarTrigger
 
 
 def content_markers(ctx: BuildContext) -> tuple[str, ...]:
@@ -166,13 +167,24 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
         grammar_lazy=lazy,
         expects_call_ids=expects_ids,
         trigger_markers=tuple(triggers),
-        grammar_triggers=(
-            pythonic.call_start_triggers(ctx.analysis, triggers, req.grammar_tools)
-            or json_calls.call_start_triggers(ctx.analysis, triggers, req.grammar_tools)
-            or name_prefix_triggers(ctx, triggers, req.grammar_tools)
-        )
-        if lazy
-        else (),
+        grammar_triggers=_grammar_triggers(ctx, triggers) if lazy else (),
         value_converters=pythonic.VALUE_CONVERTERS if pythonic.is_pythonic(ctx.analysis) else {},
         call_openers=tuple(dict.fromkeys((*triggers, inner))) if inner else tuple(triggers),
     )
+
+
+def _grammar_triggers(ctx: BuildContext, triggers: Sequence[str]) -> tuple[GrammarTrigger, ...]:
+    """The format's own triggers (patterns, names) for its openers, plus the call prefix
+    token as a word; empty when plain word triggers on ``triggers`` do."""
+    token = ctx.analysis.tools.format.call_prefix_token
+    openers = [m for m in triggers if m != token]
+    tools = ctx.request.grammar_tools
+    found = (
+        pythonic.call_start_triggers(ctx.analysis, openers, tools)
+        or json_calls.call_start_triggers(ctx.analysis, openers, tools)
+        or name_prefix_triggers(ctx, openers, tools)
+    )
+    if found and token:
+        why = "the special token the template writes before a call"
+        found = (*found, GrammarTrigger("word", token, why))
+    return found

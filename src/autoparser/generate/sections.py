@@ -83,7 +83,9 @@ def call_trigger_markers(ctx: BuildContext) -> tuple[str, ...]:
         first = ctx.analysis.tools.function.name_prefix
     if not first and f.mode == ToolFormat.JSON_NATIVE:
         first = "[" if f.tools_array_wrapped else "{"
-    return (first,) if first else ()
+    token = f.call_prefix_token
+    markers = (first,) if first else ()
+    return (*markers, token) if token and token not in markers else markers
 
 
 def name_prefix_triggers(
@@ -176,7 +178,9 @@ def tool_section(
         calls = seq_of(
             open_b, space(), calls, space(), closing(close_b, strict) if close_b else None
         )
+    token = f.call_prefix_token
     return seq_of(
+        optional(literal(token) + space()) if token else None,
         _outer(section_start, ctx, strict),
         space() if section_start else None,
         calls,

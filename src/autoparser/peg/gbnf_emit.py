@@ -708,10 +708,16 @@ def _leading_words(node: Parser, trig: TriggerMark) -> list[GrammarTrigger]:
     if isinstance(node, Choice):
         return [w for a in node.alternatives for w in _leading_words(a, trig)]
     if isinstance(node, Seq):
+        optional_words: list[GrammarTrigger] = []
         for item in node.items:
             if isinstance(item, Chars) and item.min == 0:
                 continue  # optional leading whitespace and the like
-            return _leading_words(item, trig)
+            if isinstance(item, Repeat) and item.min == 0 and item.max == 1:
+                # An optional opener (a call prefix token): a match starts with it or
+                # with what follows.
+                optional_words += _leading_words(item.child, trig)
+                continue
+            return optional_words + _leading_words(item, trig)
     if isinstance(node, Repeat) and node.min > 0:
         return _leading_words(node.child, trig)
     raise GrammarError(f"{trig!r}: cannot find a leading literal to use as a trigger word")
