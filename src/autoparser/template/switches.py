@@ -201,13 +201,13 @@ def with_directive(
 ) -> list[Mapping[str, Any]]:
     """The request's messages with the system message carrying the on or off directive.
 
-    A conversation that already names either directive (in a system or user message) is the
-    caller's choice and stays as it is. Otherwise the directive is appended to a leading
+    A conversation whose system message already names either directive is the caller's
+    choice and stays as it is. Otherwise the directive is appended to a leading
     system message, or becomes the system message when there is none (templates that read
     it strip it from the text they render).
     """
     for message in messages:
-        if message.get("role") in ("system", "user") and _names(message.get("content"), on, off):
+        if message.get("role") == "system" and _names(message.get("content"), on, off):
             return list(messages)
     directive = on if enabled else off
     if messages and messages[0].get("role") == "system":
