@@ -8,7 +8,12 @@ from helpers.paths import OWN_TEMPLATES, own_path
 
 from autoparser import ChatTemplate
 from autoparser.analysis import ReasoningMode
-from autoparser.template.switches import ThinkingSwitch, switch_candidates
+from autoparser.template.switches import (
+    SYSTEM_DIRECTIVE,
+    ThinkingSwitch,
+    switch_candidates,
+    with_directive,
+)
 
 USER = [{"role": "user", "content": "What is 2+2?"}]
 
@@ -145,3 +150,64 @@ def test_a_flag_not_named_for_reasoning_must_act_only_in_the_generation_prompt()
     assert ChatTemplate(prompt_only).caps.thinking_switch == ThinkingSwitch(
         "deliberate", True, False
     )
+
+
+# A template with no switch variable: "/no_think" in the system message closes the block.
+DIRECTIVE_SOURCE = (
+    "{% set ns = namespace(think=true) %}"
+    "{% for m in messages %}{% if m.role == 'system' %}"
+    "{% if '/no_think' in m.content %}{% set ns.think = false %}"
+    "{% elif '/think' in m.content %}{% set ns.think = true %}{% endif %}"
+    "<s>{{ m.content.replace('/no_think', '').replace('/think', '').strip() }}</s>"
+    "{% else %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<assistant>"
+    "{% if ns.think %}<think>\n{% else %}<think></think>{% endif %}{% endif %}"
+)
+DIRECTIVE = ThinkingSwitch("", "/think", "/no_think", SYSTEM_DIRECTIVE)
+
+
+def test_a_directive_in_the_system_message_is_found_as_the_switch() -> None:
+    template = ChatTemplate(DIRECTIVE_SOURCE)
+    assert template.caps.thinking_switch == DIRECTIVE
+    assert template.caps.supports_thinking_toggle
+    r = template.analyze().reasoning
+    assert (r.mode, r.start, r.end) == (ReasoningMode.FORCED_CLOSED, "<think>", "</think>")
+    assert (r.switch_kind, r.switch_on, r.switch_off) == (SYSTEM_DIRECTIVE, "/think", "/no_think")
+    assert "switch_kind" in template.analyze().to_dict()["reasoning"]
+
+
+def test_a_directive_the_template_ignores_is_no_switch() -> None:
+    echoed = (
+        "{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>{% endfor %}"
+        "{% if add_generation_prompt %}<assistant><think>\n{% endif %}"
+    )
+    template = ChatTemplate(echoed)
+    assert template.caps.thinking_switch is None
+    assert "switch_kind" not in template.analyze().to_dict()["reasoning"]
+
+
+def test_enable_thinking_adds_the_directive_to_the_system_message() -> None:
+    template = ChatTemplate(DIRECTIVE_SOURCE)
+    off = template.apply(USER, enable_thinking=False).prompt
+    assert off == "<s></s><user>What is 2+2?</user><assistant><think></think>"
+    on = template.apply(USER, enable_thinking=True).prompt
+    assert on.endswith("<assistant><think>\n")
+    with_system = [{"role": "system", "content": "Be brief."}, *USER]
+    off = template.apply(with_system, enable_thinking=False).prompt
+    assert off == "<s>Be brief.</s><user>What is 2+2?</user><assistant><think></think>"
+    # Not asked: the conversation renders as given (the template's default, thinking on).
+    assert template.apply(USER).prompt.endswith("<assistant><think>\n")
+
+
+def test_the_callers_own_directive_wins() -> None:
+    template = ChatTemplate(DIRECTIVE_SOURCE)
+    mine = [{"role": "system", "content": "Be brief. /think"}, *USER]
+    assert template.apply(mine, enable_thinking=False).prompt.endswith("<think>\n")
+    assert with_directive(mine, "/think", "/no_think", False) == mine
+
+
+def test_with_directive_appends_to_typed_system_content() -> None:
+    typed = [{"role": "system", "content": [{"type": "text", "text": "Hi."}]}, *USER]
+    switched = with_directive(typed, "/think", "/no_think", False)
+    assert switched[0]["content"][-1] == {"type": "text", "text": " /no_think"}
+    assert switched[1:] == USER

@@ -65,9 +65,10 @@ def test_corpus_caps(path: Path) -> None:
 
 
 def switch_row(caps: TemplateCaps) -> list[Any] | None:
-    """The reasoning switch as pinned in a row: [variable, on value, off value]."""
+    """The reasoning switch as pinned in a row: [variable, on value, off value], or
+    ["system_directive", on directive, off directive] for a switch in the system message."""
     switch = caps.thinking_switch
-    return None if switch is None else [switch.variable, switch.on, switch.off]
+    return None if switch is None else [switch.variable or switch.kind, switch.on, switch.off]
 
 
 @pytest.mark.parametrize(

@@ -81,6 +81,10 @@ class ReasoningAnalysis:
     switch_variable: str = ""
     switch_on: bool | int | str | None = None
     switch_off: bool | int | str | None = None
+    # "system_directive" when the switch is a directive in the system message (``/think`` /
+    # ``/no_think`` as switch_on / switch_off, no variable); "" otherwise (left out of
+    # ``to_dict`` then).
+    switch_kind: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -273,6 +277,8 @@ class TemplateAnalysis:
         data: dict[str, Any] = _to_plain(self)
         if self.verification is None:
             del data["verification"]
+        if not self.reasoning.switch_kind:
+            del data["reasoning"]["switch_kind"]
         return data
 
     def to_json(self, **kwargs: Any) -> str:

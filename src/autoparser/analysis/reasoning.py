@@ -18,6 +18,7 @@ from autoparser.analysis.diff import (
 )
 from autoparser.analysis.model import ReasoningAnalysis, ReasoningMode
 from autoparser.template.probe import ASSISTANT_MSG, CALL_1, THINKING, Probe
+from autoparser.template.switches import VARIABLE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,6 +227,10 @@ def analyze_reasoning(
     switch = probe.switch
     if switch is not None:
         analysis = dataclasses.replace(
-            analysis, switch_variable=switch.variable, switch_on=switch.on, switch_off=switch.off
+            analysis,
+            switch_variable=switch.variable,
+            switch_on=switch.on,
+            switch_off=switch.off,
+            switch_kind="" if switch.kind == VARIABLE else switch.kind,
         )
     return analysis, after_end

@@ -39,7 +39,14 @@ from autoparser.template.probe import (
     tool_call,
 )
 from autoparser.template.renderer import Renderer
-from autoparser.template.switches import PromptEnds, SwitchValue, ThinkingSwitch, find_switch
+from autoparser.template.switches import (
+    SYSTEM_DIRECTIVE,
+    PromptEnds,
+    SwitchValue,
+    ThinkingSwitch,
+    find_directive,
+    find_switch,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,6 +216,29 @@ def _prompt_ends(prober: _Prober, variable: str, value: SwitchValue) -> PromptEn
     return ends[0], ends[1]
 
 
+def _directive_prompt_ends(prober: _Prober, directive: str) -> PromptEnds | None:
+    """What the prompt ends with after the user turn, below a system message ``directive``."""
+    system = {"role": "system", "content": prober.content(directive)}
+    ends: list[str] = []
+    for add_generation_prompt in (True, False):
+        text = prober.render([system, prober.user()], None, add_generation_prompt)
+        if text is None:
+            return None
+        at = text.rfind(USER_MSG)
+        ends.append(text[at + len(USER_MSG) :] if at >= 0 else text)
+    return ends[0], ends[1]
+
+
+def _switched(prober: _Prober, switch: ThinkingSwitch | None, enabled: bool) -> str | None:
+    """The generation prompt after a user turn with reasoning switched on or off."""
+    if switch is not None and switch.kind == SYSTEM_DIRECTIVE:
+        system = {"role": "system", "content": prober.content(str(switch.value(enabled)))}
+        return prober.render([system, prober.user()], None, True)
+    variable = switch.variable if switch else "enable_thinking"
+    value: SwitchValue = switch.value(enabled) if switch else enabled
+    return prober.render([prober.user()], None, True, **{variable: value})
+
+
 def _probe(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
     prober = _Prober(probe)
     template = probe.template
@@ -290,11 +320,10 @@ def _probe(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
         parallel = parallel and renders[0] != renders[1]
 
     switch = find_switch(template.source, functools.partial(_prompt_ends, prober))
-    variable = switch.variable if switch else "enable_thinking"
-    on_value: SwitchValue = switch.on if switch else True
-    off_value: SwitchValue = switch.off if switch else False
-    thinking_on = prober.render([prober.user()], None, True, **{variable: on_value})
-    thinking_off = prober.render([prober.user()], None, True, **{variable: off_value})
+    if switch is None:
+        switch = find_directive(functools.partial(_directive_prompt_ends, prober))
+    thinking_on = _switched(prober, switch, True)
+    thinking_off = _switched(prober, switch, False)
     reasoning_field = probe.with_settings(switch, prober.bare_tools).reasoning_field()
 
     caps = TemplateCaps(

@@ -25,7 +25,7 @@ from typing import Any
 from autoparser.errors import TemplateError, TemplateLimitError
 from autoparser.message import REASONING_KEYS
 from autoparser.template.renderer import Renderer
-from autoparser.template.switches import ThinkingSwitch
+from autoparser.template.switches import SYSTEM_DIRECTIVE, ThinkingSwitch
 
 FUN_FIRST = "FFF_FIRST_FUN_F"
 FUN_SECOND = "SSS_SECOND_FUN_S"
@@ -249,7 +249,10 @@ class Probe:
             context["tools"] = self.tools
         if thinking is not None:
             context["enable_thinking"] = thinking
-            if self.switch is not None:
+            if self.switch is not None and self.switch.kind == SYSTEM_DIRECTIVE:
+                directive = {"role": "system", "content": str(self.switch.value(thinking))}
+                context["messages"] = [directive, *messages]
+            elif self.switch is not None:
                 context[self.switch.variable] = self.switch.value(thinking)
         return self.raw(context)
 

@@ -6,13 +6,18 @@ Templates name the switch differently (``enable_thinking``, ``thinking``, ``thin
 template reads without defining them and tests in a condition; each is rendered with
 typical "on" and "off" values, and the first whose values change what the generation
 prompt appends is the switch. Nothing is assumed from a template's name or family.
+
+Templates without such a variable may read a directive from the system message instead
+(``/think``, ``/no_think``): each candidate pair is put in a system message and kept when
+the two directives give different generation prompts (:func:`find_directive`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import jinja2
 from jinja2 import meta, nodes
@@ -60,13 +65,26 @@ _CONTEXT_NAMES = frozenset(
 )
 
 
+# Directives a template may read from the system message, as (on, off) pairs.
+DIRECTIVE_PAIRS: tuple[tuple[str, str], ...] = (("/think", "/no_think"),)
+
+VARIABLE = "variable"
+SYSTEM_DIRECTIVE = "system_directive"
+
+
 @dataclasses.dataclass(frozen=True)
 class ThinkingSwitch:
-    """The variable that switches reasoning, with the values that turn it on and off."""
+    """What switches reasoning, with the values that turn it on and off.
+
+    ``kind`` is :data:`VARIABLE` (a template variable, ``variable`` names it) or
+    :data:`SYSTEM_DIRECTIVE` (``on`` / ``off`` are texts the system message carries;
+    ``variable`` is empty).
+    """
 
     variable: str
     on: SwitchValue
     off: SwitchValue
+    kind: str = VARIABLE
 
     def value(self, enabled: bool) -> SwitchValue:
         return self.on if enabled else self.off
@@ -158,3 +176,59 @@ def _switch_of(
             continue
         return ThinkingSwitch(name, on, off)
     return None
+
+
+def find_directive(prompt_ends: Callable[[str], PromptEnds | None]) -> ThinkingSwitch | None:
+    """The first directive pair that, as the system message, switches the generation prompt.
+
+    ``prompt_ends(directive)`` renders what follows a user turn after a system message
+    holding ``directive``, with and without add_generation_prompt. As for a variable not
+    named for reasoning, only the generation prompt may change (a directive the template
+    echoes after the turn is no switch).
+    """
+    for on, off in DIRECTIVE_PAIRS:
+        on_ends = prompt_ends(on)
+        off_ends = prompt_ends(off)
+        if on_ends is None or off_ends is None:
+            continue
+        if on_ends[0] != off_ends[0] and on_ends[1] == off_ends[1]:
+            return ThinkingSwitch("", on, off, SYSTEM_DIRECTIVE)
+    return None
+
+
+def with_directive(
+    messages: Sequence[Mapping[str, Any]], on: str, off: str, enabled: bool
+) -> list[Mapping[str, Any]]:
+    """The request's messages with the system message carrying the on or off directive.
+
+    A conversation whose system message already names either directive is the caller's
+    choice and stays as it is. Otherwise the directive is appended to a leading
+    system message, or becomes the system message when there is none (templates that read
+    it strip it from the text they render).
+    """
+    for message in messages:
+        if message.get("role") == "system" and _names(message.get("content"), on, off):
+            return list(messages)
+    directive = on if enabled else off
+    if messages and messages[0].get("role") == "system":
+        first = dict(messages[0])
+        content = first.get("content")
+        if isinstance(content, str):
+            first["content"] = f"{content} {directive}" if content.strip() else directive
+        elif isinstance(content, list):
+            first["content"] = [*content, {"type": "text", "text": f" {directive}"}]
+        else:
+            first["content"] = directive
+        return [first, *messages[1:]]
+    return [{"role": "system", "content": directive}, *messages]
+
+
+def _names(content: Any, *directives: str) -> bool:
+    """Whether message content (a string or typed text parts) mentions any directive."""
+    if isinstance(content, str):
+        return any(d in content for d in directives)
+    if isinstance(content, list):
+        return any(
+            isinstance(part, Mapping) and _names(part.get("text"), *directives) for part in content
+        )
+    return False
