@@ -315,8 +315,16 @@ def test_bare_json_calls_do_not_trigger_on_ordinary_braces(name: str) -> None:
         pytest.skip("n/a: template not in the corpus")
     params = _template(paths[0]).apply(USER, tools=[PLAIN, PYDANTIC])
     assert params.grammar_lazy
-    patterns = [re.compile(t.value) for t in params.grammar_triggers]
-    assert all(t.kind == "pattern" for t in params.grammar_triggers)
+    # Patterns that need the call's start; a word only for the special token the template
+    # declares before calls (Llama 3.x's <|python_tag|>), never a bare brace.
+    prefix = params.analysis.tools.format.call_prefix_token if params.analysis else ""
+    words = [t.value for t in params.grammar_triggers if t.kind == "word"]
+    assert words == ([prefix] if prefix else [])
+    patterns = [
+        re.compile(t.value if t.kind == "pattern" else re.escape(t.value))
+        for t in params.grammar_triggers
+    ]
+    assert all(t.kind in ("pattern", "word") for t in params.grammar_triggers)
     ordinary = 'Use {"a": 1} or [1, 2] in JSON; {"name": "Ada"} is a person.'
     assert not any(p.search(ordinary) for p in patterns)
     call = '{"name": "get_weather", "parameters": {"city": "Paris"}}'
