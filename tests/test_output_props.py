@@ -140,8 +140,10 @@ def _paths_by_stem() -> dict[str, Path]:
     return {p.stem: p for p in [*own_templates(), *corpus_templates()]}
 
 
-def _markers(a: TemplateAnalysis) -> list[str]:
-    """Every marker string the analysis recognises, as written and trimmed."""
+def _markers(a: TemplateAnalysis, params: ChatParams) -> list[str]:
+    """Every marker string the analysis and the parser recognise, as written and trimmed:
+    with the parser definition's call openers (e.g. harmony's ``<|channel|>commentary``,
+    whose header the parser consumes)."""
     t = a.tools
     found = [
         a.reasoning.start,
@@ -156,6 +158,7 @@ def _markers(a: TemplateAnalysis) -> list[str]:
         t.call_separator,
         *a.end_of_turn,
         *a.preserved_tokens,
+        *params.definition.call_openers,
     ]
     markers = {m for m in found if m.strip()} | {m.strip() for m in found if m.strip()}
     return sorted(markers, key=len, reverse=True)
@@ -206,14 +209,16 @@ def _params(path: Path) -> tuple[ChatParams, Markers] | None:
     params = build_params(analysis, prompt=prompt, tools=TOOLS, call_id_seed=3)
     ends = tuple(m.strip() for m in analysis.end_of_turn if m.strip())
     known = Markers(
-        tuple(_markers(analysis)),
+        tuple(_markers(analysis, params)),
         tuple(_field_names(analysis)),
         ends,
         _rendered_calls(tpl, prompt, ends),
+        analysis.tools.call_id.index_base if analysis.tools.call_id.generated else None,
     )
     for text in known.rendered:
         parsed = message_dict(params.parse(text))
-        residue = _significant(_strip_recognised(text, known)) - _significant(_fields_text(parsed))
+        bare = dataclasses.replace(known, syntax=Counter())
+        residue = _significant(_strip_recognised(text, known)) - _allowed(parsed, bare)
         per_call = Counter(
             {c: -(-n // max(1, len(parsed["tool_calls"]))) for c, n in residue.items()}
         )
@@ -258,6 +263,9 @@ class Markers:
     fields: tuple[str, ...]
     end_of_turn: tuple[str, ...]
     rendered: tuple[str, ...]  # well-formed outputs with calls, as the template renders them
+    # Where the template writes a call's position in place of its id (Kimi-K3 index="1"):
+    # the index of the first call. The parser consumes the position and generates an id.
+    index_base: int | None = None
     # Per call: characters a well-formed render holds beyond its message (attribute syntax
     # such as `type="number"`, call indices, escapes of string-encoded arguments).
     syntax: Counter[str] = dataclasses.field(default_factory=Counter)
@@ -315,11 +323,18 @@ def _fields_text(parsed: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def _covered(text: str, parsed: dict[str, Any], known: Markers) -> None:
+def _allowed(parsed: dict[str, Any], known: Markers) -> Counter[str]:
+    """The characters the output fields and the returned calls' syntax account for."""
     allowed = _significant(_fields_text(parsed))
-    for _ in parsed["tool_calls"]:
+    for i, _ in enumerate(parsed["tool_calls"]):
         allowed.update(known.syntax)
-    missing = _significant(_strip_recognised(text, known)) - allowed
+        if known.index_base is not None:
+            allowed.update(str(known.index_base + i))
+    return allowed
+
+
+def _covered(text: str, parsed: dict[str, Any], known: Markers) -> None:
+    missing = _significant(_strip_recognised(text, known)) - _allowed(parsed, known)
     assert not missing, f"characters lost: {dict(missing)} of {text!r} -> {parsed!r}"
 
 
@@ -356,8 +371,7 @@ def test_malformed_output_keeps_every_character(path: Path, data: st.DataObject)
     folded = accumulate(deltas)
     kept = [c for i, c in enumerate(folded["tool_calls"]) if i not in incremental.dropped_calls]
     assert {**folded, "tool_calls": kept} == parsed, text
-    if not parsed["tool_calls"]:
-        _covered(text, parsed, known)
+    _covered(text, parsed, known)
     # With calls returned, the per-call allowance for call syntax (``Markers.syntax``) is
     # approximate: malformed and cut calls, where text was lost, are checked on the
     # LOSS_CASES below instead.
