@@ -29,6 +29,7 @@ import dataclasses
 import json
 import os
 import random
+import re
 import string
 from collections import Counter
 from functools import cache
@@ -143,7 +144,8 @@ def _paths_by_stem() -> dict[str, Path]:
 def _markers(a: TemplateAnalysis, params: ChatParams) -> list[str]:
     """Every marker string the analysis and the parser recognise, as written and trimmed:
     with the parser definition's call openers (e.g. harmony's ``<|channel|>commentary``,
-    whose header the parser consumes)."""
+    whose header the parser consumes) and an argument's name suffix for each value type
+    (``" type="array"<|sep|>``)."""
     t = a.tools
     found = [
         a.reasoning.start,
@@ -159,6 +161,7 @@ def _markers(a: TemplateAnalysis, params: ChatParams) -> list[str]:
         *a.end_of_turn,
         *a.preserved_tokens,
         *params.definition.call_openers,
+        *(suffix for _, suffix in t.arguments.name_suffix_by_type),
     ]
     markers = {m for m in found if m.strip()} | {m.strip() for m in found if m.strip()}
     return sorted(markers, key=len, reverse=True)
@@ -208,12 +211,13 @@ def _params(path: Path) -> tuple[ChatParams, Markers] | None:
         prompt = ""
     params = build_params(analysis, prompt=prompt, tools=TOOLS, call_id_seed=3)
     ends = tuple(m.strip() for m in analysis.end_of_turn if m.strip())
+    ids = analysis.tools.call_id
     known = Markers(
         tuple(_markers(analysis, params)),
         tuple(_field_names(analysis)),
         ends,
         _rendered_calls(tpl, prompt, ends),
-        analysis.tools.call_id.index_base if analysis.tools.call_id.generated else None,
+        (ids.prefix, ids.suffix) if ids.generated else None,
     )
     for text in known.rendered:
         parsed = message_dict(params.parse(text))
@@ -263,9 +267,10 @@ class Markers:
     fields: tuple[str, ...]
     end_of_turn: tuple[str, ...]
     rendered: tuple[str, ...]  # well-formed outputs with calls, as the template renders them
-    # Where the template writes a call's position in place of its id (Kimi-K3 index="1"):
-    # the index of the first call. The parser consumes the position and generates an id.
-    index_base: int | None = None
+    # Where the template writes a call's position in place of its id (Kimi-K2 ``:0``,
+    # Kimi-K3 ``index="1"``): the id's prefix and suffix. The parser consumes the position
+    # (call syntax, like a marker) and generates an id.
+    call_index: tuple[str, str] | None = None
     # Per call: characters a well-formed render holds beyond its message (attribute syntax
     # such as `type="number"`, call indices, escapes of string-encoded arguments).
     syntax: Counter[str] = dataclasses.field(default_factory=Counter)
@@ -275,6 +280,9 @@ def _strip_recognised(text: str, known: Markers) -> str:
     cuts = [text.find(m) for m in known.end_of_turn if m in text]
     if cuts:
         text = text[: min(cuts)]
+    if known.call_index:
+        prefix, suffix = known.call_index
+        text = re.sub(f"{re.escape(prefix)}[0-9]+{re.escape(suffix)}", prefix + suffix, text)
     markers, fields = known.markers, known.fields
     for marker in markers:
         text = text.replace(marker, "")
@@ -326,10 +334,8 @@ def _fields_text(parsed: dict[str, Any]) -> str:
 def _allowed(parsed: dict[str, Any], known: Markers) -> Counter[str]:
     """The characters the output fields and the returned calls' syntax account for."""
     allowed = _significant(_fields_text(parsed))
-    for i, _ in enumerate(parsed["tool_calls"]):
+    for _ in parsed["tool_calls"]:
         allowed.update(known.syntax)
-        if known.index_base is not None:
-            allowed.update(str(known.index_base + i))
     return allowed
 
 
