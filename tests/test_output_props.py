@@ -10,8 +10,9 @@ cuts the result at any point, and checks:
 * streaming the text in random splits accumulates to exactly what ``parse`` returns;
 * no text is lost. Precisely: the message ends at the first end-of-turn marker (the engine
   stops there; what follows is not the model's message). In the text before it, remove
-  every recognised marker (each marker, its whitespace-trimmed form, and a proper prefix of
-  one at the very end, where the model stopped on it) and the quoted JSON field names of
+  every recognised marker (each marker -- the analysis' and the parser's call openers --,
+  its whitespace-trimmed form, and a proper prefix of one at the very end, where the model
+  stopped on it), a call's position written as its id (``:0``), and the quoted JSON field names of
   the call objects (``"name"``, ``"arguments"``, ...); the multiset of the remaining
   characters -- without whitespace and without the structural punctuation of call syntax
   (``{}[]():,="'``), which a parser consumes when it turns text into a call -- must be
@@ -442,3 +443,20 @@ def test_loss_check_catches_dropped_text() -> None:
         _covered(
             '<tool_call>{"name": "f", "a": 12}</tool_call>', {**empty, "tool_calls": [call]}, known
         )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="output cut right after a call's header (functionary v3.2 `>>>NAME\\n`, before its "
+    "`{`) is dropped as a call that stopped on its opener when no call came before it "
+    "(after a call it stays content); the name is the model's text",
+)
+def test_call_cut_after_its_header_keeps_its_text() -> None:
+    """Found by the property test with more examples; pinned until the parser keeps it."""
+    path = _paths_by_stem().get("functionary_v3_2_like")
+    assert path is not None
+    built = _params(path)
+    assert built is not None
+    params, known = built
+    text = "Sure.>>>search\n"
+    _covered(text, message_dict(params.parse(text)), known)
