@@ -10,8 +10,9 @@ cuts the result at any point, and checks:
 * streaming the text in random splits accumulates to exactly what ``parse`` returns;
 * no text is lost. Precisely: the message ends at the first end-of-turn marker (the engine
   stops there; what follows is not the model's message). In the text before it, remove
-  every recognised marker (each marker, its whitespace-trimmed form, and a proper prefix of
-  one at the very end, where the model stopped on it) and the quoted JSON field names of
+  every recognised marker (each marker -- the analysis' and the parser's call openers --,
+  its whitespace-trimmed form, and a proper prefix of one at the very end, where the model
+  stopped on it), a call's position written as its id (``:0``), and the quoted JSON field names of
   the call objects (``"name"``, ``"arguments"``, ...); the multiset of the remaining
   characters -- without whitespace and without the structural punctuation of call syntax
   (``{}[]():,="'``), which a parser consumes when it turns text into a call -- must be
@@ -29,6 +30,7 @@ import dataclasses
 import json
 import os
 import random
+import re
 import string
 from collections import Counter
 from functools import cache
@@ -140,8 +142,11 @@ def _paths_by_stem() -> dict[str, Path]:
     return {p.stem: p for p in [*own_templates(), *corpus_templates()]}
 
 
-def _markers(a: TemplateAnalysis) -> list[str]:
-    """Every marker string the analysis recognises, as written and trimmed."""
+def _markers(a: TemplateAnalysis, params: ChatParams) -> list[str]:
+    """Every marker string the analysis and the parser recognise, as written and trimmed:
+    with the parser definition's call openers (e.g. harmony's ``<|channel|>commentary``,
+    whose header the parser consumes) and an argument's name suffix for each value type
+    (``" type="array"<|sep|>``)."""
     t = a.tools
     found = [
         a.reasoning.start,
@@ -156,6 +161,8 @@ def _markers(a: TemplateAnalysis) -> list[str]:
         t.call_separator,
         *a.end_of_turn,
         *a.preserved_tokens,
+        *params.definition.call_openers,
+        *(suffix for _, suffix in t.arguments.name_suffix_by_type),
     ]
     markers = {m for m in found if m.strip()} | {m.strip() for m in found if m.strip()}
     return sorted(markers, key=len, reverse=True)
@@ -205,15 +212,18 @@ def _params(path: Path) -> tuple[ChatParams, Markers] | None:
         prompt = ""
     params = build_params(analysis, prompt=prompt, tools=TOOLS, call_id_seed=3)
     ends = tuple(m.strip() for m in analysis.end_of_turn if m.strip())
+    ids = analysis.tools.call_id
     known = Markers(
-        tuple(_markers(analysis)),
+        tuple(_markers(analysis, params)),
         tuple(_field_names(analysis)),
         ends,
         _rendered_calls(tpl, prompt, ends),
+        (ids.prefix, ids.suffix) if ids.generated else None,
     )
     for text in known.rendered:
         parsed = message_dict(params.parse(text))
-        residue = _significant(_strip_recognised(text, known)) - _significant(_fields_text(parsed))
+        bare = dataclasses.replace(known, syntax=Counter())
+        residue = _significant(_strip_recognised(text, known)) - _allowed(parsed, bare)
         per_call = Counter(
             {c: -(-n // max(1, len(parsed["tool_calls"]))) for c, n in residue.items()}
         )
@@ -258,6 +268,10 @@ class Markers:
     fields: tuple[str, ...]
     end_of_turn: tuple[str, ...]
     rendered: tuple[str, ...]  # well-formed outputs with calls, as the template renders them
+    # Where the template writes a call's position in place of its id (Kimi-K2 ``:0``,
+    # Kimi-K3 ``index="1"``): the id's prefix and suffix. The parser consumes the position
+    # (call syntax, like a marker) and generates an id.
+    call_index: tuple[str, str] | None = None
     # Per call: characters a well-formed render holds beyond its message (attribute syntax
     # such as `type="number"`, call indices, escapes of string-encoded arguments).
     syntax: Counter[str] = dataclasses.field(default_factory=Counter)
@@ -267,6 +281,9 @@ def _strip_recognised(text: str, known: Markers) -> str:
     cuts = [text.find(m) for m in known.end_of_turn if m in text]
     if cuts:
         text = text[: min(cuts)]
+    if known.call_index:
+        prefix, suffix = known.call_index
+        text = re.sub(f"{re.escape(prefix)}[0-9]+{re.escape(suffix)}", prefix + suffix, text)
     markers, fields = known.markers, known.fields
     for marker in markers:
         text = text.replace(marker, "")
@@ -315,11 +332,16 @@ def _fields_text(parsed: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def _covered(text: str, parsed: dict[str, Any], known: Markers) -> None:
+def _allowed(parsed: dict[str, Any], known: Markers) -> Counter[str]:
+    """The characters the output fields and the returned calls' syntax account for."""
     allowed = _significant(_fields_text(parsed))
     for _ in parsed["tool_calls"]:
         allowed.update(known.syntax)
-    missing = _significant(_strip_recognised(text, known)) - allowed
+    return allowed
+
+
+def _covered(text: str, parsed: dict[str, Any], known: Markers) -> None:
+    missing = _significant(_strip_recognised(text, known)) - _allowed(parsed, known)
     assert not missing, f"characters lost: {dict(missing)} of {text!r} -> {parsed!r}"
 
 
@@ -356,8 +378,7 @@ def test_malformed_output_keeps_every_character(path: Path, data: st.DataObject)
     folded = accumulate(deltas)
     kept = [c for i, c in enumerate(folded["tool_calls"]) if i not in incremental.dropped_calls]
     assert {**folded, "tool_calls": kept} == parsed, text
-    if not parsed["tool_calls"]:
-        _covered(text, parsed, known)
+    _covered(text, parsed, known)
     # With calls returned, the per-call allowance for call syntax (``Markers.syntax``) is
     # approximate: malformed and cut calls, where text was lost, are checked on the
     # LOSS_CASES below instead.
@@ -422,3 +443,20 @@ def test_loss_check_catches_dropped_text() -> None:
         _covered(
             '<tool_call>{"name": "f", "a": 12}</tool_call>', {**empty, "tool_calls": [call]}, known
         )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="output cut right after a call's header (functionary v3.2 `>>>NAME\\n`, before its "
+    "`{`) is dropped as a call that stopped on its opener when no call came before it "
+    "(after a call it stays content); the name is the model's text",
+)
+def test_call_cut_after_its_header_keeps_its_text() -> None:
+    """Found by the property test with more examples; pinned until the parser keeps it."""
+    path = _paths_by_stem().get("functionary_v3_2_like")
+    assert path is not None
+    built = _params(path)
+    assert built is not None
+    params, known = built
+    text = "Sure.>>>search\n"
+    _covered(text, message_dict(params.parse(text)), known)

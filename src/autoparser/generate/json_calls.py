@@ -205,7 +205,11 @@ def _loose_call_object(ctx: BuildContext, name_value: Parser, args_value: Parser
 
 def _call_id(ctx: BuildContext) -> Parser:
     cid = ctx.analysis.tools.call_id
-    if cid.suffix:
+    if cid.generated:
+        # The call's position (0, 1, ...): digits only, so the id never spans markers or
+        # another call's text up to the next suffix.
+        value = tag(tags.TOOL_ID, chars("0-9", 1, 9))
+    elif cid.suffix:
         value = tag(tags.TOOL_ID, until(cid.suffix))
     else:
         value = tag(tags.TOOL_ID, chars("a-zA-Z0-9_\\-", 1, 64))
