@@ -67,7 +67,8 @@ def main() -> int:
     parser.add_argument("--templates", type=Path, default=None)
     args = parser.parse_args()
     folder = args.templates or (CORPUS if CORPUS.is_dir() else OWN)
-    paths = sorted(folder.glob("*.jinja"))
+    # The own templates sit in purpose folders (formats/, reasoning/, ...): search below.
+    paths = sorted(folder.rglob("*.jinja"))
     if not paths:
         print(f"no templates in {folder}", file=sys.stderr)
         return 1
