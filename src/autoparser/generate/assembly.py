@@ -16,7 +16,6 @@ from autoparser.generate import json_calls, pythonic
 from autoparser.generate.context import BuildContext, choice_of, seq_of
 from autoparser.generate.reasoning import reasoning_parser
 from autoparser.generate.sections import (
-    call_opener,
     call_trigger_markers,
     inner_opener,
     name_prefix_triggers,
@@ -75,15 +74,10 @@ def lenient_body(ctx: BuildContext, section: Parser | None, triggers: Sequence[s
 
 
 def _with_call_openers(ctx: BuildContext) -> BuildContext:
-    """Where calls can start, and whether the prompt has already started the first one."""
+    """The context with where calls can start (the lenient parser's content stops there)."""
     if ctx.request.calls_enabled:
         openers = (*call_trigger_markers(ctx), inner_opener(ctx))
         ctx = dataclasses.replace(ctx, call_openers=tuple(m for m in openers if m))
-    # Like a forced-open reasoning block: a prompt ending with the call opener has already
-    # started the first call (e.g. a ">>>name\n{args}" format whose prompt ends with ">>>").
-    opener = call_opener(ctx)
-    if opener and not ctx.thinking_forced_open and ctx.prompt.rstrip().endswith(opener):
-        ctx = dataclasses.replace(ctx, call_opened=True)
     return ctx
 
 

@@ -25,10 +25,6 @@ class BuildContext:
     request: Request
     thinking_forced_open: bool  # the output starts inside a reasoning block
     extract_reasoning: bool  # reasoning goes to reasoning_content (else stays content)
-    # The end of the rendered prompt as far as a builder may look at it: the call opener
-    # when the prompt ends with one (the output continues a call the prompt started), else
-    # "". Only that suffix, so what is built can be memoised across prompts.
-    prompt: str = ""
     # The prompt ends with the call opener (call_opener()): the output starts inside the
     # first call, whose opener is already written; later calls carry their own.
     call_opened: bool = False

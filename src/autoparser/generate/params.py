@@ -284,11 +284,12 @@ def params_for_request(
             analysis,
             lambda: _context(analysis, copy.deepcopy(request), forced),
         )
-    # Builders see the prompt only as far as it matters to them: whether it ends with the
-    # call opener (the output then continues a call the prompt started). Passing just that
-    # suffix keeps what is built independent of the rest of the prompt, so it is memoised.
-    opened = bool(opener) and prompt.rstrip().endswith(opener)
-    ctx = dataclasses.replace(ctx, prompt=opener if opened else "")
+    # Like a forced-open reasoning block: a prompt ending with the call opener has already
+    # started the first call (e.g. a ">>>name\n{args}" format whose prompt ends with ">>>").
+    # That fact is all builders see of the prompt, so what they build is memoised across
+    # prompts.
+    opened = bool(opener) and not forced and prompt.rstrip().endswith(opener)
+    ctx = dataclasses.replace(ctx, call_opened=opened)
     if key is None:
         built = _build(ctx, with_grammar)
     else:
