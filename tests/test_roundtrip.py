@@ -554,14 +554,17 @@ def expected_view(message: Mapping[str, Any], compare_ids: bool) -> dict[str, An
     }
 
 
+def call_view(call_id: str | None, name: str, arguments: str, compare_ids: bool) -> dict[str, Any]:
+    """One parsed or streamed call as comparable data (arguments canonical JSON, or marked)."""
+    try:
+        canonical = canonical_args(arguments)
+    except ValueError:
+        canonical = f"<invalid JSON> {arguments}"
+    return {"id": call_id if compare_ids else None, "name": name, "arguments": canonical}
+
+
 def parsed_view(parsed: Any, compare_ids: bool) -> dict[str, Any]:
-    calls = []
-    for c in parsed.tool_calls:
-        try:
-            arguments = canonical_args(c.arguments)
-        except ValueError:
-            arguments = f"<invalid JSON> {c.arguments}"
-        calls.append({"id": c.id if compare_ids else None, "name": c.name, "arguments": arguments})
+    calls = [call_view(c.id, c.name, c.arguments, compare_ids) for c in parsed.tool_calls]
     return {
         "content": parsed.content,
         "reasoning_content": parsed.reasoning_content,
@@ -595,15 +598,7 @@ class DeltaAccumulator:
             self.calls[index]["arguments"] += function.get("arguments", "")
 
     def view(self, compare_ids: bool) -> dict[str, Any]:
-        calls = []
-        for c in self.calls:
-            try:
-                arguments = canonical_args(c["arguments"])
-            except ValueError:
-                arguments = f"<invalid JSON> {c['arguments']}"
-            calls.append(
-                {"id": c["id"] if compare_ids else None, "name": c["name"], "arguments": arguments}
-            )
+        calls = [call_view(c["id"], c["name"], c["arguments"], compare_ids) for c in self.calls]
         return {"content": self.content, "reasoning_content": self.reasoning, "tool_calls": calls}
 
     def raw(self) -> tuple[str | None, str | None, list[tuple[str, str, str]]]:

@@ -30,7 +30,7 @@ import pytest
 from test_roundtrip import (
     SCENARIOS,
     USER,
-    canonical_args,
+    call_view,
     load_template,
     prepare,
     template_paths,
@@ -236,15 +236,7 @@ def _request_of(case: Any) -> dict[str, Any]:
 
 def view(reasoning: Any, content: Any, calls: list[dict[str, Any]], ids: bool) -> dict[str, Any]:
     """A message as comparable data: empty fields are None, arguments canonical JSON."""
-    out_calls = []
-    for c in calls:
-        try:
-            arguments = canonical_args(c["arguments"])
-        except ValueError:
-            arguments = f"<invalid JSON> {c['arguments']}"
-        out_calls.append(
-            {"id": c["id"] if ids else None, "name": c["name"], "arguments": arguments}
-        )
+    out_calls = [call_view(c["id"], c["name"], c["arguments"], ids) for c in calls]
     return {"reasoning": reasoning or None, "content": content or None, "tool_calls": out_calls}
 
 
@@ -255,12 +247,17 @@ def expected_view(path: Path, scenario: str) -> dict[str, Any]:
     return view(message.reasoning_content, message.content, calls, case.compare_ids)
 
 
-def _result(results: dict[str, dict[str, Any]], path: Path, scenario: str) -> dict[str, Any]:
+def _result(
+    results: dict[str, dict[str, Any]], path: Path, scenario: str, result_id: str | None = None
+) -> dict[str, Any]:
+    """vLLM's result for a round-trip case (by default keyed by the case's own id), skipping
+    n/a cases and failing on an error the driver reported."""
     case = _prepare(path, scenario)
     if case.na:
         pytest.skip(f"n/a: {case.na}")
     assert "__error__" not in results, results.get("__error__", {}).get("error")
-    result = results.get(_case_id(path, scenario)) or pytest.skip("filtered out")
+    key = result_id or _case_id(path, scenario)
+    result = results.get(key) or pytest.skip("filtered out")
     assert "error" not in result, result.get("error")
     return result
 
@@ -325,12 +322,8 @@ def test_vllm_request_variants(
     false, and the tool parser without the reasoning parser: vLLM's parse and stream equal
     params.parse of the same request."""
     scenario, _, options, _ = VARIANTS[variant]
+    result = _result(vllm_results, path, scenario, _variant_id(path, variant))
     case = _prepare(path, scenario)
-    if case.na:
-        pytest.skip(f"n/a: {case.na}")
-    assert "__error__" not in vllm_results, vllm_results.get("__error__", {}).get("error")
-    result = vllm_results.get(_variant_id(path, variant)) or pytest.skip("filtered out")
-    assert "error" not in result, result.get("error")
     params = load_template(path).apply(
         [USER], tools=case.tools, call_id_seed=1, **case.render_kwargs, **options
     )

@@ -76,6 +76,13 @@ def _delta(deltas: Iterable[Mapping[str, Any]], call_id: Callable[[str], str]) -
     )
 
 
+def _split_delta(reasoning: str, rest: str) -> Any:
+    """A piece of the reasoning split as a vLLM DeltaMessage (None when it holds nothing)."""
+    if not (reasoning or rest):
+        return None
+    return DeltaMessage(reasoning=reasoning or None, content=rest or None)
+
+
 def _single_call(request: Any) -> bool:
     """parallel_tool_calls=false: a response holds one call (vLLM's default is true)."""
     return getattr(request, "parallel_tool_calls", None) is False
@@ -279,10 +286,7 @@ class AutoparserReasoningParser(_ReasoningParserBase):  # type: ignore[misc]
         current_token_ids: Sequence[int],
         delta_token_ids: Sequence[int],
     ) -> Any:
-        reasoning, rest = self._splitter().feed(delta_text)
-        if not (reasoning or rest):
-            return None
-        return DeltaMessage(reasoning=reasoning or None, content=rest or None)
+        return _split_delta(*self._splitter().feed(delta_text))
 
     def has_engine_confirmed_reasoning_end(self) -> bool:
         return self._split is not None and self._split.done
@@ -291,7 +295,4 @@ class AutoparserReasoningParser(_ReasoningParserBase):  # type: ignore[misc]
         """What the split held back when the output ended (an unclosed block)."""
         if self._split is None:
             return None
-        reasoning, rest = self._split.finish()
-        if not (reasoning or rest):
-            return None
-        return DeltaMessage(reasoning=reasoning or None, content=rest or None)
+        return _split_delta(*self._split.finish())
