@@ -46,7 +46,7 @@ from helpers.paths import corpus_params, corpus_templates, own_templates
 
 from autoparser import ChatTemplate
 from autoparser.errors import AutoparserError, TemplateError
-from autoparser.template.switches import SYSTEM_DIRECTIVE, with_directive
+from autoparser.template.switches import SYSTEM_DIRECTIVE
 from autoparser.verify import content_as_reasoning
 
 XFAIL_FILE = Path(__file__).parent / "data" / "roundtrip_xfail.json"
@@ -342,11 +342,9 @@ def _render(
 ) -> str:
     """Render as ``apply`` does: ``enable_thinking`` also becomes the template's directive
     in the system message when that is its switch (/think, /no_think)."""
-    r = template.analyze().reasoning
-    if r.switch_kind == SYSTEM_DIRECTIVE and "enable_thinking" in kwargs:
-        switched = with_directive(
-            messages, str(r.switch_on), str(r.switch_off), bool(kwargs["enable_thinking"])
-        )
+    switch = template.analyze().reasoning.switch
+    if switch is not None and switch.kind == SYSTEM_DIRECTIVE and "enable_thinking" in kwargs:
+        switched = switch.switch(messages, {}, bool(kwargs["enable_thinking"]))
         messages = [dict(m) for m in switched]
     return template.render(messages, tools=tools, add_generation_prompt=gen, **kwargs)
 

@@ -34,7 +34,6 @@ from autoparser.template.loading import (
     load_path,
     load_pretrained,
 )
-from autoparser.template.switches import SYSTEM_DIRECTIVE, with_directive
 from autoparser.verify import verified
 
 # An OpenAI-shaped message or tool: a JSON object, read (never mutated) by the library.
@@ -286,15 +285,9 @@ class ChatTemplate:
         if enable_thinking is not None:
             # Mapped onto the template's own switch; a caller's explicit kwargs win.
             template_kwargs.setdefault("enable_thinking", enable_thinking)
-            r = analysis.reasoning
-            if r.switch_kind == SYSTEM_DIRECTIVE:
-                # The template reads /think-style directives from the system message.
-                messages = with_directive(
-                    messages, str(r.switch_on), str(r.switch_off), enable_thinking
-                )
-            elif r.switch_variable:
-                value = r.switch_on if enable_thinking else r.switch_off
-                template_kwargs.setdefault(r.switch_variable, value)
+            switch = analysis.reasoning.switch
+            if switch is not None:
+                messages = switch.switch(messages, template_kwargs, enable_thinking)
         render_tools = list(tools) if tools else None
         prompt = self._render(
             messages, render_tools, add_generation_prompt, polyfills, template_kwargs, now

@@ -42,7 +42,7 @@ from autoparser.template.probe import (
     VALUE_SECOND,
     needle_in,
 )
-from autoparser.template.switches import SYSTEM_DIRECTIVE, with_directive
+from autoparser.template.switches import SYSTEM_DIRECTIVE
 
 NEEDLE_CHECK = "no_needle_in_markers"
 ANY_CHECK = "some_conversation_checked"
@@ -167,8 +167,9 @@ class _Renders:
         switch = self.caps.thinking_switch
         if switch is not None and switch.kind == SYSTEM_DIRECTIVE and "enable_thinking" in kwargs:
             # As apply maps enable_thinking: the /think-style directive in the system message.
-            on, off, enabled = str(switch.on), str(switch.off), bool(kwargs["enable_thinking"])
-            messages = [dict(m) for m in with_directive(messages, on, off, enabled)]
+            # A variable switch is not mapped here (only enable_thinking is passed).
+            enabled = bool(kwargs["enable_thinking"])
+            messages = [dict(m) for m in switch.switch(messages, {}, enabled)]
         tool_list = None if tools is None else [dict(t) for t in tools]
         prepared, tool_list = apply_polyfills(self.caps, self.quirks, messages, tool_list)
         return self.renderer.render(prepared, tool_list, gen, **kwargs)

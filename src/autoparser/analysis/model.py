@@ -18,6 +18,8 @@ import json
 from enum import Enum
 from typing import Any
 
+from autoparser.template.switches import SYSTEM_DIRECTIVE, ThinkingSwitch
+
 
 class ReasoningMode(str, Enum):
     """How the model marks reasoning."""
@@ -85,6 +87,17 @@ class ReasoningAnalysis:
     # ``/no_think`` as switch_on / switch_off, no variable); "" otherwise (left out of
     # ``to_dict`` then).
     switch_kind: str = ""
+
+    @property
+    def switch(self) -> ThinkingSwitch | None:
+        """The switch fields above as the template's ThinkingSwitch (None without one)."""
+        if self.switch_on is None or self.switch_off is None:
+            return None  # the analyser records both values with every switch
+        if self.switch_kind == SYSTEM_DIRECTIVE:
+            return ThinkingSwitch("", self.switch_on, self.switch_off, SYSTEM_DIRECTIVE)
+        if self.switch_variable:
+            return ThinkingSwitch(self.switch_variable, self.switch_on, self.switch_off)
+        return None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import Any
 from autoparser.errors import TemplateError, TemplateLimitError
 from autoparser.message import REASONING_KEYS
 from autoparser.template.renderer import Renderer
-from autoparser.template.switches import SYSTEM_DIRECTIVE, ThinkingSwitch
+from autoparser.template.switches import ThinkingSwitch
 
 FUN_FIRST = "FFF_FIRST_FUN_F"
 FUN_SECOND = "SSS_SECOND_FUN_S"
@@ -249,11 +249,10 @@ class Probe:
             context["tools"] = self.tools
         if thinking is not None:
             context["enable_thinking"] = thinking
-            if self.switch is not None and self.switch.kind == SYSTEM_DIRECTIVE:
-                directive = {"role": "system", "content": str(self.switch.value(thinking))}
-                context["messages"] = [directive, *messages]
-            elif self.switch is not None:
-                context[self.switch.variable] = self.switch.value(thinking)
+            if self.switch is not None:
+                switched: dict[str, Any] = {}  # the switch's value overrides enable_thinking
+                context["messages"] = self.switch.switch(messages, switched, thinking)
+                context.update(switched)
         return self.raw(context)
 
     def turn(

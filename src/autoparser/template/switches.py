@@ -89,6 +89,17 @@ class ThinkingSwitch:
     def value(self, enabled: bool) -> SwitchValue:
         return self.on if enabled else self.off
 
+    def switch(
+        self, messages: Sequence[Mapping[str, Any]], kwargs: dict[str, Any], enabled: bool
+    ) -> list[Mapping[str, Any]]:
+        """Reasoning switched on or off the template's way: the messages to render, and
+        ``kwargs`` (template variables) updated in place. What the caller set wins: a
+        variable already in ``kwargs``, a directive already in the system message."""
+        if self.kind == SYSTEM_DIRECTIVE:
+            return with_directive(messages, str(self.on), str(self.off), enabled)
+        kwargs.setdefault(self.variable, self.value(enabled))
+        return list(messages)
+
 
 def _rank(name: str) -> int:
     if name == "enable_thinking":
