@@ -235,6 +235,14 @@ class Mapper:
         self.given_up: set[int] = set()  # starts of calls dropped while being written
         self.truncated = False
         self.events: list[tuple[str, int, str]] = []
+        # What moving the end of the last tree's unfinished path (its last node at each
+        # level, see IncrementalParse.resume) changes: the text field that grows (its
+        # text so far ending at tail_end), or a whole advance (tail_reparse: a call
+        # being streamed), or nothing (a call not announced before it is whole, any
+        # other node).
+        self.tail: _TextField | None = None
+        self.tail_end = 0
+        self.tail_reparse = False
 
     # ----------------------------------------------------------------- tree walking
     def advance(self, tree: Node, text: str, *, final: bool = False) -> None:
@@ -286,6 +294,34 @@ class Mapper:
                 self.events.append(("reasoning_content", -1, piece))
         if content:
             self.push_content(self.content.advance(content, text))
+        self._mark_tail(tree)
+
+    def _mark_tail(self, tree: Node) -> None:
+        """Note what a move of the tree's unfinished path would change (see ``move``)."""
+        last = tree.children[-1] if tree.children else None
+        self.tail = None
+        self.tail_reparse = False
+        if last is None or last.complete:
+            return  # the path ends in untagged text: the fields do not see it
+        self.tail_end = last.end
+        if last.tag == tags.TOOL:
+            # A pending call: only the incremental policy streams it before it is whole.
+            self.tail_reparse = self.incremental
+        elif last.tag == tags.REASONING:
+            self.tail = self.reasoning
+        elif last.tag == tags.CONTENT:
+            self.tail = self.content
+
+    def move(self, text: str, end: int) -> list[dict[str, Any]]:
+        """The deltas of the last tree with its unfinished path ending at ``end`` now:
+        what ``advance`` and ``take_deltas`` would give for that tree, without it (the
+        last node's text field grows; a pending call or untagged text shows nothing)."""
+        field = self.tail
+        if field is None:
+            return []
+        piece = field.push(text[self.tail_end : end])
+        self.tail_end = end
+        return [{field.key: piece}] if piece else []
 
     def push_content(self, piece: str) -> None:
         if piece:
