@@ -131,7 +131,8 @@ class _Ctx:
         self.depth = 0
         self.max_depth = max_depth
         # Leaf results that depended on the end of the input, and the last unfinished
-        # scan (until / JSON) among them: see IncrementalParse.feed.
+        # leaf (a literal, run, until or JSON scan that needs more) among them: see
+        # IncrementalParse.resume.
         self.hits = 0
         self.frontier: tuple[Parser, int] | None = None
 
@@ -395,8 +396,8 @@ class IncrementalParse:
         # every feed costs more than a token's parse (a deeper later caller still gets a
         # FAIL from RecursionError, never a crash).
         self._max_depth = 0
-        # (scan node, position) when the last result depended on the end of the input
-        # only through that one unfinished until / JSON scan (see resume).
+        # (leaf, position) when the last result depended on the end of the input only
+        # through that one unfinished leaf: a literal, run, until or JSON scan (resume).
         self._frontier: tuple[Parser, int] | None = None
         self._resumable = _resumable(parser)
         # The last result: `_result` as parsed, with its unfinished path moved to `_moved`
@@ -514,7 +515,10 @@ class Literal(Parser):
             return (OK, pos + len(s), _NO_NODES, False, "")
         if ctx.n - pos < len(s) and s.startswith(text[pos:]):
             ctx.hits += 1
-            return (MORE if ctx.partial else FAIL, ctx.n, _NO_NODES, True, "")
+            if ctx.partial:
+                ctx.frontier = (self, pos)
+                return (MORE, ctx.n, _NO_NODES, True, "")
+            return (FAIL, ctx.n, _NO_NODES, True, "")
         return (FAIL, pos, _NO_NODES, False, "")
 
     def __repr__(self) -> str:
@@ -562,6 +566,7 @@ class Chars(Parser):
         if e == ctx.n and (self.max is None or got < self.max):
             ctx.hits += 1
             if ctx.partial:
+                ctx.frontier = (self, pos)
                 return (MORE, e, _NO_NODES, True, "")
             return (OK if got >= self.min else FAIL, e, _NO_NODES, True, "")
         return (OK if got >= self.min else FAIL, e, _NO_NODES, False, "")
@@ -636,7 +641,10 @@ class Rest(Parser):
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         ctx.hits += 1
-        return (MORE if ctx.partial else OK, max(pos, ctx.n), _NO_NODES, True, "")
+        if ctx.partial:
+            ctx.frontier = (self, pos)
+            return (MORE, max(pos, ctx.n), _NO_NODES, True, "")
+        return (OK, max(pos, ctx.n), _NO_NODES, True, "")
 
     def __repr__(self) -> str:
         return "rest()"
