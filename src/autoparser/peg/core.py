@@ -721,14 +721,16 @@ class Json(Parser):
             end = json_scan.fast_complete(ctx.text, pos, self.kind)
             if end >= 0:
                 return (OK, end, _NO_NODES, False, "")
-        r = json_scan.scan(ctx.text, pos, self.kind, ctx.partial, self.single_quotes, state)
-        if r.state is not None:
-            ctx.hints[key] = r.state
-        if r.hit_end:
+        status, end, hit_end, closer, state = json_scan.scan(
+            ctx.text, pos, self.kind, ctx.partial, self.single_quotes, state
+        )
+        if state is not None:
+            ctx.hints[key] = state
+        if hit_end:
             ctx.hits += 1
-            if r.status == MORE:
+            if status == MORE:
                 ctx.frontier = (self, pos)
-        return (r.status, r.end, _NO_NODES, r.hit_end, r.closer)
+        return (status, end, _NO_NODES, hit_end, closer)
 
     def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
         return json_scan.first_chars(self.kind, self.single_quotes)

@@ -76,7 +76,7 @@ class StreamParser:
             # The parse only moved its unfinished path further: what that changes in
             # the message is known from the last tree (see Mapper.move).
             self._moved = True
-            return mapper.move(inc.text, end)
+            return [] if mapper.tail is None else mapper.move(inc.text, end)
         if self._moved:
             # The last partial tree, kept for finish() should the next parse fail.
             self._last_tree = inc.result.tree
