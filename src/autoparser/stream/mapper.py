@@ -102,11 +102,12 @@ class _TextField:
     final value is ``raw.strip()`` however the text was split.
     """
 
-    __slots__ = ("held", "key", "pieces", "raw_done", "started")
+    __slots__ = ("at", "held", "key", "pieces", "raw_done", "started")
 
     def __init__(self, key: str) -> None:
         self.key = key
         self.raw_done = 0
+        self.at = 0  # where the raw text consumed ends, as a position in the last span
         self.started = False
         self.held = ""
         self.pieces: list[str] = []
@@ -125,6 +126,7 @@ class _TextField:
 
     def advance(self, spans: list[Span], text: str) -> str:
         total = 0
+        end = 0
         out: list[str] = []
         for start, end in spans:
             length = end - start
@@ -133,6 +135,9 @@ class _TextField:
                 if piece:
                     out.append(piece)
             total += length
+        # Past the last span's end if an earlier tree's spans were longer (the text
+        # consumed then is not sent again).
+        self.at = end + self.raw_done - total
         return "".join(out)
 
     def value(self) -> str | None:
@@ -303,7 +308,6 @@ class Mapper:
         self.tail_reparse = False
         if last is None or last.complete:
             return  # the path ends in untagged text: the fields do not see it
-        self.tail_end = last.end
         if last.tag == tags.TOOL:
             # A pending call: only the incremental policy streams it before it is whole.
             self.tail_reparse = self.incremental
@@ -311,13 +315,15 @@ class Mapper:
             self.tail = self.reasoning
         elif last.tag == tags.CONTENT:
             self.tail = self.content
+        if self.tail is not None:
+            self.tail_end = self.tail.at  # the node's span: its last span
 
     def move(self, text: str, end: int) -> list[dict[str, Any]]:
         """The deltas of the last tree with its unfinished path ending at ``end`` now:
         what ``advance`` and ``take_deltas`` would give for that tree, without it (the
         last node's text field grows; a pending call or untagged text shows nothing)."""
         field = self.tail
-        if field is None:
+        if field is None or end <= self.tail_end:
             return []
         piece = field.push(text[self.tail_end : end])
         self.tail_end = end
