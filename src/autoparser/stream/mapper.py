@@ -241,11 +241,12 @@ class Mapper:
         self.truncated = False
         self.events: list[tuple[str, int, str]] = []
         # What moving the end of the last tree's unfinished path (its last node at each
-        # level, see IncrementalParse.resume) changes: the text field that grows (its
-        # text so far ending at tail_end), or a whole advance (tail_reparse: a call
-        # being streamed), or nothing (a call not announced before it is whole, any
-        # other node).
-        self.tail: _TextField | None = None
+        # level, see IncrementalParse.resume) changes: the text field, or the JSON
+        # arguments of the call being streamed, that grow (what they hold so far ends
+        # at tail_end); or a whole advance (tail_reparse: another part of a call being
+        # streamed); or nothing (a call not announced before it is whole, any other
+        # node).
+        self.tail: _TextField | JsonArguments | TaggedArguments | None = None
         self.tail_end = 0
         self.tail_reparse = False
 
@@ -310,24 +311,65 @@ class Mapper:
             return  # the path ends in untagged text: the fields do not see it
         if last.tag == tags.TOOL:
             # A pending call: only the incremental policy streams it before it is whole.
-            self.tail_reparse = self.incremental
+            if self.incremental:
+                self._mark_call_tail(last)
         elif last.tag == tags.REASONING:
             self.tail = self.reasoning
         elif last.tag == tags.CONTENT:
             self.tail = self.content
-        if self.tail is not None:
+        if isinstance(self.tail, _TextField):
             self.tail_end = self.tail.at  # the node's span: its last span
+
+    def _mark_call_tail(self, node: Node) -> None:
+        """The incremental policy's pending call, once announced: what grows with the
+        move when it ends the call's unfinished path, its JSON arguments or the string
+        value of its last tagged argument; anything else maps the call again."""
+        self.tail_reparse = True
+        call = self.open
+        last = node.children[-1] if node.children else None
+        if (
+            call is None
+            or not call.announced
+            or call.start != node.start
+            or last is None
+            or last.complete
+        ):
+            return
+        if call.tagged is None and isinstance(call.args, JsonArguments):
+            if last.tag == tags.TOOL_ARGS:
+                self.tail, self.tail_reparse = call.args, False
+                self.tail_end = last.start + call.args.done
+            return
+        tagged = call.tagged
+        value = last.children[-1] if last.children else None
+        if (
+            call.args is None
+            and tagged is not None
+            and last.tag == tags.TOOL_ARG
+            and value is not None
+            and tagged.value is value  # the argument it is streaming, as a string
+            and tagged.string
+            and not value.complete
+            and not tagged.invalid
+        ):
+            self.tail, self.tail_reparse = tagged, False
+            self.tail_end = value.start + tagged.value_done
 
     def move(self, text: str, end: int) -> list[dict[str, Any]]:
         """The deltas of the last tree with its unfinished path ending at ``end`` now:
         what ``advance`` and ``take_deltas`` would give for that tree, without it (the
-        last node's text field grows; a pending call or untagged text shows nothing)."""
-        field = self.tail
-        if field is None or end <= self.tail_end:
+        last node's text field or the streamed call's JSON arguments grow; a pending
+        call or untagged text shows nothing)."""
+        tail = self.tail
+        if tail is None or end <= self.tail_end:
             return []
-        piece = field.push(text[self.tail_end : end])
+        piece = text[self.tail_end : end]
         self.tail_end = end
-        return [{field.key: piece}] if piece else []
+        if isinstance(tail, _TextField):
+            piece = tail.push(piece)
+            return [{tail.key: piece}] if piece else []
+        tail.extend(piece)
+        return self.take_deltas()
 
     def push_content(self, piece: str) -> None:
         if piece:
