@@ -401,10 +401,10 @@ class IncrementalParse:
         self._frontier: tuple[Parser, int] | None = None
         self._resumable = _resumable(parser)
         # The last result: `_result` as parsed, with its unfinished path moved to `_moved`
-        # (end, closer) when later feeds only resumed the scan (built when read).
+        # (end, closer) when later feeds only resumed its leaf (built when read).
         self._result = ParseResult(ParseStatus.NEED_MORE_INPUT, 0, Node(None, 0, 0, False))
         self._moved: tuple[int, str] | None = None
-        # The context resumed scans run in (one per stream: a scan reads only the text,
+        # The context resumed leaves run in (one per stream: a leaf reads only the text,
         # the hints and partial mode, and reports through hits and frontier).
         self._scan_ctx = _Ctx("", True, self._memo, self._hints, self._volatile, 1)
 
@@ -430,7 +430,7 @@ class IncrementalParse:
 
     def resume(self, chunk: str) -> int:
         """Append a chunk; if the last result depended on the end of the input only
-        through one scan and that scan, run alone on the longer text, still needs more,
+        through one leaf and that leaf, run alone on the longer text, still needs more,
         the new result is the last one with its unfinished path (the last node at each
         level) ending further on: return that end (``result`` builds the tree only when
         read, so a caller that knows what the move means can skip it). Otherwise return
@@ -442,7 +442,7 @@ class IncrementalParse:
         frontier = self._frontier
         if frontier is None:
             return -1
-        # Every other result on the scan's path was final, and the nodes above the scan
+        # Every other result on the leaf's path was final, and the nodes above the leaf
         # pass its end and closer through unchanged: no need to start again from the root.
         ctx = self._scan_ctx
         ctx.text = text
