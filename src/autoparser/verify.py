@@ -156,8 +156,32 @@ class _Renders:
         self.quirks = detect_quirks(renderer)
         self._params: dict[tuple[str, bool, bool | None], ChatParams] = {}
         self._request: Request | None = None
+        # Renders by conversation: most scenarios share their generation prompt.
+        self._renders: dict[str, str | AutoparserError] = {}
 
     def render(
+        self,
+        messages: list[dict[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        gen: bool,
+        kwargs: Mapping[str, Any],
+    ) -> str:
+        """The render, or the template's refusal raised (both remembered)."""
+        key = json.dumps([messages, tools, gen, kwargs], sort_keys=True)
+        found = self._renders.get(key)
+        if found is None:
+            try:
+                found = self._render(messages, tools, gen, kwargs)
+            except TemplateLimitError:
+                raise
+            except AutoparserError as exc:
+                found = exc
+            self._renders[key] = found
+        if isinstance(found, AutoparserError):
+            raise found.with_traceback(None)
+        return found
+
+    def _render(
         self,
         messages: list[dict[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None,
@@ -455,7 +479,10 @@ _TRIGGER_NAMES = ("check_tool_one", "check_tool_two")
 
 
 def _triggers(analysis: TemplateAnalysis, renders: _Renders) -> list[str]:
-    """The grammar triggers of a request for the verification tools, renamed."""
+    """What the grammar triggers of a request for the verification tools (renamed) are made
+    of: the format's declared triggers, else the trigger markers (the lazy grammar's
+    triggers are their leading words). The parser definition says it without the grammar
+    being written out, which would cost more than the rest of the check."""
     fmt = analysis.tools.format
     if not renders.caps.supports_tool_calls or (
         fmt.mode == ToolFormat.NONE and not analysis.handler
@@ -467,10 +494,15 @@ def _triggers(analysis: TemplateAnalysis, renders: _Renders) -> list[str]:
             dataclasses.replace(tool, name=name)
             for tool, name in zip(request.tools, _TRIGGER_NAMES, strict=True)
         )
-        params = params_for_request(analysis, dataclasses.replace(request, tools=tools))
+        params = params_for_request(
+            analysis, dataclasses.replace(request, tools=tools), with_grammar=False
+        )
     except AutoparserError:
         return []  # a failure to build shows in the call checks
-    return [t.value for t in params.grammar_triggers]
+    definition = params.definition
+    if definition.grammar_parser is None or not definition.grammar_lazy:
+        return []  # the grammar applies from the start: no triggers
+    return [t.value for t in definition.grammar_triggers] or list(definition.trigger_markers)
 
 
 _CACHE: dict[tuple[str, str, str], tuple[TemplateAnalysis, TemplateAnalysis]] = {}
