@@ -156,8 +156,32 @@ class _Renders:
         self.quirks = detect_quirks(renderer)
         self._params: dict[tuple[str, bool, bool | None], ChatParams] = {}
         self._request: Request | None = None
+        # Renders by conversation: most scenarios share their generation prompt.
+        self._renders: dict[str, str | AutoparserError] = {}
 
     def render(
+        self,
+        messages: list[dict[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        gen: bool,
+        kwargs: Mapping[str, Any],
+    ) -> str:
+        """The render, or the template's refusal raised (both remembered)."""
+        key = json.dumps([messages, tools, gen, kwargs], sort_keys=True)
+        found = self._renders.get(key)
+        if found is None:
+            try:
+                found = self._render(messages, tools, gen, kwargs)
+            except TemplateLimitError:
+                raise
+            except AutoparserError as exc:
+                found = exc
+            self._renders[key] = found
+        if isinstance(found, AutoparserError):
+            raise found.with_traceback(None)
+        return found
+
+    def _render(
         self,
         messages: list[dict[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None,
@@ -449,28 +473,33 @@ def verify_analysis(renderer: Renderer, analysis: TemplateAnalysis) -> AnalysisV
     return AnalysisVerification(tuple(checks), tuple(failures), tuple(skipped))
 
 
-# Trigger names: a trigger may hold the request's own tool names (``>>>get_weather``), never
-# a name the analysis rendered, so the trigger check asks for tools named otherwise.
-_TRIGGER_NAMES = ("check_tool_one", "check_tool_two")
+# Stands for a tool's own name in a trigger (``>>>get_weather``), which is no leak.
+_TOOL_NAME = "<tool name>"
 
 
 def _triggers(analysis: TemplateAnalysis, renders: _Renders) -> list[str]:
-    """The grammar triggers of a request for the verification tools, renamed."""
+    """What the grammar triggers of the verification request are made of: the format's
+    declared triggers, else the trigger markers (the lazy grammar's triggers are their
+    leading words), read off the parser definition (the calls checks' own, built once; the
+    grammar itself would cost more than the rest of the check). The request's tool names
+    are taken out: a trigger may hold them, while a name the analysis rendered into a
+    marker shows in the marker itself."""
     fmt = analysis.tools.format
     if not renders.caps.supports_tool_calls or (
         fmt.mode == ToolFormat.NONE and not analysis.handler
     ):
         return []
+    request = renders.request(analysis)
     try:
-        request = renders.request(analysis)
-        tools = tuple(
-            dataclasses.replace(tool, name=name)
-            for tool, name in zip(request.tools, _TRIGGER_NAMES, strict=True)
-        )
-        params = params_for_request(analysis, dataclasses.replace(request, tools=tools))
+        definition = params_for_request(analysis, request, with_grammar=False).definition
     except AutoparserError:
         return []  # a failure to build shows in the call checks
-    return [t.value for t in params.grammar_triggers]
+    if definition.grammar_parser is None or not definition.grammar_lazy:
+        return []  # the grammar applies from the start: no triggers
+    values = [t.value for t in definition.grammar_triggers] or list(definition.trigger_markers)
+    for name in sorted({tool.name for tool in request.tools}, key=len, reverse=True):
+        values = [value.replace(name, _TOOL_NAME) for value in values]
+    return values
 
 
 _CACHE: dict[tuple[str, str, str], tuple[TemplateAnalysis, TemplateAnalysis]] = {}

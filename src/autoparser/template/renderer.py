@@ -6,7 +6,6 @@ request; the public :class:`autoparser.ChatTemplate` composes those on top of it
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -17,29 +16,19 @@ import jinja2
 from jinja2.exceptions import SecurityError
 
 from autoparser.errors import AutoparserError, TemplateError, TemplateLimitError
-from autoparser.template.environment import (
-    TemplateRaisedError,
-    fixed_date_variables,
-    make_environment,
-    make_mutable_environment,
-)
+from autoparser.template.compiled import TEMPLATE_FILENAME, compile_source
+from autoparser.template.environment import TemplateRaisedError, fixed_date_variables
 from autoparser.template.polyfill import plain_data, transformers_messages
 
 # A refusal of the immutable sandbox to change a container in place (``list.append`` ...).
 _MUTATION_REFUSED = re.compile(r"access to attribute '\w+' of '(?:list|dict|set|deque)' object")
 
 
-@functools.lru_cache(maxsize=512)
-def _compile(source: str, mutable: bool) -> jinja2.Template:
-    env = make_mutable_environment() if mutable else make_environment()
-    return env.from_string(source)
-
-
 def _template_line(tb: TracebackType | None) -> int | None:
     """The template line of the innermost frame jinja2 attributed to template code."""
     line = None
     while tb is not None:
-        if tb.tb_frame.f_code.co_filename == "<template>":
+        if tb.tb_frame.f_code.co_filename == TEMPLATE_FILENAME:
             line = tb.tb_lineno
         tb = tb.tb_next
     return line
@@ -67,11 +56,12 @@ class Renderer:
         # Other named tokens (unk_token, pad_token...) passed to the template, as transformers does.
         self.special_tokens: dict[str, str] = dict(special_tokens or {})
         try:
-            self._compiled = _compile(source, False)
+            self._compilation = compile_source(source)
         except jinja2.TemplateSyntaxError as exc:
             raise TemplateError(
                 f"{self.name}: syntax error at line {exc.lineno}: {exc.message}"
             ) from exc
+        self._compiled = self._compilation.template
         self._mutates = False
 
     def __repr__(self) -> str:
@@ -122,7 +112,7 @@ class Renderer:
                 if not (isinstance(cause, SecurityError) and _MUTATION_REFUSED.search(str(cause))):
                     raise
             self._mutates = True  # later renders go straight to the mutable sandbox
-        return self._run(_compile(self.source, True), plain_data(variables))
+        return self._run(self._compilation.mutable_template, plain_data(variables))
 
     def render(
         self,

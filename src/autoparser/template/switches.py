@@ -20,9 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jinja2
-from jinja2 import meta, nodes
 
-from autoparser.template.environment import make_environment
+from autoparser.template.compiled import compile_source
 
 SwitchValue = bool | int | str
 
@@ -115,18 +114,11 @@ def switch_candidates(source: str) -> tuple[str, ...]:
     """Variables the template reads without defining them and tests in a condition,
     the likeliest switches first (an unparsable template has none)."""
     try:
-        tree = make_environment().parse(source)
+        compiled = compile_source(source)  # the renderer's own compile: no second parse
     except jinja2.TemplateSyntaxError:
         return ()
-    undeclared = meta.find_undeclared_variables(tree) - _CONTEXT_NAMES
-    tested: set[str] = set()
-    for node in tree.find_all((nodes.If, nodes.CondExpr)):
-        test = getattr(node, "test", None)
-        if isinstance(test, nodes.Name):
-            tested.add(test.name)  # find_all() yields only the descendants of a node
-        elif isinstance(test, nodes.Node):
-            tested.update(name.name for name in test.find_all(nodes.Name))
-    return tuple(sorted(undeclared & tested, key=lambda name: (_rank(name), name)))
+    names = (compiled.reads & compiled.tested) - _CONTEXT_NAMES
+    return tuple(sorted(names, key=lambda name: (_rank(name), name)))
 
 
 def _pairs(name: str) -> tuple[tuple[SwitchValue, SwitchValue], ...]:
