@@ -17,6 +17,11 @@ import jinja2
 from jinja2.exceptions import SecurityError
 
 from autoparser.errors import AutoparserError, TemplateError, TemplateLimitError
+from autoparser.template.conventions import (
+    conventional_reads,
+    conventional_values,
+    undefined_name,
+)
 from autoparser.template.environment import (
     TemplateRaisedError,
     fixed_date_variables,
@@ -106,7 +111,10 @@ class Renderer:
 
         ``bos_token`` and ``eos_token`` default to this template's; ``context`` overrides them.
         A template that mutates a list, which transformers' immutable sandbox refuses, is
-        rendered again in a sandbox that allows it (on a private copy of the variables).
+        rendered again in a sandbox that allows it (on a private copy of the variables). A
+        template that fails because it reads a conventional variable nobody passed (the
+        tools as ``functions`` text, a ``datetime``...) is rendered again with the
+        conventional values (see :mod:`autoparser.template.conventions`).
         """
         variables = {
             **self.special_tokens,
@@ -114,6 +122,29 @@ class Renderer:
             "eos_token": self.eos_token,
             **context,
         }
+        try:
+            return self._render_variables(variables)
+        except TemplateError as exc:
+            supplied = self._conventional(exc, variables)
+            if not supplied:
+                raise
+        return self._render_variables({**variables, **supplied})
+
+    def _conventional(self, exc: TemplateError, variables: Mapping[str, Any]) -> dict[str, Any]:
+        """The conventional values to render again with, when ``exc`` says the template
+        read one of them undefined (none otherwise)."""
+        reads = conventional_reads(self.source)
+        name = undefined_name(exc.__cause__)
+        if name not in reads or name in variables:
+            return {}
+        return conventional_values(reads, variables)
+
+    @property
+    def conventional_variables(self) -> frozenset[str]:
+        """The conventional variables this template reads (supplied when it needs them)."""
+        return conventional_reads(self.source)
+
+    def _render_variables(self, variables: dict[str, Any]) -> str:
         if not self._mutates:
             try:
                 return self._run(self._compiled, variables)

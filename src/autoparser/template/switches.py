@@ -22,6 +22,7 @@ from typing import Any
 import jinja2
 from jinja2 import meta, nodes
 
+from autoparser.template.conventions import CONVENTIONAL_NAMES
 from autoparser.template.environment import make_environment
 
 SwitchValue = bool | int | str
@@ -43,7 +44,7 @@ _INVERTED_NAME = re.compile(r"(?:^|_)(?:skip|disable|disabled|no|without|hide)(?
 _SWITCH_NAME = re.compile(r"think|reason")
 _LEVEL_NAME = re.compile(r"effort|budget|strength|level|mode")
 # Variables every caller supplies (or the renderer does): never a reasoning switch.
-_CONTEXT_NAMES = frozenset(
+_CONTEXT_NAMES = CONVENTIONAL_NAMES | frozenset(
     {
         "messages",
         "tools",
@@ -54,7 +55,6 @@ _CONTEXT_NAMES = frozenset(
         "eos_token",
         "raise_exception",
         "strftime_now",
-        "date_string",
         "custom_tools",
         "builtin_tools",
         "tools_in_user_message",
