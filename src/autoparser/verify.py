@@ -42,7 +42,7 @@ from autoparser.template.probe import (
     VALUE_SECOND,
     needle_in,
 )
-from autoparser.template.switches import SYSTEM_DIRECTIVE
+from autoparser.template.switches import ThinkingSwitch
 
 NEEDLE_CHECK = "no_needle_in_markers"
 ANY_CHECK = "some_conversation_checked"
@@ -148,10 +148,12 @@ def leaked_needles(analysis: TemplateAnalysis, triggers: Sequence[str] = ()) -> 
 
 
 class _Renders:
-    """Renders conversations as ``ChatTemplate.render`` does (polyfills on)."""
+    """Renders conversations as ``ChatTemplate.apply`` does (polyfills on, the request's
+    ``enable_thinking`` mapped onto the template's switch)."""
 
-    def __init__(self, renderer: Renderer) -> None:
+    def __init__(self, renderer: Renderer, switch: ThinkingSwitch | None = None) -> None:
         self.renderer = renderer
+        self.switch = switch
         self.caps = detect_caps(renderer)
         self.quirks = detect_quirks(renderer)
         self._params: dict[tuple[str, bool, bool | None], ChatParams] = {}
@@ -164,15 +166,15 @@ class _Renders:
         gen: bool,
         kwargs: Mapping[str, Any],
     ) -> str:
-        switch = self.caps.thinking_switch
-        if switch is not None and switch.kind == SYSTEM_DIRECTIVE and "enable_thinking" in kwargs:
-            # As apply maps enable_thinking: the /think-style directive in the system message.
-            # A variable switch is not mapped here (only enable_thinking is passed).
+        variables = dict(kwargs)
+        if self.switch is not None and "enable_thinking" in kwargs:
+            # As apply maps enable_thinking: the switch's variable, or its directive in the
+            # system message (/think, /no_think).
             enabled = bool(kwargs["enable_thinking"])
-            messages = [dict(m) for m in switch.switch(messages, {}, enabled)]
+            messages = [dict(m) for m in self.switch.switch(messages, variables, enabled)]
         tool_list = None if tools is None else [dict(t) for t in tools]
         prepared, tool_list = apply_polyfills(self.caps, self.quirks, messages, tool_list)
-        return self.renderer.render(prepared, tool_list, gen, **kwargs)
+        return self.renderer.render(prepared, tool_list, gen, **variables)
 
     def request(self, analysis: TemplateAnalysis) -> Request:
         """The verification request, validated once (schema checks cost); varied by replace."""
@@ -423,7 +425,7 @@ def verify_analysis(renderer: Renderer, analysis: TemplateAnalysis) -> AnalysisV
     checks: list[str] = []
     failures: list[VerificationFailure] = []
     skipped: list[tuple[str, str]] = []
-    renders = _Renders(renderer)
+    renders = _Renders(renderer, analysis.reasoning.switch)
     for scenario in SCENARIOS:
         if scenario in _CALL_SCENARIOS and not renders.caps.supports_tool_calls:
             skipped.append((scenario, "template does not render tool calls"))
