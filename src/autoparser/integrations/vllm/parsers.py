@@ -23,6 +23,7 @@ from autoparser.integrations.vllm.session import (
     ReasoningSplit,
     Template,
     TokenizerLike,
+    opener_optional,
     params_for,
     prompt_opens_reasoning,
     reasoning_closed,
@@ -30,6 +31,7 @@ from autoparser.integrations.vllm.session import (
     request_options,
     resolve_template,
     text_after_reasoning,
+    wait_stops,
 )
 
 _V = load()
@@ -273,8 +275,16 @@ class AutoparserReasoningParser(_ReasoningParserBase):  # type: ignore[misc]
 
     def _splitter(self) -> ReasoningSplit:
         if self._split is None:
-            start, end = reasoning_markers(self._template.analysis)
-            self._split = ReasoningSplit(start, end, self._forced_open())
+            analysis = self._template.analysis
+            start, end = reasoning_markers(analysis)
+            forced = self._forced_open()
+            self._split = ReasoningSplit(
+                start,
+                end,
+                forced,
+                opener_optional=not forced and opener_optional(analysis, self._thinking()),
+                stops=wait_stops(analysis),
+            )
         return self._split
 
     def extract_reasoning_streaming(
