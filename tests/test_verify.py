@@ -248,3 +248,14 @@ def test_verification_switches_reasoning_as_apply_does() -> None:
     check = template.analyze().verification
     assert check is not None and check.verified
     assert {"content", "reasoning"} <= set(check.checks)
+
+
+def test_a_history_turn_spaced_otherwise_is_still_checked() -> None:
+    """A template that writes the assistant header with other whitespace in a history turn
+    than in the generation prompt: the turn is found after the same text all the same."""
+    source = "{% for m in messages %}{{ m.role }}:  {{ m.content }}\n{% endfor %}" + (
+        "{% if add_generation_prompt %}assistant:\n{% endif %}"
+    )
+    check = ChatTemplate(source, name="spaced").analyze().verification
+    assert check is not None and check.verified
+    assert "content" in check.checks

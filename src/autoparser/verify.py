@@ -220,12 +220,24 @@ def _strip_trailing(text: str, markers: Sequence[str]) -> tuple[str, list[str]]:
         text = stripped[: -len(marker)]
 
 
+def _end_of_same_text(prompt: str, full: str) -> int | None:
+    """Where ``full`` has shown all of ``prompt`` when the two differ only in whitespace (a
+    template that writes its headers with other spacing in a history turn than in the
+    generation prompt); None when they differ in anything else."""
+    text = re.sub(r"\s+", "", prompt)
+    if not text or not re.sub(r"\s+", "", full).startswith(text):
+        return None
+    found = re.match(r"\s*(?:\S\s*){%d}\S" % (len(text) - 1), full)
+    return found.end() if found else None
+
+
 def cut_turn(prompt: str, full: str, analysis: TemplateAnalysis, eos: str) -> str | None:
     """The assistant turn: what the full render adds after the generation prompt, without
     its end-of-turn markers. None when the render does not extend the prompt.
 
     A prompt may end with reasoning markers (``<think>\\n``) that the history render writes
-    again or not at all: those are cut from the prompt and, when repeated, from the turn.
+    again or not at all: those are cut from the prompt and, when repeated, from the turn. A
+    prompt the history render writes with other whitespace is found in it all the same.
     """
     r = analysis.reasoning
     if full.startswith(prompt):
@@ -233,7 +245,10 @@ def cut_turn(prompt: str, full: str, analysis: TemplateAnalysis, eos: str) -> st
     else:
         shorter, removed = _strip_trailing(prompt, [r.start.strip(), r.end.strip()])
         if not removed or not full.startswith(shorter.rstrip()):
-            return None
+            at = _end_of_same_text(prompt, full)
+            if at is None:
+                return None
+            removed, shorter = [], full[:at]
         turn = full[len(shorter.rstrip()) :]
         # The turn may repeat the last k markers the prompt ended with: cut that repeat.
         for k in range(len(removed), 0, -1):
