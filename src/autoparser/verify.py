@@ -227,7 +227,7 @@ def _end_of_same_text(prompt: str, full: str) -> int | None:
     text = re.sub(r"\s+", "", prompt)
     if not text or not re.sub(r"\s+", "", full).startswith(text):
         return None
-    found = re.match(r"\s*(?:\S\s*){%d}\S" % (len(text) - 1), full)
+    found = re.match(rf"\s*(?:\S\s*){{{len(text) - 1}}}\S", full)
     return found.end() if found else None
 
 
