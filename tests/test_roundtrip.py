@@ -46,7 +46,7 @@ from helpers.paths import corpus_params, corpus_templates, own_templates
 
 from autoparser import ChatTemplate
 from autoparser.errors import AutoparserError, TemplateError
-from autoparser.verify import content_as_reasoning
+from autoparser.verify import content_as_reasoning, end_of_same_text
 
 XFAIL_FILE = Path(__file__).parent / "data" / "roundtrip_xfail.json"
 RANDOM_SPLITS = 20
@@ -326,7 +326,9 @@ def cut_turn(prompt: str, full: str, markers: tuple[str, ...]) -> tuple[str, lis
         return full[len(prompt) :], []
     removed, shorter = _markers_at_end(prompt, markers)
     if not removed or not full.startswith(shorter.rstrip()):
-        return None
+        # A history render that writes the prompt with other whitespace (as verify does).
+        at = end_of_same_text(prompt, full)
+        return None if at is None else (full[at:].lstrip(), [])
     turn = full[len(shorter.rstrip()) :]
     leading = _markers_at_start(turn, markers)
     for k in range(min(len(removed), len(leading)), 0, -1):

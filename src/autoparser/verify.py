@@ -220,7 +220,7 @@ def _strip_trailing(text: str, markers: Sequence[str]) -> tuple[str, list[str]]:
         text = stripped[: -len(marker)]
 
 
-def _end_of_same_text(prompt: str, full: str) -> int | None:
+def end_of_same_text(prompt: str, full: str) -> int | None:
     """Where ``full`` has shown all of ``prompt`` when the two differ only in whitespace (a
     template that writes its headers with other spacing in a history turn than in the
     generation prompt); None when they differ in anything else."""
@@ -245,7 +245,7 @@ def cut_turn(prompt: str, full: str, analysis: TemplateAnalysis, eos: str) -> st
     else:
         shorter, removed = _strip_trailing(prompt, [r.start.strip(), r.end.strip()])
         if not removed or not full.startswith(shorter.rstrip()):
-            at = _end_of_same_text(prompt, full)
+            at = end_of_same_text(prompt, full)
             if at is None:
                 return None
             removed, shorter = [], full[:at]
