@@ -20,6 +20,7 @@ from typing import Any
 
 from autoparser.analysis.model import (
     AnalysisVerification,
+    ReasoningMode,
     TemplateAnalysis,
     ToolFormat,
     VerificationFailure,
@@ -240,10 +241,15 @@ def cut_turn(prompt: str, full: str, analysis: TemplateAnalysis, eos: str) -> st
     prompt the history render writes with other whitespace is found in it all the same.
     """
     r = analysis.reasoning
+    markers = [r.start.strip(), r.end.strip()]
+    if r.mode == ReasoningMode.DELIMITER:
+        # The generation prompt may end with a preamble the model continues with reasoning
+        # (Apriel: "Here are my reasoning steps:"), which the history render drops.
+        markers.append(analysis.generation_prompt.strip().rsplit("\n", 1)[-1])
     if full.startswith(prompt):
         turn = full[len(prompt) :]
     else:
-        shorter, removed = _strip_trailing(prompt, [r.start.strip(), r.end.strip()])
+        shorter, removed = _strip_trailing(prompt, [m for m in markers if m])
         if not removed or not full.startswith(shorter.rstrip()):
             at = end_of_same_text(prompt, full)
             if at is None:
