@@ -232,6 +232,7 @@ class ReasoningSplit:
     state: str = "undecided"  # undecided -> (opening | unopened) -> reasoning -> done
     pending: str = ""
     emitted: bool = False
+    scanned: int = 0  # how much of ``pending`` the wait for an end marker has searched
 
     def __post_init__(self) -> None:
         if not self.end:
@@ -276,10 +277,13 @@ class ReasoningSplit:
 
     def _unopened(self) -> tuple[str, str]:
         """Text with no opener: reasoning once the end marker comes, content once a stop
-        comes first; held back until then."""
-        at = self.pending.find(self.end)
-        window = self.pending if at < 0 else self.pending[:at]
-        if any(stop in window for stop in self.stops):
+        comes first; held back until then (each piece is searched once)."""
+        longest = max((len(m) for m in (self.end, *self.stops)), default=1)
+        since = max(0, self.scanned - longest + 1)
+        self.scanned = len(self.pending)
+        at = self.pending.find(self.end, since)
+        limit = at if at >= 0 else len(self.pending)
+        if any(self.pending.find(stop, since, limit) >= 0 for stop in self.stops):
             self.state = "done"
             rest, self.pending = self.pending, ""
             return "", rest
