@@ -20,6 +20,7 @@ from typing import Any
 
 from autoparser.analysis.model import (
     AnalysisVerification,
+    ReasoningMode,
     TemplateAnalysis,
     ToolFormat,
     VerificationFailure,
@@ -42,7 +43,7 @@ from autoparser.template.probe import (
     VALUE_SECOND,
     needle_in,
 )
-from autoparser.template.switches import SYSTEM_DIRECTIVE
+from autoparser.template.switches import ThinkingSwitch
 
 NEEDLE_CHECK = "no_needle_in_markers"
 ANY_CHECK = "some_conversation_checked"
@@ -148,10 +149,12 @@ def leaked_needles(analysis: TemplateAnalysis, triggers: Sequence[str] = ()) -> 
 
 
 class _Renders:
-    """Renders conversations as ``ChatTemplate.render`` does (polyfills on)."""
+    """Renders conversations as ``ChatTemplate.apply`` does (polyfills on, the request's
+    ``enable_thinking`` mapped onto the template's switch)."""
 
-    def __init__(self, renderer: Renderer) -> None:
+    def __init__(self, renderer: Renderer, switch: ThinkingSwitch | None = None) -> None:
         self.renderer = renderer
+        self.switch = switch
         self.caps = detect_caps(renderer)
         self.quirks = detect_quirks(renderer)
         self._params: dict[tuple[str, bool, bool | None], ChatParams] = {}
@@ -188,15 +191,15 @@ class _Renders:
         gen: bool,
         kwargs: Mapping[str, Any],
     ) -> str:
-        switch = self.caps.thinking_switch
-        if switch is not None and switch.kind == SYSTEM_DIRECTIVE and "enable_thinking" in kwargs:
-            # As apply maps enable_thinking: the /think-style directive in the system message.
-            # A variable switch is not mapped here (only enable_thinking is passed).
+        variables = dict(kwargs)
+        if self.switch is not None and "enable_thinking" in kwargs:
+            # As apply maps enable_thinking: the switch's variable, or its directive in the
+            # system message (/think, /no_think).
             enabled = bool(kwargs["enable_thinking"])
-            messages = [dict(m) for m in switch.switch(messages, {}, enabled)]
+            messages = [dict(m) for m in self.switch.switch(messages, variables, enabled)]
         tool_list = None if tools is None else [dict(t) for t in tools]
         prepared, tool_list = apply_polyfills(self.caps, self.quirks, messages, tool_list)
-        return self.renderer.render(prepared, tool_list, gen, **kwargs)
+        return self.renderer.render(prepared, tool_list, gen, **variables)
 
     def request(self, analysis: TemplateAnalysis) -> Request:
         """The verification request, validated once (schema checks cost); varied by replace."""
@@ -242,20 +245,40 @@ def _strip_trailing(text: str, markers: Sequence[str]) -> tuple[str, list[str]]:
         text = stripped[: -len(marker)]
 
 
+def end_of_same_text(prompt: str, full: str) -> int | None:
+    """Where ``full`` has shown all of ``prompt`` when the two differ only in whitespace (a
+    template that writes its headers with other spacing in a history turn than in the
+    generation prompt); None when they differ in anything else."""
+    text = re.sub(r"\s+", "", prompt)
+    if not text or not re.sub(r"\s+", "", full).startswith(text):
+        return None
+    found = re.match(rf"\s*(?:\S\s*){{{len(text) - 1}}}\S", full)
+    return found.end() if found else None
+
+
 def cut_turn(prompt: str, full: str, analysis: TemplateAnalysis, eos: str) -> str | None:
     """The assistant turn: what the full render adds after the generation prompt, without
     its end-of-turn markers. None when the render does not extend the prompt.
 
     A prompt may end with reasoning markers (``<think>\\n``) that the history render writes
-    again or not at all: those are cut from the prompt and, when repeated, from the turn.
+    again or not at all: those are cut from the prompt and, when repeated, from the turn. A
+    prompt the history render writes with other whitespace is found in it all the same.
     """
     r = analysis.reasoning
+    markers = [r.start.strip(), r.end.strip()]
+    if r.mode == ReasoningMode.DELIMITER:
+        # The generation prompt may end with a preamble the model continues with reasoning
+        # (Apriel: "Here are my reasoning steps:"), which the history render drops.
+        markers.append(analysis.generation_prompt.strip().rsplit("\n", 1)[-1])
     if full.startswith(prompt):
         turn = full[len(prompt) :]
     else:
-        shorter, removed = _strip_trailing(prompt, [r.start.strip(), r.end.strip()])
+        shorter, removed = _strip_trailing(prompt, [m for m in markers if m])
         if not removed or not full.startswith(shorter.rstrip()):
-            return None
+            at = end_of_same_text(prompt, full)
+            if at is None:
+                return None
+            removed, shorter = [], full[:at]
         turn = full[len(shorter.rstrip()) :]
         # The turn may repeat the last k markers the prompt ended with: cut that repeat.
         for k in range(len(removed), 0, -1):
@@ -447,7 +470,7 @@ def verify_analysis(renderer: Renderer, analysis: TemplateAnalysis) -> AnalysisV
     checks: list[str] = []
     failures: list[VerificationFailure] = []
     skipped: list[tuple[str, str]] = []
-    renders = _Renders(renderer)
+    renders = _Renders(renderer, analysis.reasoning.switch)
     for scenario in SCENARIOS:
         if scenario in _CALL_SCENARIOS and not renders.caps.supports_tool_calls:
             skipped.append((scenario, "template does not render tool calls"))

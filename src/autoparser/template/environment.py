@@ -91,7 +91,8 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-def _strftime_now(fmt: str) -> str:
+def strftime_now(fmt: str) -> str:
+    """Today's date (or time) formatted, read from :data:`clock`."""
     return clock().strftime(fmt)
 
 
@@ -508,7 +509,7 @@ def _configure(env: SandboxedEnvironment) -> SandboxedEnvironment:
     env.filters[_CONCAT_FILTER] = _concat
     env.globals["lipsum"] = _lipsum
     env.globals["raise_exception"] = _raise_exception
-    env.globals["strftime_now"] = _strftime_now
+    env.globals["strftime_now"] = strftime_now
     env.globals["dict"] = _TemplateDict()
     env.globals["namespace"] = _TemplateNamespace
     return env

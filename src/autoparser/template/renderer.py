@@ -17,6 +17,11 @@ from jinja2.exceptions import SecurityError
 
 from autoparser.errors import AutoparserError, TemplateError, TemplateLimitError
 from autoparser.template.compiled import TEMPLATE_FILENAME, compile_source
+from autoparser.template.conventions import (
+    CONVENTIONAL_NAMES,
+    conventional_values,
+    undefined_name,
+)
 from autoparser.template.environment import TemplateRaisedError, fixed_date_variables
 from autoparser.template.polyfill import plain_data, transformers_messages
 
@@ -96,7 +101,10 @@ class Renderer:
 
         ``bos_token`` and ``eos_token`` default to this template's; ``context`` overrides them.
         A template that mutates a list, which transformers' immutable sandbox refuses, is
-        rendered again in a sandbox that allows it (on a private copy of the variables).
+        rendered again in a sandbox that allows it (on a private copy of the variables). A
+        template that fails because it reads a conventional variable nobody passed (the
+        tools as ``functions`` text, a ``datetime``...) is rendered again with the
+        conventional values (see :mod:`autoparser.template.conventions`).
         """
         variables = {
             **self.special_tokens,
@@ -104,6 +112,29 @@ class Renderer:
             "eos_token": self.eos_token,
             **context,
         }
+        try:
+            return self._render_variables(variables)
+        except TemplateError as exc:
+            supplied = self._conventional(exc, variables)
+            if not supplied:
+                raise
+        return self._render_variables({**variables, **supplied})
+
+    def _conventional(self, exc: TemplateError, variables: Mapping[str, Any]) -> dict[str, Any]:
+        """The conventional values to render again with, when ``exc`` says the template
+        read one of them undefined (none otherwise)."""
+        reads = self.conventional_variables
+        name = undefined_name(exc.__cause__)
+        if name not in reads or name in variables:
+            return {}
+        return conventional_values(reads, variables)
+
+    @property
+    def conventional_variables(self) -> frozenset[str]:
+        """The conventional variables this template reads (supplied when it needs them)."""
+        return self._compilation.reads & CONVENTIONAL_NAMES
+
+    def _render_variables(self, variables: dict[str, Any]) -> str:
         if not self._mutates:
             try:
                 return self._run(self._compiled, variables)

@@ -22,6 +22,7 @@ from typing import Any
 import jinja2
 
 from autoparser.template.compiled import compile_source
+from autoparser.template.conventions import CONVENTIONAL_NAMES
 
 SwitchValue = bool | int | str
 
@@ -42,7 +43,7 @@ _INVERTED_NAME = re.compile(r"(?:^|_)(?:skip|disable|disabled|no|without|hide)(?
 _SWITCH_NAME = re.compile(r"think|reason")
 _LEVEL_NAME = re.compile(r"effort|budget|strength|level|mode")
 # Variables every caller supplies (or the renderer does): never a reasoning switch.
-_CONTEXT_NAMES = frozenset(
+_CONTEXT_NAMES = CONVENTIONAL_NAMES | frozenset(
     {
         "messages",
         "tools",
@@ -53,7 +54,6 @@ _CONTEXT_NAMES = frozenset(
         "eos_token",
         "raise_exception",
         "strftime_now",
-        "date_string",
         "custom_tools",
         "builtin_tools",
         "tools_in_user_message",
