@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 from autoparser import tags
 from autoparser.analysis.model import ArgumentsAnalysis
-from autoparser.generate import pythonic
+from autoparser.generate import elements, pythonic
 from autoparser.generate.context import (
     BuildContext,
     choice_of,
@@ -244,6 +245,10 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
     value by the suffix the model wrote; the grammar allows the one the schema implies
     (either, for a nullable string and for the arguments of an open-ended tool).
     """
+    if ctx.analysis.tools.arguments.value_item_name and name is not None:
+        declared = tool.properties.get(name, {})
+        if elements.nests(declared, tool.parameters):
+            return _element_argument(ctx, tool, name, declared, strict)
     ctx = _with_named_closer(ctx, name)
     a = ctx.analysis.tools.arguments
     if name is None:  # open-ended tool: any identifier as argument name, string value
@@ -263,6 +268,40 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
     if not is_string and (not typed or strict):
         return json_arg
     return choice_of([_string_argument(ctx, name_p, schema, tool.parameters, strict), json_arg])
+
+
+def _element_argument(
+    ctx: BuildContext, tool: ToolSpec, name: str, schema: Any, strict: bool
+) -> Parser:
+    """An argument whose object or array value is written as nested elements
+    (``elements``): the parser takes the text up to the argument's closer, converted by the
+    schema once complete; the grammar allows the elements the schema describes."""
+    a = ctx.analysis.tools.arguments
+    name_p = tag(tags.TOOL_ARG_NAME, literal(name))
+    header = atomic(seq_of(a.name_prefix, name_p, json_name_suffix(a)))
+    value_tag = elements.value_tag(tool.name, name)
+    if strict:  # the value and its closer are one (see elements.Grammar)
+        rule = f"{tool_rule(ctx, tool)}-{rule_part(name)}-el"
+        body = elements.Grammar(a, tool.parameters, rule).closed(schema, name)
+        return tag(tags.TOOL_ARG, header + seq_of(a.value_prefix, tag(value_tag, body)))
+    close = elements.closer(a, name)
+    value = tag(value_tag, until(close))
+    return tag(tags.TOOL_ARG, header + seq_of(a.value_prefix, value, closing(close, strict)))
+
+
+def element_converters(ctx: BuildContext) -> dict[str, Callable[[str], str | None]]:
+    """The converters of the element-valued arguments of the request's tools (by tag)."""
+    a = ctx.analysis.tools.arguments
+    if not a.value_item_name or pythonic.is_pythonic(ctx.analysis):
+        return {}
+    found: dict[str, Callable[[str], str | None]] = {}
+    for tool in ctx.request.tools:
+        for name, schema in tool.properties.items():
+            if elements.nests(schema, tool.parameters):
+                found[elements.value_tag(tool.name, name)] = elements.converter(
+                    a, schema, tool.parameters
+                )
+    return found
 
 
 def _with_named_closer(ctx: BuildContext, name: str | None) -> BuildContext:
