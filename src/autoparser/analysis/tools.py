@@ -614,7 +614,15 @@ def _json_name_suffix(section: str, arguments: ArgumentsAnalysis) -> str:
     if prefix and not between.endswith(prefix):
         return ""
     suffix = between[: len(between) - len(prefix)]
-    return "" if suffix == arguments.name_suffix else suffix
+    quote = arguments.value_suffix
+    if suffix == arguments.name_suffix and not (
+        quote in ("'", '"') and suffix.endswith(quote) and not prefix
+    ):
+        return ""
+    # A number in the quotes that close string values (f(n="42")): the template quotes
+    # every value. Recorded as the suffix itself, which tells it from the bare "=" that an
+    # analysis without this field implies.
+    return suffix
 
 
 class _FrozenDict(dict[str, Any]):

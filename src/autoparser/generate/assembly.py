@@ -163,7 +163,7 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
         trigger_markers=tuple(triggers),
         grammar_triggers=_grammar_triggers(ctx, triggers) if lazy else (),
         value_converters=(
-            pythonic.VALUE_CONVERTERS
+            pythonic.value_converters(ctx.analysis, req.tools)
             if pythonic.is_pythonic(ctx.analysis)
             else tagged_calls.element_converters(ctx)
         ),
