@@ -121,8 +121,13 @@ class _Values:
     it); the grammar allows the template's way for string parameters only.
     """
 
-    def __init__(self, raw_ends: Sequence[str], raw_quote: str, close: str) -> None:
+    def __init__(
+        self, raw_ends: Sequence[str], raw_quote: str, close: str, glued: bool = False
+    ) -> None:
         self.close = close
+        # The template writes no separator, so a value may be glued to the next name
+        # (``ratio=0.25exact=False``).
+        self.glued = glued
         self.raw_ends = tuple(e for e in raw_ends if e)
         self.raw_quote = raw_quote
         self.rules = Rules()
@@ -157,6 +162,11 @@ class _Values:
             return choice(*(self.typed({**schema, "type": k}) for k in kind))
         if kind == "string":
             return self.string
+        if kind == "number" and self.glued:
+            # No exponent: a GBNF engine lexing greedily (llguidance) would read the "e"
+            # of a glued next name (0.25exact) as one.
+            digits = literal("0") | (chars("1-9", 1, 1) + chars("0-9", 0))
+            return optional(literal("-")) + digits + optional(literal(".") + chars("0-9", 1))
         if kind in ("integer", "number"):
             return json_schema({"type": kind}, f"py-{kind}")
         if kind == "boolean":
@@ -210,16 +220,16 @@ def _double_quoted(text: str) -> str:
 
 
 @functools.cache
-def _values(bare_ends: tuple[str, ...], raw_quote: str, close: str) -> _Values:
+def _values(bare_ends: tuple[str, ...], raw_quote: str, close: str, glued: bool) -> _Values:
     """One set of value rules per notation (parsers are immutable: shared by all tools)."""
-    return _Values(bare_ends, raw_quote, close)
+    return _Values(bare_ends, raw_quote, close, glued)
 
 
 def arguments(tool: ToolSpec, a: ArgumentsAnalysis, *, strict: bool) -> Parser:
     """``( key=value, ... )``: any order, trailing comma allowed, each value a literal."""
     close = a.end.strip()
     bare_ends = tuple(dict.fromkeys((a.separator or ",", close))) if prints_bare_strings(a) else ()
-    values = _values(bare_ends, raw_string_quote(a), close)
+    values = _values(bare_ends, raw_string_quote(a), close, not a.separator.strip())
     props: Mapping[str, Any] = tool.properties
     names = sorted(props, key=len, reverse=True)
     one: list[Parser] = []
