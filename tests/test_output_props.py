@@ -463,3 +463,6 @@ def test_call_cut_after_its_header_keeps_its_text() -> None:
     message = params.parse(text)
     _covered(text, message_dict(message), known)
     assert [c.name for c in message.tool_calls] == ["get_weather"]
+    # Stopped on the segment opener alone: the opener is dropped, the message truncated.
+    message = params.parse("Sure.>>>")
+    assert message.content == "Sure." and message.truncated

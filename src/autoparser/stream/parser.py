@@ -149,7 +149,9 @@ class StreamParser:
     def _stopped_on_opener(self, partial: Node, text: str) -> bool:
         """Does the output end with call openers only, after the partial parse's last node
         (a section marker outside any call node, like ``[TOOL_CALLS]``)?"""
-        tail = text[partial.children[-1].end if partial.children else 0 :]
+        # An empty node (a call that may start there) does not end what was written.
+        written = [c for c in partial.children if c.end > c.start]
+        tail = text[written[-1].end if written else 0 :]
         return bool(tail.strip()) and self._mapper.only_openers(tail)
 
     @property
