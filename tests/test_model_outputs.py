@@ -828,3 +828,42 @@ def test_calls_inside_think_on_qwen3_both_ways() -> None:
     }
     for params in (default, asked):
         check_streaming(params, text, count=4, seed=5)
+
+
+# A call the output ends inside after a whole argument, before its close tag.
+CUT_BETWEEN_ARGUMENTS = [
+    (QWEN_CODER, "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"),
+    (GLM, "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"),
+]
+
+
+@pytest.mark.parametrize(("template", "output"), CUT_BETWEEN_ARGUMENTS)
+def test_finish_reason_length_makes_a_call_cut_between_arguments_content(
+    template: str, output: str
+) -> None:
+    """Ended by a stop token, a call missing only its close tag is the call (models leave
+    it out); cut by the token limit (finish_reason "length"), the same text is not a call:
+    it stays in content and the message is truncated, streamed or not."""
+    params = own_template(template).apply(USER, tools=TOOLS, call_id_seed=1)
+    for reason in (None, "stop"):
+        stopped = params.parse(output, finish_reason=reason)
+        assert [(c.name, json.loads(c.arguments)) for c in stopped.tool_calls] == [weather()]
+        assert not stopped.truncated
+    cut = params.parse(output, finish_reason="length")
+    assert cut.tool_calls == [] and cut.truncated
+    assert cut.content is not None and output.strip().startswith(cut.content.strip())
+    assert "Paris" in cut.content
+    for pieces in splits(output, 4, len(output)):
+        stream = params.stream()
+        deltas = [d for piece in pieces for d in stream.feed(piece)]
+        deltas += stream.finish(finish_reason="length")
+        assert as_dict(stream.message) == as_dict(cut)
+        assert accumulate(deltas) == as_dict(cut)
+
+
+def test_finish_reason_must_be_a_string() -> None:
+    params = own_template(QWEN_CODER).apply(USER, tools=TOOLS)
+    with pytest.raises(RequestError, match="finish_reason"):
+        params.parse("hi", finish_reason=1)  # type: ignore[arg-type]
+    with pytest.raises(RequestError, match="finish_reason"):
+        params.stream().finish(finish_reason=True)  # type: ignore[arg-type]

@@ -445,18 +445,24 @@ def test_loss_check_catches_dropped_text() -> None:
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="output cut right after a call's header (functionary v3.2 `>>>NAME\\n`, before its "
-    "`{`) is dropped as a call that stopped on its opener when no call came before it "
-    "(after a call it stays content); the name is the model's text",
-)
 def test_call_cut_after_its_header_keeps_its_text() -> None:
-    """Found by the property test with more examples; pinned until the parser keeps it."""
+    """Found by the property test with more examples: output cut right after a call's
+    header (functionary v3.2 ``>>>NAME\\n``, before its ``{``) was dropped as a call that
+    stopped on its opener; the name is the model's text, so it is content (truncated)."""
     path = _paths_by_stem().get("functionary_v3_2_like")
     assert path is not None
     built = _params(path)
     assert built is not None
     params, known = built
     text = "Sure.>>>search\n"
-    _covered(text, message_dict(params.parse(text)), known)
+    message = params.parse(text)
+    _covered(text, message_dict(message), known)
+    assert message.truncated and message.content == "Sure.>>>search"
+    # After a complete call, the same cut keeps the call and the name as content.
+    text = 'Sure.>>>get_weather\n{"city": "Paris"}>>>search\n'
+    message = params.parse(text)
+    _covered(text, message_dict(message), known)
+    assert [c.name for c in message.tool_calls] == ["get_weather"]
+    # Stopped on the segment opener alone: the opener is dropped, the message truncated.
+    message = params.parse("Sure.>>>")
+    assert message.content == "Sure." and message.truncated

@@ -163,3 +163,87 @@ def test_literal_parser_and_converter_agree_with_python(value: Any) -> None:
     text = repr(value)
     assert (python_literal() + end()).parse(text).status.name == "SUCCESS", text
     assert json.loads(to_json(text)) == json.loads(json.dumps(value))
+
+
+# ------------------------------------------------- a template that quotes every value
+
+QUOTED_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "plan",
+        "description": "Plan a trip.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "days": {"type": "integer"},
+                "ratio": {"type": "number"},
+                "ok": {"type": "boolean"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "window": {"type": "object"},
+                "code": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+            },
+        },
+    },
+}
+
+
+def _quoted_params() -> Any:
+    from helpers.formats import own_template
+
+    template = own_template("formats/pythonic_quoted.jinja")
+    return template.apply([{"role": "user", "content": "Hi"}], tools=[QUOTED_TOOL])
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        # The template's own writing: str() of every value in quotes, typed by the schema.
+        (
+            'plan(city="Oslo", days="3", ratio="0.5", ok="True", '
+            "tags=\"['a', 'b \"x\"']\", window=\"{'d': None}\")",
+            {
+                "city": "Oslo",
+                "days": 3,
+                "ratio": 0.5,
+                "ok": True,
+                "tags": ["a", 'b "x"'],
+                "window": {"d": None},
+            },
+        ),
+        # A quote inside a string is text where no value can end there.
+        ('plan(city="say "hi" now", days="1")', {"city": 'say "hi" now', "days": 1}),
+        # A string is allowed: the quoted text stays the string.
+        ('plan(code="42")', {"code": "42"}),
+        # What models write from Python's notation is read too.
+        ("plan(city='Oslo', days=3, ok=False)", {"city": "Oslo", "days": 3, "ok": False}),
+    ],
+)
+def test_quoted_values_are_typed_by_the_schema(call: str, expected: dict[str, Any]) -> None:
+    params = _quoted_params()
+    text = f"[{call}]"
+    message = params.parse(text)
+    assert [json.loads(c.arguments) for c in message.tool_calls] == [expected]
+    rng = random.Random(len(text))
+    stream = params.stream()
+    at = 0
+    while at < len(text):
+        step = rng.randint(1, 7)
+        stream.feed(text[at : at + step])
+        at += step
+    stream.finish()
+    assert stream.message.tool_calls == message.tool_calls
+
+
+def test_a_quoted_value_the_schema_rejects_is_not_a_call() -> None:
+    params = _quoted_params()
+    text = '[plan(city="Oslo", days="soon")]'
+    message = params.parse(text)
+    assert message.tool_calls == [] and message.content == text
+
+
+def test_the_grammar_allows_quoted_and_bare_values() -> None:
+    params = _quoted_params()
+    assert accepts(params.grammar, '[plan(city="Oslo", days="3", ok="True")]')
+    assert accepts(params.grammar, "[plan(city='Oslo', days=3, ok=True)]")
+    assert not accepts(params.grammar, '[plan(days="soon")]')

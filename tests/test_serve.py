@@ -555,6 +555,33 @@ def test_tool_call_delta_policy_of_the_library_by_default(loop: LoopThread) -> N
     assert reason == "length"  # cut by the token limit, one whole call before it
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_call_cut_between_arguments_by_the_token_limit_is_not_a_call(
+    loop: LoopThread, stream: bool
+) -> None:
+    """A tagged call cut after a whole argument, before its close tag: with the backend's
+    "length" it is content (truncated); the same text ended by a stop token is the call
+    (a model may leave the close tag out at the very end)."""
+    case = CASE_BY_NAME["qwen3coder"]
+    served = Served(loop, case.load(), "llama.cpp")
+    text = case.output(scenarios(case)["one_call"], TOOLS)
+    cut = text[: text.index("</parameter>") + len("</parameter>")]
+    served.standin.add("cut", cut, hit_limit=True)
+    served.standin.add("stopped", cut)
+    for key, reason, calls in (("cut", "length", 0), ("stopped", "tool_calls", 1)):
+        body = {"messages": [{"role": "user", "content": f"[[{key}]]"}], "tools": TOOLS}
+        if stream:
+            status, events = served.post({**body, "stream": True})
+            message, got = stream_message(events)
+        else:
+            status, whole = served.post(body)
+            message, got = whole["choices"][0]["message"], whole["choices"][0]["finish_reason"]
+        assert status == 200 and got == reason, key
+        assert len(message.get("tool_calls") or []) == calls, key
+        if not calls:
+            assert "<function=" in message["content"]
+
+
 def test_official_openai_client(loop: LoopThread) -> None:
     openai = pytest.importorskip("openai")
     case = CASE_BY_NAME["hermes"]

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 
 from autoparser.peg import GrammarTrigger, Parser
 
-ValueConverter = Callable[[str], str]
+ValueConverter = Callable[[str], str | None]
 
 
 @dataclasses.dataclass(frozen=True)

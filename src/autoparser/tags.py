@@ -11,6 +11,9 @@ REASONING = "reasoning"  # reasoning text (several nodes are concatenated)
 REASONING_CLOSE = "reasoning-close"  # the end marker of a reasoning block (absent = unclosed)
 CONTENT = "content"  # visible answer text (several nodes are concatenated)
 TOOL = "tool"  # one tool call; its children below
+# The marker closing a section of calls: content when the call before it was not a call
+# (its text is content, and so is what closes it), dropped otherwise.
+TOOL_SECTION_END = "tool-section-end"
 
 # Children of a TOOL node.
 TOOL_NAME = "tool-name"  # the function name (tag it inside atomic() so it appears complete)
@@ -35,6 +38,7 @@ ALL = (
     REASONING_CLOSE,
     CONTENT,
     TOOL,
+    TOOL_SECTION_END,
     TOOL_NAME,
     TOOL_ID,
     TOOL_ARGS,

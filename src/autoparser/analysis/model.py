@@ -190,6 +190,11 @@ class ArgumentsAnalysis:
     # suffix; "" when such a value is written like any other.
     value_wrapper_open: str = ""
     value_wrapper_close: str = ""
+    # Added by the analyser: non-empty when the template writes object and array values as
+    # nested elements in its own argument markup (object members as arguments named by their
+    # keys, array items as arguments named this; MiniMax-M3's ``<range><min>1.5</min>
+    # </range>`` and ``<item>``), "" when such values are JSON (or Python literals).
+    value_item_name: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -614,7 +614,15 @@ def _json_name_suffix(section: str, arguments: ArgumentsAnalysis) -> str:
     if prefix and not between.endswith(prefix):
         return ""
     suffix = between[: len(between) - len(prefix)]
-    return "" if suffix == arguments.name_suffix else suffix
+    quote = arguments.value_suffix
+    if suffix == arguments.name_suffix and not (
+        quote in ("'", '"') and suffix.endswith(quote) and not prefix
+    ):
+        return ""
+    # A number in the quotes that close string values (f(n="42")): the template quotes
+    # every value. Recorded as the suffix itself, which tells it from the bare "=" that an
+    # analysis without this field implies.
+    return suffix
 
 
 class _FrozenDict(dict[str, Any]):
@@ -689,6 +697,60 @@ def _name_suffix_by_type(probe: Probe, arguments: ArgumentsAnalysis) -> tuple[tu
     if len(suffixes) < 2 or any(needle_in(suffix) for suffix in suffixes):
         return ()
     return tuple(found)
+
+
+def element_closer(a: ArgumentsAnalysis, name: str) -> str:
+    """What closes an argument's value: the value suffix, with the name repeated in it
+    where the template does (``</NAME>``)."""
+    if not a.value_suffix_after_name:
+        return a.value_suffix
+    return a.value_suffix + name + a.value_suffix_after_name
+
+
+def _as_elements(value: Any, a: ArgumentsAnalysis, item: str) -> str:
+    """An object or array value written in the argument markup itself: members as
+    arguments named by their keys, items as arguments named ``item``."""
+    pairs = value.items() if isinstance(value, dict) else ((item, v) for v in value)
+    return a.separator.join(
+        a.name_prefix + key + a.name_suffix + a.value_prefix + str(v) + element_closer(a, key)
+        for key, v in pairs
+    )
+
+
+def _value_item_name(probe: Probe, a: ArgumentsAnalysis) -> str:
+    """The element name of array items when the template writes object and array values
+    as nested elements in its argument markup (MiniMax-M3: ``<range><min>1.5</min></range>``,
+    ``<tags><item>a</item></tags>``), else "".
+
+    Renders a call whose second argument is ``{"n": 7}``, then ``[7, 8]``: the object must
+    come back exactly as its members written as arguments; the array's first element names
+    the item, and the whole must be its items written so. Without markers around both the
+    name and the value (``f(a=1)``) nothing can nest.
+    """
+    if not (a.name_prefix.strip() and a.value_suffix.strip()):
+        return ""
+    header = ARG_SECOND + a.name_suffix + a.value_prefix
+
+    def written(value: Any) -> str | None:
+        spec: CallSpec = (FUN_FIRST, ((ARG_FIRST, VALUE_FIRST), (ARG_SECOND, value)), CALL_ID)
+        section = _fenced_section(probe, (spec,))
+        at = section[0].find(header) if section is not None else -1
+        if section is None or at < 0:
+            return None
+        start = at + len(header)
+        end = section[0].find(element_closer(a, ARG_SECOND), start)
+        return section[0][start:end] if end >= 0 else None
+
+    if written(_FrozenDict(n=7)) != _as_elements({"n": 7}, a, ""):
+        return ""
+    items = written(_FrozenList([7, 8]))
+    if items is None or not items.startswith(a.name_prefix):
+        return ""
+    cut = items.find(a.name_suffix, len(a.name_prefix))
+    item = items[len(a.name_prefix) : cut] if cut > 0 else ""
+    if not re.fullmatch(r"[A-Za-z_][\w.-]*", item) or needle_in(item):
+        return ""
+    return item if items == _as_elements([7, 8], a, item) else ""
 
 
 def _next_turn_after_calls(probe: Probe, section: str) -> str:
@@ -782,6 +844,11 @@ def analyze_tools(probe: Probe, reasoning: ReasoningAnalysis, text_eot: str = ""
     result = dataclasses.replace(result, format=fmt)
     raw = _fenced_section(probe, (CALL_1,))
     result = _with_fence(result, fence_of(raw[0]) if raw is not None else "")
+    if result.format.mode == ToolFormat.TAG_WITH_TAGGED:
+        item = _value_item_name(probe, result.arguments)
+        if item:
+            arguments = dataclasses.replace(result.arguments, value_item_name=item)
+            result = dataclasses.replace(result, arguments=arguments)
     if not eot:
         eot = _next_turn_after_calls(probe, s1)
     if _leaks_needle(result):

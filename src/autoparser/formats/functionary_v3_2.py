@@ -139,5 +139,8 @@ def build(ctx: BuildContext) -> ParserDefinition:
         grammar_parser=strict,
         grammar_lazy=lazy,
         trigger_markers=tuple(RECIPIENT + t.name + "\n" for t in tools),
+        # Only ">>>" opens a segment: the name after it is the model's text (output that
+        # stops after ">>>NAME\n" was cut inside the call, it did not stop on an opener).
+        call_openers=(RECIPIENT,),
         grammar_triggers=grammar_triggers(req.grammar_tools if req.calls_enabled else ()),
     )

@@ -12,7 +12,7 @@ from autoparser.analysis.model import CallIdPosition, ContentMode, ToolFormat
 from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError
 from autoparser.formats import STANDARD, register
-from autoparser.generate import json_calls, pythonic
+from autoparser.generate import json_calls, pythonic, tagged_calls
 from autoparser.generate.context import BuildContext, choice_of, seq_of
 from autoparser.generate.reasoning import reasoning_parser
 from autoparser.generate.sections import (
@@ -162,7 +162,11 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
         expects_call_ids=expects_ids,
         trigger_markers=tuple(triggers),
         grammar_triggers=_grammar_triggers(ctx, triggers) if lazy else (),
-        value_converters=pythonic.VALUE_CONVERTERS if pythonic.is_pythonic(ctx.analysis) else {},
+        value_converters=(
+            pythonic.value_converters(ctx.analysis, req.tools)
+            if pythonic.is_pythonic(ctx.analysis)
+            else tagged_calls.element_converters(ctx)
+        ),
         call_openers=tuple(dict.fromkeys((*triggers, inner))) if inner else tuple(triggers),
     )
 

@@ -51,10 +51,19 @@ class ChatParams:
         """The PEG parser of the model's output (what ``parse`` and ``stream`` run)."""
         return self.definition.parser
 
-    def parse(self, text: str, partial: bool = False) -> ChatMessage:
+    def parse(
+        self, text: str, partial: bool = False, *, finish_reason: str | None = None
+    ) -> ChatMessage:
         """The message in ``text``: the model's whole output, or with ``partial`` the
-        output so far (a call appears once it is whole and valid, as with ``stream()``)."""
-        return parse_text(self.definition, self.call_ids, text, partial=partial)
+        output so far (a call appears once it is whole and valid, as with ``stream()``).
+
+        ``finish_reason``: the engine's reason for stopping; ``"length"`` (the token limit)
+        makes a call the output ends inside a cut call, not a call, even when only its close
+        tag is missing (see ``StreamParser.finish``).
+        """
+        return parse_text(
+            self.definition, self.call_ids, text, partial=partial, finish_reason=finish_reason
+        )
 
     def stream(self, tool_call_deltas: str = "whole") -> StreamParser:
         """A new stream parser for one generation.

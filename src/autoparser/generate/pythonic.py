@@ -22,6 +22,7 @@ letter or digit, the trigger is a pattern needing a call's start, ``[`` + a tool
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -39,6 +40,7 @@ from autoparser.peg import (
     choice,
     json_schema,
     literal,
+    negate,
     optional,
     peek,
     space,
@@ -47,14 +49,33 @@ from autoparser.peg import (
     until_one_of,
     zero_or_more,
 )
-from autoparser.peg.python_literal import python_literal, python_string, to_json
+from autoparser.peg.python_literal import python_literal, python_string, to_json, to_python
+from autoparser.schema.argument_types import value_types
 
 # A Python identifier (ASCII): the name of an argument of a tool without declared ones.
 IDENTIFIER = chars("a-zA-Z_", 1, 1) + chars("a-zA-Z0-9_", 0, 127)
 
 
+def quotes_all_values(a: ArgumentsAnalysis) -> bool:
+    """Does the template quote every value, its str() inside the string's quotes
+    (``f(city="Paris", days="3", tags="['a']")``, vLLM's Llama 4 pythonic template)?
+
+    The analysis says so by recording the quoted suffix before a number too
+    (``name_suffix_json == name_suffix == '="'``).
+    """
+    quote = a.value_suffix
+    return (
+        quote in ("'", '"')
+        and a.name_suffix_json == a.name_suffix
+        and a.name_suffix.endswith(quote)
+        and not a.value_prefix
+    )
+
+
 def _bare_name_suffix(a: ArgumentsAnalysis) -> str:
     """The suffix before a non-string value (``=`` for ``f(a='v', n=1)``)."""
+    if quotes_all_values(a):
+        return a.name_suffix[: -len(a.value_suffix)]  # what a Python literal follows
     if a.name_suffix_json:
         return a.name_suffix_json
     quote = a.value_suffix if a.value_suffix in ("'", '"') else ""
@@ -100,13 +121,31 @@ class _Values:
     it); the grammar allows the template's way for string parameters only.
     """
 
-    def __init__(self, raw_ends: Sequence[str], raw_quote: str, close: str) -> None:
+    def __init__(
+        self, raw_ends: Sequence[str], raw_quote: str, close: str, glued: bool = False
+    ) -> None:
         self.close = close
+        # The template writes no separator, so a value may be glued to the next name
+        # (``ratio=0.25exact=False``).
+        self.glued = glued
         self.raw_ends = tuple(e for e in raw_ends if e)
         self.raw_quote = raw_quote
         self.rules = Rules()
         self.any = python_literal(self.rules, "py-value")
         self.string = self.rules.ref("py-string")
+
+    def after_value(self) -> Parser:
+        """What may follow a value: a comma, the close, or the next ``name=`` (a template
+        may print no comma); not any word, which a quote inside text is followed by."""
+        next_name = IDENTIFIER + space() + literal("=")
+        close = literal(self.close)
+        return space() + choice(close, literal(",") + space() + choice(next_name, close), next_name)
+
+    def raw_quoted(self) -> Parser:
+        """Unescaped text between the template's quotes (``'%s'``): a quote inside it is
+        text unless a value could end there (``"say "hi" now"``)."""
+        q = self.raw_quote
+        return zero_or_more(choice(chars(f"^{q}", 1), literal(q) + negate(self.after_value())))
 
     def typed(self, schema: Any) -> Parser:
         if not isinstance(schema, Mapping):
@@ -123,6 +162,11 @@ class _Values:
             return choice(*(self.typed({**schema, "type": k}) for k in kind))
         if kind == "string":
             return self.string
+        if kind == "number" and self.glued:
+            # No exponent: a GBNF engine lexing greedily (llguidance) would read the "e"
+            # of a glued next name (0.25exact) as one.
+            digits = literal("0") | (chars("1-9", 1, 1) + chars("0-9", 0))
+            return optional(literal("-")) + digits + optional(literal(".") + chars("0-9", 1))
         if kind in ("integer", "number"):
             return json_schema({"type": kind}, f"py-{kind}")
         if kind == "boolean":
@@ -149,7 +193,8 @@ class _Values:
             pass
         elif self.raw_quote:
             q = self.raw_quote
-            fallbacks.append(literal(q) + tag(tags.TOOL_ARG_TEXT, until(q)) + literal(q))
+            body = until(q) if strict else self.raw_quoted()  # GBNF has no lookahead
+            fallbacks.append(literal(q) + tag(tags.TOOL_ARG_TEXT, body) + literal(q))
         elif self.raw_ends:
             ends = self.raw_ends
             raw = until(ends[0]) if len(ends) == 1 else until_one_of(*ends)
@@ -157,8 +202,7 @@ class _Values:
         if not fallbacks:
             return literal_value
         if not strict:  # PEG: a literal counts only where the call can go on after it
-            after = peek(space() + choice(literal(","), literal(self.close), IDENTIFIER))
-            literal_value = literal_value + after
+            literal_value = literal_value + peek(self.after_value())
         return choice(literal_value, *fallbacks)
 
 
@@ -176,22 +220,25 @@ def _double_quoted(text: str) -> str:
 
 
 @functools.cache
-def _values(bare_ends: tuple[str, ...], raw_quote: str, close: str) -> _Values:
+def _values(bare_ends: tuple[str, ...], raw_quote: str, close: str, glued: bool) -> _Values:
     """One set of value rules per notation (parsers are immutable: shared by all tools)."""
-    return _Values(bare_ends, raw_quote, close)
+    return _Values(bare_ends, raw_quote, close, glued)
 
 
 def arguments(tool: ToolSpec, a: ArgumentsAnalysis, *, strict: bool) -> Parser:
     """``( key=value, ... )``: any order, trailing comma allowed, each value a literal."""
     close = a.end.strip()
     bare_ends = tuple(dict.fromkeys((a.separator or ",", close))) if prints_bare_strings(a) else ()
-    values = _values(bare_ends, raw_string_quote(a), close)
+    values = _values(bare_ends, raw_string_quote(a), close, not a.separator.strip())
     props: Mapping[str, Any] = tool.properties
     names = sorted(props, key=len, reverse=True)
     one: list[Parser] = []
     for name in names:
         header = atomic(tag(tags.TOOL_ARG_NAME, literal(name)) + space() + literal("="))
-        one.append(tag(tags.TOOL_ARG, header + space() + values.value(props[name], strict)))
+        value = values.value(props[name], strict)
+        if quotes_all_values(a) and not _string_only(props[name], tool.parameters):
+            value = _stringified(values, value, tool, name, strict)
+        one.append(tag(tags.TOOL_ARG, header + space() + value))
     if not names:  # no declared parameters: any identifier, any literal
         header = atomic(tag(tags.TOOL_ARG_NAME, IDENTIFIER) + space() + literal("="))
         one.append(tag(tags.TOOL_ARG, header + space() + values.value({}, strict)))
@@ -202,6 +249,86 @@ def arguments(tool: ToolSpec, a: ArgumentsAnalysis, *, strict: bool) -> Parser:
     sep = space() + comma + space()
     args = optional(arg + zero_or_more(sep + arg) + optional(space() + literal(",")))
     return literal(a.start.strip()) + space() + args + space() + literal(close)
+
+
+def _string_only(schema: Any, root: Any) -> bool:
+    """Every value the schema allows is a string (or it says nothing: any text)."""
+    kinds = value_types(schema, root)
+    return kinds is None or kinds <= {"string"}
+
+
+def stringified_tag(tool: str, argument: str) -> str:
+    """The value tag of a non-string argument written as its str() in quotes; the tool and
+    argument name its converter (the schema that types it)."""
+    return f"{STRINGIFIED_PREFIX}{tool}/{argument}"
+
+
+STRINGIFIED_PREFIX = "tool-arg-str-of:"
+
+
+def _stringified(
+    values: _Values, literal_value: Parser, tool: ToolSpec, name: str, strict: bool
+) -> Parser:
+    """A non-string value of a template that quotes every value: its str() in the quotes
+    (``days="3"``), or a Python literal as models also write (``days=3``).
+
+    The quoted text is typed by the parameter's schema once complete (``from_str``); it is
+    tried first, since ``"3"`` is also a Python string, which the schema does not allow.
+    """
+    q = values.raw_quote
+    if strict:
+        return choice(literal(q) + literal_value + literal(q), literal_value)
+    quoted = literal(q) + tag(stringified_tag(tool.name, name), values.raw_quoted()) + literal(q)
+    return choice(quoted + peek(values.after_value()), literal_value)
+
+
+def from_str(schema: Any, root: Any) -> Callable[[str], str | None]:
+    """The quoted str() of a value -> its JSON text, typed by ``schema`` (None: not one)."""
+    kinds = value_types(schema, root)
+
+    def convert(text: str) -> str | None:
+        try:
+            value = to_python(text)
+        except ValueError:
+            value = text
+        kind = _json_type(value)
+        allowed = kinds is None or kind in kinds or (kind == "integer" and "number" in kinds)
+        if isinstance(value, str) or not allowed or (kinds is not None and "string" in kinds):
+            # A string parameter's text is the string, whatever it looks like.
+            if kinds is not None and "string" not in kinds:
+                return None
+            return json.dumps(text, ensure_ascii=False)
+        return json.dumps(value, ensure_ascii=False)
+
+    return convert
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, (list, tuple)) else "object"
+
+
+def value_converters(
+    analysis: TemplateAnalysis, tools: Sequence[ToolSpec]
+) -> dict[str, Callable[[str], str | None]]:
+    """The converters of a pythonic request: literals, and the quoted str() of each
+    non-string parameter where the template quotes every value."""
+    found: dict[str, Callable[[str], str | None]] = dict(VALUE_CONVERTERS)
+    if quotes_all_values(analysis.tools.arguments):
+        for tool in tools:
+            for name, schema in tool.properties.items():
+                if not _string_only(schema, tool.parameters):
+                    found[stringified_tag(tool.name, name)] = from_str(schema, tool.parameters)
+    return found
 
 
 def call_start_triggers(

@@ -148,6 +148,11 @@ def _one_call(ctx: BuildContext, tools: Sequence[ToolSpec], strict: bool) -> Par
     )
 
 
+def _section_end(marker: str) -> Parser | None:
+    """The lenient parser's section closer: optional, tagged ``TOOL_SECTION_END``."""
+    return optional(tag(tags.TOOL_SECTION_END, literal(marker))) if marker else None
+
+
 def tool_section(
     ctx: BuildContext,
     tools: Sequence[ToolSpec],
@@ -185,5 +190,6 @@ def tool_section(
         space() if section_start else None,
         calls,
         space() if section_end else None,
-        closing(section_end, strict),
+        # Tagged for the mapper: content after a call that is content (``TOOL_SECTION_END``).
+        closing(section_end, strict) if strict else _section_end(section_end),
     )

@@ -5,12 +5,15 @@ string, JSON and Python-literal values.
 from __future__ import annotations
 
 import dataclasses
+import json
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 from autoparser import tags
 from autoparser.analysis.model import ArgumentsAnalysis
-from autoparser.generate import pythonic
+from autoparser.errors import SchemaError
+from autoparser.generate import elements, pythonic
 from autoparser.generate.context import (
     BuildContext,
     choice_of,
@@ -37,7 +40,9 @@ from autoparser.peg import (
     until_one_of,
     zero_or_more,
 )
+from autoparser.peg.python_literal import python_string
 from autoparser.schema.argument_types import value_types
+from autoparser.schema.refs import resolve_ref
 
 
 def _value_end(ctx: BuildContext, strict: bool = True) -> list[str]:
@@ -102,6 +107,83 @@ def python_value() -> Parser:
         ]
     )
     return value
+
+
+def python_typed(schema: Any, root: Any, rule: str, seen: frozenset[str] = frozenset()) -> Parser:
+    """A value of ``schema`` as Python's repr() writes it ({'name': 'tea', 'n': 2}).
+
+    Typed like the JSON alternative beside it, and, like it, without recursion where the
+    schema has none: llguidance reads such a rule as one lexeme, and a lexeme beside a
+    recursive rule that starts with the same ``[`` would shadow it. A recursive or untyped
+    part is any Python value.
+    """
+    if not isinstance(schema, dict):
+        return python_value()
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        if ref in seen:
+            return python_value()
+        try:
+            target = resolve_ref(ref, root)[1]
+        except SchemaError:
+            return python_value()
+        return python_typed(target, root, rule, seen | {ref})
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list) and schema[key]:
+            return choice_of([python_typed(b, root, rule, seen) for b in schema[key]])
+    words = schema["enum"] if isinstance(schema.get("enum"), list) else None
+    if "const" in schema:
+        words = [schema["const"]]
+    if words:
+        return choice_of([literal(repr(w)) for w in dict.fromkeys(map(_hashable, words))])
+    kind = schema.get("type")
+    if isinstance(kind, list) and kind:
+        return choice_of([python_typed({**schema, "type": k}, root, rule, seen) for k in kind])
+    sep = space() + literal(",") + space()
+    if kind == "object":
+        props = schema.get("properties")
+        members = [
+            choice_of([literal(repr(k)), literal(json.dumps(k))])
+            + space()
+            + literal(":")
+            + space()
+            + python_typed(v, root, rule, seen)
+            for k, v in (props.items() if isinstance(props, dict) else ())
+        ]
+        if schema.get("additionalProperties", not members) is not False:
+            members.append(
+                json_string(allow_single_quotes=True)
+                + space()
+                + literal(":")
+                + space()
+                + python_value()
+            )
+        member = choice_of(members)
+        body = optional(member + zero_or_more(sep + member))
+        return literal("{") + space() + body + space() + literal("}")
+    if kind == "array":
+        items = schema.get("items")
+        item = python_typed(items, root, rule, seen) if isinstance(items, dict) else python_value()
+        return (
+            literal("[")
+            + space()
+            + optional(item + zero_or_more(sep + item))
+            + space()
+            + literal("]")
+        )
+    if kind == "string":
+        return python_string()
+    if kind in ("integer", "number"):
+        return json_schema({"type": kind}, f"{rule}-{kind}")
+    if kind == "boolean":
+        return choice_of([literal("True"), literal("False")])
+    if kind == "null":
+        return literal("None")
+    return python_value()
+
+
+def _hashable(value: Any) -> Any:
+    return value if isinstance(value, (str, int, float, bool)) or value is None else repr(value)
 
 
 def _python_words(schema: Any, root: Any = None) -> list[str]:
@@ -222,7 +304,12 @@ def _json_argument(
         words = _python_words(schema, root)
         python: list[Parser] = [literal(w) for w in words]
         types = _schema_types(schema, root)
-        if types & {"object", "array"} or not types:
+        if types & {"object", "array"}:
+            # A rule of its own, so that a GBNF engine lexing whole rules sees one lexeme.
+            rules = Rules()
+            rules[f"{rule}-py"] = python_typed(schema, root, f"{rule}-py")
+            python.append(rules.ref(f"{rule}-py"))
+        elif not types:
             python.append(python_value())
         if python:
             value = choice_of([value, tag(tags.TOOL_ARG_PY, choice_of(python))])
@@ -244,6 +331,10 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
     value by the suffix the model wrote; the grammar allows the one the schema implies
     (either, for a nullable string and for the arguments of an open-ended tool).
     """
+    if ctx.analysis.tools.arguments.value_item_name and name is not None:
+        declared = tool.properties.get(name, {})
+        if elements.nests(declared, tool.parameters):
+            return _element_argument(ctx, tool, name, declared, strict)
     ctx = _with_named_closer(ctx, name)
     a = ctx.analysis.tools.arguments
     if name is None:  # open-ended tool: any identifier as argument name, string value
@@ -263,6 +354,40 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
     if not is_string and (not typed or strict):
         return json_arg
     return choice_of([_string_argument(ctx, name_p, schema, tool.parameters, strict), json_arg])
+
+
+def _element_argument(
+    ctx: BuildContext, tool: ToolSpec, name: str, schema: Any, strict: bool
+) -> Parser:
+    """An argument whose object or array value is written as nested elements
+    (``elements``): the parser takes the text up to the argument's closer, converted by the
+    schema once complete; the grammar allows the elements the schema describes."""
+    a = ctx.analysis.tools.arguments
+    name_p = tag(tags.TOOL_ARG_NAME, literal(name))
+    header = atomic(seq_of(a.name_prefix, name_p, json_name_suffix(a)))
+    value_tag = elements.value_tag(tool.name, name)
+    if strict:  # the value and its closer are one (see elements.Grammar)
+        rule = f"{tool_rule(ctx, tool)}-{rule_part(name)}-el"
+        body = elements.Grammar(a, tool.parameters, rule).closed(schema, name)
+        return tag(tags.TOOL_ARG, header + seq_of(a.value_prefix, tag(value_tag, body)))
+    close = elements.closer(a, name)
+    value = tag(value_tag, until(close))
+    return tag(tags.TOOL_ARG, header + seq_of(a.value_prefix, value, closing(close, strict)))
+
+
+def element_converters(ctx: BuildContext) -> dict[str, Callable[[str], str | None]]:
+    """The converters of the element-valued arguments of the request's tools (by tag)."""
+    a = ctx.analysis.tools.arguments
+    if not a.value_item_name or pythonic.is_pythonic(ctx.analysis):
+        return {}
+    found: dict[str, Callable[[str], str | None]] = {}
+    for tool in ctx.request.tools:
+        for name, schema in tool.properties.items():
+            if elements.nests(schema, tool.parameters):
+                found[elements.value_tag(tool.name, name)] = elements.converter(
+                    a, schema, tool.parameters
+                )
+    return found
 
 
 def _with_named_closer(ctx: BuildContext, name: str | None) -> BuildContext:

@@ -408,6 +408,12 @@ def _tagged_calls(analysis: TemplateAnalysis, request: Request | None) -> dict[s
             f"({{'a': 1}}, [True, None]), which a response template (tag values decoded as "
             f"JSON by the tool's schema) cannot read back; {where} takes one"
         )
+    if args.value_item_name and (where := _structured_parameter(request)):
+        raise ExportError(
+            f"the template writes object and array argument values as nested elements "
+            f"(<{args.value_item_name}>...), which a response template (tag values decoded as "
+            f"JSON by the tool's schema) cannot read back; {where} takes one"
+        )
     if where := _untyped_parameter(request):
         raise ExportError(
             f"{where} declares no type: a response template decodes a tag value only by the "

@@ -289,7 +289,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             text, end = await state.backend.complete(gen)
         except BackendError as exc:
             return _error(502, str(exc), "backend_error")
-        message = params.parse(text)
+        message = params.parse(text, finish_reason=end.reason)
         reason = oai.finish_reason(message, end.hit_limit)
         return web.json_response(oai.completion(ident, message, reason, end.usage))
     return await _stream(request, state, params, req, gen, ident)
@@ -335,7 +335,7 @@ async def _stream(
         except StopAsyncIteration:
             out.append(_sse(oai.error_body("the backend stream ended early", kind="backend_error")))
         if end is not None:
-            out.extend(_sse(oai.chunk(ident, d)) for d in deltas.finish())
+            out.extend(_sse(oai.chunk(ident, d)) for d in deltas.finish(finish_reason=end.reason))
             if deltas.dropped_calls:
                 log.info("incremental stream dropped tool calls %s", deltas.dropped_calls)
             reason = oai.finish_reason(deltas.message, end.hit_limit)

@@ -53,6 +53,11 @@ class Finished:
     hit_limit: bool
     usage: Usage
 
+    @property
+    def reason(self) -> str:
+        """The finish reason the parser takes (``"length"`` makes a cut call not a call)."""
+        return "length" if self.hit_limit else "stop"
+
 
 @dataclasses.dataclass(frozen=True)
 class BackendInfo:

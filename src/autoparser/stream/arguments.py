@@ -32,7 +32,7 @@ from autoparser.stream.repair import (
     safe_escape_cut,
 )
 
-ValueConverters = Mapping[str, Callable[[str], str]]
+ValueConverters = Mapping[str, Callable[[str], str | None]]
 
 _STRING_TAGS = (tags.TOOL_ARG_STRING, tags.TOOL_ARG_TEXT)
 _VALUE_TAGS = (*_STRING_TAGS, tags.TOOL_ARG_JSON, tags.TOOL_ARG_PY)

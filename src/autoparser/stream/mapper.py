@@ -203,6 +203,11 @@ class _Call:
         return self.args.complete() if self.args is not None else "{}"
 
 
+def spans_end(*fields: list[Span]) -> int:
+    """Where the last span of any of the fields ends (0 without one)."""
+    return max((spans[-1][1] for spans in fields if spans), default=0)
+
+
 def _child(node: Node, tag: str) -> Node | None:
     return next((c for c in node.children if c.tag == tag), None)
 
@@ -277,6 +282,12 @@ class Mapper:
                 else:
                     spans.append((lead, child.end))
                     after_call = False
+                prev_end = child.end
+                continue
+            if tag == tags.TOOL_SECTION_END:
+                if not after_call and prev_end and spans_end(content, reasoning) == prev_end:
+                    # It closes a call that is content: it is content too.
+                    (reasoning if in_reasoning else content).append((prev_end, child.end))
                 prev_end = child.end
                 continue
             if tag == tags.REASONING:

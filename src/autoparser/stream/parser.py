@@ -87,12 +87,19 @@ class StreamParser:
             mapper.advance(result.tree, inc.text)
         return mapper.take_deltas()
 
-    def finish(self) -> list[dict[str, Any]]:
+    def finish(self, *, finish_reason: str | None = None) -> list[dict[str, Any]]:
         """End of output: return the last deltas (held-back text, a cut call's text).
+
+        ``finish_reason``: why generation stopped, as the engine says it (OpenAI's
+        ``"stop"``, ``"length"``...). ``"length"`` (max_tokens hit) means a call the output
+        ends inside was cut off, even where its end markers alone are missing: its text is
+        content and the message is truncated. Without it, a call missing only its close
+        tag at the very end still counts (a model may stop without writing it).
 
         With ``"whole"`` the accumulated deltas then equal ``ChatParams.parse`` of the
         whole text; calling it again returns nothing, feeding again is a ``RequestError``.
         """
+        hit_limit = finish_reason_hit_limit(finish_reason)
         if self._finished:
             return []
         self._finished = True
@@ -104,7 +111,10 @@ class StreamParser:
         partial = self._last_tree
         tree = final.tree if final.status == ParseStatus.SUCCESS else partial
         if partial is not None and (
-            (self._ends_inside_call(partial) and self._cut_inside_call(partial, tree))
+            (
+                self._ends_inside_call(partial)
+                and (hit_limit or self._cut_inside_call(partial, tree))
+            )
             or self._stopped_on_opener(partial, text)
         ):
             tree = partial
@@ -155,7 +165,9 @@ class StreamParser:
     def _stopped_on_opener(self, partial: Node, text: str) -> bool:
         """Does the output end with call openers only, after the partial parse's last node
         (a section marker outside any call node, like ``[TOOL_CALLS]``)?"""
-        tail = text[partial.children[-1].end if partial.children else 0 :]
+        # An empty node (a call that may start there) does not end what was written.
+        written = [c for c in partial.children if c.end > c.start]
+        tail = text[written[-1].end if written else 0 :]
         return bool(tail.strip()) and self._mapper.only_openers(tail)
 
     @property
@@ -180,12 +192,28 @@ class StreamParser:
         return str(self._inc.text)
 
 
+def finish_reason_hit_limit(finish_reason: object) -> bool:
+    """Whether an engine's finish reason says the output was cut by the token limit."""
+    if finish_reason is not None and not isinstance(finish_reason, str):
+        raise RequestError(
+            f"finish_reason must be a str or None, got {type(finish_reason).__name__}"
+        )
+    return finish_reason == "length"
+
+
 def parse_text(
-    definition: ParserDefinition, call_ids: CallIdPolicy, text: str, partial: bool = False
+    definition: ParserDefinition,
+    call_ids: CallIdPolicy,
+    text: str,
+    partial: bool = False,
+    *,
+    finish_reason: str | None = None,
 ) -> ChatMessage:
     """``parse(text)``: exactly what a stream fed the whole text at once would produce."""
     stream = StreamParser(definition, call_ids)
     stream.feed(text)
     if not partial:
-        stream.finish()
+        stream.finish(finish_reason=finish_reason)
+    else:
+        finish_reason_hit_limit(finish_reason)  # checked alike
     return stream.message
