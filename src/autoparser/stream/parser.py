@@ -13,6 +13,7 @@ from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError
 from autoparser.message import ChatMessage
 from autoparser.peg import Node, ParseStatus
+from autoparser.peg.oneshot import FAIL, OK, compiled
 from autoparser.stream.mapper import CallIdPolicy, Mapper, check_tool_call_deltas
 
 _ARGS_TAGS = frozenset({tags.TOOL_ARGS, tags.TOOL_ARGS_STR, tags.TOOL_ARGS_PY, tags.TOOL_ARG})
@@ -85,19 +86,8 @@ class StreamParser:
         self._finished = True
         text = self._inc.text
         final = self._inc.finish()
-        partial = self._last_tree
-        tree = final.tree if final.status == ParseStatus.SUCCESS else partial
-        if partial is not None and (
-            (self._ends_inside_call(partial) and self._cut_inside_call(partial, tree))
-            or self._stopped_on_opener(partial, text)
-        ):
-            tree = partial
-        if tree is not None:
-            self._mapper.advance(tree, text, final=True)
-            self._mapper.close(tree)
-        elif text:
-            # Nothing parsed at all (cannot happen with generated parsers): keep the text.
-            self._mapper.push_content(self._mapper.content.push(text))
+        tree = final.tree if final.status == ParseStatus.SUCCESS else None
+        _end_of_output(self._mapper, text, self._last_tree, tree)
         return self._mapper.take_deltas()
 
     @staticmethod
@@ -136,11 +126,12 @@ class StreamParser:
             c.complete for c in last.children
         )
 
-    def _stopped_on_opener(self, partial: Node, text: str) -> bool:
+    @staticmethod
+    def _stopped_on_opener(mapper: Mapper, partial: Node, text: str) -> bool:
         """Does the output end with call openers only, after the partial parse's last node
         (a section marker outside any call node, like ``[TOOL_CALLS]``)?"""
         tail = text[partial.children[-1].end if partial.children else 0 :]
-        return bool(tail.strip()) and self._mapper.only_openers(tail)
+        return bool(tail.strip()) and mapper.only_openers(tail)
 
     @property
     def message(self) -> ChatMessage:
@@ -164,10 +155,60 @@ class StreamParser:
         return str(self._inc.text)
 
 
+def _end_of_output(mapper: Mapper, text: str, partial: Node | None, final: Node | None) -> None:
+    """Map the whole output once it ended: the full-mode parse (``final``, None if it
+    failed), or the last partial-mode one where generation stopped inside a call or on a
+    call opener."""
+    tree = final if final is not None else partial
+    if partial is not None and (
+        (StreamParser._ends_inside_call(partial) and StreamParser._cut_inside_call(partial, tree))
+        or StreamParser._stopped_on_opener(mapper, partial, text)
+    ):
+        tree = partial
+    if tree is not None:
+        mapper.advance(tree, text, final=True)
+        mapper.close(tree)
+    elif text:
+        # Nothing parsed at all (cannot happen with generated parsers): keep the text.
+        mapper.push_content(mapper.content.push(text))
+
+
 def parse_text(
     definition: ParserDefinition, call_ids: CallIdPolicy, text: str, partial: bool = False
 ) -> ChatMessage:
-    """``parse(text)``: exactly what a stream fed the whole text at once would produce."""
+    """``parse(text)``: exactly what a stream fed the whole text at once would produce.
+
+    Without the stream: the parser compiled for one-shot parses (``peg/oneshot.py``) gives
+    the two trees a stream's feed and finish would (partial mode, then full mode), and the
+    mapper maps them as the stream does, without delta bookkeeping being read.
+    """
+    shot = compiled(definition.parser)
+    if shot is None or not isinstance(text, str):
+        return _parse_by_stream(definition, call_ids, text, partial)
+    try:
+        status, tree = shot.parse(text, partial=True)
+        last = tree if status != FAIL and text else None
+        final: Node | None = None
+        if not partial:
+            status, tree = shot.parse(text)
+            final = tree if status == OK else None
+    except RecursionError:
+        return _parse_by_stream(definition, call_ids, text, partial)
+    mapper = Mapper(
+        call_ids,
+        definition.value_converters,
+        openers=definition.call_openers or definition.trigger_markers,
+    )
+    if last is not None:
+        mapper.advance(last, text)
+    if not partial:
+        _end_of_output(mapper, text, last, final)
+    return mapper.message()
+
+
+def _parse_by_stream(
+    definition: ParserDefinition, call_ids: CallIdPolicy, text: str, partial: bool
+) -> ChatMessage:
     stream = StreamParser(definition, call_ids)
     stream.feed(text)
     if not partial:

@@ -1,0 +1,570 @@
+"""One-shot parsing: a parser compiled once into closures for parsing a whole text.
+
+An incremental parse (``IncrementalParse``) keeps memo entries, scan hints and whether each
+result depended on the end of the input, so that the next feed can resume; every node
+pays for that bookkeeping. A parse of a text that will not grow (``ChatParams.parse``)
+needs none of it. Here each node of a definition becomes one closure
+``match(run, pos) -> int`` that only says where it ended:
+
+- ``end >= 0``: matched, up to ``end``;
+- ``-1``: failed;
+- ``-2 - end``: needs more input, stopped at ``end`` (partial mode only).
+
+Tagged nodes go onto one list shared by the run; a node that fails takes its own back off,
+so a failure costs nothing to report. Sequences of plain leaves keep their single regex
+(``_fuse_leaves``), ordered choices their first-character dispatch. Without a memo, a
+grammar that retries the same alternative at the same place pays twice; the grammars a
+format builds are shallow and first-character dispatch keeps retries rare.
+
+The result is the same tree ``Parser.parse`` gives, in both modes, except that a failed
+parse reports no position (tests/test_peg_oneshot.py checks the rest). Grammars with
+named rules (recursion, whose depth budget only the memoised driver keeps) or node kinds
+of other modules are not compiled: ``compiled`` returns None and the caller parses as
+before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from autoparser.peg import json_scan
+from autoparser.peg.core import (
+    AnyChar,
+    Atomic,
+    CharClass,
+    Chars,
+    Choice,
+    End,
+    Json,
+    JsonSchema,
+    Literal,
+    Negate,
+    Node,
+    Parser,
+    Peek,
+    Repeat,
+    Rest,
+    Seq,
+    Space,
+    Tag,
+    Token,
+    TriggerMark,
+    Until,
+    _fuse_leaves,
+)
+from autoparser.peg.status import FAIL, MORE, OK
+
+_new_node = tuple.__new__
+
+
+class _Run:
+    """The state of one run: the text, the tagged nodes so far, end-dependence."""
+
+    __slots__ = ("closer", "hits", "n", "out", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.n = len(text)
+        self.out: list[Node] = []
+        # Leaf results that depended on the end of the input (a negative lookahead in
+        # partial mode needs more input when its child's outcome did).
+        self.hits = 0
+        # The closer of the unfinished JSON value a result that needs more input ends in.
+        self.closer = ""
+
+
+Match = Callable[[_Run, int], int]
+
+
+class _Unsupported(Exception):
+    """A node this module does not compile (the caller parses the memoised way)."""
+
+
+class OneShot:
+    """A parser compiled for whole-text parses, in partial and in full mode."""
+
+    __slots__ = ("_full", "_partial")
+
+    def __init__(self, root: Parser) -> None:
+        self._full = _Compiler(partial=False).compile(root)
+        self._partial = _Compiler(partial=True).compile(root)
+
+    def parse(self, text: str, partial: bool = False) -> tuple[int, Node]:
+        """``(status, tree)`` of ``text`` as ``Parser.parse(text, partial)`` gives them
+        (status: FAIL / OK / MORE of ``peg.status``; the tree of a failure is empty).
+
+        Raises RecursionError when the text nests deeper than the Python stack allows.
+        """
+        run = _Run(text)
+        e = (self._partial if partial else self._full)(run, 0)
+        if e >= 0:
+            return OK, _new_node(Node, (None, 0, e, True, tuple(run.out), ""))
+        if e == -1:
+            return FAIL, _new_node(Node, (None, 0, 0, False, (), ""))
+        return MORE, _new_node(Node, (None, 0, -2 - e, False, tuple(run.out), run.closer))
+
+
+_COMPILED: dict[int, tuple[Parser, OneShot | None]] = {}
+
+
+def compiled(root: Parser) -> OneShot | None:
+    """The one-shot form of ``root``, compiled on first use; None if it has node kinds
+    this module does not compile."""
+    found = _COMPILED.get(root._uid)
+    if found is not None and found[0] is root:
+        return found[1]
+    try:
+        shot: OneShot | None = OneShot(root)
+    except _Unsupported:
+        shot = None
+    if len(_COMPILED) > 1024:
+        _COMPILED.clear()
+    _COMPILED[root._uid] = (root, shot)
+    return shot
+
+
+class _Compiler:
+    """Turns parser nodes into matchers of one mode; shared nodes are compiled once."""
+
+    def __init__(self, partial: bool) -> None:
+        self.partial = partial
+        self.done: dict[int, Match] = {}
+
+    def compile(self, node: Parser) -> Match:
+        found = self.done.get(node._uid)
+        if found is None:
+            build = _BUILDERS.get(type(node))
+            if build is None:
+                raise _Unsupported(type(node).__name__)
+            found = self.done[node._uid] = build(self, node)
+        return found
+
+
+# --- leaves ----------------------------------------------------------------------------------
+
+
+def _literal(c: _Compiler, node: Any) -> Match:
+    s: str = node.value
+    size = len(s)
+    if not c.partial:
+
+        def literal_full(r: _Run, pos: int) -> int:
+            return pos + size if r.text.startswith(s, pos) else -1
+
+        return literal_full
+
+    def literal_partial(r: _Run, pos: int) -> int:
+        text = r.text
+        if text.startswith(s, pos):
+            return pos + size
+        n = r.n
+        if n - pos < size and s.startswith(text[pos:]):
+            r.hits += 1
+            r.closer = ""
+            return -2 - n
+        return -1
+
+    return literal_partial
+
+
+def _chars(c: _Compiler, node: Any) -> Match:
+    rx_match = node._rx.match
+    low: int = node.min
+    high: int | None = node.max
+    if not c.partial:
+
+        def chars_full(r: _Run, pos: int) -> int:
+            m = rx_match(r.text, pos)
+            e = m.end() if m else pos
+            return e if e - pos >= low else -1
+
+        return chars_full
+
+    def chars_partial(r: _Run, pos: int) -> int:
+        m = rx_match(r.text, pos)
+        e = m.end() if m else pos
+        if e == r.n and (high is None or e - pos < high):
+            r.hits += 1
+            r.closer = ""
+            return -2 - e
+        return e if e - pos >= low else -1
+
+    return chars_partial
+
+
+def _end(c: _Compiler, node: Any) -> Match:
+    partial = c.partial
+
+    def end(r: _Run, pos: int) -> int:
+        if pos >= r.n:
+            if partial:
+                r.hits += 1
+            return pos
+        return -1
+
+    return end
+
+
+def _rest(c: _Compiler, node: Any) -> Match:
+    if not c.partial:
+        return lambda r, pos: max(pos, r.n)
+
+    def rest_partial(r: _Run, pos: int) -> int:
+        r.hits += 1
+        r.closer = ""
+        return -2 - max(pos, r.n)
+
+    return rest_partial
+
+
+def _until(c: _Compiler, node: Any) -> Match:
+    delimiters: tuple[str, ...] = node.delimiters
+    longest: int = node._longest
+    hold = node._hold_rx
+    if node._rx is None:
+        first = delimiters[0]
+
+        def find(text: str, pos: int) -> int:
+            return text.find(first, pos)
+    else:
+        search = node._rx.search
+
+        def find(text: str, pos: int) -> int:
+            m = search(text, pos)
+            return m.start() if m else -1
+
+    if not c.partial:
+
+        def until_full(r: _Run, pos: int) -> int:
+            i = find(r.text, pos)
+            return i if i >= 0 else max(pos, r.n)
+
+        return until_full
+
+    def until_partial(r: _Run, pos: int) -> int:
+        text = r.text
+        i = find(text, pos)
+        if i >= 0:
+            return i
+        n = r.n
+        r.hits += 1
+        r.closer = ""
+        held = hold.search(text, max(pos, n - longest + 1)) if hold is not None else None
+        return -2 - max(pos, held.start() if held else n)
+
+    return until_partial
+
+
+def _json(c: _Compiler, node: Any) -> Match:
+    kind: str = node.kind
+    quotes: bool = node.single_quotes
+    fast = json_scan.fast_complete
+    scan = json_scan.scan
+    if not c.partial:
+
+        def json_full(r: _Run, pos: int) -> int:
+            e = fast(r.text, pos, kind)
+            if e >= 0:
+                return e
+            res = scan(r.text, pos, kind, False, quotes)
+            return res.end if res.status == OK else -1
+
+        return json_full
+
+    def json_partial(r: _Run, pos: int) -> int:
+        e = fast(r.text, pos, kind)
+        if e >= 0:
+            return e
+        res = scan(r.text, pos, kind, True, quotes)
+        if res.hit_end:
+            r.hits += 1
+        if res.status == OK:
+            return res.end
+        if res.status == FAIL:
+            return -1
+        r.closer = res.closer
+        return -2 - res.end
+
+    return json_partial
+
+
+# --- combinators -----------------------------------------------------------------------------
+
+
+def _adds_nodes(node: Parser) -> bool:
+    """Can a match of this node leave tagged nodes behind (so a parent that fails later
+    must take them back)?"""
+    kind = type(node)
+    if kind is Tag:
+        return True
+    if kind in (Peek, Negate):
+        return False
+    return any(_adds_nodes(child) for child in node.children())
+
+
+def _leaf_run(c: _Compiler, rx: Any, items: tuple[Match, ...]) -> Match:
+    """Consecutive plain leaves as one regex match (see core._fuse_leaves)."""
+    rx_match = rx.match
+    if not c.partial:
+        # In full mode no leaf of the run depends on where the input ends.
+        def run_full(r: _Run, pos: int) -> int:
+            m = rx_match(r.text, pos)
+            return m.end() if m else -1
+
+        return run_full
+
+    def run_partial(r: _Run, pos: int) -> int:
+        m = rx_match(r.text, pos)
+        if m is not None and m.end() < r.n:
+            return m.end()
+        for item in items:  # near the end: each leaf decides whether it needs more
+            e = item(r, pos)
+            if e < 0:
+                return e
+            pos = e
+        return pos
+
+    return run_partial
+
+
+def _seq(c: _Compiler, node: Any) -> Match:
+    raw: tuple[Parser, ...] = node.items
+    fused = _fuse_leaves(raw) or {}
+    parts: list[Match] = []
+    i = 0
+    while i < len(raw):
+        run = fused.get(i)
+        if run is not None:
+            stop, rx = run
+            parts.append(_leaf_run(c, rx, tuple(c.compile(p) for p in raw[i:stop])))
+            i = stop
+        else:
+            parts.append(c.compile(raw[i]))
+            i += 1
+    items = tuple(parts)
+    if len(items) == 1:
+        return items[0]
+    # Nodes to take back on failure exist only if an item that may add some is followed
+    # by one that may fail; otherwise every failing item has already taken back its own.
+    producing = [_adds_nodes(p) for p in raw]
+    keeps = any(producing[:-1])
+    if len(items) == 2 and not keeps:
+        first, second = items
+
+        def seq2(r: _Run, pos: int) -> int:
+            e = first(r, pos)
+            return e if e < 0 else second(r, e)
+
+        return seq2
+    if not keeps:
+
+        def seq_plain(r: _Run, pos: int) -> int:
+            for item in items:
+                pos = item(r, pos)
+                if pos < 0:
+                    return pos
+            return pos
+
+        return seq_plain
+
+    def seq(r: _Run, pos: int) -> int:
+        out = r.out
+        mark = len(out)
+        for item in items:
+            e = item(r, pos)
+            if e < 0:
+                if e == -1 and len(out) > mark:
+                    del out[mark:]
+                return e
+            pos = e
+        return pos
+
+    return seq
+
+
+def _choice(c: _Compiler, node: Any) -> Match:
+    table = {
+        ch: tuple((c.compile(alt), must) for alt, must in alts)
+        for ch, alts in node._dispatch().items()
+    }
+    others = tuple((c.compile(alt), must) for alt, must in node._others)
+    every = tuple((c.compile(alt), "") for alt in node.alternatives)
+    get = table.get
+
+    def choice(r: _Run, pos: int) -> int:
+        text = r.text
+        left = r.n - pos
+        alternatives = get(text[pos], others) if left > 0 else every
+        for alt, must in alternatives:
+            if must and left >= len(must) and not text.startswith(must, pos):
+                continue  # it would fail here, consuming nothing (see Parser.first_text)
+            e = alt(r, pos)
+            if e != -1:
+                return e
+        return -1
+
+    return choice
+
+
+def _repeat(c: _Compiler, node: Any) -> Match:
+    child = c.compile(node.child)
+    low: int = node.min
+    high: int | None = node.max
+    if high == 1 and low == 0:
+
+        def optional(r: _Run, pos: int) -> int:
+            e = child(r, pos)
+            return pos if e == -1 else e
+
+        return optional
+
+    def repeat(r: _Run, pos: int) -> int:
+        out = r.out
+        mark = len(out)
+        got = 0
+        while high is None or got < high:
+            e = child(r, pos)
+            if e < 0:
+                if e == -1:
+                    break
+                return e
+            if e == pos:  # an empty match repeats forever: the remaining count is satisfied
+                got = max(got, low)
+                break
+            pos = e
+            got += 1
+        if got < low:
+            if len(out) > mark:
+                del out[mark:]
+            return -1
+        return pos
+
+    return repeat
+
+
+def _peek(c: _Compiler, node: Any) -> Match:
+    child = c.compile(node.child)
+
+    def peek(r: _Run, pos: int) -> int:
+        out = r.out
+        mark = len(out)
+        e = child(r, pos)
+        if len(out) > mark:
+            del out[mark:]
+        if e >= 0:
+            return pos
+        if e == -1:
+            return -1
+        r.closer = ""
+        return -2 - pos
+
+    return peek
+
+
+def _negate(c: _Compiler, node: Any) -> Match:
+    child = c.compile(node.child)
+    if not c.partial:
+
+        def negate_full(r: _Run, pos: int) -> int:
+            out = r.out
+            mark = len(out)
+            e = child(r, pos)
+            if len(out) > mark:
+                del out[mark:]
+            return pos if e == -1 else -1
+
+        return negate_full
+
+    def negate_partial(r: _Run, pos: int) -> int:
+        out = r.out
+        mark = len(out)
+        hits = r.hits
+        e = child(r, pos)
+        if len(out) > mark:
+            del out[mark:]
+        if e == -1:
+            return pos
+        if e < -1 or r.hits != hits:  # the child's outcome may change as the text grows
+            r.closer = ""
+            return -2 - pos
+        return -1
+
+    return negate_partial
+
+
+def _tag(c: _Compiler, node: Any) -> Match:
+    child = c.compile(node.child)
+    name: str = node.name
+    if not _adds_nodes(node.child):
+
+        def tag_leaf(r: _Run, pos: int) -> int:
+            e = child(r, pos)
+            if e >= 0:
+                r.out.append(_new_node(Node, (name, pos, e, True, (), "")))
+            elif e < -1:
+                r.out.append(_new_node(Node, (name, pos, -2 - e, False, (), r.closer)))
+            return e
+
+        return tag_leaf
+
+    def tag(r: _Run, pos: int) -> int:
+        out = r.out
+        mark = len(out)
+        e = child(r, pos)
+        if e == -1:
+            return -1
+        children = tuple(out[mark:])
+        del out[mark:]
+        if e >= 0:
+            out.append(_new_node(Node, (name, pos, e, True, children, "")))
+        else:
+            out.append(_new_node(Node, (name, pos, -2 - e, False, children, r.closer)))
+        return e
+
+    return tag
+
+
+def _atomic(c: _Compiler, node: Any) -> Match:
+    child = c.compile(node.child)
+    if not _adds_nodes(node.child):
+        return child
+
+    def atomic(r: _Run, pos: int) -> int:
+        out = r.out
+        mark = len(out)
+        e = child(r, pos)
+        if e < -1 and len(out) > mark:
+            del out[mark:]  # unfinished: its nodes appear once it is complete
+        return e
+
+    return atomic
+
+
+def _transparent(c: _Compiler, node: Any) -> Match:
+    return c.compile(node.child)
+
+
+_BUILDERS: dict[type, Callable[[_Compiler, Any], Match]] = {
+    Literal: _literal,
+    Token: _literal,
+    Chars: _chars,
+    CharClass: _chars,
+    AnyChar: _chars,
+    Space: _chars,
+    End: _end,
+    Rest: _rest,
+    Until: _until,
+    Json: _json,
+    JsonSchema: _json,
+    Seq: _seq,
+    Choice: _choice,
+    Repeat: _repeat,
+    Peek: _peek,
+    Negate: _negate,
+    Tag: _tag,
+    Atomic: _atomic,
+    TriggerMark: _transparent,
+}
+
+__all__ = ["FAIL", "MORE", "OK", "OneShot", "compiled"]
