@@ -61,17 +61,21 @@ _new_node = tuple.__new__
 class _Run:
     """The state of one run: the text, the tagged nodes so far, end-dependence."""
 
-    __slots__ = ("closer", "hits", "n", "out", "text")
+    __slots__ = ("closer", "hits", "n", "out", "shared", "text")
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, shared: dict[tuple[int, int], Any]) -> None:
         self.text = text
         self.n = len(text)
         self.out: list[Node] = []
-        # Leaf results that depended on the end of the input (a negative lookahead in
-        # partial mode needs more input when its child's outcome did).
+        # Leaf results that depended on the end of the input: a negative lookahead in
+        # partial mode needs more input when its child's outcome did, and only results
+        # that did not are the same in both modes (and so kept in `shared`).
         self.hits = 0
         # The closer of the unfinished JSON value a result that needs more input ends in.
         self.closer = ""
+        # Results kept for another run over the same text, in either mode: complete JSON
+        # values, and how far repetitions got before the end of the input mattered.
+        self.shared = shared
 
 
 Match = Callable[[_Run, int], int]
@@ -90,13 +94,17 @@ class OneShot:
         self._full = _Compiler(partial=False).compile(root)
         self._partial = _Compiler(partial=True).compile(root)
 
-    def parse(self, text: str, partial: bool = False) -> tuple[int, Node]:
+    def parse(
+        self, text: str, partial: bool = False, shared: dict[tuple[int, int], Any] | None = None
+    ) -> tuple[int, Node]:
         """``(status, tree)`` of ``text`` as ``Parser.parse(text, partial)`` gives them
         (status: FAIL / OK / MORE of ``peg.status``; the tree of a failure is empty).
 
+        ``shared``: pass the same dict to the partial- and the full-mode run of one text
+        and the second skips what the first found independently of the end of the input.
         Raises RecursionError when the text nests deeper than the Python stack allows.
         """
-        run = _Run(text)
+        run = _Run(text, {} if shared is None else shared)
         e = (self._partial if partial else self._full)(run, 0)
         if e >= 0:
             return OK, _new_node(Node, (None, 0, e, True, tuple(run.out), ""))
@@ -150,7 +158,12 @@ def _literal(c: _Compiler, node: Any) -> Match:
     if not c.partial:
 
         def literal_full(r: _Run, pos: int) -> int:
-            return pos + size if r.text.startswith(s, pos) else -1
+            text = r.text
+            if text.startswith(s, pos):
+                return pos + size
+            if r.n - pos < size and s.startswith(text[pos:]):
+                r.hits += 1
+            return -1
 
         return literal_full
 
@@ -177,6 +190,8 @@ def _chars(c: _Compiler, node: Any) -> Match:
         def chars_full(r: _Run, pos: int) -> int:
             m = rx_match(r.text, pos)
             e = m.end() if m else pos
+            if e == r.n and (high is None or e - pos < high):
+                r.hits += 1
             return e if e - pos >= low else -1
 
         return chars_full
@@ -194,12 +209,9 @@ def _chars(c: _Compiler, node: Any) -> Match:
 
 
 def _end(c: _Compiler, node: Any) -> Match:
-    partial = c.partial
-
     def end(r: _Run, pos: int) -> int:
         if pos >= r.n:
-            if partial:
-                r.hits += 1
+            r.hits += 1
             return pos
         return -1
 
@@ -208,7 +220,12 @@ def _end(c: _Compiler, node: Any) -> Match:
 
 def _rest(c: _Compiler, node: Any) -> Match:
     if not c.partial:
-        return lambda r, pos: max(pos, r.n)
+
+        def rest_full(r: _Run, pos: int) -> int:
+            r.hits += 1
+            return max(pos, r.n)
+
+        return rest_full
 
     def rest_partial(r: _Run, pos: int) -> int:
         r.hits += 1
@@ -238,7 +255,10 @@ def _until(c: _Compiler, node: Any) -> Match:
 
         def until_full(r: _Run, pos: int) -> int:
             i = find(r.text, pos)
-            return i if i >= 0 else max(pos, r.n)
+            if i >= 0:
+                return i
+            r.hits += 1
+            return max(pos, r.n)
 
         return until_full
 
@@ -259,21 +279,34 @@ def _until(c: _Compiler, node: Any) -> Match:
 def _json(c: _Compiler, node: Any) -> Match:
     kind: str = node.kind
     quotes: bool = node.single_quotes
+    uid: int = node._uid
     fast = json_scan.fast_complete
     scan = json_scan.scan
+
+    def complete(r: _Run, pos: int) -> int:
+        """End of a complete value the C decoder reads at pos (the same in both modes,
+        so found once per text), or -1."""
+        key = (uid, pos)
+        e: int | None = r.shared.get(key)
+        if e is None:
+            e = r.shared[key] = fast(r.text, pos, kind)
+        return e
+
     if not c.partial:
 
         def json_full(r: _Run, pos: int) -> int:
-            e = fast(r.text, pos, kind)
+            e = complete(r, pos)
             if e >= 0:
                 return e
             res = scan(r.text, pos, kind, False, quotes)
+            if res.hit_end:
+                r.hits += 1
             return res.end if res.status == OK else -1
 
         return json_full
 
     def json_partial(r: _Run, pos: int) -> int:
-        e = fast(r.text, pos, kind)
+        e = complete(r, pos)
         if e >= 0:
             return e
         res = scan(r.text, pos, kind, True, quotes)
@@ -303,29 +336,23 @@ def _adds_nodes(node: Parser) -> bool:
     return any(_adds_nodes(child) for child in node.children())
 
 
-def _leaf_run(c: _Compiler, rx: Any, items: tuple[Match, ...]) -> Match:
+def _leaf_run(rx: Any, items: tuple[Match, ...]) -> Match:
     """Consecutive plain leaves as one regex match (see core._fuse_leaves)."""
     rx_match = rx.match
-    if not c.partial:
-        # In full mode no leaf of the run depends on where the input ends.
-        def run_full(r: _Run, pos: int) -> int:
-            m = rx_match(r.text, pos)
-            return m.end() if m else -1
 
-        return run_full
-
-    def run_partial(r: _Run, pos: int) -> int:
+    def leaf_run(r: _Run, pos: int) -> int:
         m = rx_match(r.text, pos)
         if m is not None and m.end() < r.n:
             return m.end()
-        for item in items:  # near the end: each leaf decides whether it needs more
+        # Failed, or reached the end: each leaf says whether that depended on the end.
+        for item in items:
             e = item(r, pos)
             if e < 0:
                 return e
             pos = e
         return pos
 
-    return run_partial
+    return leaf_run
 
 
 def _seq(c: _Compiler, node: Any) -> Match:
@@ -337,7 +364,7 @@ def _seq(c: _Compiler, node: Any) -> Match:
         run = fused.get(i)
         if run is not None:
             stop, rx = run
-            parts.append(_leaf_run(c, rx, tuple(c.compile(p) for p in raw[i:stop])))
+            parts.append(_leaf_run(rx, tuple(c.compile(p) for p in raw[i:stop])))
             i = stop
         else:
             parts.append(c.compile(raw[i]))
@@ -418,11 +445,22 @@ def _repeat(c: _Compiler, node: Any) -> Match:
             return pos if e == -1 else e
 
         return optional
+    uid: int = node._uid
 
     def repeat(r: _Run, pos: int) -> int:
         out = r.out
         mark = len(out)
-        got = 0
+        # Iterations that did not depend on the end of the input are the same in the
+        # other mode's run: (position, count, nodes) after the last of them.
+        key = (uid, pos)
+        known: tuple[int, int, tuple[Node, ...]] | None = r.shared.get(key)
+        if known is None:
+            got = 0
+        else:
+            pos, got, nodes = known
+            out.extend(nodes)
+        hits = r.hits
+        stable = -1
         while high is None or got < high:
             e = child(r, pos)
             if e < 0:
@@ -434,6 +472,11 @@ def _repeat(c: _Compiler, node: Any) -> Match:
                 break
             pos = e
             got += 1
+            if r.hits == hits:
+                stable = len(out)
+                known = (pos, got, ())
+        if stable >= 0 and known is not None:
+            r.shared[key] = (known[0], known[1], tuple(out[mark:stable]))
         if got < low:
             if len(out) > mark:
                 del out[mark:]
@@ -508,18 +551,34 @@ def _tag(c: _Compiler, node: Any) -> Match:
 
         return tag_leaf
 
+    uid: int = node._uid
+
     def tag(r: _Run, pos: int) -> int:
+        # A node with structure inside (a call, an argument): found once per text when
+        # its outcome did not depend on the end of the input.
+        key = (uid, pos)
+        known: tuple[int, Node | None] | None = r.shared.get(key)
+        if known is not None:
+            if known[1] is not None:
+                r.out.append(known[1])
+            return known[0]
         out = r.out
         mark = len(out)
+        hits = r.hits
         e = child(r, pos)
         if e == -1:
+            if r.hits == hits:
+                r.shared[key] = (-1, None)
             return -1
         children = tuple(out[mark:])
         del out[mark:]
         if e >= 0:
-            out.append(_new_node(Node, (name, pos, e, True, children, "")))
+            found = _new_node(Node, (name, pos, e, True, children, ""))
+            if r.hits == hits:
+                r.shared[key] = (e, found)
         else:
-            out.append(_new_node(Node, (name, pos, -2 - e, False, children, r.closer)))
+            found = _new_node(Node, (name, pos, -2 - e, False, children, r.closer))
+        out.append(found)
         return e
 
     return tag

@@ -185,12 +185,13 @@ def parse_text(
     shot = compiled(definition.parser)
     if shot is None or not isinstance(text, str):
         return _parse_by_stream(definition, call_ids, text, partial)
+    shared: dict[tuple[int, int], Any] = {}  # what the second run need not find again
     try:
-        status, tree = shot.parse(text, partial=True)
+        status, tree = shot.parse(text, True, shared)
         last = tree if status != FAIL and text else None
         final: Node | None = None
         if not partial:
-            status, tree = shot.parse(text)
+            status, tree = shot.parse(text, False, shared)
             final = tree if status == OK else None
     except RecursionError:
         return _parse_by_stream(definition, call_ids, text, partial)
