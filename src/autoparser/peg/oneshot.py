@@ -461,12 +461,12 @@ def _repeat(c: _Compiler, node: Any) -> Match:
             out.extend(nodes)
         hits = r.hits
         stable = -1
+        more = 0
         while high is None or got < high:
             e = child(r, pos)
             if e < 0:
-                if e == -1:
-                    break
-                return e
+                more = e
+                break
             if e == pos:  # an empty match repeats forever: the remaining count is satisfied
                 got = max(got, low)
                 break
@@ -477,6 +477,8 @@ def _repeat(c: _Compiler, node: Any) -> Match:
                 known = (pos, got, ())
         if stable >= 0 and known is not None:
             r.shared[key] = (known[0], known[1], tuple(out[mark:stable]))
+        if more < -1:
+            return more
         if got < low:
             if len(out) > mark:
                 del out[mark:]

@@ -9,6 +9,7 @@ one streamer per encoding (``stream/arguments.py``). See docs/streaming.md.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 from collections.abc import Callable, Sequence
@@ -199,7 +200,17 @@ class _Call:
 
 
 def _child(node: Node, tag: str) -> Node | None:
-    return next((c for c in node.children if c.tag == tag), None)
+    for c in node.children:
+        if c.tag == tag:
+            return c
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _markup_openers(openers: tuple[str, ...]) -> tuple[str, ...]:
+    """Call openers long enough to be markup, longest first (one alone at the end is
+    dropped); worked out once per format, not per stream."""
+    return tuple(sorted({m.strip() for m in openers if len(m.strip()) > 1}, key=len)[::-1])
 
 
 class Mapper:
@@ -223,8 +234,7 @@ class Mapper:
         self.policy = policy
         self.converters = converters
         self.incremental = incremental
-        # Call openers long enough to be markup: one alone at the end is dropped.
-        self.openers = sorted({m.strip() for m in openers if len(m.strip()) > 1}, key=len)[::-1]
+        self.openers = _markup_openers(tuple(openers))
         self.reasoning = _TextField("reasoning_content")
         self.content = _TextField("content")
         self.announced: list[_Call] = []  # every call announced, by delta index

@@ -17,6 +17,7 @@ from autoparser.peg.oneshot import FAIL, OK, compiled
 from autoparser.stream.mapper import CallIdPolicy, Mapper, check_tool_call_deltas
 
 _ARGS_TAGS = frozenset({tags.TOOL_ARGS, tags.TOOL_ARGS_STR, tags.TOOL_ARGS_PY, tags.TOOL_ARG})
+_TEXT_TAGS = frozenset({tags.CONTENT, tags.REASONING})
 
 
 class StreamParser:
@@ -87,7 +88,7 @@ class StreamParser:
         text = self._inc.text
         final = self._inc.finish()
         tree = final.tree if final.status == ParseStatus.SUCCESS else None
-        _end_of_output(self._mapper, text, self._last_tree, tree)
+        _end_of_output(self._mapper, text, _output_tree(self._mapper, text, self._last_tree, tree))
         return self._mapper.take_deltas()
 
     @staticmethod
@@ -155,22 +156,55 @@ class StreamParser:
         return str(self._inc.text)
 
 
-def _end_of_output(mapper: Mapper, text: str, partial: Node | None, final: Node | None) -> None:
-    """Map the whole output once it ended: the full-mode parse (``final``, None if it
-    failed), or the last partial-mode one where generation stopped inside a call or on a
-    call opener."""
-    tree = final if final is not None else partial
+def _output_tree(
+    mapper: Mapper, text: str, partial: Node | None, final: Node | None
+) -> Node | None:
+    """The tree the whole output is mapped by once it ended: the full-mode parse
+    (``final``, None if it failed), or the last partial-mode one where generation stopped
+    inside a call or on a call opener."""
     if partial is not None and (
-        (StreamParser._ends_inside_call(partial) and StreamParser._cut_inside_call(partial, tree))
+        (
+            StreamParser._ends_inside_call(partial)
+            and StreamParser._cut_inside_call(partial, final if final is not None else partial)
+        )
         or StreamParser._stopped_on_opener(mapper, partial, text)
     ):
-        tree = partial
+        return partial
+    return final if final is not None else partial
+
+
+def _end_of_output(mapper: Mapper, text: str, tree: Node | None) -> None:
+    """Map the whole output by its tree (see ``_output_tree``)."""
     if tree is not None:
         mapper.advance(tree, text, final=True)
         mapper.close(tree)
     elif text:
         # Nothing parsed at all (cannot happen with generated parsers): keep the text.
         mapper.push_content(mapper.content.push(text))
+
+
+def _maps_prefix(partial: Node, tree: Node) -> bool:
+    """Does mapping ``partial`` (not final) give a prefix of what mapping ``tree`` gives,
+    so that a one-shot parse may map ``tree`` alone? Its nodes are those of ``tree``
+    except the last, which may be unfinished: a call (mapped to nothing until it is
+    complete) or a text node that ``tree``'s node at that place extends."""
+    mine, theirs = partial.children, tree.children
+    while mine and mine[-1].start == mine[-1].end and not mine[-1].complete:
+        mine = mine[:-1]  # where something may start once more text comes: maps to nothing
+    if len(mine) > len(theirs):
+        return False
+    last = len(mine) - 1
+    for i, node in enumerate(mine):
+        other = theirs[i]
+        if node == other:
+            continue
+        if i < last or node.complete:
+            return False
+        if node.tag not in _TEXT_TAGS:
+            continue  # an unfinished call, or markup: mapped to nothing yet
+        if (other.tag, other.start) != (node.tag, node.start) or other.end < node.end:
+            return False
+    return True
 
 
 def parse_text(
@@ -180,19 +214,23 @@ def parse_text(
 
     Without the stream: the parser compiled for one-shot parses (``peg/oneshot.py``) gives
     the two trees a stream's feed and finish would (partial mode, then full mode), and the
-    mapper maps them as the stream does, without delta bookkeeping being read.
+    mapper maps them as the stream does; the partial tree only when what it maps is not
+    a prefix of what the final one maps.
     """
     shot = compiled(definition.parser)
     if shot is None or not isinstance(text, str):
         return _parse_by_stream(definition, call_ids, text, partial)
-    shared: dict[tuple[int, int], Any] = {}  # what the second run need not find again
+    # The full-mode run first: the partial-mode one then resumes from what the first
+    # found independently of the end of the input, and stops at the first thing that
+    # did depend on it, where the full-mode run tries every way the text could end.
+    shared: dict[tuple[int, int], Any] = {}
     try:
-        status, tree = shot.parse(text, True, shared)
-        last = tree if status != FAIL and text else None
         final: Node | None = None
         if not partial:
             status, tree = shot.parse(text, False, shared)
             final = tree if status == OK else None
+        status, tree = shot.parse(text, True, shared)
+        last = tree if status != FAIL and text else None
     except RecursionError:
         return _parse_by_stream(definition, call_ids, text, partial)
     mapper = Mapper(
@@ -200,10 +238,14 @@ def parse_text(
         definition.value_converters,
         openers=definition.call_openers or definition.trigger_markers,
     )
-    if last is not None:
+    if partial:
+        if last is not None:
+            mapper.advance(last, text)
+        return mapper.message()
+    output = _output_tree(mapper, text, last, final)
+    if last is not None and (output is None or not _maps_prefix(last, output)):
         mapper.advance(last, text)
-    if not partial:
-        _end_of_output(mapper, text, last, final)
+    _end_of_output(mapper, text, output)
     return mapper.message()
 
 

@@ -12,15 +12,18 @@ import ast
 import collections
 import json
 import re
+from json.encoder import encode_basestring  # what json.dumps(str, ensure_ascii=False) runs
 
 from autoparser.peg import end, json_object
 
+_JSON_SPACE = " \t\n\r"  # what json.loads skips around a document
+_JSON_SCAN = json.JSONDecoder().scan_once  # json.loads' own scanner: same verdicts
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
 
 
 def escape_json(text: str) -> str:
     """JSON string-body escaping; escaping pieces separately equals escaping the whole."""
-    return json.dumps(text, ensure_ascii=False)[1:-1]
+    return encode_basestring(text)[1:-1]
 
 
 def json_closer(prefix: str) -> str:
@@ -110,11 +113,16 @@ JSON_OBJECT_PROBE = json_object() + end()
 
 
 def json_object_text(text: str) -> bool:
-    """Is ``text`` one JSON object (arguments as OpenAI carries them)?"""
-    try:
-        return isinstance(json.loads(text), dict)
-    except (ValueError, RecursionError):
+    """Is ``text`` one JSON object (arguments as OpenAI carries them)? As ``json.loads``
+    judges it, without its Python-level wrappers (this runs once per call)."""
+    start = len(text) - len(text.lstrip(_JSON_SPACE))
+    if not text.startswith("{", start):
         return False
+    try:
+        _, end = _JSON_SCAN(text, start)
+    except (StopIteration, ValueError, RecursionError):
+        return False
+    return not text[end:].strip(_JSON_SPACE)
 
 
 def python_value_json(raw: str) -> str | None:
