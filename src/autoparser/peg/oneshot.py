@@ -410,6 +410,46 @@ def _seq(c: _Compiler, node: Any) -> Match:
     return seq
 
 
+def _at_end(node: Parser) -> int | None:
+    """A full-mode match at the end of the input reads no character, so its outcome is
+    the grammar's alone: 0 (matches, adding no nodes), -1 (fails), or None (it adds
+    nodes, or is not worked out here)."""
+    kind = type(node)
+    if kind in (Literal, Token):
+        return -1 if node.value else 0  # type: ignore[attr-defined]
+    if isinstance(node, Chars):
+        return 0 if node.min == 0 else -1
+    if kind in (End, Rest, Until):
+        return 0
+    if isinstance(node, Json):
+        return -1
+    if kind is Seq:
+        for item in node.children():
+            outcome = _at_end(item)
+            if outcome != 0:
+                return outcome
+        return 0
+    if kind is Choice:
+        for alt in node.children():
+            outcome = _at_end(alt)
+            if outcome != -1:
+                return outcome
+        return -1
+    if kind is Repeat:
+        outcome = _at_end(node.child)  # type: ignore[attr-defined]
+        if outcome == -1:
+            return 0 if node.min == 0 else -1  # type: ignore[attr-defined]
+        return outcome  # an empty match satisfies the count
+    if kind is Negate:
+        outcome = _at_end(node.child)  # type: ignore[attr-defined]
+        return None if outcome is None else -1 - outcome
+    if kind in (Peek, Atomic, TriggerMark):
+        return _at_end(node.child)  # type: ignore[attr-defined]
+    if kind is Tag:
+        return -1 if _at_end(node.child) == -1 else None  # type: ignore[attr-defined]
+    return None
+
+
 def _choice(c: _Compiler, node: Any) -> Match:
     table = {
         ch: tuple((c.compile(alt), must) for alt, must in alts)
@@ -418,6 +458,27 @@ def _choice(c: _Compiler, node: Any) -> Match:
     others = tuple((c.compile(alt), must) for alt, must in node._others)
     every = tuple((c.compile(alt), "") for alt in node.alternatives)
     get = table.get
+    at_end = None if c.partial else _at_end(node)
+    if at_end is not None:
+        # The alternatives tried at the end of the input (where a repetition of them
+        # stops) all fail or all match nothing there, whatever the text: say so at once.
+        # Each would have read the end of the input.
+
+        def choice_full(r: _Run, pos: int) -> int:
+            left = r.n - pos
+            if left <= 0:
+                r.hits += 1
+                return -1 if at_end else pos
+            text = r.text
+            for alt, must in get(text[pos], others):
+                if must and left >= len(must) and not text.startswith(must, pos):
+                    continue
+                e = alt(r, pos)
+                if e != -1:
+                    return e
+            return -1
+
+        return choice_full
 
     def choice(r: _Run, pos: int) -> int:
         text = r.text
