@@ -25,6 +25,7 @@ before.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -336,7 +337,7 @@ def _adds_nodes(node: Parser) -> bool:
     return any(_adds_nodes(child) for child in node.children())
 
 
-def _leaf_run(rx: Any, items: tuple[Match, ...]) -> Match:
+def _leaf_run(rx: re.Pattern[str], items: tuple[Match, ...]) -> Match:
     """Consecutive plain leaves as one regex match (see core._fuse_leaves)."""
     rx_match = rx.match
 

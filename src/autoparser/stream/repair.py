@@ -12,12 +12,16 @@ import ast
 import collections
 import json
 import re
+from collections.abc import Callable
 from json.encoder import encode_basestring  # what json.dumps(str, ensure_ascii=False) runs
+from json.scanner import make_scanner
+from typing import Any, cast
 
 from autoparser.peg import end, json_object
 
 _JSON_SPACE = " \t\n\r"  # what json.loads skips around a document
-_JSON_SCAN = json.JSONDecoder().scan_once  # json.loads' own scanner: same verdicts
+# json.loads' own scanner (its default decoder's): the same verdicts, NaN included.
+_JSON_SCAN: Callable[[str, int], tuple[Any, int]] = make_scanner(cast(Any, json.JSONDecoder()))
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
 
 
