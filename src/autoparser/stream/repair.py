@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from autoparser.peg import end, json_object
 
-_JSON_SPACE = " \t\n\r"  # what json.loads skips around a document
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")  # what json.loads skips around a document
 # json.loads' own scanner (its default decoder's): the same verdicts, NaN included.
 _JSON_SCAN: Callable[[str, int], tuple[Any, int]] = make_scanner(cast(Any, json.JSONDecoder()))
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
@@ -119,14 +119,16 @@ JSON_OBJECT_PROBE = json_object() + end()
 def json_object_text(text: str) -> bool:
     """Is ``text`` one JSON object (arguments as OpenAI carries them)? As ``json.loads``
     judges it, without its Python-level wrappers (this runs once per call)."""
-    start = len(text) - len(text.lstrip(_JSON_SPACE))
+    space = _JSON_SPACE.match(text)
+    start = space.end() if space else 0
     if not text.startswith("{", start):
         return False
     try:
         _, end = _JSON_SCAN(text, start)
     except (StopIteration, ValueError, RecursionError):
         return False
-    return not text[end:].strip(_JSON_SPACE)
+    space = _JSON_SPACE.match(text, end)
+    return (space.end() if space else end) == len(text)
 
 
 def python_value_json(raw: str) -> str | None:
