@@ -15,6 +15,7 @@ from autoparser.message import ChatMessage
 from autoparser.peg import Node, ParseStatus
 from autoparser.peg.oneshot import FAIL, OK, compiled
 from autoparser.stream.mapper import CallIdPolicy, Mapper, check_tool_call_deltas
+from autoparser.stream.whole import whole_message
 
 _ARGS_TAGS = frozenset({tags.TOOL_ARGS, tags.TOOL_ARGS_STR, tags.TOOL_ARGS_PY, tags.TOOL_ARG})
 _TEXT_TAGS = frozenset({tags.CONTENT, tags.REASONING})
@@ -213,9 +214,10 @@ def parse_text(
     """``parse(text)``: exactly what a stream fed the whole text at once would produce.
 
     Without the stream: the parser compiled for one-shot parses (``peg/oneshot.py``) gives
-    the two trees a stream's feed and finish would (partial mode, then full mode), and the
-    mapper maps them as the stream does; the partial tree only when what it maps is not
-    a prefix of what the final one maps.
+    the two trees a stream's feed and finish would (partial mode, then full mode). The
+    final one is mapped straight to the message (``stream/whole.py``) when what the
+    partial one maps is a prefix of it, as it is unless the two parses disagree; else
+    the mapper maps both, as the stream does.
     """
     shot = compiled(definition.parser)
     if shot is None or not isinstance(text, str):
@@ -243,7 +245,9 @@ def parse_text(
             mapper.advance(last, text)
         return mapper.message()
     output = _output_tree(mapper, text, last, final)
-    if last is not None and (output is None or not _maps_prefix(last, output)):
+    if output is not None and (last is None or _maps_prefix(last, output)):
+        return whole_message(mapper, output, text)
+    if last is not None:
         mapper.advance(last, text)
     _end_of_output(mapper, text, output)
     return mapper.message()
