@@ -24,7 +24,6 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import timing
@@ -42,6 +41,31 @@ def via_stream(params: Any, text: str) -> Any:
     stream.feed(text)
     stream.finish()
     return stream.message
+
+
+def measure(params: Any, text: str, repeats: int) -> tuple[float, float, float, float, str]:
+    """parse, via stream, compiled trees, memoised trees (µs), and whether the two
+    messages are the same."""
+    root = params.definition.parser
+    shot = compiled(root)
+
+    def one_shot_trees() -> None:
+        assert shot is not None
+        shared: dict[tuple[int, int], Any] = {}
+        shot.parse(text, False, shared)
+        shot.parse(text, True, shared)
+
+    def memoised_trees() -> None:
+        inc = root.incremental()
+        inc.feed(text)
+        inc.finish()
+
+    parse = best_us(lambda: params.parse(text), repeats)
+    stream = best_us(lambda: via_stream(params, text), repeats)
+    alone = best_us(one_shot_trees, repeats) if shot is not None else float("nan")
+    memo = best_us(memoised_trees, repeats)
+    same = "same" if params.parse(text) == via_stream(params, text) else "MISMATCH"
+    return parse, stream, alone, memo, same
 
 
 def main() -> int:
@@ -80,25 +104,7 @@ def main() -> int:
             parallel_tool_calls=inputs.get("parallel_tool_calls"),
         )
         text = (bench / meta["output_file"]).read_text(encoding="utf-8")
-        root = params.definition.parser
-        shot = compiled(root)
-
-        def one_shot_trees() -> None:
-            assert shot is not None
-            shared: dict[tuple[int, int], Any] = {}
-            shot.parse(text, False, shared)
-            shot.parse(text, True, shared)
-
-        def memoised_trees() -> None:
-            inc = root.incremental()
-            inc.feed(text)
-            inc.finish()
-
-        parse = best_us(lambda: params.parse(text), repeats)
-        stream = best_us(lambda: via_stream(params, text), repeats)
-        alone = best_us(one_shot_trees, repeats) if shot is not None else float("nan")
-        memo = best_us(memoised_trees, repeats)
-        same = "same" if params.parse(text) == via_stream(params, text) else "MISMATCH"
+        parse, stream, alone, memo, same = measure(params, text, repeats)
         ratios.append(parse / stream)
         print(
             f"| {name} | {parse:.1f} | {stream:.1f} | {parse / stream:.2f} "
