@@ -12,7 +12,7 @@ needs none of it. Here each node of a definition becomes one closure
 
 Tagged nodes go onto one list shared by the run; a node that fails takes its own back off,
 so a failure costs nothing to report. Sequences of plain leaves keep their single regex
-(``_fuse_leaves``), ordered choices their first-character dispatch. Without a memo, a
+(``Seq._fused``), ordered choices their first-character dispatch. Without a memo, a
 grammar that retries the same alternative at the same place pays twice; the grammars a
 format builds are shallow and first-character dispatch keeps retries rare.
 
@@ -52,7 +52,6 @@ from autoparser.peg.core import (
     Token,
     TriggerMark,
     Until,
-    _fuse_leaves,
 )
 from autoparser.peg.status import FAIL, MORE, OK
 
@@ -139,6 +138,21 @@ class _Compiler:
     def __init__(self, partial: bool) -> None:
         self.partial = partial
         self.done: dict[int, Match] = {}
+        self._adds: dict[int, bool] = {}
+        self._ends: dict[int, int | None] = {}
+
+    def adds_nodes(self, node: Parser) -> bool:
+        """``_adds_nodes``, worked out once per node (the grammar is a DAG)."""
+        found = self._adds.get(node._uid)
+        if found is None:
+            found = self._adds[node._uid] = _adds_nodes(node, self.adds_nodes)
+        return found
+
+    def at_end(self, node: Parser) -> int | None:
+        """``_at_end``, worked out once per node."""
+        if node._uid not in self._ends:
+            self._ends[node._uid] = _at_end(node, self.at_end)
+        return self._ends[node._uid]
 
     def compile(self, node: Parser) -> Match:
         found = self.done.get(node._uid)
@@ -326,19 +340,19 @@ def _json(c: _Compiler, node: Any) -> Match:
 # --- combinators -----------------------------------------------------------------------------
 
 
-def _adds_nodes(node: Parser) -> bool:
+def _adds_nodes(node: Parser, adds: Callable[[Parser], bool]) -> bool:
     """Can a match of this node leave tagged nodes behind (so a parent that fails later
-    must take them back)?"""
+    must take them back)? ``adds`` answers for its children."""
     kind = type(node)
     if kind is Tag:
         return True
     if kind in (Peek, Negate):
         return False
-    return any(_adds_nodes(child) for child in node.children())
+    return any(adds(child) for child in node.children())
 
 
 def _leaf_run(rx: re.Pattern[str], items: tuple[Match, ...]) -> Match:
-    """Consecutive plain leaves as one regex match (see core._fuse_leaves)."""
+    """Consecutive plain leaves as one regex match (see ``Seq._fused``)."""
     rx_match = rx.match
 
     def leaf_run(r: _Run, pos: int) -> int:
@@ -358,7 +372,7 @@ def _leaf_run(rx: re.Pattern[str], items: tuple[Match, ...]) -> Match:
 
 def _seq(c: _Compiler, node: Any) -> Match:
     raw: tuple[Parser, ...] = node.items
-    fused = _fuse_leaves(raw) or {}
+    fused = node._fused or {}
     parts: list[Match] = []
     i = 0
     while i < len(raw):
@@ -375,7 +389,7 @@ def _seq(c: _Compiler, node: Any) -> Match:
         return items[0]
     # Nodes to take back on failure exist only if an item that may add some is followed
     # by one that may fail; otherwise every failing item has already taken back its own.
-    producing = [_adds_nodes(p) for p in raw]
+    producing = [c.adds_nodes(p) for p in raw]
     keeps = any(producing[:-1])
     if len(items) == 2 and not keeps:
         first, second = items
@@ -411,10 +425,10 @@ def _seq(c: _Compiler, node: Any) -> Match:
     return seq
 
 
-def _at_end(node: Parser) -> int | None:
+def _at_end(node: Parser, at_end: Callable[[Parser], int | None]) -> int | None:
     """A full-mode match at the end of the input reads no character, so its outcome is
     the grammar's alone: 0 (matches, adding no nodes), -1 (fails), or None (it adds
-    nodes, or is not worked out here)."""
+    nodes, or is not worked out here). ``at_end`` answers for its children."""
     kind = type(node)
     if kind in (Literal, Token):
         return -1 if node.value else 0  # type: ignore[attr-defined]
@@ -426,40 +440,47 @@ def _at_end(node: Parser) -> int | None:
         return -1
     if kind is Seq:
         for item in node.children():
-            outcome = _at_end(item)
+            outcome = at_end(item)
             if outcome != 0:
                 return outcome
         return 0
     if kind is Choice:
         for alt in node.children():
-            outcome = _at_end(alt)
+            outcome = at_end(alt)
             if outcome != -1:
                 return outcome
         return -1
     if kind is Repeat:
-        outcome = _at_end(node.child)  # type: ignore[attr-defined]
+        outcome = at_end(node.child)  # type: ignore[attr-defined]
         if outcome == -1:
             return 0 if node.min == 0 else -1  # type: ignore[attr-defined]
         return outcome  # an empty match satisfies the count
     if kind is Negate:
-        outcome = _at_end(node.child)  # type: ignore[attr-defined]
+        outcome = at_end(node.child)  # type: ignore[attr-defined]
         return None if outcome is None else -1 - outcome
     if kind in (Peek, Atomic, TriggerMark):
-        return _at_end(node.child)  # type: ignore[attr-defined]
+        return at_end(node.child)  # type: ignore[attr-defined]
     if kind is Tag:
-        return -1 if _at_end(node.child) == -1 else None  # type: ignore[attr-defined]
+        return -1 if at_end(node.child) == -1 else None  # type: ignore[attr-defined]
     return None
 
 
 def _choice(c: _Compiler, node: Any) -> Match:
-    table = {
-        ch: tuple((c.compile(alt), must) for alt, must in alts)
-        for ch, alts in node._dispatch().items()
-    }
-    others = tuple((c.compile(alt), must) for alt, must in node._others)
-    every = tuple((c.compile(alt), "") for alt in node.alternatives)
+    # Many characters share one list of alternatives: each list is converted once.
+    lists: dict[tuple[tuple[int, str], ...], tuple[tuple[Match, str], ...]] = {}
+
+    def matchers(alts: tuple[tuple[Parser, str], ...]) -> tuple[tuple[Match, str], ...]:
+        key = tuple((alt._uid, must) for alt, must in alts)
+        found = lists.get(key)
+        if found is None:
+            found = lists[key] = tuple((c.compile(alt), must) for alt, must in alts)
+        return found
+
+    table = {ch: matchers(alts) for ch, alts in (node._by_char or node._dispatch()).items()}
+    others = matchers(node._others)
+    every = matchers(tuple((alt, "") for alt in node.alternatives))
     get = table.get
-    at_end = None if c.partial else _at_end(node)
+    at_end = None if c.partial else c.at_end(node)
     if at_end is not None:
         # The alternatives tried at the end of the input (where a repetition of them
         # stops) all fail or all match nothing there, whatever the text: say so at once.
@@ -603,7 +624,7 @@ def _negate(c: _Compiler, node: Any) -> Match:
 def _tag(c: _Compiler, node: Any) -> Match:
     child = c.compile(node.child)
     name: str = node.name
-    if not _adds_nodes(node.child):
+    if not c.adds_nodes(node.child):
 
         def tag_leaf(r: _Run, pos: int) -> int:
             e = child(r, pos)
@@ -650,7 +671,7 @@ def _tag(c: _Compiler, node: Any) -> Match:
 
 def _atomic(c: _Compiler, node: Any) -> Match:
     child = c.compile(node.child)
-    if not _adds_nodes(node.child):
+    if not c.adds_nodes(node.child):
         return child
 
     def atomic(r: _Run, pos: int) -> int:
