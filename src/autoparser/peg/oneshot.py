@@ -671,8 +671,8 @@ def _tag(c: _Compiler, node: Any) -> Match:
 
 def _atomic(c: _Compiler, node: Any) -> Match:
     child = c.compile(node.child)
-    if not c.adds_nodes(node.child):
-        return child
+    if not c.partial or not c.adds_nodes(node.child):
+        return child  # it only holds back the nodes of an unfinished match
 
     def atomic(r: _Run, pos: int) -> int:
         out = r.out

@@ -44,12 +44,13 @@ class CallIds:
 
     def __init__(self, seed: int | None = None) -> None:
         self.seed = random.SystemRandom().getrandbits(64) if seed is None else seed
+        self._prefix = f"{self.seed}:".encode()
 
     def __call__(self, key: int) -> str:
         # A keyed hash, not a seeded random.Random: seeding the Mersenne Twister from a
         # string cost more than parsing a whole short output. Each byte picks a character
         # (byte % 62: the first 8 characters slightly likelier; ~190 bits per id).
-        digest = hashlib.blake2b(f"{self.seed}:{key}".encode(), digest_size=24).digest()
+        digest = hashlib.blake2b(self._prefix + b"%d" % key, digest_size=24).digest()
         return "call_" + digest.translate(_ID_TABLE).decode("ascii")
 
 
