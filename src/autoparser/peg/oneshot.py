@@ -113,6 +113,19 @@ class OneShot:
         return MORE, _new_node(Node, (None, 0, -2 - e, False, tuple(run.out), run.closer))
 
 
+_JSON_VALUE = 0  # `shared` key (with a position) of a JSON value's end; node uids start at 1
+
+
+def json_value_end(shared: dict[tuple[int, int], Any], pos: int) -> int:
+    """Where a complete JSON value that a run with ``shared`` read at ``pos`` ends, or -1.
+
+    Read by ``json.loads``' own C decoder (``json_scan.fast_complete``, which rejects NaN
+    and Infinity besides): a span it read is JSON that ``json.loads`` takes as it is.
+    """
+    end: int = shared.get((_JSON_VALUE, pos), -1)
+    return end
+
+
 _COMPILED: dict[int, tuple[Parser, OneShot | None]] = {}
 
 
@@ -305,6 +318,8 @@ def _json(c: _Compiler, node: Any) -> Match:
         e: int | None = r.shared.get(key)
         if e is None:
             e = r.shared[key] = fast(r.text, pos, kind)
+            if e >= 0:
+                r.shared[(_JSON_VALUE, pos)] = e
         return e
 
     if not c.partial:
@@ -711,4 +726,4 @@ _BUILDERS: dict[type, Callable[[_Compiler, Any], Match]] = {
     TriggerMark: _transparent,
 }
 
-__all__ = ["FAIL", "MORE", "OK", "OneShot", "compiled"]
+__all__ = ["FAIL", "MORE", "OK", "OneShot", "compiled", "json_value_end"]

@@ -200,6 +200,21 @@ class _Call:
         return self.args.complete() if self.args is not None else "{}"
 
 
+def call_identity(policy: CallIdPolicy, node: Node, text: str) -> tuple[str, str] | None:
+    """A call node's name and id; None while they are not complete yet."""
+    name = _child(node, tags.TOOL_NAME)
+    if name is None or not name.complete:
+        return None
+    cid = _child(node, tags.TOOL_ID)
+    id_ready = cid is not None and cid.complete
+    if policy.expects_call_ids and not id_ready and not node.complete:
+        return None
+    call_id = cid.text(text) if cid is not None and id_ready and policy.model_ids else ""
+    # Else by where the call starts: the same id in parse() and in any stream, and never
+    # the id of a call a stream announced and then dropped.
+    return name.text(text), call_id or policy.call_ids(node.start)
+
+
 def _child(node: Node, tag: str) -> Node | None:
     for c in node.children:
         if c.tag == tag:
@@ -341,19 +356,10 @@ class Mapper:
 
     def _identify(self, call: _Call, node: Node, text: str) -> bool:
         """Read the call's name and id; False while they are not complete yet."""
-        name = _child(node, tags.TOOL_NAME)
-        if name is None or not name.complete:
+        found = call_identity(self.policy, node, text)
+        if found is None:
             return False
-        cid = _child(node, tags.TOOL_ID)
-        id_ready = cid is not None and cid.complete
-        if self.policy.expects_call_ids and not id_ready and not node.complete:
-            return False
-        call.name = name.text(text)
-        call.id = cid.text(text) if cid is not None and id_ready and self.policy.model_ids else ""
-        if not call.id:
-            # By where the call starts: the same id in parse() and in any stream, and
-            # never the id of a call a stream announced and then dropped.
-            call.id = self.policy.call_ids(node.start)
+        call.name, call.id = found
         return True
 
     def _announce(self, call: _Call) -> None:

@@ -13,7 +13,7 @@ from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError
 from autoparser.message import ChatMessage
 from autoparser.peg import Node, ParseStatus
-from autoparser.peg.oneshot import FAIL, OK, compiled
+from autoparser.peg.oneshot import FAIL, OK, compiled, json_value_end
 from autoparser.stream.mapper import CallIdPolicy, Mapper, check_tool_call_deltas
 from autoparser.stream.whole import whole_message
 
@@ -246,7 +246,7 @@ def parse_text(
         return mapper.message()
     output = _output_tree(mapper, text, last, final)
     if output is not None and (last is None or _maps_prefix(last, output)):
-        return whole_message(mapper, output, text)
+        return whole_message(mapper, output, text, lambda pos: json_value_end(shared, pos))
     if last is not None:
         mapper.advance(last, text)
     _end_of_output(mapper, text, output)
