@@ -153,12 +153,20 @@ class _Compiler:
         self.done: dict[int, Match] = {}
         self._adds: dict[int, bool] = {}
         self._ends: dict[int, int | None] = {}
+        self._starts: dict[int, tuple[frozenset[str] | None, bool]] = {}
 
     def adds_nodes(self, node: Parser) -> bool:
         """``_adds_nodes``, worked out once per node (the grammar is a DAG)."""
         found = self._adds.get(node._uid)
         if found is None:
             found = self._adds[node._uid] = _adds_nodes(node, self.adds_nodes)
+        return found
+
+    def starts(self, node: Parser) -> tuple[frozenset[str] | None, bool]:
+        """``_starts``, worked out once per node."""
+        found = self._starts.get(node._uid)
+        if found is None:
+            found = self._starts[node._uid] = _starts(node, self.starts)
         return found
 
     def at_end(self, node: Parser) -> int | None:
@@ -366,39 +374,95 @@ def _adds_nodes(node: Parser, adds: Callable[[Parser], bool]) -> bool:
     return any(adds(child) for child in node.children())
 
 
-def _leaf_run(rx: re.Pattern[str], items: tuple[Match, ...]) -> Match:
-    """Consecutive plain leaves as one regex match (see ``Seq._fused``)."""
-    rx_match = rx.match
+class _Piece:
+    """One item of a run of plain items as regex text: a literal, a character run (taken
+    greedily, never given back: an atomic group), an optional literal (the same), or one
+    of those tagged (a group whose span becomes the node)."""
 
-    def leaf_run(r: _Run, pos: int) -> int:
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.groups = 0  # groups used so far (backreferences number them)
+        self.tags: list[tuple[str, int]] = []  # (tag name, group) in order
+        self.margin = 0  # the longest optional literal: how far a skipped one may look
+
+    def add(self, node: Parser) -> bool:
+        """Append ``node`` if it is a plain item; False (nothing appended) if not."""
+        text = self._regex(node)
+        if text is None:
+            return False
+        self.parts.append(text)
+        return True
+
+    def _regex(self, node: Parser) -> str | None:
+        if isinstance(node, Literal):
+            return re.escape(node.value)
+        if isinstance(node, Chars):
+            bound = "" if node.max is None else str(node.max)
+            self.groups += 1
+            return f"(?=({node.charset.regex()}{{{node.min},{bound}}}))\\{self.groups}"
+        if isinstance(node, Repeat) and (node.min, node.max) == (0, 1):
+            child = node.child
+            if not isinstance(child, Literal):
+                return None
+            self.margin = max(self.margin, len(child.value))
+            self.groups += 1
+            return f"(?=((?:{re.escape(child.value)})?))\\{self.groups}"
+        if isinstance(node, Tag) and isinstance(node.child, (Literal, Chars)):
+            self.groups += 1
+            self.tags.append((node.name, self.groups))
+            return f"({self._regex(node.child)})"
+        return None
+
+
+def _plain_run(piece: _Piece, items: tuple[Match, ...]) -> Match:
+    """Consecutive plain items as one regex match, their tags' nodes made from its groups.
+
+    Only where the match ends before the end of the input (by more than a skipped
+    optional literal could have looked) is no item's outcome dependent on where the input
+    ends; otherwise each item runs on its own and says so.
+    """
+    rx_match = re.compile("".join(piece.parts)).match
+    margin = piece.margin
+    tags = tuple(piece.tags)
+
+    def plain_run(r: _Run, pos: int) -> int:
         m = rx_match(r.text, pos)
-        if m is not None and m.end() < r.n:
+        if m is not None and m.end() + margin < r.n:
+            for name, group in tags:
+                start, end = m.span(group)
+                r.out.append(_new_node(Node, (name, start, end, True, (), "")))
             return m.end()
-        # Failed, or reached the end: each leaf says whether that depended on the end.
+        out = r.out
+        mark = len(out)
         for item in items:
             e = item(r, pos)
             if e < 0:
+                if e == -1 and len(out) > mark:
+                    del out[mark:]
                 return e
             pos = e
         return pos
 
-    return leaf_run
+    return plain_run
 
 
 def _seq(c: _Compiler, node: Any) -> Match:
     raw: tuple[Parser, ...] = node.items
-    fused = node._fused or {}
     parts: list[Match] = []
     i = 0
     while i < len(raw):
-        run = fused.get(i)
-        if run is not None:
-            stop, rx = run
-            parts.append(_leaf_run(rx, tuple(c.compile(p) for p in raw[i:stop])))
-            i = stop
+        piece = _Piece()
+        j = i
+        while j < len(raw) and piece.add(raw[j]):
+            j += 1
+        # Worth one regex: two items or more, or one that would take two calls.
+        if j - i >= 2 or (j > i and type(raw[i]) in (Tag, Repeat)):
+            parts.append(_plain_run(piece, tuple(c.compile(p) for p in raw[i:j])))
+            i = j
         else:
             parts.append(c.compile(raw[i]))
             i += 1
+
     items = tuple(parts)
     if len(items) == 1:
         return items[0]
@@ -480,20 +544,77 @@ def _at_end(node: Parser, at_end: Callable[[Parser], int | None]) -> int | None:
     return None
 
 
-def _choice(c: _Compiler, node: Any) -> Match:
-    # Many characters share one list of alternatives: each list is converted once.
-    lists: dict[tuple[tuple[int, str], ...], tuple[tuple[Match, str], ...]] = {}
+def _starts(
+    node: Parser, starts: Callable[[Parser], tuple[frozenset[str] | None, bool]]
+) -> tuple[frozenset[str] | None, bool]:
+    """(the characters a non-empty match can start with or None when unknown, whether
+    it can match nothing). ``starts`` answers for its children.
 
-    def matchers(alts: tuple[tuple[Parser, str], ...]) -> tuple[tuple[Match, str], ...]:
-        key = tuple((alt._uid, must) for alt, must in alts)
+    At a character outside the set the node fails, or if it can match nothing matches
+    nothing, reading no further (``Parser.first_chars``'s promise, which a sequence
+    starting with optional parts keeps too: ``[SECTION]? space <call>`` starts with
+    ``[``, ``<`` or a space, which the first character decides)."""
+    if isinstance(node, Literal):
+        return frozenset(node.value[:1]), not node.value
+    if isinstance(node, Chars):
+        ranges = node.charset.ranges
+        if node.charset.negated or sum(hi - lo + 1 for lo, hi in ranges) > 256:
+            return None, node.min == 0
+        return frozenset(chr(c) for lo, hi in ranges for c in range(lo, hi + 1)), node.min == 0
+    if isinstance(node, Json):
+        return json_scan.first_chars(node.kind, node.single_quotes), False
+    if isinstance(node, Seq):
+        found: set[str] = set()
+        for item in node.items:
+            chars, empty = starts(item)
+            if chars is None:
+                return None, False
+            found |= chars
+            if not empty:
+                return frozenset(found), False
+        return frozenset(found), True
+    if isinstance(node, Choice):
+        found = set()
+        empty = False
+        for alt in node.alternatives:
+            chars, alt_empty = starts(alt)
+            if chars is None:
+                return None, False
+            found |= chars
+            empty = empty or alt_empty
+        return frozenset(found), empty
+    if isinstance(node, Repeat):
+        chars, empty = starts(node.child)
+        return chars, empty or node.min == 0
+    if isinstance(node, (Tag, Atomic, TriggerMark)):
+        return starts(node.child)
+    return None, False
+
+
+def _choice(c: _Compiler, node: Any) -> Match:
+    # Per next character, the alternatives worth trying (in order), with the text each
+    # must start with when longer than one character (``Parser.first_text``): those that
+    # can start with it, can match nothing, or whose first characters are unknown.
+    alts = [(alt, *c.starts(alt), alt.first_text()) for alt in node.alternatives]
+    chars = frozenset().union(*(f for _a, f, _e, _t in alts if f is not None))
+    # Many characters share one list of alternatives: each list is converted once.
+    lists: dict[tuple[int, ...], tuple[tuple[Match, str], ...]] = {}
+
+    def matchers(ch: str | None) -> tuple[tuple[Match, str], ...]:
+        picked = [
+            (alt, must if len(must) > 1 else "")
+            for alt, f, empty, must in alts
+            if f is None or empty or (ch is not None and ch in f)
+        ]
+        key = tuple(alt._uid for alt, _must in picked)
         found = lists.get(key)
         if found is None:
-            found = lists[key] = tuple((c.compile(alt), must) for alt, must in alts)
+            found = lists[key] = tuple((c.compile(alt), must) for alt, must in picked)
         return found
 
-    table = {ch: matchers(alts) for ch, alts in (node._by_char or node._dispatch()).items()}
-    others = matchers(node._others)
-    every = matchers(tuple((alt, "") for alt in node.alternatives))
+    table = {ch: matchers(ch) for ch in chars}
+    others = matchers(None)
+    every = tuple((c.compile(alt), "") for alt in node.alternatives)
     get = table.get
     at_end = None if c.partial else c.at_end(node)
     if at_end is not None:
