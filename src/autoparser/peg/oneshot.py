@@ -11,13 +11,18 @@ needs none of it. Here each node of a definition becomes one closure
 - ``-2 - end``: needs more input, stopped at ``end`` (partial mode only).
 
 Tagged nodes go onto one list shared by the run; a node that fails takes its own back off,
-so a failure costs nothing to report. Sequences of plain leaves keep their single regex
-(``Seq._fused``), ordered choices their first-character dispatch. Without a memo, a
-grammar that retries the same alternative at the same place pays twice; the grammars a
-format builds are shallow and first-character dispatch keeps retries rare.
+so a failure costs nothing to report. A run of plain items in a sequence (literals,
+character runs, optional literals, any of those tagged) is one regex whose groups give the
+tagged nodes; ordered choices look at the next character (``_starts``), and at the end of
+the input a full-mode choice answers from the grammar alone (``_at_end``).
+
+There is no memo within a run: the grammars a format builds are shallow, and the
+first-character dispatch keeps retries rare. Between the two runs of one text (full mode,
+then partial mode, as ``ChatParams.parse`` needs both) a ``shared`` dict carries what did
+not depend on the end of the input, so the second run only redoes the end.
 
 The result is the same tree ``Parser.parse`` gives, in both modes, except that a failed
-parse reports no position (tests/test_peg_oneshot.py checks the rest). Grammars with
+parse reports no position (tests/test_parse_oneshot.py checks the rest). Grammars with
 named rules (recursion, whose depth budget only the memoised driver keeps) or node kinds
 of other modules are not compiled: ``compiled`` returns None and the caller parses as
 before.
