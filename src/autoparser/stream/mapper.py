@@ -414,9 +414,8 @@ class Mapper:
     # ----------------------------------------------------------------- end of input
     def close(self, tree: Node) -> None:
         """The end of generation: a reasoning block left open makes the message truncated."""
-        if any(c.tag == tags.REASONING for c in tree.children) and not any(
-            c.tag == tags.REASONING_CLOSE for c in tree.children
-        ):
+        found = {c.tag for c in tree.children}
+        if tags.REASONING in found and tags.REASONING_CLOSE not in found:
             self.truncated = True
 
     # ----------------------------------------------------------------- output

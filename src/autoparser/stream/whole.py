@@ -72,7 +72,7 @@ def whole_message(
         prev_end = child.end
         after_call = False
     tail = text[prev_end:]
-    if not cut and mapper.only_openers(tail):
+    if tail and not cut and mapper.only_openers(tail):
         mapper.truncated = mapper.truncated or bool(tail.strip())
     mapper.close(tree)
     return ChatMessage(
