@@ -16,6 +16,11 @@ tools, enable_thinking, reasoning_format, parallel_tool_calls):
   ``StreamParser`` takes the difference between successive prefixes;
 - the cost per token: CPU µs of each ``feed`` of a 4-byte piece, median and p99 over the
   pieces of the 1x and 8x outputs (1x pooled over the repetitions);
+- resumed feeds: how many feeds only resume the last parse's one unfinished leaf (a
+  literal, run, until or JSON scan: ``IncrementalParse.resume``), so the stream moves the
+  end of the last tree (a text field grows, or nothing inside a call) instead of parsing
+  and mapping again; and the median µs of those feeds next to that of the feeds that
+  parse again, in the same run (their ratio in parentheses);
 - our 8x/1x streaming ratio (linear growth: about 8; the issue's bound: at most 10);
 - baseline measured in the same run (not with --smoke): the reference protocol itself in
   Python, i.e. a ``parse(prefix, partial=True)`` of every growing prefix of the 1x and 8x
@@ -208,26 +213,66 @@ def run_stream(params: Any, pieces: list[str]) -> Any:
     return stream.message
 
 
-def chunk_costs(params: Any, pieces: list[str], repeats: int) -> tuple[float, float]:
-    """Median and p99 CPU µs of one ``feed`` of a 4-byte piece, pooled over the repetitions.
+@dataclass
+class ChunkCosts:
+    """CPU µs of one ``feed`` of a 4-byte piece, pooled over the repetitions."""
+
+    median: float
+    p99: float
+    resumed: int  # feeds that resumed the last parse's one unfinished leaf
+    feeds: int
+    resumed_median: float  # µs of those feeds
+    reparsed_median: float  # µs of the others (the whole partial parse ran again)
+
+
+def resumed_feeds(params: Any, pieces: list[str]) -> list[bool]:
+    """Per piece: does its feed only resume the one unfinished leaf (a literal, run,
+    until or JSON scan) of the last parse (``IncrementalParse.resume``), so the stream
+    parser moves the end of the last tree instead of parsing and mapping again?"""
+    inc = params.parser.incremental()
+    out = []
+    for piece in pieces:
+        moved = inc.resume(piece) >= 0
+        if not moved:
+            inc.reparse()
+        out.append(moved)
+    return out
+
+
+def _median(values: list[int]) -> float:
+    return sorted(values)[len(values) // 2] / 1e3 if values else float("nan")
+
+
+def chunk_costs(params: Any, pieces: list[str], repeats: int) -> ChunkCosts:
+    """Median and p99 CPU µs of one ``feed`` of a 4-byte piece, pooled over the
+    repetitions; and the medians of the resumed feeds and of the others.
 
     The fixed cost per token is what a streaming server pays most often: a parser whose
     total is fine can still be slow per token on short outputs.
     """
     clock = time.process_time_ns
     costs: list[int] = []
+    resumed = resumed_feeds(params, pieces)
+    split: tuple[list[int], list[int]] = ([], [])
     for _ in range(repeats):
         stream = params.stream()
         feed = stream.feed
-        for piece in pieces:
+        for piece, moved in zip(pieces, resumed, strict=True):
             t0 = clock()
             feed(piece)
-            costs.append(clock() - t0)
+            cost = clock() - t0
+            costs.append(cost)
+            split[moved].append(cost)
         stream.finish()
     costs.sort()
-    median = costs[len(costs) // 2]
-    p99 = costs[min(len(costs) - 1, (len(costs) * 99) // 100)]
-    return median / 1e3, p99 / 1e3
+    return ChunkCosts(
+        median=costs[len(costs) // 2] / 1e3,
+        p99=costs[min(len(costs) - 1, (len(costs) * 99) // 100)] / 1e3,
+        resumed=sum(resumed),
+        feeds=len(pieces),
+        resumed_median=_median(split[True]),
+        reparsed_median=_median(split[False]),
+    )
 
 
 def reparse_prefixes(params: Any, text: str, ends: list[int]) -> None:
@@ -246,8 +291,8 @@ class Row:
     parse8_us: float
     stream1_ms: float
     stream8_ms: float
-    chunk1_us: tuple[float, float]
-    chunk8_us: tuple[float, float]
+    chunk1_us: ChunkCosts
+    chunk8_us: ChunkCosts
     reparse1_ms: float | None
     reparse8_ms: float | None
     check1: str
@@ -341,9 +386,10 @@ def table(rows: list[Row], refs: dict[str, tuple[float, float, float, float]]) -
     lines = [
         "| template | analysis ms | build ms | parse 1x µs (ref) | parse 8x µs "
         "| stream 1x ms (ref) | stream 8x ms (ref) | 8x/1x (ref) "
-        "| µs/chunk 1x med / p99 | µs/chunk 8x med / p99 | re-parse 1x / 8x ms "
+        "| µs/chunk 1x med / p99 | µs/chunk 8x med / p99 | resumed feeds 1x / 8x "
+        "| µs/chunk resumed / re-parsed (8x med) | re-parse 1x / 8x ms "
         "| stream / re-parse 1x / 8x | parse = meta 1x / 8x | stream = parse |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in rows:
         ref = refs.get(r.name)
@@ -356,12 +402,15 @@ def table(rows: list[Row], refs: dict[str, tuple[float, float, float, float]]) -
             reparse = f"{r.reparse1_ms:.0f} / {r.reparse8_ms:.0f}"
             base = f"{r.stream1_ms / r.reparse1_ms:.2f} / {r.stream8_ms / r.reparse8_ms:.3f}"
         name = f"{r.name} ({r.note})" if r.note else r.name
+        c1, c8 = r.chunk1_us, r.chunk8_us
         lines.append(
             f"| {name} | {r.analysis_ms:.1f} | {r.build_ms:.1f} | {r.parse1_us:.0f} ({rp}) "
             f"| {r.parse8_us:.0f} | {r.stream1_ms:.1f} ({rs1}) | {r.stream8_ms:.1f} ({rs8}) "
             f"| {r.stream8_ms / r.stream1_ms:.1f} ({rr}) "
-            f"| {r.chunk1_us[0]:.1f} / {r.chunk1_us[1]:.0f} "
-            f"| {r.chunk8_us[0]:.1f} / {r.chunk8_us[1]:.0f} | {reparse} | {base} "
+            f"| {c1.median:.1f} / {c1.p99:.0f} | {c8.median:.1f} / {c8.p99:.0f} "
+            f"| {c1.resumed}/{c1.feeds} / {c8.resumed}/{c8.feeds} "
+            f"| {c8.resumed_median:.1f} / {c8.reparsed_median:.1f} "
+            f"({c8.resumed_median / c8.reparsed_median:.2f}) | {reparse} | {base} "
             f"| {r.check1} / {r.check8} "
             f"| {r.stream_check} |"
         )

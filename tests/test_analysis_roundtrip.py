@@ -72,8 +72,6 @@ ROUNDTRIP_XFAIL: dict[str, str] = {
     f" template writes the call id (functions.NAME:IDX) instead of the name; {I2}",
     "vllm-tool_chat_template_hermes": "the template writes '{ \"arguments\": ' (a space after"
     " the brace) which no json_style reproduces",
-    "fireworks-ai-llama-3-firefunction-v2": "every render needs the template's own 'functions'"
-    " variable, so the analysis is the template's error",
     "MiroThinker-v1": COMPILE,
     "vllm-template_vicuna": COMPILE,
     "vllm-tool_chat_template_deepseekv31": COMPILE,

@@ -32,6 +32,7 @@ from helpers.formats import (
 from autoparser import ChatTemplate, RequestError
 from autoparser.generate import ChatParams
 from autoparser.message import ChatMessage
+from autoparser.peg import IncrementalParse
 
 PARIS = {"city": "Paris"}
 PARIS_C = {"city": "Paris", "unit": "celsius"}
@@ -689,6 +690,31 @@ def test_incremental_stream_drops_only_broken_calls(case: Case) -> None:
         assert {**folded, "tool_calls": kept} == whole, pieces
         if not whole["tool_calls"] and not stream.dropped_calls:
             assert folded["tool_calls"] == []
+
+
+def _feeds(params: ChatParams, pieces: list[str], policy: str) -> tuple[Any, ...]:
+    stream = params.stream(tool_call_deltas=policy)
+    deltas = [stream.feed(piece) for piece in pieces] + [stream.finish()]
+    return deltas, as_dict(stream.message), stream.dropped_calls
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CASES])
+def test_moved_feeds_send_what_a_parse_from_the_root_sends(
+    case: Case, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A feed that only resumes the last parse's one unfinished leaf moves the end of the
+    last tree instead of parsing and mapping it again: every feed's deltas (both policies,
+    1-character and random chunks), the message and the dropped calls are those of a
+    stream whose every feed parses from the root."""
+    params = _params(case)
+    resume = IncrementalParse.resume
+    for pieces in splits(case.output, 3, len(case.output)):
+        for policy in ("whole", "incremental"):
+            moved = _feeds(params, pieces, policy)
+            with monkeypatch.context() as patch:
+                patch.setattr(IncrementalParse, "resume", lambda s, c: min(resume(s, c), -1))
+                reparsed = _feeds(params, pieces, policy)
+            assert moved == reparsed, (policy, pieces)
 
 
 def test_strict_grammar_keeps_the_rendered_shape() -> None:

@@ -399,3 +399,24 @@ def test_incremental_feeds_equal_one_shot(data: st.DataObject) -> None:
         assert got == p.parse(s[:cut], partial=True), s[:cut]
         prev = cut
     assert inc.finish() == p.parse(s)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_small_feeds_equal_one_shot(data: st.DataObject) -> None:
+    """Feeds of 1-3 characters: most resume the one unfinished leaf (a literal, run,
+    until or JSON scan) of the last parse instead of parsing again; each result must be
+    the one-shot partial parse of the text so far, trees included."""
+    g = data.draw(grammars())
+    p = anchored(g)
+    s = g.sample(data.draw)
+    if data.draw(st.booleans()):
+        s = data.draw(mutated(s))
+    inc = p.incremental()
+    prev = 0
+    while prev < len(s):
+        cut = min(len(s), prev + data.draw(st.integers(1, 3)))
+        got = inc.feed(s[prev:cut])
+        assert got == p.parse(s[:cut], partial=True), s[:cut]
+        prev = cut
+    assert inc.finish() == p.parse(s)

@@ -137,6 +137,16 @@ OWN_EXPECTED = {
         "supports_tool_responses",
         "requires_object_arguments",
     },
+    # Reads the tools only as `functions` text and the date as `datetime`, unguarded: it
+    # renders (and its caps are probed) with the conventional values supplied.
+    "conventional_variables": {
+        "supports_system_role",
+        "supports_tools",
+        "supports_tool_calls",
+        "supports_parallel_tool_calls",
+        "supports_tool_responses",
+        "requires_object_arguments",
+    },
     # Lists only tools with a description (the probe tools have one); renders no calls.
     "described_tools": {"supports_system_role", "supports_tools", "supports_tool_responses"},
 }

@@ -5,6 +5,9 @@ transformers' own ``render_jinja_template`` (the engine behind ``apply_chat_temp
 With polyfills off the two must agree byte for byte wherever transformers renders at all.
 With polyfills on (the default) every difference must be listed, with its reason, in
 ``tests/data/template_parity_expectations.json``, as must every case transformers fails on.
+A template that renders only with conventional variables nobody passes (``functions``,
+``datetime``: see ``template/conventions.py``) is compared with transformers given the
+same variables.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from hypothesis import strategies as st
 from autoparser import ChatTemplate
 from autoparser.errors import TemplateError
 from autoparser.template import environment
+from autoparser.template.conventions import conventional_values
 
 chat_template_utils = pytest.importorskip("transformers.utils.chat_template_utils")
 
@@ -167,6 +171,14 @@ def ours(template: ChatTemplate, case: dict[str, Any], polyfills: bool) -> str:
     )
 
 
+def with_conventional_variables(template: ChatTemplate, case: dict[str, Any]) -> dict[str, Any]:
+    """The case with the conventional variables our renderer supplies this template passed
+    explicitly (as a caller of transformers would have to)."""
+    names = template.renderer.conventional_variables
+    supplied = conventional_values(names, {"tools": case.get("tools")})
+    return {**case, "kwargs": {**supplied, **case.get("kwargs", {})}}
+
+
 def _outcome(fn: Any) -> tuple[str | None, str | None]:
     try:
         return fn(), None
@@ -182,7 +194,7 @@ def test_render_parity(capsys: pytest.CaptureFixture[str]) -> None:
     expected = json.loads(EXPECTATIONS.read_text(encoding="utf-8"))
     listed_differ: dict[str, str] = expected["differ"]
     listed_fails: dict[str, dict[str, str]] = expected["transformers_fails"]
-    identical = differ = fails = raw_identical = 0
+    identical = differ = fails = raw_identical = conventional = 0
     problems: list[str] = []
     seen_differ: set[str] = set()
     seen_fails: set[str] = set()
@@ -200,6 +212,10 @@ def test_render_parity(capsys: pytest.CaptureFixture[str]) -> None:
             else:
                 raw, raw_error = _outcome(lambda: ours(loaded, case, False))  # noqa: B023
                 got, got_error = _outcome(lambda: ours(loaded, case, True))  # noqa: B023
+                if want_error is not None and loaded.renderer.conventional_variables:
+                    passed = with_conventional_variables(loaded, case)
+                    want, want_error = _outcome(lambda: oracle(source, passed))  # noqa: B023
+                    conventional += want_error is None
             if want_error is not None:
                 fails += 1
                 seen_fails.add(key)
@@ -247,7 +263,8 @@ def test_render_parity(capsys: pytest.CaptureFixture[str]) -> None:
             f"polyfills off {raw_identical} identical ({100.0 * raw_identical / renders:.1f}%); "
             f"polyfills on {identical} identical ({100.0 * identical / renders:.1f}%) + "
             f"{differ} deliberate polyfill differences ({100.0 * differ / renders:.1f}%); "
-            f"{fails} conversations transformers fails on"
+            f"{fails} conversations transformers fails on; {conventional} rendered by both "
+            "with the conventional variables passed"
         )
         for label, count in sorted(by_polyfill.items()):
             print(f"  {count:3d}  {label}")

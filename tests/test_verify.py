@@ -226,3 +226,36 @@ def test_nothing_checkable_is_no_verification() -> None:
     (failure,) = check.failures
     assert failure.check == "some_conversation_checked"
     assert "does not extend the generation prompt" in failure.reason
+
+
+# Reasoning on unless the template's own `reasoning` variable is false (as Cohere2MoE): with
+# only enable_thinking passed, every generation prompt would open a block no turn closes.
+DEFAULT_ON = """{%- for m in messages -%}
+<|im_start|>{{ m.role }}
+{% if m.reasoning_content %}<think>{{ m.reasoning_content }}</think>{% endif -%}
+{{ m.content or '' }}<|im_end|>
+{% endfor -%}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% if reasoning is not defined or reasoning %}<think>{% endif %}{% endif -%}"""
+
+
+def test_verification_switches_reasoning_as_apply_does() -> None:
+    """enable_thinking is mapped onto the template's switch variable (here ``reasoning``),
+    so the content turn (reasoning off) is checked, not skipped."""
+    template = ChatTemplate(DEFAULT_ON, name="default-on")
+    switch = template.analyze().reasoning.switch
+    assert switch is not None and switch.variable == "reasoning"
+    check = template.analyze().verification
+    assert check is not None and check.verified
+    assert {"content", "reasoning"} <= set(check.checks)
+
+
+def test_a_history_turn_spaced_otherwise_is_still_checked() -> None:
+    """A template that writes the assistant header with other whitespace in a history turn
+    than in the generation prompt: the turn is found after the same text all the same."""
+    source = "{% for m in messages %}{{ m.role }}:  {{ m.content }}\n{% endfor %}" + (
+        "{% if add_generation_prompt %}assistant:\n{% endif %}"
+    )
+    check = ChatTemplate(source, name="spaced").analyze().verification
+    assert check is not None and check.verified
+    assert "content" in check.checks

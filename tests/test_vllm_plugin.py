@@ -148,13 +148,41 @@ VARIANT_CASES = [
 ]
 
 
-def _payload(path: Path, scenario: str, case_id: str, variant: str = "") -> dict[str, Any]:
+def caller_switch(path: Path, scenario: str) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+    """The request's messages and chat_template_kwargs as a caller who knows the template's
+    reasoning switch sends them to vLLM (the directive in the system message, the variable
+    in chat_template_kwargs: what apply() does, which the plugin cannot do inside vLLM);
+    None where enable_thinking itself is the switch or the case passes none."""
+    case = _prepare(path, scenario)
+    if case.na or "enable_thinking" not in case.render_kwargs:
+        return None
+    switch = load_template(path).analyze().reasoning.switch
+    if switch is None or switch.variable == "enable_thinking":
+        return None
+    kwargs = dict(case.render_kwargs)
+    messages = [dict(m) for m in switch.switch([USER], kwargs, bool(kwargs["enable_thinking"]))]
+    return messages, kwargs
+
+
+CALLER_SWITCH_CASES = [(p, s) for p, s in CASES if caller_switch(p, s) is not None]
+
+
+def _caller_switch_id(path: Path, scenario: str) -> str:
+    return f"{_case_id(path, scenario)}-caller_switch"
+
+
+def _payload(
+    path: Path, scenario: str, case_id: str, variant: str = "", switched: bool = False
+) -> dict[str, Any]:
     case = _prepare(path, scenario)
     request = _request_of(case)
     reasoning_parser = True
     if variant:
         _, extra, _, reasoning_parser = VARIANTS[variant]
         request["extra"] = {**request["extra"], **extra}
+    found = caller_switch(path, scenario) if switched else None
+    if found is not None:
+        request["messages"], request["chat_template_kwargs"] = found
     return {
         "id": case_id,
         "template": path.read_text(encoding="utf-8"),
@@ -202,6 +230,9 @@ def vllm_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str
             scenario = VARIANTS[variant][0]
             if not _prepare(path, scenario).na:
                 payload.append(_payload(path, scenario, _variant_id(path, variant), variant))
+        for path, scenario in CALLER_SWITCH_CASES:
+            case_id = _caller_switch_id(path, scenario)
+            payload.append(_payload(path, scenario, case_id, switched=True))
         only = os.environ.get("AUTOPARSER_VLLM_ONLY")  # a substring of case ids, to debug
         if only:
             payload = [p for p in payload if only in p["id"]]
@@ -290,6 +321,30 @@ def test_vllm_parse(vllm_results: dict[str, dict[str, Any]], path: Path, scenari
         assert result["reasoning_ended_at_start"] is True
 
 
+def test_vllm_parse_loses_nothing(vllm_results: dict[str, dict[str, Any]]) -> None:
+    """Whatever vLLM's prompt and apply()'s disagree on (the xfails), the output's text
+    stays in the message: as reasoning, content or calls, never dropped, and the whole
+    parse equals the stream."""
+    assert "__error__" not in vllm_results, vllm_results.get("__error__", {}).get("error")
+    lost, split = [], []
+    for path, scenario in CASES:
+        result = vllm_results.get(_case_id(path, scenario))
+        if result is None or "error" in result:
+            continue
+        got = result["parse"]
+        if not (got["reasoning"] or got["content"] or got["tool_calls"]):
+            lost.append(_case_id(path, scenario))
+        whole = view(got["reasoning"], got["content"], got["tool_calls"], False)
+        streams = [
+            view(g["reasoning"], g["content"], g["tool_calls"], False) for g in result["streams"]
+        ]
+        if any(stream != whole for stream in streams):
+            split.append(_case_id(path, scenario))
+    assert lost == [], "output lost"
+    harmony = {k for k, why in _xfails("stream").items() if why.startswith("harmony")}
+    assert set(split) <= harmony, "whole parse differs from the stream"
+
+
 @pytest.mark.parametrize(("path", "scenario"), _params("stream"))
 def test_vllm_stream(vllm_results: dict[str, dict[str, Any]], path: Path, scenario: str) -> None:
     """Streaming in whole, one-token and random chunks: the accumulated deltas equal
@@ -300,6 +355,32 @@ def test_vllm_stream(vllm_results: dict[str, dict[str, Any]], path: Path, scenar
     for n, got in enumerate(result["streams"]):
         seen = view(got["reasoning"], got["content"], got["tool_calls"], case.compare_ids)
         assert seen == want, f"split {n}"
+
+
+@pytest.mark.parametrize(
+    ("path", "scenario"),
+    [pytest.param(p, s, id=_caller_switch_id(p, s)) for p, s in CALLER_SWITCH_CASES],
+)
+def test_vllm_caller_switch(
+    vllm_results: dict[str, dict[str, Any]], path: Path, scenario: str
+) -> None:
+    """Templates switched by their own variable or a system-message directive: the plugin
+    cannot map enable_thinking onto it inside vLLM (vLLM renders before any parser hook;
+    docs/integrations.md), but a request that passes the switch the template's way gets
+    vLLM's prompt and parse equal to apply()'s, whole and streamed."""
+    result = _result(vllm_results, path, scenario, _caller_switch_id(path, scenario))
+    case = _prepare(path, scenario)
+    want = expected_view(path, scenario)
+    got = result["parse"]
+    assert view(got["reasoning"], got["content"], got["tool_calls"], case.compare_ids) == want
+    for n, got in enumerate(result["streams"]):
+        seen = view(got["reasoning"], got["content"], got["tool_calls"], case.compare_ids)
+        assert seen == want, f"split {n}"
+    # vLLM's prompt is apply()'s (without polyfills, which vLLM does not apply).
+    raw = load_template(path).apply(
+        [USER], tools=case.tools, polyfills=False, call_id_seed=1234, **case.render_kwargs
+    )
+    assert result["prompt"] == raw.prompt
 
 
 def test_plugin_package_imports_without_vllm() -> None:

@@ -72,6 +72,59 @@ def test_reasoning_split_any_chunking(forced: bool, text: str, reasoning: str, r
         assert got == (reasoning, rest), pieces
 
 
+# Reasoning turned on, the prompt did not open the block: (output, reasoning, text after it).
+UNOPENED_CASES = [
+    ("plan it</think>\n\nHello", "plan it", "\n\nHello"),
+    ("<think>opened</think>ok", "opened", "ok"),
+    ("just an answer", "", "just an answer"),
+    ("<tool_call>{}</tool_call> then </think>", "", "<tool_call>{}</tool_call> then </think>"),
+    ("answer<|im_end|>late </think>", "", "answer<|im_end|>late </think>"),
+    ("</think>\nanswer", "", "\nanswer"),
+]
+
+
+@pytest.mark.parametrize(("text", "reasoning", "rest"), UNOPENED_CASES)
+def test_reasoning_split_reads_a_block_whose_opener_was_left_out(
+    text: str, reasoning: str, rest: str
+) -> None:
+    """As the library's lenient parser: text before the end marker is reasoning, unless a
+    call opener or the end of the turn comes first; held back, whatever the chunking."""
+
+    def split() -> ReasoningSplit:
+        return ReasoningSplit(
+            "<think>", "</think>", False, opener_optional=True, stops=("<tool_call>", "<|im_end|>")
+        )
+
+    assert _split_all(split(), [text]) == (reasoning, rest)
+    rng = random.Random(text)
+    for _ in range(30):
+        cuts = sorted(rng.sample(range(1, len(text)), min(len(text) - 1, rng.randint(1, 6))))
+        pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+        assert _split_all(split(), pieces) == (reasoning, rest), pieces
+
+
+def test_reasoning_split_matches_the_library_for_a_left_out_opener() -> None:
+    """The split's rule is the library's: same reasoning as ChatParams.parse, thinking on."""
+    path = _template("own_think_tag")
+    analysis = ChatTemplate(path.read_text(encoding="utf-8")).analyze()
+    params = ChatTemplate.from_file(path).apply(
+        [{"role": "user", "content": "hi"}], None, enable_thinking=True
+    )
+    text = "The user wants X.</think>The answer."
+    start, end = session.reasoning_markers(analysis)
+    split = ReasoningSplit(
+        start,
+        end,
+        False,
+        opener_optional=session.opener_optional(analysis, True),
+        stops=session.wait_stops(analysis),
+    )
+    reasoning, rest = _split_all(split, [text])
+    parsed = params.parse(text)
+    assert (reasoning, rest) == (parsed.reasoning_content, parsed.content)
+    assert not session.opener_optional(analysis, None)
+
+
 def test_reasoning_split_without_markers_passes_text_through() -> None:
     split = ReasoningSplit("", "", False)
     assert split.done

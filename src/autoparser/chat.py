@@ -52,6 +52,11 @@ class ChatTemplate:
     ``now`` fixes the date templates see (``strftime_now`` and ``date_string``), for
     reproducible prompts; by default they read the real clock and ``date_string`` is left
     undefined, as in transformers. ``render(..., now=...)``/``apply(..., now=...)`` override it.
+
+    A template that cannot render without a conventional variable nobody passes (the tools
+    as ``functions`` JSON text, the date as ``datetime`` or ``current_date``) gets its
+    conventional value, dated by the same clock; a value in ``template_kwargs`` wins, and a
+    template that renders without them is rendered exactly as transformers does.
     """
 
     def __init__(

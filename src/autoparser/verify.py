@@ -20,6 +20,7 @@ from typing import Any
 
 from autoparser.analysis.model import (
     AnalysisVerification,
+    ReasoningMode,
     TemplateAnalysis,
     ToolFormat,
     VerificationFailure,
@@ -42,7 +43,7 @@ from autoparser.template.probe import (
     VALUE_SECOND,
     needle_in,
 )
-from autoparser.template.switches import SYSTEM_DIRECTIVE
+from autoparser.template.switches import ThinkingSwitch
 
 NEEDLE_CHECK = "no_needle_in_markers"
 ANY_CHECK = "some_conversation_checked"
@@ -148,14 +149,18 @@ def leaked_needles(analysis: TemplateAnalysis, triggers: Sequence[str] = ()) -> 
 
 
 class _Renders:
-    """Renders conversations as ``ChatTemplate.render`` does (polyfills on)."""
+    """Renders conversations as ``ChatTemplate.apply`` does (polyfills on, the request's
+    ``enable_thinking`` mapped onto the template's switch)."""
 
-    def __init__(self, renderer: Renderer) -> None:
+    def __init__(self, renderer: Renderer, switch: ThinkingSwitch | None = None) -> None:
         self.renderer = renderer
+        self.switch = switch
         self.caps = detect_caps(renderer)
         self.quirks = detect_quirks(renderer)
         self._params: dict[tuple[str, bool, bool | None], ChatParams] = {}
         self._request: Request | None = None
+        # Renders by conversation: most scenarios share their generation prompt.
+        self._renders: dict[str, str | AutoparserError] = {}
 
     def render(
         self,
@@ -164,15 +169,37 @@ class _Renders:
         gen: bool,
         kwargs: Mapping[str, Any],
     ) -> str:
-        switch = self.caps.thinking_switch
-        if switch is not None and switch.kind == SYSTEM_DIRECTIVE and "enable_thinking" in kwargs:
-            # As apply maps enable_thinking: the /think-style directive in the system message.
-            # A variable switch is not mapped here (only enable_thinking is passed).
+        """The render, or the template's refusal raised (both remembered)."""
+        key = json.dumps([messages, tools, gen, kwargs], sort_keys=True)
+        found = self._renders.get(key)
+        if found is None:
+            try:
+                found = self._render(messages, tools, gen, kwargs)
+            except TemplateLimitError:
+                raise
+            except AutoparserError as exc:
+                found = exc
+            self._renders[key] = found
+        if isinstance(found, AutoparserError):
+            raise found.with_traceback(None)
+        return found
+
+    def _render(
+        self,
+        messages: list[dict[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        gen: bool,
+        kwargs: Mapping[str, Any],
+    ) -> str:
+        variables = dict(kwargs)
+        if self.switch is not None and "enable_thinking" in kwargs:
+            # As apply maps enable_thinking: the switch's variable, or its directive in the
+            # system message (/think, /no_think).
             enabled = bool(kwargs["enable_thinking"])
-            messages = [dict(m) for m in switch.switch(messages, {}, enabled)]
+            messages = [dict(m) for m in self.switch.switch(messages, variables, enabled)]
         tool_list = None if tools is None else [dict(t) for t in tools]
         prepared, tool_list = apply_polyfills(self.caps, self.quirks, messages, tool_list)
-        return self.renderer.render(prepared, tool_list, gen, **kwargs)
+        return self.renderer.render(prepared, tool_list, gen, **variables)
 
     def request(self, analysis: TemplateAnalysis) -> Request:
         """The verification request, validated once (schema checks cost); varied by replace."""
@@ -218,20 +245,40 @@ def _strip_trailing(text: str, markers: Sequence[str]) -> tuple[str, list[str]]:
         text = stripped[: -len(marker)]
 
 
+def end_of_same_text(prompt: str, full: str) -> int | None:
+    """Where ``full`` has shown all of ``prompt`` when the two differ only in whitespace (a
+    template that writes its headers with other spacing in a history turn than in the
+    generation prompt); None when they differ in anything else."""
+    text = re.sub(r"\s+", "", prompt)
+    if not text or not re.sub(r"\s+", "", full).startswith(text):
+        return None
+    found = re.match(rf"\s*(?:\S\s*){{{len(text) - 1}}}\S", full)
+    return found.end() if found else None
+
+
 def cut_turn(prompt: str, full: str, analysis: TemplateAnalysis, eos: str) -> str | None:
     """The assistant turn: what the full render adds after the generation prompt, without
     its end-of-turn markers. None when the render does not extend the prompt.
 
     A prompt may end with reasoning markers (``<think>\\n``) that the history render writes
-    again or not at all: those are cut from the prompt and, when repeated, from the turn.
+    again or not at all: those are cut from the prompt and, when repeated, from the turn. A
+    prompt the history render writes with other whitespace is found in it all the same.
     """
     r = analysis.reasoning
+    markers = [r.start.strip(), r.end.strip()]
+    if r.mode == ReasoningMode.DELIMITER:
+        # The generation prompt may end with a preamble the model continues with reasoning
+        # (Apriel: "Here are my reasoning steps:"), which the history render drops.
+        markers.append(analysis.generation_prompt.strip().rsplit("\n", 1)[-1])
     if full.startswith(prompt):
         turn = full[len(prompt) :]
     else:
-        shorter, removed = _strip_trailing(prompt, [r.start.strip(), r.end.strip()])
+        shorter, removed = _strip_trailing(prompt, [m for m in markers if m])
         if not removed or not full.startswith(shorter.rstrip()):
-            return None
+            at = end_of_same_text(prompt, full)
+            if at is None:
+                return None
+            removed, shorter = [], full[:at]
         turn = full[len(shorter.rstrip()) :]
         # The turn may repeat the last k markers the prompt ended with: cut that repeat.
         for k in range(len(removed), 0, -1):
@@ -423,7 +470,7 @@ def verify_analysis(renderer: Renderer, analysis: TemplateAnalysis) -> AnalysisV
     checks: list[str] = []
     failures: list[VerificationFailure] = []
     skipped: list[tuple[str, str]] = []
-    renders = _Renders(renderer)
+    renders = _Renders(renderer, analysis.reasoning.switch)
     for scenario in SCENARIOS:
         if scenario in _CALL_SCENARIOS and not renders.caps.supports_tool_calls:
             skipped.append((scenario, "template does not render tool calls"))
@@ -449,28 +496,33 @@ def verify_analysis(renderer: Renderer, analysis: TemplateAnalysis) -> AnalysisV
     return AnalysisVerification(tuple(checks), tuple(failures), tuple(skipped))
 
 
-# Trigger names: a trigger may hold the request's own tool names (``>>>get_weather``), never
-# a name the analysis rendered, so the trigger check asks for tools named otherwise.
-_TRIGGER_NAMES = ("check_tool_one", "check_tool_two")
+# Stands for a tool's own name in a trigger (``>>>get_weather``), which is no leak.
+_TOOL_NAME = "<tool name>"
 
 
 def _triggers(analysis: TemplateAnalysis, renders: _Renders) -> list[str]:
-    """The grammar triggers of a request for the verification tools, renamed."""
+    """What the grammar triggers of the verification request are made of: the format's
+    declared triggers, else the trigger markers (the lazy grammar's triggers are their
+    leading words), read off the parser definition (the calls checks' own, built once; the
+    grammar itself would cost more than the rest of the check). The request's tool names
+    are taken out: a trigger may hold them, while a name the analysis rendered into a
+    marker shows in the marker itself."""
     fmt = analysis.tools.format
     if not renders.caps.supports_tool_calls or (
         fmt.mode == ToolFormat.NONE and not analysis.handler
     ):
         return []
+    request = renders.request(analysis)
     try:
-        request = renders.request(analysis)
-        tools = tuple(
-            dataclasses.replace(tool, name=name)
-            for tool, name in zip(request.tools, _TRIGGER_NAMES, strict=True)
-        )
-        params = params_for_request(analysis, dataclasses.replace(request, tools=tools))
+        definition = params_for_request(analysis, request, with_grammar=False).definition
     except AutoparserError:
         return []  # a failure to build shows in the call checks
-    return [t.value for t in params.grammar_triggers]
+    if definition.grammar_parser is None or not definition.grammar_lazy:
+        return []  # the grammar applies from the start: no triggers
+    values = [t.value for t in definition.grammar_triggers] or list(definition.trigger_markers)
+    for name in sorted({tool.name for tool in request.tools}, key=len, reverse=True):
+        values = [value.replace(name, _TOOL_NAME) for value in values]
+    return values
 
 
 _CACHE: dict[tuple[str, str, str], tuple[TemplateAnalysis, TemplateAnalysis]] = {}

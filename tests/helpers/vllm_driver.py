@@ -122,6 +122,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     request = adjuster.adjust_request(request)
     result: dict[str, Any] = {
         "id": case["id"],
+        "prompt": prompt,
         "skip_special_tokens": request.skip_special_tokens,
         "grammar": (request.structured_outputs.grammar if request.structured_outputs else None),
         "reasoning_ended_at_start": request.resolve_reasoning_ended(adjuster, prompt_ids),

@@ -131,7 +131,8 @@ class _Ctx:
         self.depth = 0
         self.max_depth = max_depth
         # Leaf results that depended on the end of the input, and the last unfinished
-        # scan (until / JSON) among them: see IncrementalParse.feed.
+        # leaf (a literal, run, until or JSON scan that needs more) among them: see
+        # IncrementalParse.resume.
         self.hits = 0
         self.frontier: tuple[Parser, int] | None = None
 
@@ -395,40 +396,73 @@ class IncrementalParse:
         # every feed costs more than a token's parse (a deeper later caller still gets a
         # FAIL from RecursionError, never a crash).
         self._max_depth = 0
-        # (scan node, position, last result) when the last feed's result depended on the
-        # end of the input only through that one unfinished until / JSON scan.
-        self._frontier: tuple[Parser, int, ParseResult] | None = None
+        # (leaf, position) when the last result depended on the end of the input only
+        # through that one unfinished leaf: a literal, run, until or JSON scan (resume).
+        self._frontier: tuple[Parser, int] | None = None
         self._resumable = _resumable(parser)
+        # The last result: `_result` as parsed, with its unfinished path moved to `_moved`
+        # (end, closer) when later feeds only resumed its leaf (built when read).
+        self._result = ParseResult(ParseStatus.NEED_MORE_INPUT, 0, Node(None, 0, 0, False))
+        self._moved: tuple[int, str] | None = None
+        # The context resumed leaves run in (one per stream: a leaf reads only the text,
+        # the hints and partial mode, and reports through hits and frontier).
+        self._scan_ctx = _Ctx("", True, self._memo, self._hints, self._volatile, 1)
 
     @property
     def text(self) -> str:
         """All text fed so far."""
         return self._text
 
+    @property
+    def result(self) -> ParseResult:
+        """The result of the last feed."""
+        moved = self._moved
+        if moved is not None:
+            self._result = _extended(self._result, moved[0], moved[1])
+            self._moved = None
+        return self._result
+
     def feed(self, chunk: str) -> ParseResult:
         """Append a chunk and parse in partial mode."""
+        if self.resume(chunk) >= 0:
+            return self.result
+        return self.reparse()
+
+    def resume(self, chunk: str) -> int:
+        """Append a chunk; if the last result depended on the end of the input only
+        through one leaf and that leaf, run alone on the longer text, still needs more,
+        the new result is the last one with its unfinished path (the last node at each
+        level) ending further on: return that end (``result`` builds the tree only when
+        read, so a caller that knows what the move means can skip it). Otherwise return
+        -1: call ``reparse`` for the result (``feed`` does both)."""
         text = self._text
         self._text = ""  # drop our reference so CPython can grow the string in place
         text += chunk
         self._text = text
+        frontier = self._frontier
+        if frontier is None:
+            return -1
+        # Every other result on the leaf's path was final, and the nodes above the leaf
+        # pass its end and closer through unchanged: no need to start again from the root.
+        ctx = self._scan_ctx
+        ctx.text = text
+        ctx.n = len(text)
+        ctx.hits = 0
+        r = frontier[0]._match(ctx, frontier[1])
+        ctx.text = ""  # the text is ours alone again (grown in place next time)
+        if r[0] == MORE and not r[2] and ctx.hits == 1:
+            self._moved = (r[1], r[4])
+            return r[1]
+        return -1
+
+    def reparse(self) -> ParseResult:
+        """Parse all the text fed so far in partial mode (after ``resume`` returned -1)."""
         if not self._max_depth:
             self._max_depth = _depth_budget()
-        ctx = _Ctx(text, True, self._memo, self._hints, self._volatile, self._max_depth)
-        frontier = self._frontier
-        if frontier is not None:
-            # The last result depended on the end of the input only through one scan that
-            # needed more input; every other result on its path was final, and the nodes
-            # above the scan pass its end and closer through unchanged. If the scan, run
-            # again on the longer text, still needs more, the whole parse is the last one
-            # with that end and closer: no need to start again from the root.
-            node, pos, last = frontier
-            r = node._match(ctx, pos)
-            if r[0] == MORE and not r[2] and ctx.hits == 1:
-                result = _extended(last, r[1], r[4])
-                self._frontier = (node, pos, result)
-                return result
-            ctx.hits, ctx.frontier = 0, None
+        ctx = _Ctx(self._text, True, self._memo, self._hints, self._volatile, self._max_depth)
         result = self._parser._run_ctx(ctx)
+        self._result = result
+        self._moved = None
         self._frontier = None
         if (
             self._resumable
@@ -436,7 +470,7 @@ class IncrementalParse:
             and ctx.frontier is not None
             and result.status is ParseStatus.NEED_MORE_INPUT
         ):
-            self._frontier = (ctx.frontier[0], ctx.frontier[1], result)
+            self._frontier = ctx.frontier
         return result
 
     def feed_bytes(self, data: bytes) -> ParseResult:
@@ -481,7 +515,10 @@ class Literal(Parser):
             return (OK, pos + len(s), _NO_NODES, False, "")
         if ctx.n - pos < len(s) and s.startswith(text[pos:]):
             ctx.hits += 1
-            return (MORE if ctx.partial else FAIL, ctx.n, _NO_NODES, True, "")
+            if ctx.partial:
+                ctx.frontier = (self, pos)
+                return (MORE, ctx.n, _NO_NODES, True, "")
+            return (FAIL, ctx.n, _NO_NODES, True, "")
         return (FAIL, pos, _NO_NODES, False, "")
 
     def __repr__(self) -> str:
@@ -529,6 +566,7 @@ class Chars(Parser):
         if e == ctx.n and (self.max is None or got < self.max):
             ctx.hits += 1
             if ctx.partial:
+                ctx.frontier = (self, pos)
                 return (MORE, e, _NO_NODES, True, "")
             return (OK if got >= self.min else FAIL, e, _NO_NODES, True, "")
         return (OK if got >= self.min else FAIL, e, _NO_NODES, False, "")
@@ -603,7 +641,10 @@ class Rest(Parser):
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         ctx.hits += 1
-        return (MORE if ctx.partial else OK, max(pos, ctx.n), _NO_NODES, True, "")
+        if ctx.partial:
+            ctx.frontier = (self, pos)
+            return (MORE, max(pos, ctx.n), _NO_NODES, True, "")
+        return (OK, max(pos, ctx.n), _NO_NODES, True, "")
 
     def __repr__(self) -> str:
         return "rest()"
@@ -680,14 +721,16 @@ class Json(Parser):
             end = json_scan.fast_complete(ctx.text, pos, self.kind)
             if end >= 0:
                 return (OK, end, _NO_NODES, False, "")
-        r = json_scan.scan(ctx.text, pos, self.kind, ctx.partial, self.single_quotes, state)
-        if r.state is not None:
-            ctx.hints[key] = r.state
-        if r.hit_end:
+        status, end, hit_end, closer, state = json_scan.scan(
+            ctx.text, pos, self.kind, ctx.partial, self.single_quotes, state
+        )
+        if state is not None:
+            ctx.hints[key] = state
+        if hit_end:
             ctx.hits += 1
-            if r.status == MORE:
+            if status == MORE:
                 ctx.frontier = (self, pos)
-        return (r.status, r.end, _NO_NODES, r.hit_end, r.closer)
+        return (status, end, _NO_NODES, hit_end, closer)
 
     def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
         return json_scan.first_chars(self.kind, self.single_quotes)

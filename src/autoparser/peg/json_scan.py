@@ -152,6 +152,14 @@ def scan(
     n = len(text)
     if resume is not None:
         p, stack, expect, quote, known = resume
+        if quote and partial and known[0] is stack:
+            # A stream inside a long string: the body runs to the end again; only the
+            # position moves (the closer is the same as on the last scan).
+            m = (_DQ_BODY if quote == '"' else _SQ_BODY).match(text, p)
+            if m is not None and m.end() == n:
+                key = ":null" if expect in (KEY, KEY_OR_CLOSE) else ""
+                state = _new(ScanState, (n, stack, expect, quote, known))
+                return _new(ScanResult, (MORE, n, True, quote + key + known[1], state))
     else:
         p, stack, expect, quote, known = pos, None, VALUE, "", (None, "")
         if p >= n:

@@ -71,6 +71,11 @@ class JsonArguments:
             self.out.emit(text[node.start + self.done : node.end])
             self.done = length
 
+    def extend(self, piece: str) -> None:
+        """The node grew by ``piece`` past what was emitted (a stream's moved feed)."""
+        self.done += len(piece)
+        self.out.emit(piece)
+
     def complete(self) -> str:
         if not self.out.pieces:
             return "{}"
@@ -210,6 +215,12 @@ class TaggedArguments:
             self.value_done = 0
             self.lead_checked = False
             self.held = ""
+
+    def extend(self, raw: str) -> None:
+        """The string value being streamed grew by ``raw`` (a stream's moved feed)."""
+        assert self.value is not None
+        self.value_done += len(raw)
+        self.out.emit(self._string_piece(self.value, raw))
 
     def _value_end(self, text: str) -> str | None:
         """What ends the current (complete) argument's value: a quote, null or the value."""

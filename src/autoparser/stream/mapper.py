@@ -104,11 +104,12 @@ class _TextField:
     final value is ``raw.strip()`` however the text was split.
     """
 
-    __slots__ = ("held", "key", "pieces", "raw_done", "started")
+    __slots__ = ("at", "held", "key", "pieces", "raw_done", "started")
 
     def __init__(self, key: str) -> None:
         self.key = key
         self.raw_done = 0
+        self.at = 0  # where the raw text consumed ends, as a position in the last span
         self.started = False
         self.held = ""
         self.pieces: list[str] = []
@@ -127,6 +128,7 @@ class _TextField:
 
     def advance(self, spans: list[Span], text: str) -> str:
         total = 0
+        end = 0
         out: list[str] = []
         for start, end in spans:
             length = end - start
@@ -135,6 +137,9 @@ class _TextField:
                 if piece:
                     out.append(piece)
             total += length
+        # Past the last span's end if an earlier tree's spans were longer (the text
+        # consumed then is not sent again).
+        self.at = end + self.raw_done - total
         return "".join(out)
 
     def value(self) -> str | None:
@@ -261,6 +266,15 @@ class Mapper:
         self.given_up: set[int] = set()  # starts of calls dropped while being written
         self.truncated = False
         self.events: list[tuple[str, int, str]] = []
+        # What moving the end of the last tree's unfinished path (its last node at each
+        # level, see IncrementalParse.resume) changes: the text field, or the JSON
+        # arguments of the call being streamed, that grow (what they hold so far ends
+        # at tail_end); or a whole advance (tail_reparse: another part of a call being
+        # streamed); or nothing (a call not announced before it is whole, any other
+        # node).
+        self.tail: _TextField | JsonArguments | TaggedArguments | None = None
+        self.tail_end = 0
+        self.tail_reparse = False
 
     # ----------------------------------------------------------------- tree walking
     def advance(self, tree: Node, text: str, *, final: bool = False) -> None:
@@ -312,6 +326,76 @@ class Mapper:
                 self.events.append(("reasoning_content", -1, piece))
         if content:
             self.push_content(self.content.advance(content, text))
+        self._mark_tail(tree)
+
+    def _mark_tail(self, tree: Node) -> None:
+        """Note what a move of the tree's unfinished path would change (see ``move``)."""
+        last = tree.children[-1] if tree.children else None
+        self.tail = None
+        self.tail_reparse = False
+        if last is None or last.complete:
+            return  # the path ends in untagged text: the fields do not see it
+        if last.tag == tags.TOOL:
+            # A pending call: only the incremental policy streams it before it is whole.
+            if self.incremental:
+                self._mark_call_tail(last)
+        elif last.tag == tags.REASONING:
+            self.tail = self.reasoning
+        elif last.tag == tags.CONTENT:
+            self.tail = self.content
+        if isinstance(self.tail, _TextField):
+            self.tail_end = self.tail.at  # the node's span: its last span
+
+    def _mark_call_tail(self, node: Node) -> None:
+        """The incremental policy's pending call, once announced: what grows with the
+        move when it ends the call's unfinished path, its JSON arguments or the string
+        value of its last tagged argument; anything else maps the call again."""
+        self.tail_reparse = True
+        call = self.open
+        last = node.children[-1] if node.children else None
+        if (
+            call is None
+            or not call.announced
+            or call.start != node.start
+            or last is None
+            or last.complete
+        ):
+            return
+        if call.tagged is None and isinstance(call.args, JsonArguments):
+            if last.tag == tags.TOOL_ARGS:
+                self.tail, self.tail_reparse = call.args, False
+                self.tail_end = last.start + call.args.done
+            return
+        tagged = call.tagged
+        value = last.children[-1] if last.children else None
+        if (
+            call.args is None
+            and tagged is not None
+            and last.tag == tags.TOOL_ARG
+            and value is not None
+            and tagged.value is value  # the argument it is streaming, as a string
+            and tagged.string
+            and not value.complete
+            and not tagged.invalid
+        ):
+            self.tail, self.tail_reparse = tagged, False
+            self.tail_end = value.start + tagged.value_done
+
+    def move(self, text: str, end: int) -> list[dict[str, Any]]:
+        """The deltas of the last tree with its unfinished path ending at ``end`` now:
+        what ``advance`` and ``take_deltas`` would give for that tree, without it (the
+        last node's text field or the streamed call's JSON arguments grow; a pending
+        call or untagged text shows nothing)."""
+        tail = self.tail
+        if tail is None or end <= self.tail_end:
+            return []
+        piece = text[self.tail_end : end]
+        self.tail_end = end
+        if isinstance(tail, _TextField):
+            piece = tail.push(piece)
+            return [{tail.key: piece}] if piece else []
+        tail.extend(piece)
+        return self.take_deltas()
 
     def push_content(self, piece: str) -> None:
         if piece:

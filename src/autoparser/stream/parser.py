@@ -54,6 +54,7 @@ class StreamParser:
             openers=definition.call_openers or definition.trigger_markers,
         )
         self._last_tree: Node | None = None
+        self._moved = False  # feeds since _last_tree only moved its unfinished path
         self._finished = False
 
     def feed(self, chunk: str) -> list[dict[str, Any]]:
@@ -71,11 +72,23 @@ class StreamParser:
             )
         if not chunk:
             return []
-        result = self._inc.feed(chunk)
+        inc = self._inc
+        mapper = self._mapper
+        end = inc.resume(chunk)
+        if end >= 0 and not mapper.tail_reparse:
+            # The parse only moved its unfinished path further: what that changes in
+            # the message is known from the last tree (see Mapper.move).
+            self._moved = True
+            return [] if mapper.tail is None else mapper.move(inc.text, end)
+        if self._moved:
+            # The last partial tree, kept for finish() should the next parse fail.
+            self._last_tree = inc.result.tree
+            self._moved = False
+        result = inc.result if end >= 0 else inc.reparse()
         if result.status != ParseStatus.FAIL:
             self._last_tree = result.tree
-            self._mapper.advance(result.tree, self._inc.text)
-        return self._mapper.take_deltas()
+            mapper.advance(result.tree, inc.text)
+        return mapper.take_deltas()
 
     def finish(self) -> list[dict[str, Any]]:
         """End of output: return the last deltas (held-back text, a cut call's text).
@@ -87,6 +100,9 @@ class StreamParser:
             return []
         self._finished = True
         text = self._inc.text
+        if self._moved:
+            self._last_tree = self._inc.result.tree
+            self._moved = False
         final = self._inc.finish()
         tree = final.tree if final.status == ParseStatus.SUCCESS else None
         _end_of_output(self._mapper, text, _output_tree(self._mapper, text, self._last_tree, tree))

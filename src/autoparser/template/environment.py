@@ -9,6 +9,7 @@ HTML escaping, ``raise_exception``, ``strftime_now``, a plain ``dict`` and an un
 
 from __future__ import annotations
 
+import functools
 import json
 import operator
 import re
@@ -22,7 +23,6 @@ import jinja2.nodes
 import jinja2.parser
 import jinja2.runtime
 import jinja2.utils
-import jinja2.visitor
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
@@ -91,7 +91,8 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-def _strftime_now(fmt: str) -> str:
+def strftime_now(fmt: str) -> str:
+    """Today's date (or time) formatted, read from :data:`clock`."""
     return clock().strftime(fmt)
 
 
@@ -429,20 +430,25 @@ _LOOP_FILTER = "autoparser_counted_loop"
 _CONCAT_FILTER = "autoparser_guarded_concat"
 
 
-class _Instrument(jinja2.visitor.NodeTransformer):
-    """Route every loop's iterable and every ``~`` through the render budget."""
+def _budget_filter(node: jinja2.nodes.Node, name: str) -> jinja2.nodes.Filter:
+    return jinja2.nodes.Filter(node, name, [], [], None, None, lineno=node.lineno)
 
-    def visit_For(self, node: jinja2.nodes.For) -> jinja2.nodes.Node:
-        self.generic_visit(node)
-        node.iter = jinja2.nodes.Filter(
-            node.iter, _LOOP_FILTER, [], [], None, None, lineno=node.iter.lineno
-        )
+
+class _GuardedParser(jinja2.parser.Parser):
+    """jinja2's parser, routing every loop's iterable and every ``~`` through the render
+    budget as it builds them (a filter around each: no second pass over the tree)."""
+
+    def parse_for(self) -> jinja2.nodes.For:
+        node = super().parse_for()
+        node.iter = _budget_filter(node.iter, _LOOP_FILTER)
         return node
 
-    def visit_Concat(self, node: jinja2.nodes.Concat) -> jinja2.nodes.Node:
-        self.generic_visit(node)
+    def parse_concat(self) -> jinja2.nodes.Expr:
+        node = super().parse_concat()
+        if not isinstance(node, jinja2.nodes.Concat):
+            return node  # one operand (a nested ``~`` in it is wrapped already)
         parts = jinja2.nodes.Tuple(node.nodes, "load", lineno=node.lineno)
-        return jinja2.nodes.Filter(parts, _CONCAT_FILTER, [], [], None, None, lineno=node.lineno)
+        return _budget_filter(parts, _CONCAT_FILTER)
 
 
 class _BudgetedTemplate(jinja2.Template):
@@ -469,9 +475,8 @@ class _GuardedMixin:
         return _GUARDED_BINOPS[operator](left, right)
 
     def _parse(self, source: str, name: str | None, filename: str | None) -> jinja2.nodes.Template:
-        tree = super()._parse(source, name, filename)  # type: ignore[misc]
-        result: jinja2.nodes.Template = _Instrument().visit(tree)
-        return result
+        environment: jinja2.Environment = self  # type: ignore[assignment]
+        return _GuardedParser(environment, source, name, filename).parse()
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         active_budget().step()
@@ -504,7 +509,7 @@ def _configure(env: SandboxedEnvironment) -> SandboxedEnvironment:
     env.filters[_CONCAT_FILTER] = _concat
     env.globals["lipsum"] = _lipsum
     env.globals["raise_exception"] = _raise_exception
-    env.globals["strftime_now"] = _strftime_now
+    env.globals["strftime_now"] = strftime_now
     env.globals["dict"] = _TemplateDict()
     env.globals["namespace"] = _TemplateNamespace
     return env
@@ -526,3 +531,10 @@ def make_environment() -> SandboxedEnvironment:
 def make_mutable_environment() -> SandboxedEnvironment:
     """A sandbox that additionally lets templates mutate lists and dicts."""
     return _configure(MutableChatSandbox(**_options()))
+
+
+@functools.cache
+def sandbox(mutable: bool) -> SandboxedEnvironment:
+    """The environment every template is compiled in and run by (one of each kind: an
+    environment holds only configuration, a template never changes it)."""
+    return make_mutable_environment() if mutable else make_environment()

@@ -6,7 +6,6 @@ request; the public :class:`autoparser.ChatTemplate` composes those on top of it
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -17,29 +16,24 @@ import jinja2
 from jinja2.exceptions import SecurityError
 
 from autoparser.errors import AutoparserError, TemplateError, TemplateLimitError
-from autoparser.template.environment import (
-    TemplateRaisedError,
-    fixed_date_variables,
-    make_environment,
-    make_mutable_environment,
+from autoparser.template.compiled import TEMPLATE_FILENAME, compile_source
+from autoparser.template.conventions import (
+    CONVENTIONAL_NAMES,
+    conventional_values,
+    undefined_name,
 )
+from autoparser.template.environment import TemplateRaisedError, fixed_date_variables
 from autoparser.template.polyfill import plain_data, transformers_messages
 
 # A refusal of the immutable sandbox to change a container in place (``list.append`` ...).
 _MUTATION_REFUSED = re.compile(r"access to attribute '\w+' of '(?:list|dict|set|deque)' object")
 
 
-@functools.lru_cache(maxsize=512)
-def _compile(source: str, mutable: bool) -> jinja2.Template:
-    env = make_mutable_environment() if mutable else make_environment()
-    return env.from_string(source)
-
-
 def _template_line(tb: TracebackType | None) -> int | None:
     """The template line of the innermost frame jinja2 attributed to template code."""
     line = None
     while tb is not None:
-        if tb.tb_frame.f_code.co_filename == "<template>":
+        if tb.tb_frame.f_code.co_filename == TEMPLATE_FILENAME:
             line = tb.tb_lineno
         tb = tb.tb_next
     return line
@@ -67,11 +61,12 @@ class Renderer:
         # Other named tokens (unk_token, pad_token...) passed to the template, as transformers does.
         self.special_tokens: dict[str, str] = dict(special_tokens or {})
         try:
-            self._compiled = _compile(source, False)
+            self._compilation = compile_source(source)
         except jinja2.TemplateSyntaxError as exc:
             raise TemplateError(
                 f"{self.name}: syntax error at line {exc.lineno}: {exc.message}"
             ) from exc
+        self._compiled = self._compilation.template
         self._mutates = False
 
     def __repr__(self) -> str:
@@ -106,7 +101,10 @@ class Renderer:
 
         ``bos_token`` and ``eos_token`` default to this template's; ``context`` overrides them.
         A template that mutates a list, which transformers' immutable sandbox refuses, is
-        rendered again in a sandbox that allows it (on a private copy of the variables).
+        rendered again in a sandbox that allows it (on a private copy of the variables). A
+        template that fails because it reads a conventional variable nobody passed (the
+        tools as ``functions`` text, a ``datetime``...) is rendered again with the
+        conventional values (see :mod:`autoparser.template.conventions`).
         """
         variables = {
             **self.special_tokens,
@@ -114,6 +112,29 @@ class Renderer:
             "eos_token": self.eos_token,
             **context,
         }
+        try:
+            return self._render_variables(variables)
+        except TemplateError as exc:
+            supplied = self._conventional(exc, variables)
+            if not supplied:
+                raise
+        return self._render_variables({**variables, **supplied})
+
+    def _conventional(self, exc: TemplateError, variables: Mapping[str, Any]) -> dict[str, Any]:
+        """The conventional values to render again with, when ``exc`` says the template
+        read one of them undefined (none otherwise)."""
+        reads = self.conventional_variables
+        name = undefined_name(exc.__cause__)
+        if name not in reads or name in variables:
+            return {}
+        return conventional_values(reads, variables)
+
+    @property
+    def conventional_variables(self) -> frozenset[str]:
+        """The conventional variables this template reads (supplied when it needs them)."""
+        return self._compilation.reads & CONVENTIONAL_NAMES
+
+    def _render_variables(self, variables: dict[str, Any]) -> str:
         if not self._mutates:
             try:
                 return self._run(self._compiled, variables)
@@ -122,7 +143,7 @@ class Renderer:
                 if not (isinstance(cause, SecurityError) and _MUTATION_REFUSED.search(str(cause))):
                     raise
             self._mutates = True  # later renders go straight to the mutable sandbox
-        return self._run(_compile(self.source, True), plain_data(variables))
+        return self._run(self._compilation.mutable_template, plain_data(variables))
 
     def render(
         self,

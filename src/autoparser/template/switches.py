@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jinja2
-from jinja2 import meta, nodes
 
-from autoparser.template.environment import make_environment
+from autoparser.template.compiled import compile_source
+from autoparser.template.conventions import CONVENTIONAL_NAMES
 
 SwitchValue = bool | int | str
 
@@ -43,7 +43,7 @@ _INVERTED_NAME = re.compile(r"(?:^|_)(?:skip|disable|disabled|no|without|hide)(?
 _SWITCH_NAME = re.compile(r"think|reason")
 _LEVEL_NAME = re.compile(r"effort|budget|strength|level|mode")
 # Variables every caller supplies (or the renderer does): never a reasoning switch.
-_CONTEXT_NAMES = frozenset(
+_CONTEXT_NAMES = CONVENTIONAL_NAMES | frozenset(
     {
         "messages",
         "tools",
@@ -54,7 +54,6 @@ _CONTEXT_NAMES = frozenset(
         "eos_token",
         "raise_exception",
         "strftime_now",
-        "date_string",
         "custom_tools",
         "builtin_tools",
         "tools_in_user_message",
@@ -115,18 +114,11 @@ def switch_candidates(source: str) -> tuple[str, ...]:
     """Variables the template reads without defining them and tests in a condition,
     the likeliest switches first (an unparsable template has none)."""
     try:
-        tree = make_environment().parse(source)
+        compiled = compile_source(source)  # the renderer's own compile: no second parse
     except jinja2.TemplateSyntaxError:
         return ()
-    undeclared = meta.find_undeclared_variables(tree) - _CONTEXT_NAMES
-    tested: set[str] = set()
-    for node in tree.find_all((nodes.If, nodes.CondExpr)):
-        test = getattr(node, "test", None)
-        if isinstance(test, nodes.Name):
-            tested.add(test.name)  # find_all() yields only the descendants of a node
-        elif isinstance(test, nodes.Node):
-            tested.update(name.name for name in test.find_all(nodes.Name))
-    return tuple(sorted(undeclared & tested, key=lambda name: (_rank(name), name)))
+    names = (compiled.reads & compiled.tested) - _CONTEXT_NAMES
+    return tuple(sorted(names, key=lambda name: (_rank(name), name)))
 
 
 def _pairs(name: str) -> tuple[tuple[SwitchValue, SwitchValue], ...]:

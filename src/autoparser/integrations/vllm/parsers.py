@@ -23,6 +23,7 @@ from autoparser.integrations.vllm.session import (
     ReasoningSplit,
     Template,
     TokenizerLike,
+    opener_optional,
     params_for,
     prompt_opens_reasoning,
     reasoning_closed,
@@ -30,6 +31,7 @@ from autoparser.integrations.vllm.session import (
     request_options,
     resolve_template,
     text_after_reasoning,
+    wait_stops,
 )
 
 _V = load()
@@ -264,17 +266,37 @@ class AutoparserReasoningParser(_ReasoningParserBase):  # type: ignore[misc]
         template = resolve_template(self.model_tokenizer, getattr(request, "chat_template", None))
         options = request_options(request, self._template_kwargs)
         params = params_for(template, options, reasoning=True)
-        message = params.parse(model_output)
         forced = self._forced_open() if self._prompt else params.thinking_forced_open
+        if forced != params.thinking_forced_open:
+            # vLLM rendered another prompt than apply() would (a reasoning switch the plugin
+            # cannot map, docs/integrations.md): read the output by the prompt vLLM
+            # rendered, as the stream does, so nothing is lost between the two.
+            split = self._new_split()
+            reasoning, rest = split.feed(model_output)
+            last_reasoning, last_rest = split.finish()
+            return (reasoning + last_reasoning) or None, (rest + last_rest) or None
+        message = params.parse(model_output)
         rest = text_after_reasoning(
             model_output, message.reasoning_content, template.analysis, forced
         )
         return message.reasoning_content, rest or None
 
+    def _new_split(self) -> ReasoningSplit:
+        """A reasoning split for the prompt vLLM rendered."""
+        analysis = self._template.analysis
+        start, end = reasoning_markers(analysis)
+        forced = self._forced_open()
+        return ReasoningSplit(
+            start,
+            end,
+            forced,
+            opener_optional=not forced and opener_optional(analysis, self._thinking()),
+            stops=wait_stops(analysis),
+        )
+
     def _splitter(self) -> ReasoningSplit:
         if self._split is None:
-            start, end = reasoning_markers(self._template.analysis)
-            self._split = ReasoningSplit(start, end, self._forced_open())
+            self._split = self._new_split()
         return self._split
 
     def extract_reasoning_streaming(

@@ -217,14 +217,22 @@ class ReasoningSplit:
     text: the reasoning block's markers from the analysis, the block open from the start when
     the prompt opened it. Reasoning is emitted without the whitespace around it (as
     ``ChatParams.parse`` returns it); text that may still become a marker is held back.
+
+    ``opener_optional`` (reasoning turned on, the prompt did not open the block): as the
+    library's lenient parser does, text that does not start with the opener is reasoning if
+    the end marker follows, before any of ``stops`` (a call opener, the end of the turn).
+    It is held back until one of them comes, or the output ends (then it is content).
     """
 
     start: str
     end: str
     forced_open: bool
-    state: str = "undecided"  # undecided -> reasoning -> done
+    opener_optional: bool = False
+    stops: tuple[str, ...] = ()
+    state: str = "undecided"  # undecided -> (opening | unopened) -> reasoning -> done
     pending: str = ""
     emitted: bool = False
+    scanned: int = 0  # how much of ``pending`` the wait for an end marker has searched
 
     def __post_init__(self) -> None:
         if not self.end:
@@ -257,10 +265,30 @@ class ReasoningSplit:
                 return "", ""  # may still be a marker
             elif self.state == "opening":
                 self.state = "reasoning"
+            elif self.opener_optional and self.start:
+                self.state = "unopened"
             else:
                 self.state = "done"
                 rest, self.pending = self.pending, ""
                 return "", rest
+        if self.state == "unopened":
+            return self._unopened()
+        return self._reasoning()
+
+    def _unopened(self) -> tuple[str, str]:
+        """Text with no opener: reasoning once the end marker comes, content once a stop
+        comes first; held back until then (each piece is searched once)."""
+        longest = max((len(m) for m in (self.end, *self.stops)), default=1)
+        since = max(0, self.scanned - longest + 1)
+        self.scanned = len(self.pending)
+        at = self.pending.find(self.end, since)
+        limit = at if at >= 0 else len(self.pending)
+        if any(self.pending.find(stop, since, limit) >= 0 for stop in self.stops):
+            self.state = "done"
+            rest, self.pending = self.pending, ""
+            return "", rest
+        if at < 0:
+            return "", ""
         return self._reasoning()
 
     def _reasoning(self) -> tuple[str, str]:
@@ -291,7 +319,7 @@ class ReasoningSplit:
             self.state = "done"
             text, self.pending = self.pending, ""
             return self._trim(text, last=True), ""
-        if self.state in ("undecided", "opening"):
+        if self.state in ("undecided", "opening", "unopened"):
             self.state = "done"
             text, self.pending = self.pending, ""
             return "", text
@@ -345,6 +373,24 @@ def text_after_reasoning(
     _, rest = split.feed(output)
     _, tail = split.finish()
     return rest + tail
+
+
+def opener_optional(analysis: TemplateAnalysis, enable_thinking: bool | None) -> bool:
+    """Is text before the end marker reasoning even without the opener (the library's
+    lenient rule: reasoning turned on, a start marker to leave out, no hand-written format)?"""
+    start, end = reasoning_markers(analysis)
+    return enable_thinking is True and bool(start and end) and not analysis.handler
+
+
+def wait_stops(analysis: TemplateAnalysis) -> tuple[str, ...]:
+    """What ends the wait for an end marker after text with no opener: the end of the turn
+    and the markers that open tool calls."""
+    fmt, function = analysis.tools.format, analysis.tools.function
+    calls: tuple[str, ...] = ()
+    if fmt.mode.value != "none":
+        calls = (fmt.call_prefix_token, fmt.section_start, fmt.per_call_start, function.name_prefix)
+    markers = (*analysis.end_of_turn, *calls)
+    return tuple(dict.fromkeys(m.strip() for m in markers if m.strip()))
 
 
 def reasoning_closed(text: str, analysis: TemplateAnalysis) -> bool:
