@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from json.encoder import encode_basestring
 
 from autoparser import tags
 from autoparser.peg import IncrementalParse, Node, ParseStatus
@@ -187,7 +188,7 @@ class TaggedArguments:
             if not self.named:
                 if name_node is None or not name_node.complete:
                     return
-                key = json.dumps(name_node.text(text), ensure_ascii=False)
+                key = encode_basestring(name_node.text(text))
                 self.out.emit(f"{', ' if k else ''}{key}: ")
                 self.named = True
             self.value = value_node

@@ -9,6 +9,7 @@ one streamer per encoding (``stream/arguments.py``). See docs/streaming.md.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 from collections.abc import Callable, Sequence
@@ -43,12 +44,13 @@ class CallIds:
 
     def __init__(self, seed: int | None = None) -> None:
         self.seed = random.SystemRandom().getrandbits(64) if seed is None else seed
+        self._prefix = f"{self.seed}:".encode()
 
     def __call__(self, key: int) -> str:
         # A keyed hash, not a seeded random.Random: seeding the Mersenne Twister from a
         # string cost more than parsing a whole short output. Each byte picks a character
         # (byte % 62: the first 8 characters slightly likelier; ~190 bits per id).
-        digest = hashlib.blake2b(f"{self.seed}:{key}".encode(), digest_size=24).digest()
+        digest = hashlib.blake2b(self._prefix + b"%d" % key, digest_size=24).digest()
         return "call_" + digest.translate(_ID_TABLE).decode("ascii")
 
 
@@ -208,8 +210,33 @@ def spans_end(*fields: list[Span]) -> int:
     return max((spans[-1][1] for spans in fields if spans), default=0)
 
 
+def call_identity(policy: CallIdPolicy, node: Node, text: str) -> tuple[str, str] | None:
+    """A call node's name and id; None while they are not complete yet."""
+    name = _child(node, tags.TOOL_NAME)
+    if name is None or not name.complete:
+        return None
+    cid = _child(node, tags.TOOL_ID)
+    id_ready = cid is not None and cid.complete
+    if policy.expects_call_ids and not id_ready and not node.complete:
+        return None
+    call_id = cid.text(text) if cid is not None and id_ready and policy.model_ids else ""
+    # Else by where the call starts: the same id in parse() and in any stream, and never
+    # the id of a call a stream announced and then dropped.
+    return name.text(text), call_id or policy.call_ids(node.start)
+
+
 def _child(node: Node, tag: str) -> Node | None:
-    return next((c for c in node.children if c.tag == tag), None)
+    for c in node.children:
+        if c.tag == tag:
+            return c
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _markup_openers(openers: tuple[str, ...]) -> tuple[str, ...]:
+    """Call openers long enough to be markup, longest first (one alone at the end is
+    dropped); worked out once per format, not per stream."""
+    return tuple(sorted({m.strip() for m in openers if len(m.strip()) > 1}, key=len)[::-1])
 
 
 class Mapper:
@@ -233,8 +260,7 @@ class Mapper:
         self.policy = policy
         self.converters = converters
         self.incremental = incremental
-        # Call openers long enough to be markup: one alone at the end is dropped.
-        self.openers = sorted({m.strip() for m in openers if len(m.strip()) > 1}, key=len)[::-1]
+        self.openers = _markup_openers(tuple(openers))
         self.reasoning = _TextField("reasoning_content")
         self.content = _TextField("content")
         self.announced: list[_Call] = []  # every call announced, by delta index
@@ -425,19 +451,10 @@ class Mapper:
 
     def _identify(self, call: _Call, node: Node, text: str) -> bool:
         """Read the call's name and id; False while they are not complete yet."""
-        name = _child(node, tags.TOOL_NAME)
-        if name is None or not name.complete:
+        found = call_identity(self.policy, node, text)
+        if found is None:
             return False
-        cid = _child(node, tags.TOOL_ID)
-        id_ready = cid is not None and cid.complete
-        if self.policy.expects_call_ids and not id_ready and not node.complete:
-            return False
-        call.name = name.text(text)
-        call.id = cid.text(text) if cid is not None and id_ready and self.policy.model_ids else ""
-        if not call.id:
-            # By where the call starts: the same id in parse() and in any stream, and
-            # never the id of a call a stream announced and then dropped.
-            call.id = self.policy.call_ids(node.start)
+        call.name, call.id = found
         return True
 
     def _announce(self, call: _Call) -> None:
@@ -492,9 +509,8 @@ class Mapper:
     # ----------------------------------------------------------------- end of input
     def close(self, tree: Node) -> None:
         """The end of generation: a reasoning block left open makes the message truncated."""
-        if any(c.tag == tags.REASONING for c in tree.children) and not any(
-            c.tag == tags.REASONING_CLOSE for c in tree.children
-        ):
+        found = {c.tag for c in tree.children}
+        if tags.REASONING in found and tags.REASONING_CLOSE not in found:
             self.truncated = True
 
     # ----------------------------------------------------------------- output

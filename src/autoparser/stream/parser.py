@@ -13,9 +13,12 @@ from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError
 from autoparser.message import ChatMessage
 from autoparser.peg import Node, ParseStatus
+from autoparser.peg.oneshot import FAIL, OK, compiled, json_value_end
 from autoparser.stream.mapper import CallIdPolicy, Mapper, check_tool_call_deltas
+from autoparser.stream.whole import whole_message
 
 _ARGS_TAGS = frozenset({tags.TOOL_ARGS, tags.TOOL_ARGS_STR, tags.TOOL_ARGS_PY, tags.TOOL_ARG})
+_TEXT_TAGS = frozenset({tags.CONTENT, tags.REASONING})
 
 
 class StreamParser:
@@ -108,22 +111,10 @@ class StreamParser:
             self._last_tree = self._inc.result.tree
             self._moved = False
         final = self._inc.finish()
-        partial = self._last_tree
-        tree = final.tree if final.status == ParseStatus.SUCCESS else partial
-        if partial is not None and (
-            (
-                self._ends_inside_call(partial)
-                and (hit_limit or self._cut_inside_call(partial, tree))
-            )
-            or self._stopped_on_opener(partial, text)
-        ):
-            tree = partial
-        if tree is not None:
-            self._mapper.advance(tree, text, final=True)
-            self._mapper.close(tree)
-        elif text:
-            # Nothing parsed at all (cannot happen with generated parsers): keep the text.
-            self._mapper.push_content(self._mapper.content.push(text))
+        tree = final.tree if final.status == ParseStatus.SUCCESS else None
+        _end_of_output(
+            self._mapper, text, _output_tree(self._mapper, text, self._last_tree, tree, hit_limit)
+        )
         return self._mapper.take_deltas()
 
     @staticmethod
@@ -162,13 +153,14 @@ class StreamParser:
             c.complete for c in last.children
         )
 
-    def _stopped_on_opener(self, partial: Node, text: str) -> bool:
+    @staticmethod
+    def _stopped_on_opener(mapper: Mapper, partial: Node, text: str) -> bool:
         """Does the output end with call openers only, after the partial parse's last node
         (a section marker outside any call node, like ``[TOOL_CALLS]``)?"""
         # An empty node (a call that may start there) does not end what was written.
         written = [c for c in partial.children if c.end > c.start]
         tail = text[written[-1].end if written else 0 :]
-        return bool(tail.strip()) and self._mapper.only_openers(tail)
+        return bool(tail.strip()) and mapper.only_openers(tail)
 
     @property
     def message(self) -> ChatMessage:
@@ -201,6 +193,60 @@ def finish_reason_hit_limit(finish_reason: object) -> bool:
     return finish_reason == "length"
 
 
+def _output_tree(
+    mapper: Mapper, text: str, partial: Node | None, final: Node | None, hit_limit: bool
+) -> Node | None:
+    """The tree the whole output is mapped by once it ended: the full-mode parse
+    (``final``, None if it failed), or the last partial-mode one where generation stopped
+    inside a call (cut, or any call when the token limit ended it) or on a call opener."""
+    if partial is not None and (
+        (
+            StreamParser._ends_inside_call(partial)
+            and (
+                hit_limit
+                or StreamParser._cut_inside_call(partial, final if final is not None else partial)
+            )
+        )
+        or StreamParser._stopped_on_opener(mapper, partial, text)
+    ):
+        return partial
+    return final if final is not None else partial
+
+
+def _end_of_output(mapper: Mapper, text: str, tree: Node | None) -> None:
+    """Map the whole output by its tree (see ``_output_tree``)."""
+    if tree is not None:
+        mapper.advance(tree, text, final=True)
+        mapper.close(tree)
+    elif text:
+        # Nothing parsed at all (cannot happen with generated parsers): keep the text.
+        mapper.push_content(mapper.content.push(text))
+
+
+def _maps_prefix(partial: Node, tree: Node) -> bool:
+    """Does mapping ``partial`` (not final) give a prefix of what mapping ``tree`` gives,
+    so that a one-shot parse may map ``tree`` alone? Its nodes are those of ``tree``
+    except the last, which may be unfinished: a call (mapped to nothing until it is
+    complete) or a text node that ``tree``'s node at that place extends."""
+    mine, theirs = partial.children, tree.children
+    while mine and mine[-1].start == mine[-1].end and not mine[-1].complete:
+        mine = mine[:-1]  # where something may start once more text comes: maps to nothing
+    if len(mine) > len(theirs):
+        return False
+    last = len(mine) - 1
+    for i, node in enumerate(mine):
+        other = theirs[i]
+        if node == other:
+            continue
+        if i < last or node.complete:
+            return False
+        if node.tag not in _TEXT_TAGS:
+            continue  # an unfinished call, or markup: mapped to nothing yet
+        if (other.tag, other.start) != (node.tag, node.start) or other.end < node.end:
+            return False
+    return True
+
+
 def parse_text(
     definition: ParserDefinition,
     call_ids: CallIdPolicy,
@@ -209,7 +255,56 @@ def parse_text(
     *,
     finish_reason: str | None = None,
 ) -> ChatMessage:
-    """``parse(text)``: exactly what a stream fed the whole text at once would produce."""
+    """``parse(text)``: exactly what a stream fed the whole text at once would produce.
+
+    Without the stream: the parser compiled for one-shot parses (``peg/oneshot.py``) gives
+    the two trees a stream's feed and finish would (partial mode, then full mode). The
+    final one is mapped straight to the message (``stream/whole.py``) when what the
+    partial one maps is a prefix of it, as it is unless the two parses disagree; else
+    the mapper maps both, as the stream does.
+    """
+    hit_limit = finish_reason_hit_limit(finish_reason)
+    shot = compiled(definition.parser)
+    if shot is None or not isinstance(text, str):
+        return _parse_by_stream(definition, call_ids, text, partial, finish_reason)
+    # The full-mode run first: the partial-mode one then resumes from what the first
+    # found independently of the end of the input, and stops at the first thing that
+    # did depend on it, where the full-mode run tries every way the text could end.
+    shared: dict[tuple[int, int], Any] = {}
+    try:
+        final: Node | None = None
+        if not partial:
+            status, tree = shot.parse(text, False, shared)
+            final = tree if status == OK else None
+        status, tree = shot.parse(text, True, shared)
+        last = tree if status != FAIL and text else None
+    except RecursionError:
+        return _parse_by_stream(definition, call_ids, text, partial, finish_reason)
+    mapper = Mapper(
+        call_ids,
+        definition.value_converters,
+        openers=definition.call_openers or definition.trigger_markers,
+    )
+    if partial:
+        if last is not None:
+            mapper.advance(last, text)
+        return mapper.message()
+    output = _output_tree(mapper, text, last, final, hit_limit)
+    if output is not None and (last is None or _maps_prefix(last, output)):
+        return whole_message(mapper, output, text, lambda pos: json_value_end(shared, pos))
+    if last is not None:
+        mapper.advance(last, text)
+    _end_of_output(mapper, text, output)
+    return mapper.message()
+
+
+def _parse_by_stream(
+    definition: ParserDefinition,
+    call_ids: CallIdPolicy,
+    text: str,
+    partial: bool,
+    finish_reason: str | None,
+) -> ChatMessage:
     stream = StreamParser(definition, call_ids)
     stream.feed(text)
     if not partial:

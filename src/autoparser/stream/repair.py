@@ -12,15 +12,22 @@ import ast
 import collections
 import json
 import re
+from collections.abc import Callable
+from json.encoder import encode_basestring  # what json.dumps(str, ensure_ascii=False) runs
+from json.scanner import make_scanner
+from typing import Any, cast
 
 from autoparser.peg import end, json_object
 
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")  # what json.loads skips around a document
+# json.loads' own scanner (its default decoder's): the same verdicts, NaN included.
+_JSON_SCAN: Callable[[str, int], tuple[Any, int]] = make_scanner(cast(Any, json.JSONDecoder()))
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
 
 
 def escape_json(text: str) -> str:
     """JSON string-body escaping; escaping pieces separately equals escaping the whole."""
-    return json.dumps(text, ensure_ascii=False)[1:-1]
+    return encode_basestring(text)[1:-1]
 
 
 def json_closer(prefix: str) -> str:
@@ -110,11 +117,18 @@ JSON_OBJECT_PROBE = json_object() + end()
 
 
 def json_object_text(text: str) -> bool:
-    """Is ``text`` one JSON object (arguments as OpenAI carries them)?"""
-    try:
-        return isinstance(json.loads(text), dict)
-    except (ValueError, RecursionError):
+    """Is ``text`` one JSON object (arguments as OpenAI carries them)? As ``json.loads``
+    judges it, without its Python-level wrappers (this runs once per call)."""
+    space = _JSON_SPACE.match(text)
+    start = space.end() if space else 0
+    if not text.startswith("{", start):
         return False
+    try:
+        _, end = _JSON_SCAN(text, start)
+    except (StopIteration, ValueError, RecursionError):
+        return False
+    space = _JSON_SPACE.match(text, end)
+    return (space.end() if space else end) == len(text)
 
 
 def python_value_json(raw: str) -> str | None:

@@ -1,0 +1,119 @@
+"""One-shot parse benchmark on ../shared/bench: ``ChatParams.parse`` against a stream.
+
+    python benchmarks/bench_parse.py            # every bench input, 1x and 8x
+    python benchmarks/bench_parse.py --smoke    # fewer repetitions (CI)
+
+``parse(text)`` must equal what a stream fed the whole text produces; it used to be
+exactly that (a ``StreamParser`` fed the text, then finished). The baseline measured in
+the same run is that stream, so the ratio is what the one-shot path saves:
+
+- parse: ``params.parse(text)`` (the compiled one-shot parser, ``peg/oneshot.py``, and
+  the final tree mapped straight to the message, ``stream/whole.py``);
+- via stream: ``stream(); feed(text); finish(); message`` (the baseline);
+- parser alone: the compiled parser's full- then partial-mode run of the text, against
+  the memoised driver's partial- then full-mode run of a stream (``IncrementalParse``).
+
+Best CPU time of the repetitions (the machine may be shared). The message of both is
+compared: "same" or MISMATCH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import timing
+from bench_stream import BENCH_DIRS, STAND_INS, TEMPLATE_DIRS, first_dir, load_template
+
+from autoparser.peg.oneshot import compiled
+
+
+def best_us(fn: Callable[[], object], repeats: int) -> float:
+    return timing.best_of(fn, repeats, time.process_time) * 1e6
+
+
+def via_stream(params: Any, text: str) -> Any:
+    stream = params.stream()
+    stream.feed(text)
+    stream.finish()
+    return stream.message
+
+
+def measure(params: Any, text: str, repeats: int) -> tuple[float, float, float, float, str]:
+    """parse, via stream, compiled trees, memoised trees (µs), and whether the two
+    messages are the same."""
+    root = params.definition.parser
+    shot = compiled(root)
+
+    def one_shot_trees() -> None:
+        assert shot is not None
+        shared: dict[tuple[int, int], Any] = {}
+        shot.parse(text, False, shared)
+        shot.parse(text, True, shared)
+
+    def memoised_trees() -> None:
+        inc = root.incremental()
+        inc.feed(text)
+        inc.finish()
+
+    parse = best_us(lambda: params.parse(text), repeats)
+    stream = best_us(lambda: via_stream(params, text), repeats)
+    alone = best_us(one_shot_trees, repeats) if shot is not None else float("nan")
+    memo = best_us(memoised_trees, repeats)
+    same = "same" if params.parse(text) == via_stream(params, text) else "MISMATCH"
+    return parse, stream, alone, memo, same
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--smoke", action="store_true", help="fewer repetitions")
+    args = ap.parse_args()
+    bench = first_dir(BENCH_DIRS, "*.meta.json")
+    templates = first_dir(TEMPLATE_DIRS, "*.jinja")
+    if bench is None or templates is None:
+        print("bench data or template corpus not found: nothing to measure")
+        return 0
+    repeats = 20 if args.smoke else 300
+    print(f"python {sys.version.split()[0]}, best CPU time of {repeats} runs, µs")
+    print(
+        "| input | parse | via stream | parse / stream "
+        "| parser alone: compiled | memoised | compiled / memoised | same message |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    ratios: list[float] = []
+    for meta_path in sorted(bench.glob("*.meta.json")):
+        name = meta_path.name.removesuffix(".meta.json")
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        stem = meta["template"].removesuffix(".jinja")
+        path = templates / meta["template"]
+        if not path.is_file():
+            path = templates / f"{STAND_INS.get(stem, stem)}.jinja"
+        if not path.is_file():
+            print(f"| {name} | template not found |")
+            continue
+        inputs = meta["inputs"]
+        params = load_template(path, meta["prompt"]).apply(
+            inputs["messages"],
+            tools=inputs.get("tools"),
+            enable_thinking=inputs.get("enable_thinking"),
+            reasoning_format=inputs.get("reasoning_format", "auto"),
+            parallel_tool_calls=inputs.get("parallel_tool_calls"),
+        )
+        text = (bench / meta["output_file"]).read_text(encoding="utf-8")
+        parse, stream, alone, memo, same = measure(params, text, repeats)
+        ratios.append(parse / stream)
+        print(
+            f"| {name} | {parse:.1f} | {stream:.1f} | {parse / stream:.2f} "
+            f"| {alone:.1f} | {memo:.1f} | {alone / memo:.2f} | {same} |"
+        )
+    if ratios:
+        print(f"parse / via stream: {min(ratios):.2f}-{max(ratios):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

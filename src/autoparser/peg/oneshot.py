@@ -1,0 +1,855 @@
+"""One-shot parsing: a parser compiled once into closures for parsing a whole text.
+
+An incremental parse (``IncrementalParse``) keeps memo entries, scan hints and whether each
+result depended on the end of the input, so that the next feed can resume; every node
+pays for that bookkeeping. A parse of a text that will not grow (``ChatParams.parse``)
+needs none of it. Here each node of a definition becomes one closure
+``match(run, pos) -> int`` that only says where it ended:
+
+- ``end >= 0``: matched, up to ``end``;
+- ``-1``: failed;
+- ``-2 - end``: needs more input, stopped at ``end`` (partial mode only).
+
+Tagged nodes go onto one list shared by the run; a node that fails takes its own back off,
+so a failure costs nothing to report. A run of plain items in a sequence (literals,
+character runs, optional literals, any of those tagged) is one regex whose groups give the
+tagged nodes; ordered choices look at the next character (``_starts``), and at the end of
+the input a full-mode choice answers from the grammar alone (``_at_end``).
+
+There is no memo within a run: the grammars a format builds are shallow, and the
+first-character dispatch keeps retries rare. Between the two runs of one text (full mode,
+then partial mode, as ``ChatParams.parse`` needs both) a ``shared`` dict carries what did
+not depend on the end of the input, so the second run only redoes the end.
+
+The result is the same tree ``Parser.parse`` gives, in both modes, except that a failed
+parse reports no position (tests/test_parse_oneshot.py checks the rest). Grammars with
+named rules (recursion, whose depth budget only the memoised driver keeps) or node kinds
+of other modules are not compiled: ``compiled`` returns None and the caller parses as
+before.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from autoparser.peg import json_scan
+from autoparser.peg.core import (
+    AnyChar,
+    Atomic,
+    CharClass,
+    Chars,
+    Choice,
+    End,
+    Json,
+    JsonSchema,
+    Literal,
+    Negate,
+    Node,
+    Parser,
+    Peek,
+    Repeat,
+    Rest,
+    Seq,
+    Space,
+    Tag,
+    Token,
+    TriggerMark,
+    Until,
+)
+from autoparser.peg.status import FAIL, MORE, OK
+
+_new_node = tuple.__new__
+
+
+class _Run:
+    """The state of one run: the text, the tagged nodes so far, end-dependence."""
+
+    __slots__ = ("closer", "hits", "n", "out", "shared", "text")
+
+    def __init__(self, text: str, shared: dict[tuple[int, int], Any]) -> None:
+        self.text = text
+        self.n = len(text)
+        self.out: list[Node] = []
+        # Leaf results that depended on the end of the input: a negative lookahead in
+        # partial mode needs more input when its child's outcome did, and only results
+        # that did not are the same in both modes (and so kept in `shared`).
+        self.hits = 0
+        # The closer of the unfinished JSON value a result that needs more input ends in.
+        self.closer = ""
+        # Results kept for another run over the same text, in either mode: complete JSON
+        # values, and how far repetitions got before the end of the input mattered.
+        self.shared = shared
+
+
+Match = Callable[[_Run, int], int]
+
+
+class _Unsupported(Exception):
+    """A node this module does not compile (the caller parses the memoised way)."""
+
+
+class OneShot:
+    """A parser compiled for whole-text parses, in partial and in full mode."""
+
+    __slots__ = ("_full", "_partial")
+
+    def __init__(self, root: Parser) -> None:
+        self._full = _Compiler(partial=False).compile(root)
+        self._partial = _Compiler(partial=True).compile(root)
+
+    def parse(
+        self, text: str, partial: bool = False, shared: dict[tuple[int, int], Any] | None = None
+    ) -> tuple[int, Node]:
+        """``(status, tree)`` of ``text`` as ``Parser.parse(text, partial)`` gives them
+        (status: FAIL / OK / MORE of ``peg.status``; the tree of a failure is empty).
+
+        ``shared``: pass the same dict to the partial- and the full-mode run of one text
+        and the second skips what the first found independently of the end of the input.
+        Raises RecursionError when the text nests deeper than the Python stack allows.
+        """
+        run = _Run(text, {} if shared is None else shared)
+        e = (self._partial if partial else self._full)(run, 0)
+        if e >= 0:
+            return OK, _new_node(Node, (None, 0, e, True, tuple(run.out), ""))
+        if e == -1:
+            return FAIL, _new_node(Node, (None, 0, 0, False, (), ""))
+        return MORE, _new_node(Node, (None, 0, -2 - e, False, tuple(run.out), run.closer))
+
+
+_JSON_VALUE = 0  # `shared` key (with a position) of a JSON value's end; node uids start at 1
+
+
+def json_value_end(shared: dict[tuple[int, int], Any], pos: int) -> int:
+    """Where a complete JSON value that a run with ``shared`` read at ``pos`` ends, or -1.
+
+    Read by ``json.loads``' own C decoder (``json_scan.fast_complete``, which rejects NaN
+    and Infinity besides): a span it read is JSON that ``json.loads`` takes as it is.
+    """
+    end: int = shared.get((_JSON_VALUE, pos), -1)
+    return end
+
+
+_COMPILED: dict[int, tuple[Parser, OneShot | None]] = {}
+
+
+def compiled(root: Parser) -> OneShot | None:
+    """The one-shot form of ``root``, compiled on first use; None if it has node kinds
+    this module does not compile."""
+    found = _COMPILED.get(root._uid)
+    if found is not None and found[0] is root:
+        return found[1]
+    try:
+        shot: OneShot | None = OneShot(root)
+    except _Unsupported:
+        shot = None
+    if len(_COMPILED) > 1024:
+        _COMPILED.clear()
+    _COMPILED[root._uid] = (root, shot)
+    return shot
+
+
+class _Compiler:
+    """Turns parser nodes into matchers of one mode; shared nodes are compiled once."""
+
+    def __init__(self, partial: bool) -> None:
+        self.partial = partial
+        self.done: dict[int, Match] = {}
+        self._adds: dict[int, bool] = {}
+        self._ends: dict[int, int | None] = {}
+        self._starts: dict[int, tuple[frozenset[str] | None, bool]] = {}
+
+    def adds_nodes(self, node: Parser) -> bool:
+        """``_adds_nodes``, worked out once per node (the grammar is a DAG)."""
+        found = self._adds.get(node._uid)
+        if found is None:
+            found = self._adds[node._uid] = _adds_nodes(node, self.adds_nodes)
+        return found
+
+    def starts(self, node: Parser) -> tuple[frozenset[str] | None, bool]:
+        """``_starts``, worked out once per node."""
+        found = self._starts.get(node._uid)
+        if found is None:
+            found = self._starts[node._uid] = _starts(node, self.starts)
+        return found
+
+    def at_end(self, node: Parser) -> int | None:
+        """``_at_end``, worked out once per node."""
+        if node._uid not in self._ends:
+            self._ends[node._uid] = _at_end(node, self.at_end)
+        return self._ends[node._uid]
+
+    def compile(self, node: Parser) -> Match:
+        found = self.done.get(node._uid)
+        if found is None:
+            build = _BUILDERS.get(type(node))
+            if build is None:
+                raise _Unsupported(type(node).__name__)
+            found = self.done[node._uid] = build(self, node)
+        return found
+
+
+# --- leaves ----------------------------------------------------------------------------------
+
+
+def _literal(c: _Compiler, node: Any) -> Match:
+    s: str = node.value
+    size = len(s)
+    if not c.partial:
+
+        def literal_full(r: _Run, pos: int) -> int:
+            text = r.text
+            if text.startswith(s, pos):
+                return pos + size
+            if r.n - pos < size and s.startswith(text[pos:]):
+                r.hits += 1
+            return -1
+
+        return literal_full
+
+    def literal_partial(r: _Run, pos: int) -> int:
+        text = r.text
+        if text.startswith(s, pos):
+            return pos + size
+        n = r.n
+        if n - pos < size and s.startswith(text[pos:]):
+            r.hits += 1
+            r.closer = ""
+            return -2 - n
+        return -1
+
+    return literal_partial
+
+
+def _chars(c: _Compiler, node: Any) -> Match:
+    rx_match = node._rx.match
+    low: int = node.min
+    high: int | None = node.max
+    if not c.partial:
+
+        def chars_full(r: _Run, pos: int) -> int:
+            m = rx_match(r.text, pos)
+            e = m.end() if m else pos
+            if e == r.n and (high is None or e - pos < high):
+                r.hits += 1
+            return e if e - pos >= low else -1
+
+        return chars_full
+
+    def chars_partial(r: _Run, pos: int) -> int:
+        m = rx_match(r.text, pos)
+        e = m.end() if m else pos
+        if e == r.n and (high is None or e - pos < high):
+            r.hits += 1
+            r.closer = ""
+            return -2 - e
+        return e if e - pos >= low else -1
+
+    return chars_partial
+
+
+def _end(c: _Compiler, node: Any) -> Match:
+    def end(r: _Run, pos: int) -> int:
+        if pos >= r.n:
+            r.hits += 1
+            return pos
+        return -1
+
+    return end
+
+
+def _rest(c: _Compiler, node: Any) -> Match:
+    if not c.partial:
+
+        def rest_full(r: _Run, pos: int) -> int:
+            r.hits += 1
+            return max(pos, r.n)
+
+        return rest_full
+
+    def rest_partial(r: _Run, pos: int) -> int:
+        r.hits += 1
+        r.closer = ""
+        return -2 - max(pos, r.n)
+
+    return rest_partial
+
+
+def _until(c: _Compiler, node: Any) -> Match:
+    delimiters: tuple[str, ...] = node.delimiters
+    longest: int = node._longest
+    hold = node._hold_rx
+    if node._rx is None:
+        first = delimiters[0]
+
+        def find(text: str, pos: int) -> int:
+            return text.find(first, pos)
+    else:
+        search = node._rx.search
+
+        def find(text: str, pos: int) -> int:
+            m = search(text, pos)
+            return m.start() if m else -1
+
+    if not c.partial:
+
+        def until_full(r: _Run, pos: int) -> int:
+            i = find(r.text, pos)
+            if i >= 0:
+                return i
+            r.hits += 1
+            return max(pos, r.n)
+
+        return until_full
+
+    def until_partial(r: _Run, pos: int) -> int:
+        text = r.text
+        i = find(text, pos)
+        if i >= 0:
+            return i
+        n = r.n
+        r.hits += 1
+        r.closer = ""
+        held = hold.search(text, max(pos, n - longest + 1)) if hold is not None else None
+        return -2 - max(pos, held.start() if held else n)
+
+    return until_partial
+
+
+def _json(c: _Compiler, node: Any) -> Match:
+    kind: str = node.kind
+    quotes: bool = node.single_quotes
+    uid: int = node._uid
+    fast = json_scan.fast_complete
+    scan = json_scan.scan
+
+    def complete(r: _Run, pos: int) -> int:
+        """End of a complete value the C decoder reads at pos (the same in both modes,
+        so found once per text), or -1."""
+        key = (uid, pos)
+        e: int | None = r.shared.get(key)
+        if e is None:
+            e = r.shared[key] = fast(r.text, pos, kind)
+            if e >= 0:
+                r.shared[(_JSON_VALUE, pos)] = e
+        return e
+
+    if not c.partial:
+
+        def json_full(r: _Run, pos: int) -> int:
+            e = complete(r, pos)
+            if e >= 0:
+                return e
+            res = scan(r.text, pos, kind, False, quotes)
+            if res.hit_end:
+                r.hits += 1
+            return res.end if res.status == OK else -1
+
+        return json_full
+
+    def json_partial(r: _Run, pos: int) -> int:
+        e = complete(r, pos)
+        if e >= 0:
+            return e
+        res = scan(r.text, pos, kind, True, quotes)
+        if res.hit_end:
+            r.hits += 1
+        if res.status == OK:
+            return res.end
+        if res.status == FAIL:
+            return -1
+        r.closer = res.closer
+        return -2 - res.end
+
+    return json_partial
+
+
+# --- combinators -----------------------------------------------------------------------------
+
+
+def _adds_nodes(node: Parser, adds: Callable[[Parser], bool]) -> bool:
+    """Can a match of this node leave tagged nodes behind (so a parent that fails later
+    must take them back)? ``adds`` answers for its children."""
+    kind = type(node)
+    if kind is Tag:
+        return True
+    if kind in (Peek, Negate):
+        return False
+    return any(adds(child) for child in node.children())
+
+
+class _Piece:
+    """One item of a run of plain items as regex text: a literal, a character run (taken
+    greedily, never given back: an atomic group), an optional literal (the same), or one
+    of those tagged (a group whose span becomes the node)."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.groups = 0  # groups used so far (backreferences number them)
+        self.tags: list[tuple[str, int]] = []  # (tag name, group) in order
+        self.margin = 0  # the longest optional literal: how far a skipped one may look
+
+    def add(self, node: Parser) -> bool:
+        """Append ``node`` if it is a plain item; False (nothing appended) if not."""
+        text = self._regex(node)
+        if text is None:
+            return False
+        self.parts.append(text)
+        return True
+
+    def _regex(self, node: Parser) -> str | None:
+        if isinstance(node, Literal):
+            return re.escape(node.value)
+        if isinstance(node, Chars):
+            bound = "" if node.max is None else str(node.max)
+            self.groups += 1
+            return f"(?=({node.charset.regex()}{{{node.min},{bound}}}))\\{self.groups}"
+        if isinstance(node, Repeat) and (node.min, node.max) == (0, 1):
+            child = node.child
+            if not isinstance(child, Literal):
+                return None
+            self.margin = max(self.margin, len(child.value))
+            self.groups += 1
+            return f"(?=((?:{re.escape(child.value)})?))\\{self.groups}"
+        if isinstance(node, Tag) and isinstance(node.child, (Literal, Chars)):
+            self.groups += 1
+            self.tags.append((node.name, self.groups))
+            return f"({self._regex(node.child)})"
+        return None
+
+
+def _plain_run(piece: _Piece, items: tuple[Match, ...]) -> Match:
+    """Consecutive plain items as one regex match, their tags' nodes made from its groups.
+
+    Only where the match ends before the end of the input (by more than a skipped
+    optional literal could have looked) is no item's outcome dependent on where the input
+    ends; otherwise each item runs on its own and says so.
+    """
+    rx_match = re.compile("".join(piece.parts)).match
+    margin = piece.margin
+    tags = tuple(piece.tags)
+
+    def plain_run(r: _Run, pos: int) -> int:
+        m = rx_match(r.text, pos)
+        if m is not None and m.end() + margin < r.n:
+            for name, group in tags:
+                start, end = m.span(group)
+                r.out.append(_new_node(Node, (name, start, end, True, (), "")))
+            return m.end()
+        out = r.out
+        mark = len(out)
+        for item in items:
+            e = item(r, pos)
+            if e < 0:
+                if e == -1 and len(out) > mark:
+                    del out[mark:]
+                return e
+            pos = e
+        return pos
+
+    return plain_run
+
+
+def _seq(c: _Compiler, node: Any) -> Match:
+    raw: tuple[Parser, ...] = node.items
+    parts: list[Match] = []
+    i = 0
+    while i < len(raw):
+        piece = _Piece()
+        j = i
+        while j < len(raw) and piece.add(raw[j]):
+            j += 1
+        # Worth one regex: two items or more, or one that would take two calls.
+        if j - i >= 2 or (j > i and type(raw[i]) in (Tag, Repeat)):
+            parts.append(_plain_run(piece, tuple(c.compile(p) for p in raw[i:j])))
+            i = j
+        else:
+            parts.append(c.compile(raw[i]))
+            i += 1
+
+    items = tuple(parts)
+    if len(items) == 1:
+        return items[0]
+    # Nodes to take back on failure exist only if an item that may add some is followed
+    # by one that may fail; otherwise every failing item has already taken back its own.
+    producing = [c.adds_nodes(p) for p in raw]
+    keeps = any(producing[:-1])
+    if len(items) == 2 and not keeps:
+        first, second = items
+
+        def seq2(r: _Run, pos: int) -> int:
+            e = first(r, pos)
+            return e if e < 0 else second(r, e)
+
+        return seq2
+    if not keeps:
+
+        def seq_plain(r: _Run, pos: int) -> int:
+            for item in items:
+                pos = item(r, pos)
+                if pos < 0:
+                    return pos
+            return pos
+
+        return seq_plain
+
+    def seq(r: _Run, pos: int) -> int:
+        out = r.out
+        mark = len(out)
+        for item in items:
+            e = item(r, pos)
+            if e < 0:
+                if e == -1 and len(out) > mark:
+                    del out[mark:]
+                return e
+            pos = e
+        return pos
+
+    return seq
+
+
+def _at_end(node: Parser, at_end: Callable[[Parser], int | None]) -> int | None:
+    """A full-mode match at the end of the input reads no character, so its outcome is
+    the grammar's alone: 0 (matches, adding no nodes), -1 (fails), or None (it adds
+    nodes, or is not worked out here). ``at_end`` answers for its children."""
+    kind = type(node)
+    if kind in (Literal, Token):
+        return -1 if node.value else 0  # type: ignore[attr-defined]
+    if isinstance(node, Chars):
+        return 0 if node.min == 0 else -1
+    if kind in (End, Rest, Until):
+        return 0
+    if isinstance(node, Json):
+        return -1
+    if kind is Seq:
+        for item in node.children():
+            outcome = at_end(item)
+            if outcome != 0:
+                return outcome
+        return 0
+    if kind is Choice:
+        for alt in node.children():
+            outcome = at_end(alt)
+            if outcome != -1:
+                return outcome
+        return -1
+    if kind is Repeat:
+        outcome = at_end(node.child)  # type: ignore[attr-defined]
+        if outcome == -1:
+            return 0 if node.min == 0 else -1  # type: ignore[attr-defined]
+        return outcome  # an empty match satisfies the count
+    if kind is Negate:
+        outcome = at_end(node.child)  # type: ignore[attr-defined]
+        return None if outcome is None else -1 - outcome
+    if kind in (Peek, Atomic, TriggerMark):
+        return at_end(node.child)  # type: ignore[attr-defined]
+    if kind is Tag:
+        return -1 if at_end(node.child) == -1 else None  # type: ignore[attr-defined]
+    return None
+
+
+def _starts(
+    node: Parser, starts: Callable[[Parser], tuple[frozenset[str] | None, bool]]
+) -> tuple[frozenset[str] | None, bool]:
+    """(the characters a non-empty match can start with or None when unknown, whether
+    it can match nothing). ``starts`` answers for its children.
+
+    At a character outside the set the node fails, or if it can match nothing matches
+    nothing, reading no further (``Parser.first_chars``'s promise, which a sequence
+    starting with optional parts keeps too: ``[SECTION]? space <call>`` starts with
+    ``[``, ``<`` or a space, which the first character decides)."""
+    if isinstance(node, Literal):
+        return frozenset(node.value[:1]), not node.value
+    if isinstance(node, Chars):
+        ranges = node.charset.ranges
+        if node.charset.negated or sum(hi - lo + 1 for lo, hi in ranges) > 256:
+            return None, node.min == 0
+        return frozenset(chr(c) for lo, hi in ranges for c in range(lo, hi + 1)), node.min == 0
+    if isinstance(node, Json):
+        return json_scan.first_chars(node.kind, node.single_quotes), False
+    if isinstance(node, Seq):
+        found: set[str] = set()
+        for item in node.items:
+            chars, empty = starts(item)
+            if chars is None:
+                return None, False
+            found |= chars
+            if not empty:
+                return frozenset(found), False
+        return frozenset(found), True
+    if isinstance(node, Choice):
+        found = set()
+        empty = False
+        for alt in node.alternatives:
+            chars, alt_empty = starts(alt)
+            if chars is None:
+                return None, False
+            found |= chars
+            empty = empty or alt_empty
+        return frozenset(found), empty
+    if isinstance(node, Repeat):
+        chars, empty = starts(node.child)
+        return chars, empty or node.min == 0
+    if isinstance(node, (Tag, Atomic, TriggerMark)):
+        return starts(node.child)
+    return None, False
+
+
+def _choice(c: _Compiler, node: Any) -> Match:
+    # Per next character, the alternatives worth trying (in order), with the text each
+    # must start with when longer than one character (``Parser.first_text``): those that
+    # can start with it, can match nothing, or whose first characters are unknown.
+    alts = [(alt, *c.starts(alt), alt.first_text()) for alt in node.alternatives]
+    chars = frozenset().union(*(f for _a, f, _e, _t in alts if f is not None))
+    # Many characters share one list of alternatives: each list is converted once.
+    lists: dict[tuple[int, ...], tuple[tuple[Match, str], ...]] = {}
+
+    def matchers(ch: str | None) -> tuple[tuple[Match, str], ...]:
+        picked = [
+            (alt, must if len(must) > 1 else "")
+            for alt, f, empty, must in alts
+            if f is None or empty or (ch is not None and ch in f)
+        ]
+        key = tuple(alt._uid for alt, _must in picked)
+        found = lists.get(key)
+        if found is None:
+            found = lists[key] = tuple((c.compile(alt), must) for alt, must in picked)
+        return found
+
+    table = {ch: matchers(ch) for ch in chars}
+    others = matchers(None)
+    every = tuple((c.compile(alt), "") for alt in node.alternatives)
+    get = table.get
+    at_end = None if c.partial else c.at_end(node)
+    if at_end is not None:
+        # The alternatives tried at the end of the input (where a repetition of them
+        # stops) all fail or all match nothing there, whatever the text: say so at once.
+        # Each would have read the end of the input.
+
+        def choice_full(r: _Run, pos: int) -> int:
+            left = r.n - pos
+            if left <= 0:
+                r.hits += 1
+                return -1 if at_end else pos
+            text = r.text
+            for alt, must in get(text[pos], others):
+                if must and left >= len(must) and not text.startswith(must, pos):
+                    continue
+                e = alt(r, pos)
+                if e != -1:
+                    return e
+            return -1
+
+        return choice_full
+
+    def choice(r: _Run, pos: int) -> int:
+        text = r.text
+        left = r.n - pos
+        alternatives = get(text[pos], others) if left > 0 else every
+        for alt, must in alternatives:
+            if must and left >= len(must) and not text.startswith(must, pos):
+                continue  # it would fail here, consuming nothing (see Parser.first_text)
+            e = alt(r, pos)
+            if e != -1:
+                return e
+        return -1
+
+    return choice
+
+
+def _repeat(c: _Compiler, node: Any) -> Match:
+    child = c.compile(node.child)
+    low: int = node.min
+    high: int | None = node.max
+    if high == 1 and low == 0:
+
+        def optional(r: _Run, pos: int) -> int:
+            e = child(r, pos)
+            return pos if e == -1 else e
+
+        return optional
+    uid: int = node._uid
+
+    def repeat(r: _Run, pos: int) -> int:
+        out = r.out
+        mark = len(out)
+        # Iterations that did not depend on the end of the input are the same in the
+        # other mode's run: (position, count, nodes) after the last of them.
+        key = (uid, pos)
+        known: tuple[int, int, tuple[Node, ...]] | None = r.shared.get(key)
+        if known is None:
+            got = 0
+        else:
+            pos, got, nodes = known
+            out.extend(nodes)
+        hits = r.hits
+        stable = -1
+        more = 0
+        while high is None or got < high:
+            e = child(r, pos)
+            if e < 0:
+                more = e
+                break
+            if e == pos:  # an empty match repeats forever: the remaining count is satisfied
+                got = max(got, low)
+                break
+            pos = e
+            got += 1
+            if r.hits == hits:
+                stable = len(out)
+                known = (pos, got, ())
+        if stable >= 0 and known is not None:
+            r.shared[key] = (known[0], known[1], tuple(out[mark:stable]))
+        if more < -1:
+            return more
+        if got < low:
+            if len(out) > mark:
+                del out[mark:]
+            return -1
+        return pos
+
+    return repeat
+
+
+def _peek(c: _Compiler, node: Any) -> Match:
+    child = c.compile(node.child)
+
+    def peek(r: _Run, pos: int) -> int:
+        out = r.out
+        mark = len(out)
+        e = child(r, pos)
+        if len(out) > mark:
+            del out[mark:]
+        if e >= 0:
+            return pos
+        if e == -1:
+            return -1
+        r.closer = ""
+        return -2 - pos
+
+    return peek
+
+
+def _negate(c: _Compiler, node: Any) -> Match:
+    child = c.compile(node.child)
+    if not c.partial:
+
+        def negate_full(r: _Run, pos: int) -> int:
+            out = r.out
+            mark = len(out)
+            e = child(r, pos)
+            if len(out) > mark:
+                del out[mark:]
+            return pos if e == -1 else -1
+
+        return negate_full
+
+    def negate_partial(r: _Run, pos: int) -> int:
+        out = r.out
+        mark = len(out)
+        hits = r.hits
+        e = child(r, pos)
+        if len(out) > mark:
+            del out[mark:]
+        if e == -1:
+            return pos
+        if e < -1 or r.hits != hits:  # the child's outcome may change as the text grows
+            r.closer = ""
+            return -2 - pos
+        return -1
+
+    return negate_partial
+
+
+def _tag(c: _Compiler, node: Any) -> Match:
+    child = c.compile(node.child)
+    name: str = node.name
+    if not c.adds_nodes(node.child):
+
+        def tag_leaf(r: _Run, pos: int) -> int:
+            e = child(r, pos)
+            if e >= 0:
+                r.out.append(_new_node(Node, (name, pos, e, True, (), "")))
+            elif e < -1:
+                r.out.append(_new_node(Node, (name, pos, -2 - e, False, (), r.closer)))
+            return e
+
+        return tag_leaf
+
+    uid: int = node._uid
+
+    def tag(r: _Run, pos: int) -> int:
+        # A node with structure inside (a call, an argument): found once per text when
+        # its outcome did not depend on the end of the input.
+        key = (uid, pos)
+        known: tuple[int, Node | None] | None = r.shared.get(key)
+        if known is not None:
+            if known[1] is not None:
+                r.out.append(known[1])
+            return known[0]
+        out = r.out
+        mark = len(out)
+        hits = r.hits
+        e = child(r, pos)
+        if e == -1:
+            if r.hits == hits:
+                r.shared[key] = (-1, None)
+            return -1
+        children = tuple(out[mark:])
+        del out[mark:]
+        if e >= 0:
+            found = _new_node(Node, (name, pos, e, True, children, ""))
+            if r.hits == hits:
+                r.shared[key] = (e, found)
+        else:
+            found = _new_node(Node, (name, pos, -2 - e, False, children, r.closer))
+        out.append(found)
+        return e
+
+    return tag
+
+
+def _atomic(c: _Compiler, node: Any) -> Match:
+    child = c.compile(node.child)
+    if not c.partial or not c.adds_nodes(node.child):
+        return child  # it only holds back the nodes of an unfinished match
+
+    def atomic(r: _Run, pos: int) -> int:
+        out = r.out
+        mark = len(out)
+        e = child(r, pos)
+        if e < -1 and len(out) > mark:
+            del out[mark:]  # unfinished: its nodes appear once it is complete
+        return e
+
+    return atomic
+
+
+def _transparent(c: _Compiler, node: Any) -> Match:
+    return c.compile(node.child)
+
+
+_BUILDERS: dict[type, Callable[[_Compiler, Any], Match]] = {
+    Literal: _literal,
+    Token: _literal,
+    Chars: _chars,
+    CharClass: _chars,
+    AnyChar: _chars,
+    Space: _chars,
+    End: _end,
+    Rest: _rest,
+    Until: _until,
+    Json: _json,
+    JsonSchema: _json,
+    Seq: _seq,
+    Choice: _choice,
+    Repeat: _repeat,
+    Peek: _peek,
+    Negate: _negate,
+    Tag: _tag,
+    Atomic: _atomic,
+    TriggerMark: _transparent,
+}
+
+__all__ = ["FAIL", "MORE", "OK", "OneShot", "compiled", "json_value_end"]
