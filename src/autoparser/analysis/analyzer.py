@@ -6,7 +6,7 @@ import dataclasses
 
 from autoparser.analysis.content import analyze_content
 from autoparser.analysis.diff import tokens_in
-from autoparser.analysis.model import TemplateAnalysis, ToolsAnalysis
+from autoparser.analysis.model import TemplateAnalysis, ToolFormat, ToolsAnalysis
 from autoparser.analysis.reasoning import analyze_reasoning, generation_prompts
 from autoparser.analysis.tools import ToolFindings, analyze_tools
 from autoparser.analysis.workarounds import apply_workarounds
@@ -49,6 +49,10 @@ def run_analysis(template: Renderer) -> TemplateAnalysis:
     findings = (
         analyze_tools(probe, reasoning, eot) if supports_tools else ToolFindings(ToolsAnalysis())
     )
+    if supports_tools and findings.tools.format.mode is ToolFormat.NONE:
+        # Calls that show only through ids naming them: the template writes the id where
+        # the name goes, and the model writes ids of that convention (functions.NAME:IDX).
+        findings = analyze_tools(probe.with_named_ids(), reasoning, eot)
     content = dataclasses.replace(content, requires_non_null_content=caps.requires_non_null_content)
     stops = tuple(dict.fromkeys(s for s in (eot, findings.end_of_turn) if s))
     analysis = TemplateAnalysis(

@@ -24,6 +24,7 @@ from typing import Any
 
 from autoparser.errors import TemplateError, TemplateLimitError
 from autoparser.message import REASONING_KEYS
+from autoparser.template.polyfill import named_call_id
 from autoparser.template.renderer import Renderer
 from autoparser.template.switches import ThinkingSwitch
 
@@ -173,6 +174,16 @@ class Probe:
         # Arguments are passed as objects (what most templates index into); a template
         # that concatenates them as strings gets JSON strings instead.
         self.args_as_string = False
+        # Calls carry ids naming them (``named_call_id``) instead of the opaque CALL_IDs:
+        # for templates that write a call's id where its name goes.
+        self.named_ids = False
+
+    def with_named_ids(self) -> Probe:
+        """This probe with calls whose ids carry their names, sharing the memo."""
+        probe = Probe(self.template, *self._settings, memo=self._memo)
+        probe.args_as_string = self.args_as_string
+        probe.named_ids = True
+        return probe
 
     def with_settings(self, switch: ThinkingSwitch | None, tools_as_functions: bool) -> Probe:
         """This template's probe with another switch / tool shape, sharing the memo."""
@@ -221,6 +232,10 @@ class Probe:
         msg: dict[str, Any] = {"role": "assistant", "content": content}
         if reasoning is not None:
             msg[reasoning_key] = reasoning
+        if self.named_ids:
+            calls = [
+                (name, args, named_call_id(name, i)) for i, (name, args, _) in enumerate(calls)
+            ]
         if calls:
             msg["tool_calls"] = [tool_call(c, not self.args_as_string) for c in calls]
         return msg
