@@ -261,8 +261,11 @@ def test_lfm2_pythonic_calls_workaround() -> None:
     args = tools.arguments
     assert (args.start, args.name_suffix, args.value_suffix, args.end) == ("(", '="', '"', ")")
     assert lfm2_pythonic_calls(source, patched) is None
-    # LFM2.5's list has no <|tool_list_start|>: its template renders calls itself.
-    assert lfm2_pythonic_calls('"List of tools: ["', TemplateAnalysis()) is None
+    # LFM2.5-Instruct's list has no <|tool_list_start|> and its turns render no calls.
+    assert lfm2_pythonic_calls('"List of tools: ["', TemplateAnalysis()) is not None
+    # A template that renders its calls keeps the format analysed from them (LFM2.5-8B).
+    assert lfm2_pythonic_calls('"List of tools: ["', patched) is None
+    assert lfm2_pythonic_calls('"Tools: ["', TemplateAnalysis()) is None
 
 
 def test_workarounds_applied_are_named_in_the_analysis() -> None:
