@@ -199,10 +199,18 @@ def template_render(template: ChatTemplate, calls: list[tuple[str, dict[str, Any
             {"role": "user", "content": "What is the weather?"},
             {"role": "assistant", "content": "", "tool_calls": tool_calls},
         ]
+        # A template that renders the last turn as a prefill shows calls only in history:
+        # then the turn is followed by its results.
+        results = [{"role": "tool", "tool_call_id": cid, "content": "ok"} for _, _, cid in calls]
         try:
-            return template.render_raw(
+            rendered = template.render_raw(
                 {"messages": messages, "tools": TOOLS, "add_generation_prompt": False}
             )
+            if calls and calls[0][0] not in rendered.rsplit("What is the weather?", 1)[-1]:
+                rendered = template.render_raw(
+                    {"messages": messages + results, "tools": TOOLS, "add_generation_prompt": False}
+                )
+            return rendered
         except TemplateError:
             continue
     raise AssertionError("the template renders no tool-call turn")
