@@ -261,8 +261,11 @@ def test_lfm2_pythonic_calls_workaround() -> None:
     args = tools.arguments
     assert (args.start, args.name_suffix, args.value_suffix, args.end) == ("(", '="', '"', ")")
     assert lfm2_pythonic_calls(source, patched) is None
-    # LFM2.5's list has no <|tool_list_start|>: its template renders calls itself.
-    assert lfm2_pythonic_calls('"List of tools: ["', TemplateAnalysis()) is None
+    # LFM2.5-Instruct's list has no <|tool_list_start|> and its turns render no calls.
+    assert lfm2_pythonic_calls('"List of tools: ["', TemplateAnalysis()) is not None
+    # A template that renders its calls keeps the format analysed from them (LFM2.5-8B).
+    assert lfm2_pythonic_calls('"List of tools: ["', patched) is None
+    assert lfm2_pythonic_calls('"Tools: ["', TemplateAnalysis()) is None
 
 
 def test_workarounds_applied_are_named_in_the_analysis() -> None:
@@ -340,3 +343,31 @@ def test_cli_analyze_readable(capsys: pytest.CaptureFixture[str]) -> None:
     assert repr("<tool_call>\n") in out  # escapes visible
     assert "generation_prompt" in out and repr("<|im_start|>assistant\n") in out
     assert "end_of_turn" in out and "'<|im_end|>'" in out
+
+
+# Calls that render, but not in the probe's plain call turn.
+ID_AS_NAME = (
+    "{% for m in messages %}<{{ m.role }}>{{ m.content or '' }}{% for tc in m.tool_calls or [] %}"
+    "<call>{{ tc.id }}<args>{{ tc.function.arguments | tojson }}</call>{% endfor %}</turn>"
+    "{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"
+)
+LAST_TURN_PREFILL = (
+    "{% set last = messages[-1] if messages[-1].role == 'assistant' else none %}"
+    "{% for m in (messages[:-1] if last else messages) %}<{{ m.role }}>{{ m.content or '' }}"
+    "{% for tc in m.tool_calls or [] %}<call>{{ tc.function | tojson }}</call>{% endfor %}"
+    "</turn>{% endfor %}{% if last %}<assistant>{{ last.content }}{% endif %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}"
+)
+
+
+def test_calls_found_where_the_template_writes_the_id_as_the_name() -> None:
+    tools = run_analysis(ChatTemplate(ID_AS_NAME)).tools
+    assert tools.format.mode is ToolFormat.TAG_WITH_JSON
+    assert (tools.format.per_call_start, tools.function.name_prefix) == ("<call>", "functions.")
+    assert tools.call_id.generated and tools.call_id.prefix == ":"
+
+
+def test_calls_found_where_only_history_turns_show_them() -> None:
+    tools = run_analysis(ChatTemplate(LAST_TURN_PREFILL)).tools
+    assert tools.format.mode is ToolFormat.JSON_NATIVE
+    assert (tools.format.per_call_start, tools.format.per_call_end) == ("<call>", "</call>")

@@ -19,6 +19,8 @@ from autoparser import ChatTemplate
 from autoparser.analysis import TemplateAnalysis, ToolFormat
 from autoparser.analysis.model import CallIdPosition
 from autoparser.errors import TemplateError
+from autoparser.template.caps import detect_quirks
+from autoparser.template.polyfill import named_call_id
 
 # (name, arguments, id): names, argument names and values the analysis never used.
 CALLS: list[tuple[str, dict[str, Any], str]] = [
@@ -65,11 +67,8 @@ TOOLS = [
 
 # Corpus templates whose analysed markers do not reproduce the render (strict xfails: fixing
 # the analysis flags them). Each reason says what goes wrong.
-I2 = "issue 10 §2"
 COMPILE = "jinja2 cannot compile the template (transformers cannot render it either)"
 ROUNDTRIP_XFAIL: dict[str, str] = {
-    "moonshotai-Kimi-K2-Thinking": "analysis finds no tool format although calls render: the"
-    f" template writes the call id (functions.NAME:IDX) instead of the name; {I2}",
     "vllm-tool_chat_template_hermes": "the template writes '{ \"arguments\": ' (a space after"
     " the brace) which no json_style reproduces",
     "MiroThinker-v1": COMPILE,
@@ -181,7 +180,12 @@ def render_calls(a: TemplateAnalysis, calls: list[tuple[str, dict[str, Any], str
 
 
 def template_render(template: ChatTemplate, calls: list[tuple[str, dict[str, Any], str]]) -> str:
-    """The template's own render of a turn with ``calls`` (object arguments, else strings)."""
+    """The template's own render of a turn with ``calls`` (object arguments, else strings).
+
+    A template that writes the call's id where its name goes gets ids naming the calls
+    (``functions.NAME:IDX``), as requests through ``apply`` do."""
+    if detect_quirks(template.renderer).tool_call_id_names_call:
+        calls = [(n, a, named_call_id(n, i)) for i, (n, a, _) in enumerate(calls)]
     for as_string in (False, True):
         tool_calls = [
             {
@@ -195,10 +199,18 @@ def template_render(template: ChatTemplate, calls: list[tuple[str, dict[str, Any
             {"role": "user", "content": "What is the weather?"},
             {"role": "assistant", "content": "", "tool_calls": tool_calls},
         ]
+        # A template that renders the last turn as a prefill shows calls only in history:
+        # then the turn is followed by its results.
+        results = [{"role": "tool", "tool_call_id": cid, "content": "ok"} for _, _, cid in calls]
         try:
-            return template.render_raw(
+            rendered = template.render_raw(
                 {"messages": messages, "tools": TOOLS, "add_generation_prompt": False}
             )
+            if calls and calls[0][0] not in rendered.rsplit("What is the weather?", 1)[-1]:
+                rendered = template.render_raw(
+                    {"messages": messages + results, "tools": TOOLS, "add_generation_prompt": False}
+                )
+            return rendered
         except TemplateError:
             continue
     raise AssertionError("the template renders no tool-call turn")

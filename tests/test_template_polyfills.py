@@ -89,6 +89,35 @@ def test_tool_call_ids_reshaped_consistently() -> None:
         template.render(messages, tools=[WEATHER], polyfills=False)
 
 
+# Writes each call's id where its name goes (Kimi-K2-Thinking's layout).
+ID_FOR_NAME = (
+    "{% for m in messages %}{% if m.tool_calls %}{% for tc in m.tool_calls %}"
+    "<call>{{ tc.id }}<args>{{ tc.function.arguments | tojson }}</call>{% endfor %}"
+    "{% elif m.role == 'tool' %}<result of {{ m.tool_call_id }}>{{ m.content }}"
+    "{% else %}<{{ m.role }}>{{ m.content }}{% endif %}{% endfor %}"
+)
+
+
+def test_call_ids_name_their_calls_where_the_template_writes_the_id_as_the_name() -> None:
+    template = ChatTemplate(ID_FOR_NAME)
+    assert template.quirks.tool_call_id_names_call
+    assert template.caps.supports_tool_calls and template.caps.supports_parallel_tool_calls
+    messages = tool_conversation(
+        call("call_abc", "get_weather", {"city": "Paris"}),
+        call("functions.get_time:7", "get_time", {}),
+    )
+    rendered = template.render(messages, tools=[WEATHER])
+    assert re.findall(r"<call>([^<]*)<args>", rendered) == [
+        "functions.get_weather:0",
+        "functions.get_time:7",  # already of that shape: kept
+    ]
+    assert re.findall(r"<result of ([^>]*)>", rendered) == [
+        "functions.get_weather:0",
+        "functions.get_time:7",
+    ]
+    assert "<call>call_abc<args>" in template.render(messages, tools=[WEATHER], polyfills=False)
+
+
 def test_tool_call_ids_invented_when_missing_and_kept_when_valid() -> None:
     template = own("alnum_ids")
     missing = tool_conversation(call(None, "get_weather", {}), results=[None])

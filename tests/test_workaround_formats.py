@@ -22,6 +22,8 @@ from autoparser.generate import ChatParams
 
 GRANITE = "ibm-granite-granite-3.3-2B-Instruct"
 LFM2 = "LFM2-8B-A1B"
+# LFM2.5's instruct template: the tool list without <|tool_list_start|>, no calls either.
+LFM25 = "LFM2.5-Instruct"
 
 # Stand-ins: only the fingerprint and the turn layout of the real templates.
 STAND_INS = {
@@ -37,6 +39,12 @@ STAND_INS = {
     LFM2: (
         "{%- if tools %}<|im_start|>system\nList of tools: <|tool_list_start|>["
         "{{ tools | map('tojson') | join(', ') }}]<|tool_list_end|><|im_end|>\n{% endif %}"
+        "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+        "{% endfor %}{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    ),
+    LFM25: (
+        "{%- if tools %}<|im_start|>system\nList of tools: ["
+        "{{ tools | map('tojson') | join(', ') }}]<|im_end|>\n{% endif %}"
         "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
         "{% endfor %}{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
     ),
@@ -112,6 +120,7 @@ OUTPUTS: dict[str, list[Case]] = {
         ("It is sunny in Paris.<|im_end|>", "It is sunny in Paris.", []),
     ],
 }
+OUTPUTS[LFM25] = OUTPUTS[LFM2]  # the same models' call style
 
 CASES = [
     pytest.param(name, i, id=f"{name}-{i}") for name in OUTPUTS for i in range(len(OUTPUTS[name]))

@@ -6,7 +6,12 @@ import dataclasses
 
 from autoparser.analysis.content import analyze_content
 from autoparser.analysis.diff import tokens_in
-from autoparser.analysis.model import TemplateAnalysis, ToolsAnalysis
+from autoparser.analysis.model import (
+    ReasoningAnalysis,
+    TemplateAnalysis,
+    ToolFormat,
+    ToolsAnalysis,
+)
 from autoparser.analysis.reasoning import analyze_reasoning, generation_prompts
 from autoparser.analysis.tools import ToolFindings, analyze_tools
 from autoparser.analysis.workarounds import apply_workarounds
@@ -49,6 +54,8 @@ def run_analysis(template: Renderer) -> TemplateAnalysis:
     findings = (
         analyze_tools(probe, reasoning, eot) if supports_tools else ToolFindings(ToolsAnalysis())
     )
+    if supports_tools and findings.tools.format.mode is ToolFormat.NONE:
+        findings = _calls_shown_otherwise(probe, reasoning, eot) or findings
     content = dataclasses.replace(content, requires_non_null_content=caps.requires_non_null_content)
     stops = tuple(dict.fromkeys(s for s in (eot, findings.end_of_turn) if s))
     analysis = TemplateAnalysis(
@@ -61,6 +68,24 @@ def run_analysis(template: Renderer) -> TemplateAnalysis:
     )
     analysis = apply_workarounds(template.source, analysis)
     return dataclasses.replace(analysis, preserved_tokens=preserved_tokens(analysis))
+
+
+def _calls_shown_otherwise(
+    probe: Probe, reasoning: ReasoningAnalysis, eot: str
+) -> ToolFindings | None:
+    """The tool findings of a template whose calls render, but not in the probe's plain
+    call turn: only with ids naming the calls (the template writes the id where the name
+    goes, and models write ids of that convention, functions.NAME:IDX), or only in
+    history, when another message follows the turn (the last turn is a prefill)."""
+    for variant in (
+        probe.with_named_ids(),
+        probe.with_follow_up("tool"),
+        probe.with_follow_up("user"),
+    ):
+        findings = analyze_tools(variant, reasoning, eot)
+        if findings.tools.format.mode is not ToolFormat.NONE:
+            return findings
+    return None
 
 
 def preserved_tokens(analysis: TemplateAnalysis) -> tuple[str, ...]:

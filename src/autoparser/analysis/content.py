@@ -37,6 +37,9 @@ def assistant_turn(probe: Probe, render: str | None, tools: bool = False) -> str
     shared = safe_common_prefix(gp, generation_prompt(probe, False))
     if shared.strip() and shared != gp:
         headers.append(shared)
+    # The same header with other whitespace around it (granite's prompt "\nASSISTANT: \n"
+    # against the turn's "\nASSISTANT: text"): a role header is not a content wrapper.
+    headers += [gp.rstrip(), gp.strip()]
     headers += ["".join(s.value for s in segs[:n]).rstrip() for n in range(len(segs) - 1, 0, -1)]
     for header in headers:
         if header.strip():

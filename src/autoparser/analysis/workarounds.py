@@ -123,12 +123,15 @@ def lfm2_pythonic_calls(source: str, analysis: TemplateAnalysis) -> TemplateAnal
     g()]<|tool_call_end|>`` (double-quoted strings, other values bare), which no diff of
     this template can show. Set the same tag + tagged representation that LFM2.5 (whose
     template renders calls, with single quotes) is analysed as. The fingerprint is LFM2's
-    ``<|tool_list_start|>`` around the tool list; applied only when no format was found.
+    tool list, "List of tools: " then the list, wrapped in ``<|tool_list_start|>`` (LFM2)
+    or bare (LFM2.5-Instruct); applied only when no format was found (LFM2.5-8B-A1B's
+    template renders its calls, and is analysed from them).
     """
+    lists = ("List of tools: <|tool_list_start|>[", "List of tools: [")
     return _tools_if_none_found(
         source,
         analysis,
-        "List of tools: <|tool_list_start|>[",
+        next((fingerprint for fingerprint in lists if fingerprint in source), lists[0]),
         ToolsAnalysis(
             format=ToolFormatAnalysis(
                 mode=ToolFormat.TAG_WITH_TAGGED,

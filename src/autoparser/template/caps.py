@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from autoparser.errors import TemplateError, TemplateLimitError
+from autoparser.template.polyfill import named_call_id
 from autoparser.template.probe import (
     ALNUM9_IDS,
     ARG_FIRST,
@@ -86,6 +87,9 @@ class TemplateQuirks:
     # Where an assistant turn's reasoning is read from: "reasoning_content", "thinking" or
     # "reasoning" (message key), "thinking_block" (a typed content part), or "" (never).
     reasoning_field: str = ""
+    # The template writes a call's id where its name goes (Kimi-K2-Thinking): calls need
+    # ids naming them, ``functions.NAME:IDX``, the ids models of that family write.
+    tool_call_id_names_call: bool = False
 
 
 class _Prober:
@@ -143,11 +147,14 @@ class _CallProbe:
     non_null: bool = False
     with_result: bool = False
     rendered: str = ""
+    # The call showed only with ids that carry its name (``functions.NAME:IDX``): the
+    # template writes the id where the name goes (Kimi-K2-Thinking).
+    named_ids: bool = False
 
 
 def _call_conversation(
     prober: _Prober,
-    ids: Sequence[str],
+    ids: Sequence[str] | None,
     content: str | None,
     as_object: bool,
     with_result: bool,
@@ -155,6 +162,9 @@ def _call_conversation(
     names: tuple[str, str] = (FUN_FIRST, FUN_SECOND),
     second_value: str = VALUE_FIRST,
 ) -> list[dict[str, Any]]:
+    """A [user, assistant(calls), results] conversation; ``ids`` None gives named ids."""
+    if ids is None:
+        ids = [named_call_id(name, i) for i, name in enumerate(names)]
     calls = [tool_call((names[0], ONE_ARG, ids[0]), as_object)]
     if parallel:
         calls.append(tool_call((names[1], ((ARG_FIRST, second_value),), ids[1]), as_object))
@@ -173,7 +183,13 @@ def _call_conversation(
 def _find_call_shape(prober: _Prober) -> _CallProbe:
     fallback = _CallProbe()
     for with_result in (True, False):
-        for alnum9, ids in ((False, OPENAI_IDS), (True, ALNUM9_IDS)):
+        # Ids naming the call last: a template may write the id in place of the name.
+        id_kinds: tuple[tuple[bool, Sequence[str] | None], ...] = (
+            (False, OPENAI_IDS),
+            (True, ALNUM9_IDS),
+            (False, None),
+        )
+        for alnum9, ids in id_kinds:
             for non_null, content in ((False, None), (True, "")):
                 for as_object in (True, False):
                     messages = _call_conversation(prober, ids, content, as_object, with_result)
@@ -188,7 +204,9 @@ def _find_call_shape(prober: _Prober) -> _CallProbe:
                     )
                     other = prober.render(swapped, prober.tools(), with_result)
                     if _has(text, FUN_FIRST) and other is not None and other != text:
-                        return _CallProbe(True, True, alnum9, non_null, with_result, text)
+                        return _CallProbe(
+                            True, True, alnum9, non_null, with_result, text, ids is None
+                        )
                     # Else keep the first shape showing both the tools and the results: the
                     # template takes part in tool conversations without showing calls, and
                     # how it wants their messages (content, ids) still counts.
@@ -270,7 +288,9 @@ def _probe(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
     sparse_tools = prober.render([prober.user()], SPARSE_TOOLS, True)
 
     shape = _find_call_shape(prober)
-    ids = ALNUM9_IDS if shape.alnum9 else OPENAI_IDS
+    ids: Sequence[str] | None = ALNUM9_IDS if shape.alnum9 else OPENAI_IDS
+    if shape.named_ids:
+        ids = None
     content = "" if shape.non_null else None
     requires_object = arguments_as_string = parallel = False
     if shape.works:
@@ -331,7 +351,7 @@ def _probe(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
         supports_tools=_has(with_tools, FUN_FIRST),
         supports_tool_calls=shape.works,
         supports_parallel_tool_calls=parallel,
-        supports_tool_call_id=shape.works and ids[0] in shape.rendered,
+        supports_tool_call_id=shape.works and (ids is None or ids[0] in shape.rendered),
         supports_tool_responses=shape.with_result and TOOL_RESULT in shape.rendered,
         requires_object_arguments=requires_object,
         requires_non_null_content=shape.renders and shape.non_null,
@@ -351,6 +371,7 @@ def _probe(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
         tools_as_functions=prober.bare_tools,
         requires_tool_fields=with_tools is not None and sparse_tools is None,
         reasoning_field=reasoning_field,
+        tool_call_id_names_call=shape.works and shape.named_ids,
     )
     return caps, quirks
 

@@ -117,6 +117,51 @@ def _reshape_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return result
 
 
+def named_call_id(name: str, index: int) -> str:
+    """A call id that carries the call's name and position, ``functions.NAME:IDX``: the ids
+    Kimi-K2 models write and templates of that family render in place of the name."""
+    return f"functions.{name}:{index}"
+
+
+NAMED_ID = re.compile(r"functions\.[^:]+:\d+")
+
+
+def _named_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Give calls ids naming them (``functions.NAME:IDX``, IDX the call's position in its
+    turn), for templates that write the id where the name goes; ids of that shape are
+    kept, and a result gets its call's new id."""
+    renamed: dict[str, str] = {}
+    pending: list[str] = []
+    result: list[dict[str, Any]] = []
+    for message in messages:
+        calls = message.get("tool_calls")
+        if message.get("role") == "assistant" and isinstance(calls, list) and calls:
+            new_calls = []
+            pending = []
+            for position, call in enumerate(calls):
+                function = call.get("function") if isinstance(call, Mapping) else None
+                if not isinstance(call, Mapping) or not isinstance(function, Mapping):
+                    new_calls.append(call)
+                    continue
+                original = str(call.get("id") or "")
+                new_id = original
+                if not NAMED_ID.fullmatch(original):
+                    new_id = named_call_id(str(function.get("name", "")), position)
+                if original:
+                    renamed[original] = new_id
+                pending.append(new_id)
+                new_calls.append({**call, "id": new_id})
+            message = {**message, "tool_calls": new_calls}
+        elif message.get("role") == "tool":
+            original = str(message.get("tool_call_id") or "")
+            new_id = renamed.get(original) or (pending[0] if pending else original)
+            if new_id in pending:
+                pending.remove(new_id)
+            message = {**message, "tool_call_id": new_id}
+        result.append(message)
+    return result
+
+
 # ------------------------------------------------------------------- arguments
 
 
@@ -367,6 +412,8 @@ def apply_polyfills(
         messages = _fold_system(messages)
     if quirks.tool_call_id_alnum9:
         messages = _reshape_ids(messages)
+    elif quirks.tool_call_id_names_call:
+        messages = _named_ids(messages)
     if caps.requires_object_arguments:
         messages = _map_arguments(messages, to_object=True)
     elif quirks.arguments_as_json_string:

@@ -24,6 +24,7 @@ from typing import Any
 
 from autoparser.errors import TemplateError, TemplateLimitError
 from autoparser.message import REASONING_KEYS
+from autoparser.template.polyfill import named_call_id
 from autoparser.template.renderer import Renderer
 from autoparser.template.switches import ThinkingSwitch
 
@@ -173,6 +174,31 @@ class Probe:
         # Arguments are passed as objects (what most templates index into); a template
         # that concatenates them as strings gets JSON strings instead.
         self.args_as_string = False
+        # Calls carry ids naming them (``named_call_id``) instead of the opaque CALL_IDs:
+        # for templates that write a call's id where its name goes.
+        self.named_ids = False
+        # A message rendered after every :meth:`turn` ("user" or "tool"): for templates
+        # that show a turn's calls only in history (the last turn is a prefill).
+        self.follow_up = ""
+
+    def _variant(self) -> Probe:
+        probe = Probe(self.template, *self._settings, memo=self._memo)
+        probe.args_as_string = self.args_as_string
+        probe.named_ids = self.named_ids
+        probe.follow_up = self.follow_up
+        return probe
+
+    def with_named_ids(self) -> Probe:
+        """This probe with calls whose ids carry their names, sharing the memo."""
+        probe = self._variant()
+        probe.named_ids = True
+        return probe
+
+    def with_follow_up(self, follow_up: str) -> Probe:
+        """This probe with a "user" or "tool" message after each turn, sharing the memo."""
+        probe = self._variant()
+        probe.follow_up = follow_up
+        return probe
 
     def with_settings(self, switch: ThinkingSwitch | None, tools_as_functions: bool) -> Probe:
         """This template's probe with another switch / tool shape, sharing the memo."""
@@ -221,6 +247,10 @@ class Probe:
         msg: dict[str, Any] = {"role": "assistant", "content": content}
         if reasoning is not None:
             msg[reasoning_key] = reasoning
+        if self.named_ids:
+            calls = [
+                (name, args, named_call_id(name, i)) for i, (name, args, _) in enumerate(calls)
+            ]
         if calls:
             msg["tool_calls"] = [tool_call(c, not self.args_as_string) for c in calls]
         return msg
@@ -269,6 +299,7 @@ class Probe:
             assistant=(content, reasoning, calls),
             tools=tools,
             thinking=thinking,
+            follow_up=self.follow_up,
             reasoning_key=reasoning_key,
         )
 
