@@ -18,7 +18,7 @@ from typing import Literal
 from autoparser import tags
 from autoparser.message import ChatMessage, ToolCall
 from autoparser.peg import Node
-from autoparser.stream.mapper import Mapper, Span, _Call, call_identity
+from autoparser.stream.mapper import Mapper, Span, _Call, call_identity, spans_end
 from autoparser.stream.repair import json_object_text
 
 # Tags of a call's children that carry its arguments, in any encoding.
@@ -60,6 +60,12 @@ def whole_message(
                 spans.append((lead, child.end))
             else:
                 calls.append(found)
+            prev_end = child.end
+            continue
+        if tag == tags.TOOL_SECTION_END:
+            if not after_call and prev_end and spans_end(content, reasoning) == prev_end:
+                # It closes a call that is content: it is content too (as the mapper does).
+                (reasoning if in_reasoning else content).append((prev_end, child.end))
             prev_end = child.end
             continue
         if tag == tags.REASONING:
