@@ -33,7 +33,7 @@ from autoparser.peg import (
     space,
     until,
 )
-from autoparser.schema.argument_types import value_types
+from autoparser.schema.argument_types import json_type, value_types
 from autoparser.schema.refs import resolve_ref
 
 # The value tag of an element-valued argument; the tool and argument follow it, so that
@@ -111,20 +111,6 @@ def _items_schema(schema: Any, root: Any) -> Any:
 
 class _Invalid(ValueError):
     """The text is not elements the schema allows."""
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
 
 
 _PYTHON_WORDS = {"True": True, "False": False, "None": None}
@@ -222,7 +208,7 @@ class _Reader:
             if kinds is None or "string" in kinds:
                 return text
             raise _Invalid(f"{stripped[:40]!r} where the schema allows {sorted(kinds)}")
-        kind = _json_type(value)
+        kind = json_type(value)
         if kinds is None or kind in kinds or (kind == "integer" and "number" in kinds):
             return value
         if "string" in kinds:

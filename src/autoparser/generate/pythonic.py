@@ -50,7 +50,7 @@ from autoparser.peg import (
     zero_or_more,
 )
 from autoparser.peg.python_literal import python_literal, python_string, to_json, to_python
-from autoparser.schema.argument_types import value_types
+from autoparser.schema.argument_types import json_type, value_types
 
 # A Python identifier (ASCII): the name of an argument of a tool without declared ones.
 IDENTIFIER = chars("a-zA-Z_", 1, 1) + chars("a-zA-Z0-9_", 0, 127)
@@ -291,7 +291,7 @@ def from_str(schema: Any, root: Any) -> Callable[[str], str | None]:
             value = to_python(text)
         except ValueError:
             value = text
-        kind = _json_type(value)
+        kind = json_type(value)
         allowed = kinds is None or kind in kinds or (kind == "integer" and "number" in kinds)
         if isinstance(value, str) or not allowed or (kinds is not None and "string" in kinds):
             # A string parameter's text is the string, whatever it looks like.
@@ -301,20 +301,6 @@ def from_str(schema: Any, root: Any) -> Callable[[str], str | None]:
         return json.dumps(value, ensure_ascii=False)
 
     return convert
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, (list, tuple)) else "object"
 
 
 def value_converters(

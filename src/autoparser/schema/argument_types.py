@@ -50,9 +50,9 @@ def _kinds(schema: object, root: object, seen: frozenset[str]) -> set[str] | Non
                 result = kinds if result is None else result & kinds
         return result
     if "const" in schema:
-        return {_type_name(schema["const"])}
+        return {json_type(schema["const"])}
     if isinstance(schema.get("enum"), list):
-        return {_type_name(v) for v in schema["enum"]}
+        return {json_type(v) for v in schema["enum"]}
     kind = schema.get("type")
     if isinstance(kind, str):
         kinds = {kind}
@@ -67,8 +67,9 @@ def _kinds(schema: object, root: object, seen: frozenset[str]) -> set[str] | Non
     return kinds
 
 
-def _type_name(value: Any) -> str:
-    """The JSON Schema type of a JSON value (an integral number is an integer)."""
+def json_type(value: Any) -> str:
+    """The JSON Schema type of a JSON value (an integral number is an integer; a tuple,
+    as Python literals give, is an array)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -79,7 +80,7 @@ def _type_name(value: Any) -> str:
         return "integer"
     if isinstance(value, float):
         return "integer" if value.is_integer() else "number"
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return "array"
     return "object"
 
