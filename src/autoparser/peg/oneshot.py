@@ -429,6 +429,7 @@ def _plain_run(piece: _Piece, items: tuple[Match, ...]) -> Match:
     rx_match = re.compile("".join(piece.parts)).match
     margin = piece.margin
     tags = tuple(piece.tags)
+    one_by_one = _in_turn(items)
 
     def plain_run(r: _Run, pos: int) -> int:
         m = rx_match(r.text, pos)
@@ -437,16 +438,7 @@ def _plain_run(piece: _Piece, items: tuple[Match, ...]) -> Match:
                 start, end = m.span(group)
                 r.out.append(_new_node(Node, (name, start, end, True, (), "")))
             return m.end()
-        out = r.out
-        mark = len(out)
-        for item in items:
-            e = item(r, pos)
-            if e < 0:
-                if e == -1 and len(out) > mark:
-                    del out[mark:]
-                return e
-            pos = e
-        return pos
+        return one_by_one(r, pos)
 
     return plain_run
 
@@ -493,6 +485,12 @@ def _seq(c: _Compiler, node: Any) -> Match:
             return pos
 
         return seq_plain
+
+    return _in_turn(items)
+
+
+def _in_turn(items: tuple[Match, ...]) -> Match:
+    """The items one after the other; on a failure the nodes they added are taken back."""
 
     def seq(r: _Run, pos: int) -> int:
         out = r.out

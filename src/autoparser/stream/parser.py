@@ -309,6 +309,4 @@ def _parse_by_stream(
     stream.feed(text)
     if not partial:
         stream.finish(finish_reason=finish_reason)
-    else:
-        finish_reason_hit_limit(finish_reason)  # checked alike
     return stream.message
