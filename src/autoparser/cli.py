@@ -578,6 +578,9 @@ def build_argument_parser() -> argparse.ArgumentParser:
     from autoparser.serve.command import register as register_serve
 
     register_serve(sub)
+    from autoparser.studio.command import register as register_studio
+
+    register_studio(sub)
     return parser
 
 
