@@ -15,7 +15,7 @@ from typing import Any
 
 from autoparser.analysis.model import TemplateAnalysis
 from autoparser.template.caps import detect_caps, detect_quirks
-from autoparser.template.probe import ASSISTANT_MSG, CALL_1, THINKING, Probe
+from autoparser.template.probe import ASSISTANT_MSG, CALL_1, CALL_2, CALL_TYPED, THINKING, Probe
 from autoparser.template.renderer import Renderer
 
 
@@ -48,22 +48,19 @@ class MarkerEvidence:
         }
 
 
-# Which phase each top-level group of fields comes from: (question, renders).
-_GEN_PROMPT = "add_generation_prompt=false vs true"
-_REASONING = "an assistant turn without vs with reasoning"
-_CONTENT = "the user turn alone vs followed by an assistant answer"
-_TOOLS = "an assistant answer vs one tool call"
+_Pair = tuple[str, str | None, str | None]  # (question, without, with)
 
 
 def _markers(data: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, str]]:
     """(dotted field, marker) for every non-empty string (or string list item) that is a
-    marker: enum values and JSON key names are not."""
+    marker: enum values, switch values and JSON key names are not."""
     skip = {"mode", "position", "json_style", "history_field", "switch_variable", "switch_kind"}
+    skip |= {"switch_on", "switch_off", "field_order"}
     for key, value in data.items():
         name = prefix + key
         if isinstance(value, dict):
             yield from _markers(value, name + ".")
-        elif key in skip or key.endswith("_field") or key == "field_order":
+        elif key in skip or key.endswith("_field"):
             continue
         elif isinstance(value, str) and value:
             yield name, value
@@ -71,48 +68,89 @@ def _markers(data: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, str]
             yield from ((name, v) for v in value if isinstance(v, str) and v)
 
 
+def _pairs(probe: Probe, history_field: str) -> dict[str, list[_Pair]]:
+    """The probe render pairs of each phase, the phase's main comparison first."""
+    if history_field == "thinking_block":
+        with_reasoning = ("an answer without vs with a thinking block", *_two(probe.block_turn))
+    else:
+        with_reasoning = (
+            "an assistant turn without vs with reasoning",
+            probe.turn(ASSISTANT_MSG),
+            probe.turn(ASSISTANT_MSG, THINKING, reasoning_key=history_field or "reasoning_content"),
+        )
+    gen_prompt = ("add_generation_prompt=false vs true", probe.render(), probe.render(gen_prompt=True))
+    answer = ("the user turn alone vs followed by an answer", probe.render(), probe.turn(ASSISTANT_MSG))
+    call = ("an answer vs one tool call", probe.turn(ASSISTANT_MSG, tools=True), probe.calls((CALL_1,)))
+    parallel = ("one tool call vs two", probe.calls((CALL_1,)), probe.calls((CALL_1, CALL_2)))
+    typed = (
+        "string arguments vs a number argument",
+        probe.calls((CALL_1,)),
+        probe.calls((CALL_TYPED,)),
+    )
+    result = (
+        "one tool call vs the call followed by its result",
+        probe.calls((CALL_1,)),
+        probe.render(assistant=("", None, (CALL_1,)), tools=True, follow_up="tool"),
+    )
+    call_reasoning = (
+        "a tool call without vs with reasoning",
+        probe.turn("", None, (CALL_1,), tools=True),
+        probe.turn("", THINKING, (CALL_1,), tools=True),
+    )
+    return {
+        "generation_prompt": [gen_prompt, answer],
+        "reasoning": [with_reasoning, call_reasoning, gen_prompt],
+        "content": [answer, call],
+        "end_of_turn": [answer, call, result],
+        "tools": [call, parallel, typed, result],
+    }
+
+
+def _two(render: Any) -> tuple[str | None, str | None]:
+    return render(False), render(True)
+
+
+def _shows(pair: _Pair, marker: str) -> bool:
+    """Whether the pair's difference shows ``marker``: in the second render, and more
+    often than in the first."""
+    _, without, with_ = pair
+    return with_ is not None and with_.count(marker) > (without or "").count(marker)
+
+
 def marker_evidence(template: Renderer, analysis: TemplateAnalysis) -> tuple[MarkerEvidence, ...]:
     """The evidence of every marker of ``analysis`` (found on ``template``), in field order.
 
-    The renders go through a probe of their own with the template's thinking switch and
-    tool shape, as the analysis renders them; a template that refuses a conversation shows
-    ``None`` on that side. Raises what rendering raises past the probe (a render limit).
+    For each marker the first pair of its phase whose difference shows it (else the phase's
+    main pair, ``found`` telling whether the marker occurs there at all). The renders go
+    through a probe of their own with the template's thinking switch and tool shape, as the
+    analysis renders them; a template that refuses a conversation shows ``None`` on that
+    side. Raises what rendering raises past the probe (a render limit).
     """
     caps, quirks = detect_caps(template), detect_quirks(template)
     probe = Probe(template, caps.thinking_switch, quirks.tools_as_functions)
-    key = analysis.reasoning.history_field or "reasoning_content"
-    if key == "thinking_block":
-        reasoning_pair = (probe.block_turn(False), probe.block_turn(True))
-    else:
-        reasoning_pair = (
-            probe.turn(ASSISTANT_MSG),
-            probe.turn(ASSISTANT_MSG, THINKING, reasoning_key=key),
-        )
-    pairs: dict[str, tuple[str, tuple[str | None, str | None]]] = {
-        "generation_prompt": (_GEN_PROMPT, (probe.render(), probe.render(gen_prompt=True))),
-        "reasoning": (_REASONING, reasoning_pair),
-        "content": (_CONTENT, (probe.render(), probe.turn(ASSISTANT_MSG))),
-        "end_of_turn": (_CONTENT, (probe.render(), probe.turn(ASSISTANT_MSG))),
-        "tools": (_TOOLS, (probe.turn(ASSISTANT_MSG, tools=True), probe.calls((CALL_1,)))),
+    pairs = _pairs(probe, analysis.reasoning.history_field)
+    suffix = {
+        "reasoning.disabled_prompt_suffix": False,
+        "reasoning.enabled_prompt_suffix": True,
     }
-    suffix_pair = (
-        "add_generation_prompt=false vs true, thinking off / on",
-        (probe.render(thinking=False), probe.render(gen_prompt=True, thinking=False)),
-        (probe.render(thinking=True), probe.render(gen_prompt=True, thinking=True)),
-    )
-    found: list[MarkerEvidence] = []
     data = analysis.to_dict()
-    data.pop("verification", None)
-    data.pop("preserved_tokens", None)
-    data.pop("workarounds", None)
-    data.pop("handler", None)
+    for key in ("verification", "preserved_tokens", "workarounds", "handler"):
+        data.pop(key, None)
+    found: list[MarkerEvidence] = []
     for field, marker in _markers(data):
-        group = field.split(".", 1)[0]
-        question, (without, with_) = pairs[group]
-        if field == "reasoning.disabled_prompt_suffix":
-            question, (without, with_) = suffix_pair[0], suffix_pair[1]
-        elif field == "reasoning.enabled_prompt_suffix":
-            question, (without, with_) = suffix_pair[0], suffix_pair[2]
+        if field in suffix:
+            on = suffix[field]
+            candidates: list[_Pair] = [
+                (
+                    f"add_generation_prompt=false vs true, thinking {'on' if on else 'off'}",
+                    probe.render(thinking=on),
+                    probe.render(gen_prompt=True, thinking=on),
+                )
+            ]
+        else:
+            candidates = pairs[field.split(".", 1)[0]]
+        chosen = next((p for p in candidates if _shows(p, marker)), candidates[0])
+        question, without, with_ = chosen
         shown = with_ is not None and marker in with_
         found.append(MarkerEvidence(field, marker, question, without, with_, shown))
     return tuple(found)
