@@ -6,10 +6,10 @@ or ``autoparser --version`` does not load jinja2 and the whole library.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
+TYPE_CHECKING = False  # not typing's: ``import autoparser`` stays light (see above)
 if TYPE_CHECKING:
+    from typing import Any
+
     from autoparser.analysis.model import TemplateAnalysis
     from autoparser.chat import ChatTemplate
     from autoparser.errors import (
@@ -50,6 +50,8 @@ def __getattr__(name: str) -> Any:
     where = _WHERE.get(name)
     if where is None:
         raise AttributeError(f"module 'autoparser' has no attribute {name!r}")
+    import importlib
+
     value = getattr(importlib.import_module(where), name)
     globals()[name] = value
     return value

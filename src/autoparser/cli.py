@@ -12,12 +12,13 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from autoparser.errors import AutoparserError
 
+TYPE_CHECKING = False  # not typing's: importing typing costs --help more than the rest
 if TYPE_CHECKING:
+    from typing import Any
+
     from autoparser.analysis.model import AnalysisVerification
     from autoparser.chat import ChatTemplate
 
@@ -34,7 +35,8 @@ _stdin_reader: list[str] = []  # the argument that read stdin (it can be read on
 def _read_bytes(path: str, what: str) -> bytes:
     """The bytes of a file, or of stdin for ``-`` / ``/dev/stdin`` (once per run)."""
     if path not in STDIN_NAMES:
-        return Path(path).read_bytes()
+        with open(path, "rb") as file:
+            return file.read()
     if _stdin_reader:
         raise UsageError(f"{what}: stdin is already read for {_stdin_reader[0]}")
     _stdin_reader.append(what)
@@ -470,8 +472,28 @@ def _add_request_arguments(sub: argparse.ArgumentParser) -> None:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose help is formatted at one width, read once: argparse would
+    otherwise ask the terminal's size for every argument added (most of ``--help``'s time).
+    Subcommand parsers are of the same class (``add_subparsers`` uses ``type(self)``)."""
+
+    width: int | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if _Parser.width is None:
+            import shutil
+
+            _Parser.width = max(shutil.get_terminal_size().columns - 2, 40)
+        kwargs.setdefault("formatter_class", _fixed_width_formatter)
+        super().__init__(*args, **kwargs)
+
+
+def _fixed_width_formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.HelpFormatter(prog, width=_Parser.width)
+
+
 def build_argument_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="autoparser",
         description="Render, analyse and parse with any LLM chat template.",
     )
@@ -628,6 +650,9 @@ def _quiet_stdout() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
+        print(f"autoparser {_version()}")  # the one answer that needs no parser built
+        return 0
     parser = build_argument_parser()
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:

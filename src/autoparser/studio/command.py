@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import socket
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # not typing's: the CLI's --help should not import typing
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -37,6 +39,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _free_port(host: str) -> int:
+    import socket
+
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         port: int = sock.getsockname()[1]
