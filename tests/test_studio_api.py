@@ -41,7 +41,9 @@ def url() -> Iterator[str]:
 
 def _call(url: str, path: str, body: Any = None, raw: bytes | None = None) -> tuple[int, Any]:
     data = raw if raw is not None else None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url + path, data=data, method="GET" if data is None else "POST")
+    request = urllib.request.Request(
+        url + path, data=data, method="GET" if data is None else "POST"
+    )
     try:
         with urllib.request.urlopen(request, timeout=120) as answer:
             status, text = answer.status, answer.read()
@@ -237,7 +239,11 @@ def test_request_mistakes_name_the_field(url: str) -> None:
         path = "/api/stream" if field in ("chunk_size", "tool_call_deltas") else "/api/parse"
         error = _error(url, path, {**BASE, **change})
         assert (error["field"], error["pane"]) == (field, pane), (change, error)
-    error = _error(url, "/api/render", {**BASE, "tool_choice": {"type": "function", "function": {"name": "nope"}}})
+    error = _error(
+        url,
+        "/api/render",
+        {**BASE, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+    )
     assert error["type"] == "RequestError" and error["pane"] == "conversation"
     assert "nope" in error["message"]
     odd_schema = [

@@ -66,10 +66,18 @@ def _free_port() -> int:
 def studio_url() -> Iterator[str]:
     _require_browser()
     port = _free_port()
+    port_args = ["--port", str(port)]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent / "src")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "autoparser.cli", "studio", str(EXAMPLE), "--no-browser"]
-        + ["--port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "autoparser.cli",
+            "studio",
+            str(EXAMPLE),
+            "--no-browser",
+            *port_args,
+        ],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -142,8 +150,9 @@ def _ready_after(browser: Any, before: str | None) -> None:
     """Wait until the page finished a refresh that started after ``before`` (its stamp)."""
     _wait(
         browser,
-        lambda b: (b.execute_script("return document.body.dataset.ready") or None)
-        not in (None, before),
+        lambda b: (
+            (b.execute_script("return document.body.dataset.ready") or None) not in (None, before)
+        ),
         "a finished refresh",
     )
 

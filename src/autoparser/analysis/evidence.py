@@ -78,9 +78,21 @@ def _pairs(probe: Probe, history_field: str) -> dict[str, list[_Pair]]:
             probe.turn(ASSISTANT_MSG),
             probe.turn(ASSISTANT_MSG, THINKING, reasoning_key=history_field or "reasoning_content"),
         )
-    gen_prompt = ("add_generation_prompt=false vs true", probe.render(), probe.render(gen_prompt=True))
-    answer = ("the user turn alone vs followed by an answer", probe.render(), probe.turn(ASSISTANT_MSG))
-    call = ("an answer vs one tool call", probe.turn(ASSISTANT_MSG, tools=True), probe.calls((CALL_1,)))
+    gen_prompt = (
+        "add_generation_prompt=false vs true",
+        probe.render(),
+        probe.render(gen_prompt=True),
+    )
+    answer = (
+        "the user turn alone vs followed by an answer",
+        probe.render(),
+        probe.turn(ASSISTANT_MSG),
+    )
+    call = (
+        "an answer vs one tool call",
+        probe.turn(ASSISTANT_MSG, tools=True),
+        probe.calls((CALL_1,)),
+    )
     parallel = ("one tool call vs two", probe.calls((CALL_1,)), probe.calls((CALL_1, CALL_2)))
     typed = (
         "string arguments vs a number argument",

@@ -73,9 +73,7 @@ _PANE_OF_FIELD = {
 }
 
 
-_TEMPLATES: collections.OrderedDict[tuple[str, str, str], ChatTemplate] = (
-    collections.OrderedDict()
-)
+_TEMPLATES: collections.OrderedDict[tuple[str, str, str], ChatTemplate] = collections.OrderedDict()
 _TEMPLATES_LOCK = threading.Lock()
 _TEMPLATES_KEPT = 16  # the page's recent edits; older ones are analysed again if asked
 
@@ -85,7 +83,9 @@ def template_of(body: Mapping[str, Any]) -> ChatTemplate:
     for the next requests of the page (bounded)."""
     source = _get(body, "template", str, "")
     if not source.strip():
-        raise StudioError("template: empty; paste or drop a template", field="template", pane="template")
+        raise StudioError(
+            "template: empty; paste or drop a template", field="template", pane="template"
+        )
     if len(source) > MAX_TEMPLATE:
         raise StudioError(
             f"template: {len(source)} characters, the studio takes at most {MAX_TEMPLATE}",
@@ -182,7 +182,7 @@ def _output(body: Mapping[str, Any]) -> str:
 
 
 def _finish_reason(body: Mapping[str, Any]) -> str | None:
-    reason = _get(body, "finish_reason", str, None)
+    reason: str | None = _get(body, "finish_reason", str, None)
     if reason not in (None, "stop", "length"):
         raise StudioError(
             f"finish_reason: expected 'stop' or 'length', got {reason!r}",
@@ -269,7 +269,7 @@ def _transformers_render(
         return {"available": False, "reason": "transformers is not installed"}
     messages = [{k: v for k, v in m.items() if v is not None} for m in options["messages"]]
     try:
-        rendered, _ = chat_template_utils.render_jinja_template(
+        rendered: Any = chat_template_utils.render_jinja_template(
             conversations=[messages],
             tools=options.get("tools"),
             chat_template=template.source,
@@ -280,7 +280,7 @@ def _transformers_render(
         )
     except Exception as exc:  # transformers raises whatever the template raises
         return {"available": True, "prompt": None, "error": f"{type(exc).__name__}: {exc}"}
-    return {"available": True, "prompt": str(rendered[0]), "error": ""}
+    return {"available": True, "prompt": str(rendered[0][0]), "error": ""}
 
 
 def parse(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -323,7 +323,7 @@ def stream(body: Mapping[str, Any]) -> dict[str, Any]:
         parser = params.stream(tool_call_deltas=mode)
     except RequestError as exc:
         raise StudioError(str(exc), field="tool_call_deltas", pane="output") from exc
-    chunks = []
+    chunks: list[dict[str, Any]] = []
     for start in range(0, len(text), size):
         piece = text[start : start + size]
         chunks.append({"text": piece, "deltas": parser.feed(piece)})
@@ -449,13 +449,17 @@ def export(body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _pytest_case(template: ChatTemplate, options: Mapping[str, Any], body: Mapping[str, Any]) -> str:
+def _pytest_case(
+    template: ChatTemplate, options: Mapping[str, Any], body: Mapping[str, Any]
+) -> str:
     """A test file reproducing the page: the template, the request and the parsed message."""
     output = _output(body)
     reason = _finish_reason(body)
     params = params_of(template, body)
     expected = params.parse(output, finish_reason=reason).to_openai()
-    apply_args: dict[str, Any] = {k: v for k, v in options.items() if k not in ("messages", "kwargs")}
+    apply_args: dict[str, Any] = {
+        k: v for k, v in options.items() if k not in ("messages", "kwargs")
+    }
     apply_args.update(options["kwargs"])
     lines = [
         '"""Reproduces an autoparser studio session: the template, the request, the output."""',
@@ -506,7 +510,12 @@ def error_body(exc: AutoparserError) -> tuple[int, dict[str, Any]]:
     if isinstance(exc, TemplateError):
         found = _LINE.search(message)
         line = int(found.group(1)) if found else None
-    error = {"type": type(exc).__name__, "message": message, "pane": pane, "field": field}
+    error: dict[str, Any] = {
+        "type": type(exc).__name__,
+        "message": message,
+        "pane": pane,
+        "field": field,
+    }
     if line is not None:
         error["line"] = line
     return status, {"error": error}

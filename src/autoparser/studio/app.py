@@ -30,7 +30,7 @@ Endpoint = Callable[[Mapping[str, Any]], dict[str, Any]]
 
 
 def _static(name: str) -> bytes:
-    return resources.files("autoparser.studio").joinpath("static", name).read_bytes()
+    return resources.files("autoparser.studio").joinpath("static").joinpath(name).read_bytes()
 
 
 def _example() -> TemplateSource:
