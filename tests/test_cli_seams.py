@@ -49,6 +49,8 @@ def test_non_utf8_template_is_a_clean_error(tmp_path: Path) -> None:
     for command in ("render", "caps", "analyze"):
         _clean_error(_run(command, str(bad)), f"{bad}: not UTF-8 text", "0xe9")
     _clean_error(_run("render", "-", stdin=bad.read_bytes()), "stdin: not UTF-8")
+    _clean_error(_run("studio", str(bad), "--no-browser"), f"{bad}: not UTF-8 text")
+    _clean_error(_run("studio", str(tmp_path / "none.jinja"), "--no-browser"), "no such file")
     config = tmp_path / "tokenizer_config.json"
     config.write_bytes(b'{"chat_template": "\xe9"}')
     _clean_error(_run("render", str(config)), "not UTF-8")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 TYPE_CHECKING = False  # not typing's: the CLI's --help should not import typing
@@ -24,7 +25,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     studio.add_argument(
         "template",
         nargs="?",
-        help=".jinja file, tokenizer_config.json, model directory or .gguf; - for stdin "
+        help=".jinja file, tokenizer_config.json, model directory, .gguf, - for stdin, or a "
+        "Hub model id (the hub extra) "
         "(default: a bundled ChatML example; a template can also be pasted on the page)",
     )
     studio.add_argument("--host", default="127.0.0.1", help="address to listen on")
@@ -47,6 +49,21 @@ def _free_port(host: str) -> int:
         return port
 
 
+HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
+
+
+def _load(name: str, load_path: Any) -> Any:
+    """A local template, or the Hub model ``org/name`` (the hub extra) when no such path
+    exists."""
+    import os
+
+    if not os.path.exists(name) and HUB_ID.fullmatch(name):
+        from autoparser.template.loading import load_pretrained
+
+        return load_pretrained(name)
+    return load_path(name)
+
+
 def cmd_studio(args: argparse.Namespace) -> int:
     try:
         import aiohttp  # noqa: F401
@@ -63,7 +80,7 @@ def cmd_studio(args: argparse.Namespace) -> int:
     if args.template in ("-", "/dev/stdin"):
         initial = load_text(decode_text(sys.stdin.buffer.read(), "stdin"), "<stdin>")
     elif args.template:
-        initial = load_path(args.template)
+        initial = _load(args.template, load_path)
     port = args.port or _free_port(args.host)
     url = f"http://{args.host}:{port}/"
     print(f"autoparser studio: {url}", file=sys.stderr, flush=True)

@@ -101,15 +101,40 @@ function parseJsonField(id, fallback) {
   }
 }
 
+// tool_choice: auto / none / required, or one tool by name ("function:NAME" in the menu).
+function toolChoice() {
+  const value = $("tool-choice").value;
+  if (!value.startsWith("function:")) return value;
+  return { type: "function", function: { name: value.slice("function:".length) } };
+}
+
+function updateToolChoices(tools) {
+  const select = $("tool-choice");
+  const current = select.value;
+  const names = (Array.isArray(tools) ? tools : [])
+    .map((t) => (t && t.function && t.function.name) || (t && t.name))
+    .filter((n) => typeof n === "string");
+  const wanted = ["auto", "none", "required"].concat(names.map((n) => "function:" + n));
+  const have = [...select.options].map((o) => o.value);
+  if (wanted.join("\n") === have.join("\n")) return;
+  select.textContent = "";
+  for (const value of wanted) {
+    select.appendChild(el("option", { value }, value.startsWith("function:") ? value.slice(9) + " (named)" : value));
+  }
+  select.value = wanted.includes(current) ? current : "auto";
+}
+
 function requestBody(extra) {
   const thinking = $("thinking").value;
+  const tools = parseJsonField("tools", null);
+  updateToolChoices(tools);
   return Object.assign({
     template: $("template-source").value,
     bos_token: $("bos-token").value,
     eos_token: $("eos-token").value,
     messages: parseJsonField("messages", []),
-    tools: parseJsonField("tools", null),
-    tool_choice: $("tool-choice").value,
+    tools,
+    tool_choice: toolChoice(),
     enable_thinking: thinking === "" ? null : thinking === "on",
     template_kwargs: parseJsonField("kwargs", {}),
     add_generation_prompt: $("gen-prompt").checked,
@@ -213,6 +238,13 @@ function showAnalysis(data) {
   for (const b of badges) summary.appendChild(el("span", { class: "badge" }, b));
   if (a.handler) summary.appendChild(el("span", { class: "badge warn" }, `hand-written format: ${a.handler}`));
   for (const w of a.workarounds) summary.appendChild(el("span", { class: "badge warn" }, `workaround: ${w}`));
+  const adapted = Object.entries(data.quirks).filter(([k, v]) => v === true || (typeof v === "string" && v && k !== "reasoning_field")).map(([k]) => k);
+  const needs = Object.entries(data.caps).filter(([k, v]) => k.startsWith("requires_") && v === true).map(([k]) => k);
+  const polyfills = el("div", { id: "polyfills" });
+  polyfills.textContent = adapted.concat(needs).length
+    ? `polyfills adapt requests to: ${adapted.concat(needs).join(", ")}`
+    : "polyfills: none needed (requests render as they are)";
+  summary.appendChild(polyfills);
   const list = $("verification");
   list.textContent = "";
   const check = a.verification;
