@@ -289,6 +289,17 @@ def test_screenshot(page: Any, tmp_path: Path) -> None:
     before = _stamp(page)
     _set(page, "output", TOOL_OUTPUT)
     _ready_after(page, before)
+    from selenium.webdriver.common.by import By
+
+    evidence = next(
+        d
+        for d in page.find_elements(By.CSS_SELECTOR, "#evidence details")
+        if d.find_element(By.CSS_SELECTOR, ".field-label").text == "tools.format.per_call_start"
+    )
+    evidence.find_element(By.TAG_NAME, "summary").click()
+    without, with_ = evidence.find_elements(By.CSS_SELECTOR, ".pair pre")
+    assert not without.find_elements(By.CSS_SELECTOR, "mark.marker")
+    assert with_.find_element(By.CSS_SELECTOR, "mark.marker").text.startswith("<tool_call>")
     target = Path(os.environ.get("STUDIO_SCREENSHOT") or tmp_path / "studio.png")
     assert page.save_screenshot(str(target))
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
