@@ -5,7 +5,8 @@ Tools as Pydantic's ``model_json_schema()`` writes them (``$defs`` + ``$ref``, `
 null, ``default``, ``title``) and tools without ``description`` or ``parameters`` must build
 a prompt, a grammar and a parser wherever a plain tool does. Recursive schemas give
 recursive grammars, or a SchemaError naming the cycle when a value would have to contain
-itself before any of its own text.
+itself before any of its own text. A corpus template with a known gap is a strict xfail in
+``ANY_SCHEMA_XFAIL``, with its reason.
 """
 
 from __future__ import annotations
@@ -240,9 +241,29 @@ def _plain_works(path: Path) -> bool:
 
 
 TEMPLATES = corpus_templates()
+# Corpus templates that render a plain tool but fail on some allowed tool (strict xfails:
+# fixing the gap flags them). Each reason says what goes wrong.
+ANY_SCHEMA_XFAIL: dict[str, str] = {
+    "vllm-functiongemma": "the template lists tools only in a system turn, so the probe never"
+    " sees them and misses the requires_tool_fields quirk; the polyfilled system turn then"
+    " renders a tool without 'parameters' as tojson(Undefined) and fails",
+}
 
 
-@pytest.mark.parametrize("path", TEMPLATES, ids=[p.stem for p in TEMPLATES])
+def _any_schema_params() -> list[Any]:
+    return [
+        pytest.param(
+            p,
+            id=p.stem,
+            marks=[pytest.mark.xfail(reason=ANY_SCHEMA_XFAIL[p.stem], strict=True)]
+            if p.stem in ANY_SCHEMA_XFAIL
+            else [],
+        )
+        for p in TEMPLATES
+    ]
+
+
+@pytest.mark.parametrize("path", _any_schema_params())
 def test_any_tool_schema_builds_wherever_a_plain_tool_does(path: Path) -> None:
     if not _plain_works(path):
         pytest.skip("n/a: the template cannot render a plain tool either")
