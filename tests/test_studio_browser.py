@@ -9,6 +9,7 @@ installs it. ``STUDIO_SCREENSHOT=path`` also saves the screenshot of the README 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -303,3 +304,38 @@ def test_screenshot(page: Any, tmp_path: Path) -> None:
     target = Path(os.environ.get("STUDIO_SCREENSHOT") or tmp_path / "studio.png")
     assert page.save_screenshot(str(target))
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_opened_config_file_brings_its_variants(page: Any, tmp_path: Path) -> None:
+    """A tokenizer_config.json opened (or dropped) on the page: its named templates become
+    the variants, and choosing one renders with it."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    config = {
+        "chat_template": [
+            {
+                "name": "default",
+                "template": "{% for m in messages %}D:{{ m.content }}\n{% endfor %}",
+            },
+            {
+                "name": "tool_use",
+                "template": "{% for m in messages %}T:{{ m.content }}\n{% endfor %}",
+            },
+        ],
+        "eos_token": "</s>",
+    }
+    path = tmp_path / "tokenizer_config.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    before = _stamp(page)
+    page.find_element(By.ID, "template-file").send_keys(str(path))
+    _ready_after(page, before)
+    variants = Select(page.find_element(By.ID, "variant"))
+    assert [o.text for o in variants.options] == ["default", "tool_use"]
+    assert page.find_element(By.ID, "template-name").text == "tokenizer_config.json"
+    assert page.find_element(By.ID, "eos-token").get_attribute("value") == "</s>"
+    assert page.find_element(By.ID, "prompt").text.startswith("D:")
+    before = _stamp(page)
+    variants.select_by_value("tool_use")
+    _ready_after(page, before)
+    assert page.find_element(By.ID, "prompt").text.startswith("T:")
