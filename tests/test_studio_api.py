@@ -251,3 +251,5 @@ def test_request_mistakes_name_the_field(url: str) -> None:
     ]
     error = _error(url, "/api/grammar", {**BASE, "tools": odd_schema})
     assert error["type"] == "RequestError" and "tools[0]" in error["message"]
+    assert "remove or rewrite that keyword" in error["message"]
+    assert "lenient" not in error["message"]

@@ -614,8 +614,8 @@ def _version() -> str:
 
 # What the CLI offers instead of the library's lenient=True, which it cannot pass.
 CLI_SCHEMA_HINT = (
-    " (the CLI converts schemas strictly: remove or rewrite that keyword in the schema;"
-    " from Python, autoparser.schema.schema_to_gbnf(schema, lenient=True) drops it)"
+    " (the grammar cannot enforce it and the CLI converts schemas strictly:"
+    " remove or rewrite that keyword in the schema)"
 )
 
 

@@ -26,6 +26,7 @@ from autoparser.errors import (
     TemplateError,
 )
 from autoparser.generate import ChatParams
+from autoparser.schema.convert import LENIENT_HINT
 from autoparser.template.loading import DEFAULT_VARIANT, TemplateSource, load_text
 
 MAX_TEMPLATE = 1_000_000  # characters of template source
@@ -495,6 +496,7 @@ _PANE_OF_ERROR: tuple[tuple[type[BaseException], str], ...] = (
     (ExportError, "export"),
 )
 _LINE = re.compile(r" at line (\d+)")
+_SCHEMA_HINT = " (the grammar cannot enforce it: remove or rewrite that keyword in the schema)"
 
 
 def error_body(exc: AutoparserError) -> tuple[int, dict[str, Any]]:
@@ -505,7 +507,8 @@ def error_body(exc: AutoparserError) -> tuple[int, dict[str, Any]]:
     else:
         status, field = 422, ""
         pane = next((p for kind, p in _PANE_OF_ERROR if isinstance(exc, kind)), "template")
-    message = str(exc)
+    # The studio, like apply(), converts schemas strictly: lenient=True is not on offer.
+    message = str(exc).replace(LENIENT_HINT, _SCHEMA_HINT)
     line = None
     if isinstance(exc, TemplateError):
         found = _LINE.search(message)
