@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -168,3 +170,29 @@ def test_analyze_many_templates_as_json_lines(tmp_path: Path) -> None:
     full = _run("analyze", "--jsonl", "--json", TEMPLATE)
     assert full.returncode == 0
     assert json.loads(full.stdout)["analysis"] == single
+
+
+def test_studio_prints_its_url_once_listening_and_a_taken_port_is_clean() -> None:
+    pytest.importorskip("aiohttp", reason="studio needs the serve extra (aiohttp)")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = _run("studio", TEMPLATE, "--no-browser", "--port", str(port))
+        _clean_error(done, "address already in use")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autoparser.cli", "studio", TEMPLATE, "--no-browser"],
+        stderr=subprocess.PIPE,
+        env=ENV,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        found = re.match(r"autoparser studio: (http://127\.0\.0\.1:\d+/) ", line)
+        assert found, line
+        with urllib.request.urlopen(found.group(1) + "api/template", timeout=60) as answer:
+            assert json.loads(answer.read())["name"] == "chatml_tools.jinja"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)

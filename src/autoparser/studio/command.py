@@ -83,10 +83,14 @@ def cmd_studio(args: argparse.Namespace) -> int:
         initial = _load(args.template, load_path)
     port = args.port or _free_port(args.host)
     url = f"http://{args.host}:{port}/"
-    print(f"autoparser studio: {url}", file=sys.stderr, flush=True)
-    if not args.no_browser:
-        import webbrowser
 
-        webbrowser.open(url)
-    run(initial, args.host, port, print=None)
+    def listening(_banner: str) -> None:
+        """Called by aiohttp once the socket listens: only then the URL works."""
+        print(f"autoparser studio: {url}  (Ctrl-C to stop)", file=sys.stderr, flush=True)
+        if not args.no_browser:
+            import webbrowser
+
+            webbrowser.open(url)
+
+    run(initial, args.host, port, print=listening)
     return 0
