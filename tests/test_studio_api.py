@@ -253,3 +253,10 @@ def test_request_mistakes_name_the_field(url: str) -> None:
     assert error["type"] == "RequestError" and "tools[0]" in error["message"]
     assert "remove or rewrite that keyword" in error["message"]
     assert "lenient" not in error["message"]
+
+
+def test_runaway_template_stops_at_the_render_limit(url: str) -> None:
+    runaway = "{% for i in range(10 ** 9) %}x{% endfor %}{{ messages[0].content }}"
+    for path in ("/api/analyze", "/api/render"):
+        error = _error(url, path, {**BASE, "template": runaway})
+        assert error["type"] == "TemplateLimitError" and error["pane"] == "template"

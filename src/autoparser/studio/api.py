@@ -24,6 +24,7 @@ from autoparser.errors import (
     RequestError,
     SchemaError,
     TemplateError,
+    TemplateLimitError,
 )
 from autoparser.generate import ChatParams
 from autoparser.schema.convert import LENIENT_HINT
@@ -245,9 +246,15 @@ def render(body: Mapping[str, Any]) -> dict[str, Any]:
             polyfills=False,
             **kwargs,
         )
-        raw_error = ""
+        raw_error, limited = "", False
     except TemplateError as exc:
-        raw, raw_error = None, str(exc)
+        raw, raw_error, limited = None, str(exc), isinstance(exc, TemplateLimitError)
+    # transformers renders without limits: a template that went past ours is not given to it.
+    compared = (
+        {"available": True, "prompt": None, "error": "not rendered: past a render limit"}
+        if limited
+        else _transformers_render(template, options, kwargs)
+    )
     gp = params.generation_prompt
     at = params.prompt.rfind(gp) if gp and params.prompt.endswith(gp) else -1
     return {
@@ -256,7 +263,7 @@ def render(body: Mapping[str, Any]) -> dict[str, Any]:
         "generation_prompt_at": at,
         "without_polyfills": raw,
         "without_polyfills_error": raw_error,
-        "transformers": _transformers_render(template, options, kwargs),
+        "transformers": compared,
     }
 
 
