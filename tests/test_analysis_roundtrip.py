@@ -76,6 +76,11 @@ ROUNDTRIP_XFAIL: dict[str, str] = {
     "vllm-tool_chat_template_deepseekv31": COMPILE,
     "llamacpp-test-gigachat-20b-a3b-instruct": "every render fails: the template reads"
     " additional_special_tokens (a tokenizer-config list nobody passes), as in transformers",
+    "hfjs-cohere-command-r-v01": "no probe renders: the template loops over `tools` unguarded"
+    " ('NoneType' object is not iterable) and reads Cohere-style tool.name (transformers fails"
+    " too)",
+    "hfjs-fireworks-firefunction-v1": "no probe renders: the template raises unless a"
+    " 'functions' message comes first (transformers fails too)",
 }
 
 
