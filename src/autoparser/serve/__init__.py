@@ -1,4 +1,5 @@
-"""``autoparser serve``: an OpenAI-compatible chat server in front of a completion engine.
+"""``autoparser serve``: OpenAI chat completions and Responses, and Anthropic Messages, in
+front of a completion engine.
 
 Needs the ``serve`` extra (``pip install autoparser[serve]``, which brings aiohttp); the
 rest of the package never imports it. ``create_app`` gives the aiohttp application (for
@@ -16,8 +17,9 @@ if TYPE_CHECKING:
 
 
 def create_app(config: ServeConfig) -> web.Application:
-    """The aiohttp application for ``config`` (backend probed, template loaded at startup)."""
-    from autoparser.serve.app import create_app as _create_app
+    """The aiohttp application for ``config`` (backend probed, template loaded at startup):
+    chat completions, and the Responses and Messages APIs over the same request path."""
+    from autoparser.serve.agent_apis import create_app as _create_app
 
     return _create_app(config)
 

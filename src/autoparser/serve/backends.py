@@ -52,6 +52,7 @@ class Finished:
 
     hit_limit: bool
     usage: Usage
+    stop_word: str = ""  # the stop string that ended it, when the engine says (else "")
 
     @property
     def reason(self) -> str:
@@ -204,7 +205,10 @@ class LlamaCppBackend(Backend):
     @staticmethod
     def _finished(body: Mapping[str, Any]) -> Finished:
         usage = Usage(_int(body.get("tokens_evaluated")), _int(body.get("tokens_predicted")))
-        return Finished(body.get("stop_type") == "limit", usage)
+        word = body.get("stopping_word") if body.get("stop_type") == "word" else ""
+        return Finished(
+            body.get("stop_type") == "limit", usage, word if isinstance(word, str) else ""
+        )
 
     def read_whole(self, body: Any, where: str) -> tuple[str, Finished]:
         if not isinstance(body, Mapping) or not isinstance(body.get("content"), str):
@@ -277,7 +281,12 @@ class OpenAIBackend(Backend):
         choice = self._choice(body, where)
         if choice is None:
             raise BackendError(f"{where}: the answer has no choices")
-        finished = Finished(choice.get("finish_reason") == "length", self._usage(body))
+        word = choice.get("stop_reason")  # vLLM: the stop string (or token id) that ended it
+        finished = Finished(
+            choice.get("finish_reason") == "length",
+            self._usage(body),
+            word if isinstance(word, str) else "",
+        )
         return str(choice.get("text", "")), finished
 
     def read_event(self, event: Any, state: dict[str, Any], where: str) -> str:
@@ -288,12 +297,16 @@ class OpenAIBackend(Backend):
             return ""
         if choice.get("finish_reason"):
             state["reason"] = choice["finish_reason"]
+            if isinstance(choice.get("stop_reason"), str):
+                state["stop_word"] = choice["stop_reason"]
         return str(choice.get("text", ""))
 
     def read_end(self, state: dict[str, Any], where: str) -> Finished:
         usage = state.get("usage")
         return Finished(
-            state.get("reason") == "length", usage if isinstance(usage, Usage) else Usage()
+            state.get("reason") == "length",
+            usage if isinstance(usage, Usage) else Usage(),
+            str(state.get("stop_word", "")),
         )
 
 
