@@ -29,6 +29,7 @@ class Reply:
 
     text: str
     hit_limit: bool = False
+    stop_word: str = ""  # the stop string that ended it (reported as llama.cpp/vLLM do)
 
 
 class StandIn:
@@ -43,8 +44,8 @@ class StandIn:
         self.mode = "ok"
         self.max_chunk = 7
 
-    def add(self, key: str, text: str, hit_limit: bool = False) -> str:
-        self.replies[key] = Reply(text, hit_limit)
+    def add(self, key: str, text: str, hit_limit: bool = False, stop_word: str = "") -> str:
+        self.replies[key] = Reply(text, hit_limit, stop_word)
         return f"[[{key}]]"
 
     def _reply(self, prompt: str) -> Reply:
@@ -70,10 +71,19 @@ class StandIn:
         else:
             app.router.add_get("/v1/models", self._models)
             app.router.add_post("/v1/completions", self._completion)
+        app.router.add_post("/tokenize", self._tokenize)
         return app
 
     async def _props(self, request: web.Request) -> web.Response:
         return web.json_response({"default_generation_settings": {}, **self.props})
+
+    async def _tokenize(self, request: web.Request) -> web.Response:
+        """Whitespace-separated words are the stand-in's tokens (as in its usage counts)."""
+        body = await request.json()
+        self.received.append((request.path, body))
+        if self.kind == "llama.cpp":
+            return web.json_response({"tokens": list(range(len(body["content"].split())))})
+        return web.json_response({"count": len(body["prompt"].split())})
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "standin-model"}]})
@@ -84,11 +94,16 @@ class StandIn:
             event: dict[str, Any] = {"content": piece, "stop": last}
             if last:
                 event["stop_type"] = "limit" if reply.hit_limit else "eos"
+                if reply.stop_word:
+                    event["stop_type"], event["stopping_word"] = "word", reply.stop_word
                 event["tokens_evaluated"] = usage["prompt_tokens"]
                 event["tokens_predicted"] = n
             return event
         reason = ("length" if reply.hit_limit else "stop") if last else None
-        return {"choices": [{"index": 0, "text": piece, "finish_reason": reason}]}
+        choice = {"index": 0, "text": piece, "finish_reason": reason}
+        if last and reply.stop_word:
+            choice["stop_reason"] = reply.stop_word
+        return {"choices": [choice]}
 
     async def _completion(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()

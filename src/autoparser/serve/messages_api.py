@@ -192,9 +192,10 @@ def _tools(tools: Any) -> list[dict[str, Any]] | None:
             raise _fail("must be a string", f"tools[{i}].name")
         if not isinstance(tool.get("input_schema"), Mapping):
             raise _fail("must be an object", f"tools[{i}].input_schema")
-        function = {"name": tool["name"], "parameters": tool["input_schema"]}
+        function: dict[str, Any] = {"name": tool["name"]}
         if isinstance(tool.get("description"), str):
             function["description"] = tool["description"]
+        function["parameters"] = tool["input_schema"]
         out.append({"type": "function", "function": function})
     return out or None
 
