@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 
 pytest.importorskip("aiohttp", reason="the serve extra (aiohttp) is not installed")
-openai = pytest.importorskip("openai")
-anthropic = pytest.importorskip("anthropic")
+pytest.importorskip("openai")
+pytest.importorskip("anthropic")
 
+import anthropic
+import openai
 from helpers.generate_cases import CASE_BY_NAME, TOOLS, scenarios
 from helpers.serve_standin import LoopThread, StandIn
 
@@ -625,9 +627,11 @@ def test_messages_malformed_bodies_and_engine_failures(loop: LoopThread) -> None
         assert info.value.status_code == 502
         assert "http://" not in json.dumps(info.value.body)
     served.standin.mode = "broken_stream"
-    with pytest.raises(anthropic.APIStatusError) as info:  # the stream's error event
-        with served.anthropic.messages.stream(**body) as stream:
-            stream.get_final_message()
+    with (  # the stream's error event
+        pytest.raises(anthropic.APIStatusError) as info,
+        served.anthropic.messages.stream(**body) as stream,
+    ):
+        stream.get_final_message()
     assert "http://" not in str(info.value)
     served.standin.mode = "ok"
     assert from_message(served.anthropic.messages.create(**body))["content"] == "fine"
