@@ -236,3 +236,70 @@ def test_auto_lazy_grammar_engages_on_the_opener(
     message, reason = _message(_post(servers["hermes"] + "/v1/chat/completions", body), stream)
     _check_calls(message)
     assert reason == "tool_calls"
+
+
+# ----------------------------------------------------------- the Responses and Messages APIs
+RESPONSES_TOOLS = [{"type": "function", **t["function"]} for t in TOOLS]
+ANTHROPIC_TOOLS = [
+    {"name": t["function"]["name"], "input_schema": t["function"]["parameters"]} for t in TOOLS
+]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_responses_forced_call_validates(
+    servers: dict[str, str], family: str, stream: bool
+) -> None:
+    """The official client through /v1/responses: with tool_choice required the random
+    model's call validates against its schema; streamed, the final response holds it."""
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=servers[family] + "/v1", api_key="unused", max_retries=0)
+    kw: dict[str, Any] = {
+        "model": "tiny",
+        "input": "Weather in Paris?",
+        "tools": RESPONSES_TOOLS,
+        "tool_choice": "required",
+        "parallel_tool_calls": False,
+        "max_output_tokens": BASE["max_tokens"],
+        "temperature": BASE["temperature"],
+        "extra_body": {"seed": BASE["seed"]},
+    }
+    if stream:
+        with client.responses.stream(**kw) as events:
+            response = events.get_final_response()
+    else:
+        response = client.responses.create(**kw)
+    assert response.status == "completed"
+    calls = [item for item in response.output if item.type == "function_call"]
+    assert len(calls) == 1 and calls[0].call_id
+    jsonschema.validate(json.loads(calls[0].arguments), SCHEMAS[calls[0].name])
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_messages_forced_call_validates(servers: dict[str, str], family: str, stream: bool) -> None:
+    """The official client through /v1/messages: tool_choice any, one call whose input
+    validates against its schema; stop_reason tool_use."""
+    anthropic = pytest.importorskip("anthropic")
+    client = anthropic.Anthropic(base_url=servers[family], api_key="unused", max_retries=0)
+    kw: dict[str, Any] = {
+        "model": "tiny",
+        "max_tokens": BASE["max_tokens"],
+        "messages": [{"role": "user", "content": "Weather in Paris?"}],
+        "tools": ANTHROPIC_TOOLS,
+        "tool_choice": {"type": "any", "disable_parallel_tool_use": True},
+        "extra_body": {"temperature": BASE["temperature"], "seed": BASE["seed"]},
+    }
+    if stream:
+        with client.messages.stream(**kw) as events:
+            message = events.get_final_message()
+    else:
+        message = client.messages.create(**kw)
+    assert message.stop_reason == "tool_use"
+    uses = [block for block in message.content if block.type == "tool_use"]
+    assert len(uses) == 1 and uses[0].id
+    jsonschema.validate(uses[0].input, SCHEMAS[uses[0].name])
+    counted = client.messages.count_tokens(
+        model="tiny", messages=kw["messages"], tools=ANTHROPIC_TOOLS, tool_choice=kw["tool_choice"]
+    )
+    assert counted.input_tokens == message.usage.input_tokens  # llama.cpp counted both
