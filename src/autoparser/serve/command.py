@@ -11,10 +11,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``autoparser serve`` to the CLI's subparsers."""
     serve: argparse.ArgumentParser = subparsers.add_parser(
         "serve",
-        help="OpenAI-compatible chat server in front of a completion engine",
+        help="OpenAI- and Anthropic-compatible chat server in front of a completion engine",
         description=(
-            "Serve /v1/chat/completions (tools, reasoning, response_format, streaming) in "
-            "front of llama.cpp's /completion or any OpenAI-style /v1/completions."
+            "Serve /v1/chat/completions (tools, reasoning, response_format, streaming), "
+            "OpenAI's /v1/responses and Anthropic's /v1/messages in front of llama.cpp's "
+            "/completion or any OpenAI-style /v1/completions."
         ),
     )
     serve.add_argument("--backend", required=True, help="the engine's base URL")
