@@ -635,3 +635,105 @@ def test_messages_malformed_bodies_and_engine_failures(loop: LoopThread) -> None
     assert "http://" not in str(info.value)
     served.standin.mode = "ok"
     assert from_message(served.anthropic.messages.create(**body))["content"] == "fine"
+
+
+def test_count_tokens_without_an_engine_tokenizer_is_501(loop: LoopThread) -> None:
+    served = Served(loop, CASE_BY_NAME["hermes"].load())
+    served.standin.tokenize = False
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    status, answer = served.post("/v1/messages/count_tokens", body)
+    assert status == 501 and answer["type"] == "error"
+    assert "cannot tokenize" in answer["error"]["message"]
+    status, answer = served.post("/v1/messages/count_tokens", {"messages": "hi"})
+    assert status == 400 and answer["error"]["message"].startswith("messages")
+
+
+# ------------------------------------------------------- text resuming after a call (units)
+INTERLEAVED = [
+    {"reasoning_content": "Think. "},
+    {"content": "Before. "},
+    {
+        "tool_calls": [
+            {
+                "index": 0,
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "f", "arguments": '{"x": 1}'},
+            }
+        ]
+    },
+    {"content": "After."},
+    {"reasoning_content": "More."},
+]
+
+
+def test_responses_events_when_text_resumes_after_a_call() -> None:
+    """Text and reasoning items stay open (their deltas may follow a call); every delta
+    goes to an item added and not yet done; the final output holds what was streamed."""
+    from autoparser.serve import responses_api
+    from autoparser.serve.openai_format import Usage
+
+    events = responses_api.ResponseEvents(responses_api.Identity("resp_1", 0, "m"), {})
+    out = events.start() + events.feed(INTERLEAVED)
+    message = ChatMessage(content="Before. After.", reasoning_content="Think. More.")
+    out += events.finish(message, False, Usage(3, 4))
+    added: set[int] = set()
+    done: set[int] = set()
+    texts: dict[int, str] = {}
+    for event in out:
+        index = event.get("output_index")
+        if event["type"] == "response.output_item.added":
+            assert index not in added
+            added.add(index)
+        elif event["type"] == "response.output_item.done":
+            done.add(index)
+        elif index is not None:
+            assert index in added and index not in done, event
+            if event["type"].endswith(".delta"):
+                texts[index] = texts.get(index, "") + event["delta"]
+    final = out[-1]["response"]
+    assert out[-1]["type"] == "response.completed" and added == done == {0, 1, 2}
+    assert [item["type"] for item in final["output"]] == ["reasoning", "message", "function_call"]
+    assert texts == {0: "Think. More.", 1: "Before. After.", 2: '{"x": 1}'}
+    assert final["output"][1]["content"][0]["text"] == "Before. After."
+    assert [e["sequence_number"] for e in out] == list(range(len(out)))
+
+
+def test_messages_events_when_text_resumes_after_a_call() -> None:
+    """One block open at a time: a new text block after the tool_use block."""
+    from autoparser.serve import messages_api
+    from autoparser.serve.openai_format import Usage
+
+    events = messages_api.MessageEvents("msg_1", "m")
+    out = events.start() + events.feed(INTERLEAVED)
+    out += events.finish(("tool_use", None), Usage(3, 4))
+    blocks: list[dict[str, Any]] = []
+    open_index = None
+    for name, data in out:
+        if name == "content_block_start":
+            assert open_index is None
+            open_index = data["index"]
+            assert open_index == len(blocks)
+            blocks.append(dict(data["content_block"]))
+        elif name == "content_block_delta":
+            assert data["index"] == open_index
+            delta = data["delta"]
+            block = blocks[open_index]
+            key = {"text_delta": "text", "thinking_delta": "thinking"}.get(delta["type"])
+            if key:
+                block[key] += delta[key]
+            else:
+                block["input"] = json.loads(delta["partial_json"])
+        elif name == "content_block_stop":
+            assert data["index"] == open_index
+            open_index = None
+    assert open_index is None
+    assert [n for n, _ in out[:2]] == ["message_start", "ping"]
+    assert [n for n, _ in out[-2:]] == ["message_delta", "message_stop"]
+    assert [(b["type"], b.get("text") or b.get("thinking") or b.get("input")) for b in blocks] == [
+        ("thinking", "Think. "),
+        ("text", "Before. "),
+        ("tool_use", {"x": 1}),
+        ("text", "After."),
+        ("thinking", "More."),
+    ]

@@ -43,6 +43,7 @@ class StandIn:
         self.received: list[tuple[str, dict[str, Any]]] = []
         self.mode = "ok"
         self.max_chunk = 7
+        self.tokenize = True  # False: POST /tokenize is a 404, as on an engine without it
 
     def add(self, key: str, text: str, hit_limit: bool = False, stop_word: str = "") -> str:
         self.replies[key] = Reply(text, hit_limit, stop_word)
@@ -81,6 +82,8 @@ class StandIn:
         """Whitespace-separated words are the stand-in's tokens (as in its usage counts)."""
         body = await request.json()
         self.received.append((request.path, body))
+        if not self.tokenize:
+            raise web.HTTPNotFound()
         if self.kind == "llama.cpp":
             return web.json_response({"tokens": list(range(len(body["content"].split())))})
         return web.json_response({"count": len(body["prompt"].split())})

@@ -278,8 +278,23 @@ async def count_tokens(request: web.Request) -> web.StreamResponse:
     return web.json_response({"input_tokens": count})
 
 
+def _openai_shaped(handler: Handler) -> Handler:
+    """An unexpected failure is a 500 whose body names no Python object (the log has it)."""
+
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except (web.HTTPException, ConnectionResetError):
+            raise
+        except Exception:
+            log.exception("request failed")
+            return _openai_error(500, "internal error (details in the server log)")
+
+    return wrapped
+
+
 ROUTES: tuple[tuple[str, Handler], ...] = (
-    ("/v1/responses", responses),
+    ("/v1/responses", _openai_shaped(responses)),
     ("/v1/messages", _anthropic_shaped(messages)),
     ("/v1/messages/count_tokens", _anthropic_shaped(count_tokens)),
 )

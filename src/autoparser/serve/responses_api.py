@@ -94,7 +94,7 @@ def _reasoning_text(item: Mapping[str, Any], where: str) -> str:
 
 def input_messages(items: Any, instructions: Any) -> list[dict[str, Any]]:
     """``instructions`` + ``input`` as chat messages: function calls join the assistant turn
-    they belong to, outputs become tool messages, reasoning goes to the next assistant turn."""
+    they belong to, outputs become tool messages, a reasoning item starts an assistant turn."""
     messages: list[dict[str, Any]] = []
     if instructions is not None:
         if not isinstance(instructions, str):
@@ -105,7 +105,6 @@ def input_messages(items: Any, instructions: Any) -> list[dict[str, Any]]:
     if not isinstance(items, list) or not items:
         raise _fail("must be a string or a non-empty list of items", "input")
     names: dict[str, str] = {}  # call_id -> function name, for the tool messages
-    reasoning = ""
     for i, item in enumerate(items):
         where = f"input[{i}]"
         if not isinstance(item, Mapping):
@@ -120,14 +119,16 @@ def input_messages(items: Any, instructions: Any) -> list[dict[str, Any]]:
                 "role": "system" if role == "developer" else role,
                 "content": _text_of(item.get("content"), f"{where}.content"),
             }
-            if role == "assistant":
-                if reasoning:
-                    message["reasoning_content"] = reasoning
-                    reasoning = ""
-                # a message after this turn's reasoning-only item continues the same turn
-                if last is not None and last["role"] == "assistant" and not last.get("content"):
-                    last["content"] = message["content"]
-                    continue
+            # an assistant message after this turn's reasoning-only item is the same turn
+            if (
+                role == "assistant"
+                and last is not None
+                and last["role"] == "assistant"
+                and not last.get("content")
+                and not last.get("tool_calls")
+            ):
+                last["content"] = message["content"]
+                continue
             messages.append(message)
         elif kind == "function_call":
             call_id, name, arguments = item.get("call_id"), item.get("name"), item.get("arguments")
@@ -140,11 +141,8 @@ def input_messages(items: Any, instructions: Any) -> list[dict[str, Any]]:
                 "function": {"name": name, "arguments": arguments},
             }
             names[str(call_id)] = str(name)
-            if last is None or last["role"] != "assistant" or reasoning:
+            if last is None or last["role"] != "assistant":
                 last = {"role": "assistant", "content": None}
-                if reasoning:
-                    last["reasoning_content"] = reasoning
-                    reasoning = ""
                 messages.append(last)
             last.setdefault("tool_calls", []).append(call)
         elif kind == "function_call_output":
@@ -158,12 +156,10 @@ def input_messages(items: Any, instructions: Any) -> list[dict[str, Any]]:
             messages.append(tool)
         elif kind == "reasoning":
             reasoning = _reasoning_text(item, where)
-            if reasoning:
-                # reasoning is the start of an assistant turn
+            if reasoning:  # the start of an assistant turn
                 messages.append(
                     {"role": "assistant", "content": None, "reasoning_content": reasoning}
                 )
-                reasoning = ""
         else:
             raise _fail(
                 f"unsupported item type {kind!r} (message, function_call, "
