@@ -93,7 +93,9 @@ async def _relay(
         try:
             while not isinstance(item, Finished):
                 out.append(sink.feed(parser.feed(item)))
-                await response.write(b"".join(out))
+                chunk = b"".join(out)
+                if chunk:
+                    await response.write(chunk)
                 out.clear()
                 item = await pieces.__anext__()
             out.append(sink.feed(parser.finish(finish_reason=item.reason)))
