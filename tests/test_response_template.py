@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.paths import OWN_TEMPLATES, corpus_templates, own_templates
+from helpers.paths import OWN_TEMPLATES, corpus_templates, own_path, own_templates
 from test_roundtrip import (
     SCENARIOS,
     SEARCH,
@@ -250,3 +250,29 @@ def test_corpus_is_covered_when_present() -> None:
     if not corpus_templates():
         pytest.skip("no corpus: the own templates above still run")
     assert len(template_paths()) > len(own_templates())
+
+
+def test_back_to_back_json_calls_split_at_every_point() -> None:
+    """Bare JSON call objects with nothing between them (``}{``) are two calls, whole and
+    streamed in two chunks split anywhere (the first call's ``}`` included), with braces
+    and a ``"name"`` key inside the arguments left to them."""
+    calls = [
+        {"name": "search_records", "parameters": {"query": 'a }{"name": b', "filters": {"k": [1, {"n": None}]}}},
+        {"name": "get_weather", "parameters": {"city": "Paris", "unit": "celsius"}},
+    ]
+    text = "".join(json.dumps(c) for c in calls) + "<|eot_id|>"
+    for name in ("llama_like", "alnum_ids"):
+        template = ChatTemplate.from_file(own_path(name))
+        params = template.apply([USER], tools=TOOLS)
+        body = text if name == "llama_like" else "[CALLS]" + text.replace('"parameters"', '"arguments"')
+        ours = ours_view(params.parse(body))
+        assert [n for n, _ in ours["calls"]] == ["search_records", "get_weather"]
+        spec = params.to_response_template()
+        whole = chat_parsing.parse_response(body, spec, prefix=params.prompt, tools=TOOLS)
+        assert transformers_view(whole) == ours
+        for cut in range(1, len(body)):
+            parser = chat_parsing.ResponseParser(spec, prefix=params.prompt, tools=TOOLS)
+            parser.feed(body[:cut])
+            parser.feed(body[cut:])
+            streamed, _ = parser.finalize()
+            assert transformers_view(streamed) == ours, cut

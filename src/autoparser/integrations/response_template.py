@@ -334,7 +334,12 @@ def _object_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
         opener = lead + head
     behind_keys = [*members(before, "b", capture=False), f'"{re.escape(fmt.args_field)}"\\s*:']
     behind = r"\{\s*" + r"\s*,\s*".join(behind_keys) + r"\s*" + _json_value("a")
-    tail = "".join(r"\s*,\s*" + m for m in members(after, "t", capture=True))
+    if fmt.name_field in after:
+        tail = "".join(r"\s*,\s*" + m for m in members(after, "t", capture=True))
+    else:
+        # Keys after the arguments (an id...) are read whatever they are, or left out.
+        any_member = r'\s*,\s*"(?:[^"\\]|\\.)*"\s*:\s*' + _json_value("t")
+        tail = f"(?:{any_member})*"
     close = f"(?<={behind}){tail}{_GAP}\\}}"
     if fmt.section_end.strip():
         close += f"(?:{_lit(fmt.section_end)})?"
