@@ -343,6 +343,9 @@ def _object_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
     close = f"(?<={behind}){tail}{_GAP}\\}}"
     if fmt.section_end.strip():
         close += f"(?:{_lit(fmt.section_end)})?"
+    # Whitespace after a call joins its close, so that it never opens an empty content
+    # region whose close would overwrite the real content.
+    close += _GAP
     return {
         "open_pattern": opener,
         "close_pattern": close,
