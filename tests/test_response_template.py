@@ -257,14 +257,21 @@ def test_back_to_back_json_calls_split_at_every_point() -> None:
     streamed in two chunks split anywhere (the first call's ``}`` included), with braces
     and a ``"name"`` key inside the arguments left to them."""
     calls = [
-        {"name": "search_records", "parameters": {"query": 'a }{"name": b', "filters": {"k": [1, {"n": None}]}}},
+        {
+            "name": "search_records",
+            "parameters": {"query": 'a }{"name": b', "filters": {"k": [1, {"n": None}]}},
+        },
         {"name": "get_weather", "parameters": {"city": "Paris", "unit": "celsius"}},
     ]
     text = "".join(json.dumps(c) for c in calls) + "<|eot_id|>"
     for name in ("llama_like", "alnum_ids"):
         template = ChatTemplate.from_file(own_path(name))
         params = template.apply([USER], tools=TOOLS)
-        body = text if name == "llama_like" else "[CALLS]" + text.replace('"parameters"', '"arguments"')
+        body = (
+            text
+            if name == "llama_like"
+            else "[CALLS]" + text.replace('"parameters"', '"arguments"')
+        )
         ours = ours_view(params.parse(body))
         assert [n for n, _ in ours["calls"]] == ["search_records", "get_weather"]
         spec = params.to_response_template()
