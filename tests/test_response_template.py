@@ -283,3 +283,30 @@ def test_back_to_back_json_calls_split_at_every_point() -> None:
             parser.feed(body[cut:])
             streamed, _ = parser.finalize()
             assert transformers_view(streamed) == ours, cut
+
+
+def test_a_name_written_after_the_arguments_is_read_from_the_close(tmp_path: Path) -> None:
+    """``{"parameters": {...}, "name": "f"}``: the name follows the arguments region, so the
+    close captures it (transformers >= 5.24 joins a close's captures to the transform)."""
+    source = own_path("llama_like").read_text(encoding="utf-8")
+    head = """'{"name": "' + fn.name + '", "parameters": ' + (fn.arguments | tojson) + '}'"""
+    assert head in source
+    swapped = """'{"parameters": ' + (fn.arguments | tojson) + ', "name": "' + fn.name + '"}'"""
+    path = tmp_path / "args_first.jinja"
+    path.write_text(source.replace(head, swapped), encoding="utf-8")
+    template = ChatTemplate.from_file(path)
+    assert template.analyze().tools.format.field_order == ("parameters", "name")
+    params = template.apply([USER], tools=TOOLS)
+    text = (
+        '{"parameters": {"query": "x", "filters": {"a": "}"}}, "name": "search_records"}'
+        '{"parameters": {"city": "Paris"}, "name": "get_weather"}<|eot_id|>'
+    )
+    ours = ours_view(params.parse(text))
+    assert [n for n, _ in ours["calls"]] == ["search_records", "get_weather"]
+    spec = params.to_response_template()
+    for cut in range(1, len(text), 7):
+        parser = chat_parsing.ResponseParser(spec, prefix=params.prompt, tools=TOOLS)
+        parser.feed(text[:cut])
+        parser.feed(text[cut:])
+        streamed, _ = parser.finalize()
+        assert transformers_view(streamed) == ours, cut
