@@ -253,7 +253,7 @@ def test_corpus_is_covered_when_present() -> None:
 
 
 def test_back_to_back_json_calls_split_at_every_point() -> None:
-    """Bare JSON call objects with nothing between them (``}{``) are two calls, whole and
+    """Bare JSON call objects with nothing (or a newline) between them are two calls, whole and
     streamed in two chunks split anywhere (the first call's ``}`` included), with braces
     and a ``"name"`` key inside the arguments left to them."""
     calls = [
@@ -263,8 +263,8 @@ def test_back_to_back_json_calls_split_at_every_point() -> None:
         },
         {"name": "get_weather", "parameters": {"city": "Paris", "unit": "celsius"}},
     ]
-    text = "".join(json.dumps(c) for c in calls) + "<|eot_id|>"
-    for name in ("llama_like", "alnum_ids"):
+    for name, joiner in (("llama_like", ""), ("alnum_ids", ""), ("alnum_ids", "\n")):
+        text = joiner.join(json.dumps(c) for c in calls) + joiner + "<|eot_id|>"
         template = ChatTemplate.from_file(own_path(name))
         params = template.apply([USER], tools=TOOLS)
         body = (

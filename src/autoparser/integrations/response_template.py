@@ -328,8 +328,9 @@ def _object_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
     sep = analysis.tools.call_separator.strip()
     lead = _GAP + (f"(?:{re.escape(sep)}{_GAP})?" if sep else "")
     if fmt.section_start.strip():
-        # The first call opens on the section's start, the next right after a call's '}'.
-        opener = f"(?:{_opener(analysis)}|(?<=\\}}){lead}){head}"
+        # The first call opens on the section's start, the next right after a call's '}'
+        # (and the whitespace the call's close took).
+        opener = f"(?:{_opener(analysis)}|(?<=\\}}\\s*){lead}){head}"
     else:
         opener = lead + head
     behind_keys = [*members(before, "b", capture=False), f'"{re.escape(fmt.args_field)}"\\s*:']
