@@ -46,9 +46,12 @@ def render() -> str:
     ]
     for name in sorted(autoparser.__all__):
         obj = getattr(autoparser, name)
-        kind = "exception" if isinstance(obj, type) and issubclass(obj, Exception) else "class"
+        if not isinstance(obj, type):
+            lines += [f"## `{name}` (constant)", "", f"`{name} = {obj!r}`", ""]
+            continue
+        kind = "exception" if issubclass(obj, Exception) else "class"
         lines += [f"## `{name}` ({kind})", "", inspect.getdoc(obj) or "", ""]
-        if not isinstance(obj, type) or issubclass(obj, Exception):
+        if issubclass(obj, Exception):
             continue
         for member, value in public_members(obj):
             if isinstance(value, property):

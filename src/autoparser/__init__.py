@@ -7,16 +7,19 @@ from autoparser.errors import (
     AutoparserError,
     ExportError,
     GrammarError,
+    IntegrationError,
     RequestError,
     SchemaError,
     TemplateError,
 )
-from autoparser.generate import ChatParams, GrammarTrigger
+from autoparser.generate import GrammarTrigger
 from autoparser.message import ChatMessage, ToolCall
-from autoparser.stream import StreamParser
+from autoparser.params import ChatParams
+from autoparser.stream import TOOL_CALL_DELTAS, StreamParser
 from autoparser.template import TemplateCaps
 
 __all__ = [
+    "TOOL_CALL_DELTAS",
     "AnalysisWarning",
     "AutoparserError",
     "ChatMessage",
@@ -25,6 +28,7 @@ __all__ = [
     "ExportError",
     "GrammarError",
     "GrammarTrigger",
+    "IntegrationError",
     "RequestError",
     "SchemaError",
     "StreamParser",

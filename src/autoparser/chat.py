@@ -16,8 +16,9 @@ from pathlib import Path
 
 from autoparser.analysis import TemplateAnalysis, analyze_template
 from autoparser.errors import AnalysisWarning, TemplateError
-from autoparser.generate import ChatParams, normalize_request, params_for_request
+from autoparser.generate import normalize_request
 from autoparser.generate.request import check_messages
+from autoparser.params import ChatParams, params_for_request
 from autoparser.template import (
     Renderer,
     TemplateCaps,
