@@ -34,7 +34,7 @@ from autoparser.analysis.model import (
 )
 from autoparser.errors import RequestError
 from autoparser.generate import GrammarTrigger
-from autoparser.generate.params import build_params
+from autoparser.params import build_params
 
 
 def _grammar_params(only_calls: bool) -> list[Any]:

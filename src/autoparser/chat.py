@@ -15,9 +15,11 @@ from datetime import datetime
 from pathlib import Path
 
 from autoparser.analysis import TemplateAnalysis, analyze_template
+from autoparser.analysis.evidence import MarkerEvidence, marker_evidence
 from autoparser.errors import AnalysisWarning, TemplateError
-from autoparser.generate import ChatParams, normalize_request, params_for_request
+from autoparser.generate import normalize_request
 from autoparser.generate.request import check_messages
+from autoparser.params import ChatParams, params_for_request
 from autoparser.template import (
     Renderer,
     TemplateCaps,
@@ -227,6 +229,11 @@ class ChatTemplate:
         return detect_quirks(self.renderer)
 
     # ------------------------------------------------------ analysis, requests
+
+    def marker_evidence(self) -> tuple[MarkerEvidence, ...]:
+        """For each marker of the analysis, the two probe renders whose difference shows
+        it: how the analysis found it (the studio's "how it was found")."""
+        return marker_evidence(self.renderer, self.analyze())
 
     def analyze(self) -> TemplateAnalysis:
         """The differential analysis of this template (cached per source), verified.

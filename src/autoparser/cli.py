@@ -624,12 +624,9 @@ def _error_text(exc: BaseException) -> str:
     if isinstance(exc, OSError) and not isinstance(exc, AutoparserError):
         where = f"{exc.filename}: " if exc.filename else ""
         return f"{where}{exc.strerror or exc}"
-    text = str(exc)
-    if "lenient=True" in text:
-        from autoparser.schema.convert import LENIENT_HINT
+    from autoparser.errors import SchemaError
 
-        text = text.replace(LENIENT_HINT, CLI_SCHEMA_HINT)
-    return text
+    return SchemaError.message_with_hint(exc, CLI_SCHEMA_HINT)
 
 
 def _is_serve_error(exc: BaseException) -> bool:

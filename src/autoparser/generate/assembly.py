@@ -11,7 +11,6 @@ from autoparser import tags
 from autoparser.analysis.model import CallIdPosition, ContentMode, ToolFormat
 from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError
-from autoparser.formats import STANDARD, register
 from autoparser.generate import json_calls, pythonic, tagged_calls
 from autoparser.generate.context import BuildContext, choice_of, seq_of
 from autoparser.generate.reasoning import reasoning_parser
@@ -81,7 +80,6 @@ def _with_call_openers(ctx: BuildContext) -> BuildContext:
     return ctx
 
 
-@register(STANDARD)
 def build_standard(ctx: BuildContext) -> ParserDefinition:
     """The generated parsers for an analysed template (no hand-written handler)."""
     ctx = _with_call_openers(ctx)

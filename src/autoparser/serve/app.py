@@ -22,7 +22,14 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from autoparser import ChatParams, ChatTemplate, RequestError, StreamParser, TemplateError
+from autoparser import (
+    TOOL_CALL_DELTAS,
+    ChatParams,
+    ChatTemplate,
+    RequestError,
+    StreamParser,
+    TemplateError,
+)
 from autoparser.serve import openai_format as oai
 from autoparser.serve.backends import (
     BACKEND_KINDS,
@@ -34,7 +41,6 @@ from autoparser.serve.backends import (
     make_backend,
     probe,
 )
-from autoparser.stream import TOOL_CALL_DELTAS
 
 log = logging.getLogger("autoparser.serve")
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import aiohttp
 
-from autoparser.generate import GrammarTrigger
+from autoparser import GrammarTrigger
 from autoparser.serve.openai_format import Usage
 
 BACKEND_KINDS = ("llama.cpp", "openai")

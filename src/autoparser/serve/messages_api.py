@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from autoparser.message import ChatMessage
+from autoparser import ChatMessage
 from autoparser.serve.app import InvalidRequest
 from autoparser.serve.openai_format import Usage
 

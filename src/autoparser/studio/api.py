@@ -16,19 +16,20 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from autoparser.chat import ChatTemplate
-from autoparser.errors import (
+from autoparser import (
+    DEFAULT_VARIANT,
     AutoparserError,
+    ChatParams,
+    ChatTemplate,
     ExportError,
     GrammarError,
     RequestError,
     SchemaError,
     TemplateError,
     TemplateLimitError,
+    TemplateSource,
+    load_text,
 )
-from autoparser.generate import ChatParams
-from autoparser.schema.convert import LENIENT_HINT
-from autoparser.template.loading import DEFAULT_VARIANT, TemplateSource, load_text
 
 MAX_TEMPLATE = 1_000_000  # characters of template source
 MAX_OUTPUT = 1_000_000  # characters of model output parsed or replayed
@@ -199,11 +200,9 @@ def _finish_reason(body: Mapping[str, Any]) -> str | None:
 
 def analyze(body: Mapping[str, Any]) -> dict[str, Any]:
     """Caps, quirks, the analysis (with its verification) and each marker's evidence."""
-    from autoparser.analysis.evidence import marker_evidence
-
     template = template_of(body)
     analysis = template.analyze()
-    evidence = marker_evidence(template.renderer, analysis)
+    evidence = template.marker_evidence()
     return {
         "caps": _plain(template.caps),
         "quirks": _plain(template.quirks),
@@ -293,14 +292,12 @@ def _transformers_render(
 
 def parse(body: Mapping[str, Any]) -> dict[str, Any]:
     """The output parsed into a message, and what each span of it was parsed as."""
-    from autoparser.stream.spans import labelled_spans
-
     template = template_of(body)
     params = params_of(template, body)
     text = _output(body)
     reason = _finish_reason(body)
     message = params.parse(text, finish_reason=reason)
-    spans = labelled_spans(params.parser, text)
+    spans = params.labelled_spans(text)
     finish = "length" if message.truncated or reason == "length" else None
     return {
         "message": message.to_openai(),
@@ -515,7 +512,7 @@ def error_body(exc: AutoparserError) -> tuple[int, dict[str, Any]]:
         status, field = 422, ""
         pane = next((p for kind, p in _PANE_OF_ERROR if isinstance(exc, kind)), "template")
     # The studio, like apply(), converts schemas strictly: lenient=True is not on offer.
-    message = str(exc).replace(LENIENT_HINT, _SCHEMA_HINT)
+    message = SchemaError.message_with_hint(exc, _SCHEMA_HINT)
     line = None
     if isinstance(exc, TemplateError):
         found = _LINE.search(message)
