@@ -21,6 +21,15 @@ from typing import Any
 from aiohttp import web
 
 KEY = re.compile(r"\[\[(\w+)\]\]")
+SPECIAL = re.compile(r"<\|[a-z_]+\|>")
+
+
+def as_text(prompt: Any) -> str:
+    """A prompt as text: a mixed array's ids (the stand-in's one id per code point) back
+    to characters, a control-token id (-2) as ``<ctl>``."""
+    if isinstance(prompt, str):
+        return prompt
+    return "".join(p if isinstance(p, str) else chr(p) if p >= 0 else "<ctl>" for p in prompt)
 
 
 @dataclasses.dataclass
@@ -64,13 +73,37 @@ class StandIn:
 
     def app(self) -> web.Application:
         app = web.Application()
+        app.router.add_get("/health", self._health)
         if self.kind == "llama.cpp":
             app.router.add_get("/props", self._props)
+            app.router.add_post("/tokenize", self._tokenize)
             app.router.add_post("/completion", self._completion)
         else:
             app.router.add_get("/v1/models", self._models)
             app.router.add_post("/v1/completions", self._completion)
         return app
+
+    async def _health(self, request: web.Request) -> web.Response:
+        if self.mode in ("http500", "down"):
+            return web.json_response({"error": "engine on fire"}, status=503)
+        return web.json_response({"status": "ok"})
+
+    async def _tokenize(self, request: web.Request) -> web.Response:
+        """llama.cpp's ``/tokenize`` over a mixed array, one id per character (code point);
+        with ``parse_special`` (its default) a ``<|...|>`` run is one id (-2), as a real
+        vocabulary's control tokens are."""
+        body = await request.json()
+        self.received.append((request.path, body))
+        content = body["content"]
+        special = body.get("parse_special", True)
+        ids: list[int] = []
+        for part in content if isinstance(content, list) else [content]:
+            if isinstance(part, int):
+                ids.append(part)
+                continue
+            text = SPECIAL.sub("\0", part) if special else part
+            ids.extend(-2 if c == "\0" else ord(c) for c in text)
+        return web.json_response({"tokens": ids})
 
     async def _props(self, request: web.Request) -> web.Response:
         return web.json_response({"default_generation_settings": {}, **self.props})
@@ -95,7 +128,7 @@ class StandIn:
         self.received.append((request.path, body))
         if self.mode == "http500":
             return web.json_response({"error": "engine on fire"}, status=500)
-        prompt = body["prompt"]
+        prompt = as_text(body["prompt"])
         found = KEY.findall(prompt)
         reply = self._reply(prompt)
         chunks = self._chunks(reply.text, found[-1] if found else "")
@@ -146,7 +179,8 @@ class LoopThread:
         """Start ``app`` on an ephemeral port; its base URL."""
 
         async def start() -> str:
-            runner = web.AppRunner(app)
+            # As ``autoparser serve`` runs: a client that leaves cancels its handler.
+            runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
             await runner.setup()
             site = web.TCPSite(runner, "127.0.0.1", 0)
             await site.start()

@@ -38,6 +38,11 @@ class InvalidRequest(Exception):
         self.status = status
 
 
+class Unavailable(Exception):
+    """The server cannot answer now (HTTP 503 with ``Retry-After``): the engine is not
+    known yet, or it is down."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """Bounds on one request's size and work, the server's concurrency, and every timeout

@@ -17,17 +17,19 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from autoparser.serve.limits import InvalidRequest
+from autoparser.serve.limits import InvalidRequest, Unavailable
 
 log = logging.getLogger("autoparser.serve")
 access_log = logging.getLogger("autoparser.serve.access")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+if TYPE_CHECKING:
+    from aiohttp.typedefs import Middleware
 REQUEST_ID = "x-request-id"
 _ID_OK = re.compile(r"^[\w.:\-]{1,128}$")
 # Absolute paths and URLs never reach a client (they are in the log, under the request id).
@@ -57,9 +59,10 @@ def error_response(
     kind: str,
     param: str | None = None,
     headers: dict[str, str] | None = None,
+    code: str | None = None,
 ) -> web.Response:
     return web.json_response(
-        error_body(public_text(message), kind, param), status=status, headers=headers
+        error_body(public_text(message), kind, param, code), status=status, headers=headers
     )
 
 
@@ -232,7 +235,7 @@ def write_access_line(record: dict[str, Any], fmt: str) -> None:
         access_log.info(" ".join(f"{k}={v}" for k, v in record.items()))
 
 
-def make_middleware(log_format: str) -> Handler:
+def make_middleware(log_format: str) -> Middleware:
     """The one middleware: id, CORS, auth, admission, errors, access log, metrics."""
 
     @web.middleware
@@ -268,7 +271,12 @@ def make_middleware(log_format: str) -> Handler:
                     admission.active += 1
                     admitted = True
                     metrics.in_flight.inc()
-                response = await _answer(request, handler, state)
+                try:
+                    response = await _answer(request, handler, state)
+                except asyncio.CancelledError:
+                    # The client left (aiohttp cancels the handler): logged as 499.
+                    _finish(metrics, state, 499, log_format, request)
+                    raise
         finally:
             if admitted:
                 admission.active -= 1
@@ -285,6 +293,9 @@ async def _answer(request: web.Request, handler: Handler, state: RequestInfo) ->
         return await handler(request)
     except InvalidRequest as exc:
         return error_response(exc.status, str(exc), "invalid_request_error", exc.param)
+    except Unavailable as exc:
+        state.error = str(exc)
+        return error_response(503, str(exc), "server_unavailable", headers={"Retry-After": "2"})
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
