@@ -42,7 +42,9 @@ class Reply:
 
 class StandIn:
     """A scripted engine. ``mode``: ok | garbage (non-JSON answers) | http500 |
-    broken_stream (the stream stops after its first event without a final one)."""
+    broken_stream (the stream stops after its first event without a final one) | hang
+    (never answers) | stall (one piece, then silence) | down (every route 5xx, /props
+    too) | drop_reused (a kept-alive connection's next request is dropped unanswered)."""
 
     def __init__(self, kind: str = "llama.cpp", props: dict[str, Any] | None = None) -> None:
         self.kind = kind
@@ -51,6 +53,10 @@ class StandIn:
         self.received: list[tuple[str, dict[str, Any]]] = []
         self.mode = "ok"
         self.max_chunk = 7
+        self.delay = 0.0  # seconds before answering a completion
+        self.cancelled = 0  # completions whose client (the server) went away mid-wait
+        self.dropped = 0  # reused connections dropped (mode drop_reused)
+        self._connections: dict[int, int] = {}
 
     def add(self, key: str, text: str, hit_limit: bool = False) -> str:
         self.replies[key] = Reply(text, hit_limit)
@@ -106,6 +112,8 @@ class StandIn:
         return web.json_response({"tokens": ids})
 
     async def _props(self, request: web.Request) -> web.Response:
+        if self.mode == "down":
+            return web.json_response({"error": "loading model"}, status=503)
         return web.json_response({"default_generation_settings": {}, **self.props})
 
     async def _models(self, request: web.Request) -> web.Response:
@@ -124,10 +132,29 @@ class StandIn:
         return {"choices": [{"index": 0, "text": piece, "finish_reason": reason}]}
 
     async def _completion(self, request: web.Request) -> web.StreamResponse:
+        if self.mode == "drop_reused":
+            # An engine that cannot honour keep-alive: a connection's second request is
+            # dropped unanswered (what llama.cpp's server does to connections it closed).
+            transport = request.transport
+            seen = self._connections.setdefault(id(transport), 0)
+            self._connections[id(transport)] = seen + 1
+            if seen and transport is not None:
+                self.dropped += 1
+                transport.close()
+                await asyncio.sleep(1)
+                raise ConnectionResetError
         body = await request.json()
         self.received.append((request.path, body))
-        if self.mode == "http500":
+        if self.mode in ("http500", "down"):
             return web.json_response({"error": "engine on fire"}, status=500)
+        if self.mode == "hang":
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
+        if self.delay:
+            await asyncio.sleep(self.delay)
         prompt = as_text(body["prompt"])
         found = KEY.findall(prompt)
         reply = self._reply(prompt)
@@ -154,6 +181,12 @@ class StandIn:
             await response.write(f"data: {data}\n\n".encode())
             if self.mode == "broken_stream":
                 return response
+            if self.mode == "stall":
+                try:
+                    await asyncio.sleep(3600)
+                except asyncio.CancelledError:
+                    self.cancelled += 1
+                    raise
         if self.kind == "openai":
             if (body.get("stream_options") or {}).get("include_usage"):
                 usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len(chunks)}

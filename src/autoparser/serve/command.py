@@ -17,6 +17,11 @@ LIMIT_FLAGS: dict[str, tuple[str, type, str]] = {
     "--max-tools": ("max_tools", int, "most tools in one request"),
     "--max-schema-bytes": ("max_schema_bytes", int, "largest tool definition, as JSON"),
     "--max-messages": ("max_messages", int, "most messages in one request"),
+    "--max-schema-count": (
+        "max_schema_count",
+        int,
+        "largest minLength/maxLength/minItems/... in a tool schema",
+    ),
     "--max-concurrent": ("max_concurrent", int, "requests answered at once (503 above)"),
     "--connect-timeout": ("connect_timeout", float, "seconds to connect to the engine"),
     "--first-byte-timeout": (

@@ -16,7 +16,6 @@ import dataclasses
 import functools
 import logging
 import re
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -81,7 +80,6 @@ class EngineLink:
         self.last_problem: str | None = "the engine has not answered yet"
         self.failures = 0
         self._lock = asyncio.Lock()
-        self._checked = 0.0
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=4, thread_name_prefix="autoparser-prepare"
         )
@@ -187,12 +185,9 @@ class EngineLink:
             except EngineUnavailable as exc:
                 return str(exc)
         assert self.served is not None
-        now = time.monotonic()
-        if now - self._checked >= 1.0 or self.last_problem:
-            self._checked = now
-            problem = await self.served.backend.check()
-            if problem is not None:
-                return problem
+        problem = await self.served.backend.check()
+        if problem is not None:
+            return problem
         if self.failures >= FAILING_AFTER:
             return f"the last {self.failures} engine requests failed: {self.last_problem}"
         return None

@@ -20,6 +20,10 @@ MAX_DEPTH = 64
 MAX_TOOLS = 512
 MAX_SCHEMA_BYTES = 256 * 1024
 MAX_MESSAGES = 2048
+MAX_SCHEMA_COUNT = 10_000  # largest minLength/maxItems/... a tool schema may ask for
+COUNT_KEYWORDS = frozenset(
+    {"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"}
+)
 MAX_CONCURRENT = 128
 CONNECT_TIMEOUT = 10.0
 FIRST_BYTE_TIMEOUT = 300.0
@@ -54,6 +58,7 @@ class Limits:
     max_tools: int = MAX_TOOLS
     max_schema_bytes: int = MAX_SCHEMA_BYTES
     max_messages: int = MAX_MESSAGES
+    max_schema_count: int = MAX_SCHEMA_COUNT
     max_concurrent: int = MAX_CONCURRENT
     connect_timeout: float = CONNECT_TIMEOUT
     first_byte_timeout: float = FIRST_BYTE_TIMEOUT
@@ -120,6 +125,30 @@ def check_tools(tools: Any, limits: Limits) -> None:
                 f"limit of {limits.max_schema_bytes}",
                 f"tools[{i}]",
             )
+        _check_counts(tool, f"tools[{i}]", limits.max_schema_count)
+
+
+def _check_counts(schema: Any, where: str, limit: int) -> None:
+    """Length and count keywords a grammar would have to spell out one by one (an engine
+    refuses ``x{1000000000}``): bounded, or the tool is a 400."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                if (
+                    key in COUNT_KEYWORDS
+                    and isinstance(value, (int, float))
+                    and not isinstance(value, bool)
+                    and value > limit
+                ):
+                    raise InvalidRequest(
+                        f"{where}: {key} {value:g} is more than the server's limit of {limit}",
+                        where,
+                    )
+                stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
 
 
 def read_body(raw: bytes, limits: Limits) -> Mapping[str, Any]:
