@@ -77,11 +77,13 @@ def spans_of_marked(text: str) -> tuple[str, list[Span]]:
 
 
 def locate(prompt: str, texts: Sequence[str]) -> list[Span]:
-    """Spans of ``texts`` found in ``prompt`` in order (each after the previous one found;
-    a text the template did not print verbatim is left out)."""
+    """Spans of ``texts`` found in ``prompt`` in order (each after the previous one found),
+    as given or stripped; a text the template did not print either way is left out."""
     spans: list[Span] = []
     at = 0
-    for text in texts:
+    for given in texts:
+        # A template that trims prints the text stripped (``| trim``, ``.strip()``).
+        text = given if given in prompt else given.strip()
         if not text:
             continue
         found = prompt.find(text, at)
