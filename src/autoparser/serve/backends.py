@@ -133,13 +133,29 @@ _STALE = (
 
 
 async def _lines(response: aiohttp.ClientResponse, idle: float) -> AsyncIterator[bytes]:
-    """The body's lines, each within ``idle`` seconds of the previous one."""
-    content = response.content
-    while True:
-        raw = await asyncio.wait_for(content.readline(), idle)
-        if not raw:
-            return
-        yield raw
+    """The body's lines, each within ``idle`` seconds of the previous one. One timer per
+    stream, moved on at every line (a task per read would cost more than the parse)."""
+    loop = asyncio.get_running_loop()
+    expired = False
+
+    def expire() -> None:
+        nonlocal expired
+        expired = True
+        response.close()
+
+    timer = loop.call_later(idle, expire)
+    try:
+        async for raw in response.content:
+            timer.cancel()
+            timer = loop.call_later(idle, expire)
+            yield raw
+    except aiohttp.ClientError:
+        if not expired:
+            raise
+    finally:
+        timer.cancel()
+    if expired:
+        raise asyncio.TimeoutError
 
 
 async def _sse_events(
