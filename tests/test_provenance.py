@@ -22,7 +22,7 @@ CONVERSATION = [
 @pytest.mark.parametrize("name", ["hermes", "qwen3coder", "mistral", "think_tag"])
 def test_spans_are_the_callers_strings(name: str) -> None:
     template = CASE_BY_NAME[name].load()
-    messages = CONVERSATION[:3] + [{"role": "user", "content": "parts <s> too"}]
+    messages = [*CONVERSATION[:3], {"role": "user", "content": "parts <s> too"}]
     params = template.apply(messages, tools=TOOLS, provenance=True)
     assert params.prompt == template.apply(messages, tools=TOOLS).prompt
     assert params.caller_spans is not None

@@ -164,6 +164,7 @@ class EngineLink:
             kind, self.url, self.session, model, fresh=self.fresh, timeouts=self.timeouts,
             hooks=self.hooks,
         )  # fmt: skip
+        await self.in_thread(lambda: template.caps)  # probed once, off the event loop
         check = template.analyze().verification
         verified = None if check is None else check.verified
         return Served(template, backend, model or "autoparser", verified)
