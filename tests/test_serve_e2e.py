@@ -281,7 +281,7 @@ def test_256_requests_without_a_single_error(servers: dict[str, str], clients: i
                     "seed": i,
                     "stream": i % 2 == 1,
                 }
-                if i % 4 == 0:
+                if i % 8 == 0:
                     body |= {"tools": TOOLS, "tool_choice": "required", "max_tokens": 600}
                 async with limit, session.post(url, json=body) as r:
                     text = await r.text()
