@@ -447,6 +447,15 @@ def test_health_reflects_the_engine_and_ready(loop: LoopThread) -> None:
     assert served.request("/ready")[0] == 503
     served.standin.mode = "ok"
     assert served.request("/health")[0] == 200
+    # The engine answers its health route but fails every request: failing after 3.
+    served.standin.mode = "garbage"
+    for _ in range(3):
+        assert served.chat({"messages": HI})[0] == 502
+    status, _, text = served.request("/health")
+    assert status == 503 and "last 3 engine requests failed" in json.loads(text)["reason"]
+    served.standin.mode = "ok"
+    assert served.chat({"messages": HI})[0] == 200
+    assert served.request("/health")[0] == 200
 
 
 def test_metrics(loop: LoopThread) -> None:
