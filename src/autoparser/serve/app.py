@@ -166,7 +166,14 @@ def create_app(config: ServeConfig) -> web.Application:
             )  # fmt: skip
             app[LINK] = link
             routes["chat"] = Chat(link, limits, settings)
-            await link.load_template()  # a bad --template fails startup, clearly
+            loaded = await link.load_template()  # a bad --template fails startup, clearly
+            log.info(
+                "starting: engine=%s backend_kind=%s template=%s (the engine is asked in "
+                "the background; a 'serving' line follows once it answers)",
+                config.backend_url,
+                config.backend_kind,
+                loaded.name.rsplit("/", 1)[-1] if loaded is not None else "from the engine",
+            )
             warm = asyncio.ensure_future(_warm(link))
             try:
                 yield
