@@ -19,7 +19,7 @@ pytest.importorskip("anthropic")
 import anthropic
 import openai
 from helpers.generate_cases import CASE_BY_NAME, TOOLS, scenarios
-from helpers.serve_standin import LoopThread, StandIn
+from helpers.serve_standin import LoopThread, StandIn, as_text, standin_tokens
 
 from autoparser import ChatMessage, ChatTemplate
 from autoparser.serve import create_app
@@ -58,6 +58,10 @@ class Served:
 
     def sent(self) -> dict[str, Any]:
         return self.standin.received[-1][1]
+
+    def prompt(self) -> str:
+        """The last prompt sent, as text (user spans go as token ids)."""
+        return as_text(self.sent()["prompt"])
 
     def post(self, path: str, body: Any) -> tuple[int, Any]:
         request = urllib.request.Request(
@@ -146,7 +150,7 @@ def test_responses_whole_and_stream_equal_the_library(
     whole = served.openai.responses.create(**kw)
     chat = [{"role": "user", "content": f"Hi {key}"}]
     params = served.template.apply(chat, tools=case.request_tools)
-    assert served.sent()["prompt"] == params.prompt  # the same request path
+    assert served.prompt() == params.prompt  # the same request path
     expected = canonical(params.parse(text))
     assert from_response(whole) == expected
     assert whole.status == "completed" and whole.incomplete_details is None
@@ -241,7 +245,7 @@ def test_responses_tool_loop_over_turns(servers: dict[str, Served]) -> None:
         {"role": "tool", "tool_call_id": call.call_id, "name": call.name, "content": "sunny"},
         {"role": "system", "content": f"continue {k2}"},
     ]
-    assert served.sent()["prompt"] == served.template.apply(chat, tools=TOOLS).prompt
+    assert served.prompt() == served.template.apply(chat, tools=TOOLS).prompt
 
 
 def test_responses_instructions_reasoning_and_format_reach_the_template(
@@ -256,7 +260,7 @@ def test_responses_instructions_reasoning_and_format_reach_the_template(
         )
         chat = [{"role": "system", "content": "Be brief."}, *user]
         expected = served.template.apply(chat, enable_thinking=thinking, reasoning_effort=effort)
-        assert served.sent()["prompt"] == expected.prompt
+        assert served.prompt() == expected.prompt
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
     answer = served.openai.responses.create(
         model="m",
@@ -389,7 +393,7 @@ def test_messages_whole_and_stream_equal_the_library(
     whole = served.anthropic.messages.create(**kw)
     chat = [{"role": "user", "content": f"Hi {key}"}]
     params = served.template.apply(chat, tools=case.request_tools)
-    assert served.sent()["prompt"] == params.prompt
+    assert served.prompt() == params.prompt
     expected = canonical(params.parse(text))
     assert from_message(whole) == expected
     assert whole.stop_reason == ("tool_use" if expected["calls"] else "end_turn")
@@ -457,11 +461,11 @@ def test_messages_tool_loop_over_turns(servers: dict[str, Served]) -> None:
         {"role": "tool", "tool_call_id": use.id, "name": use.name, "content": "sunny"},
         {"role": "user", "content": f"and? {k2}"},
     ]
-    assert served.sent()["prompt"] == served.template.apply(chat, tools=TOOLS).prompt
+    assert served.prompt() == served.template.apply(chat, tools=TOOLS).prompt
     # An error result is marked in the tool message the template renders.
     messages[-1]["content"][0]["is_error"] = True
     served.anthropic.messages.create(model="m", max_tokens=9, messages=messages)
-    assert "Error: sunny" in served.sent()["prompt"]
+    assert "Error: sunny" in served.prompt()
 
 
 def test_messages_options_reach_the_template_and_engine(servers: dict[str, Served]) -> None:
@@ -474,7 +478,7 @@ def test_messages_options_reach_the_template_and_engine(servers: dict[str, Serve
         ({"type": "disabled"}, False),
     ):
         served.anthropic.messages.create(**base, thinking=thinking)  # type: ignore[arg-type]
-        assert served.sent()["prompt"] == served.template.apply(user, enable_thinking=on).prompt
+        assert served.prompt() == served.template.apply(user, enable_thinking=on).prompt
     served.anthropic.messages.create(
         **base,
         tools=ANTHROPIC_TOOLS,  # type: ignore[arg-type]
@@ -555,7 +559,7 @@ def test_count_tokens(loop: LoopThread) -> None:
             tools=ANTHROPIC_TOOLS,  # type: ignore[arg-type]
         )
         prompt = served.template.apply(messages, tools=TOOLS).prompt
-        assert counted.input_tokens == len(prompt.split())  # the stand-in's tokens
+        assert counted.input_tokens == len(standin_tokens(prompt, True))  # as it tokenizes
         assert served.standin.received[-1][0] == "/tokenize"
 
 
@@ -638,7 +642,8 @@ def test_messages_malformed_bodies_and_engine_failures(loop: LoopThread) -> None
 
 
 def test_count_tokens_without_an_engine_tokenizer_is_501(loop: LoopThread) -> None:
-    served = Served(loop, CASE_BY_NAME["hermes"].load())
+    """An OpenAI-style engine without ``/tokenize`` (llama.cpp's server always has it)."""
+    served = Served(loop, CASE_BY_NAME["hermes"].load(), "openai")
     served.standin.tokenize = False
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     status, answer = served.post("/v1/messages/count_tokens", body)

@@ -25,7 +25,7 @@ import anthropic
 import openai
 import pydantic_ai
 from helpers.generate_cases import CASE_BY_NAME, TOOLS, call
-from helpers.serve_standin import LoopThread, StandIn
+from helpers.serve_standin import LoopThread, StandIn, as_text
 from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
 
@@ -99,7 +99,8 @@ def test_openai_agents_sdk_runs_a_function_tool_through_responses(
     assert calls == ["Paris"]
     assert outcome.final_output == ANSWER
     assert standin.received[-1][0] == "/completion"
-    assert result in standin.received[-1][1]["prompt"]  # the tool's result reached the model
+    # the tool's result reached the model
+    assert result in as_text(standin.received[-1][1]["prompt"])
     kinds = [item.type for item in outcome.new_items]
     assert kinds == ["tool_call_item", "tool_call_output_item", "message_output_item"]
 
@@ -129,6 +130,6 @@ def test_pydantic_ai_runs_a_tool_through_messages(loop: LoopThread, stream: bool
 
     assert asyncio.run(run()) == ANSWER
     assert calls == ["Paris"]
-    prompt = standin.received[-1][1]["prompt"]
+    prompt = as_text(standin.received[-1][1]["prompt"])
     assert result in prompt
     assert "The user wants the weather." in prompt  # the thinking block came back

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         load_pretrained,
         load_text,
     )
+    from autoparser.template.provenance import caller_pieces
 
 # Public name -> the module that defines it.
 _WHERE = {
@@ -61,6 +62,7 @@ _WHERE = {
     "TemplateSource": "autoparser.template.loading",
     "decode_text": "autoparser.template.loading",
     "load_path": "autoparser.template.loading",
+    "caller_pieces": "autoparser.template.provenance",
     "load_pretrained": "autoparser.template.loading",
     "load_text": "autoparser.template.loading",
     "ToolCall": "autoparser.message",
@@ -102,6 +104,10 @@ def _module(where: str) -> ModuleType:
         from autoparser import template
 
         return template
+    if where == "autoparser.template.provenance":
+        from autoparser.template import provenance
+
+        return provenance
     from autoparser.template import loading
 
     return loading
@@ -141,6 +147,7 @@ __all__ = [
     "TemplateLimitError",
     "TemplateSource",
     "ToolCall",
+    "caller_pieces",
     "decode_text",
     "load_path",
     "load_pretrained",

@@ -8,6 +8,7 @@ request), never this object, so none of them imports this module.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import warnings
 from collections.abc import Mapping, Sequence
@@ -36,6 +37,7 @@ from autoparser.template.loading import (
     load_path,
     load_pretrained,
 )
+from autoparser.template.provenance import caller_spans
 from autoparser.verify import verified
 
 # An OpenAI-shaped message or tool: a JSON object, read (never mutated) by the library.
@@ -270,6 +272,7 @@ class ChatTemplate:
         polyfills: bool | None = None,
         now: datetime | None = None,
         calls_in_reasoning: bool = False,
+        provenance: bool = False,
         **template_kwargs: object,
     ) -> ChatParams:
         """Prompt, grammar and output parser for one request.
@@ -279,7 +282,8 @@ class ChatTemplate:
         ``polyfills`` overrides the template's default as in :meth:`render`;
         ``calls_in_reasoning=True`` reads tool calls the model writes inside its reasoning
         as calls (default: they stay reasoning text, as in llama.cpp; see
-        docs/streaming.md).
+        docs/streaming.md); ``provenance=True`` fills ``caller_spans``, where the caller's
+        text is in the prompt (see :mod:`autoparser.template.provenance`).
         """
         check_messages(messages)  # a malformed request is a RequestError before anything renders
         analysis = self.analyze()
@@ -308,10 +312,20 @@ class ChatTemplate:
         if add_generation_prompt:
             base = self._render(messages, render_tools, False, polyfills, template_kwargs, now)
             generation_prompt = prompt[len(base) :] if prompt.startswith(base) else ""
-        return params_for_request(
+        params = params_for_request(
             analysis,
             request,
             prompt=prompt,
             generation_prompt=generation_prompt,
             call_id_seed=call_id_seed,
         )
+        if not provenance:
+            return params
+
+        def render(marked: Sequence[JsonObject]) -> str:
+            return self._render(
+                marked, render_tools, add_generation_prompt, polyfills, template_kwargs, now
+            )
+
+        spans = caller_spans(render, messages, prompt)
+        return dataclasses.replace(params, caller_spans=spans)

@@ -50,6 +50,9 @@ class ChatParams:
     analysis: TemplateAnalysis | None = dataclasses.field(default=None, repr=False)
     extract_reasoning: bool = True
     request: Request | None = dataclasses.field(default=None, repr=False)
+    # Where the caller's text (message contents, reasoning, tool results) is in ``prompt``,
+    # as sorted [start, end) spans; None unless ``apply(..., provenance=True)`` was asked.
+    caller_spans: tuple[tuple[int, int], ...] | None = dataclasses.field(default=None, repr=False)
 
     @property
     def parser(self) -> Parser:

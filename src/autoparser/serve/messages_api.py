@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from autoparser import ChatMessage
-from autoparser.serve.app import InvalidRequest
+from autoparser.serve.limits import InvalidRequest
 from autoparser.serve.openai_format import Usage
 
 # Anthropic's error type for an HTTP status.
@@ -30,6 +30,7 @@ ERROR_TYPES = {
     501: "api_error",
     502: "api_error",
     503: "overloaded_error",
+    504: "timeout_error",
 }
 
 
@@ -45,6 +46,14 @@ class MessagesRequest:
 def error_body(status: int, message: str) -> dict[str, Any]:
     kind = ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
     return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def error_shape(
+    status: int, message: str, kind: str, param: str | None, code: str | None
+) -> dict[str, Any]:
+    """Every error of the Messages routes (the server's ``ERROR_SHAPES`` entry): Anthropic's
+    shape, its type from the status (Anthropic's clients pick the exception by status)."""
+    return error_body(status, message)
 
 
 def _fail(message: str, param: str) -> InvalidRequest:

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from autoparser import ChatMessage
-from autoparser.serve.app import InvalidRequest
+from autoparser.serve.limits import InvalidRequest
 from autoparser.serve.openai_format import Usage
 
 # Fields refused with a 400 naming them (a non-null value), and why.

@@ -1,0 +1,430 @@
+"""``POST /v1/chat/completions``: the OpenAI chat-completions mapping, and only it.
+
+Limits, auth, ids, logs and metrics are the middleware's (``observe``); the sampling
+options are ``options.SamplingOptions``; the engine path is ``engine``. Here: reading the
+chat fields (messages, roles, content parts, tools, response_format...), and writing the
+answer as a ``chat.completion`` or as SSE chunks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from autoparser import ChatMessage, ChatParams
+from autoparser.serve import openai_format as oai
+from autoparser.serve.backends import BackendError, Finished, Generation
+from autoparser.serve.engine import EngineLink, Served, generation
+from autoparser.serve.limits import InvalidRequest, Limits, read_body
+from autoparser.serve.observe import RequestInfo, error_body, error_reply, info, public_text
+from autoparser.serve.options import SamplingOptions, boolean
+
+log = logging.getLogger("autoparser.serve")
+
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+REASONING_FIELDS = ("reasoning", "reasoning_content", "both")
+# OpenAI fields this server cannot honour: refused, not silently ignored.
+REFUSED_FIELDS = {
+    "logprobs": "log probabilities are not supported",
+    "top_logprobs": "log probabilities are not supported",
+    "audio": "audio output is not supported",
+    "prediction": "predicted outputs are not supported",
+    "functions": "the legacy 'functions' field is not supported; use 'tools'",
+    "function_call": "the legacy 'function_call' field is not supported; use 'tool_choice'",
+    "web_search_options": "web search is not supported",
+}
+# Names ``template.apply`` binds itself; chat_template_kwargs may not override them.
+RESERVED_TEMPLATE_KWARGS = frozenset(
+    {"messages", "tools", "tool_choice", "parallel_tool_calls", "response_format"}
+    | {"reasoning_format", "add_generation_prompt", "polyfills", "provenance"}
+)
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+HEADERS_AFTER = 1.0  # seconds of engine silence before SSE headers go out anyway
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatSettings:
+    """The server's chat-completions options (command-line flags)."""
+
+    tool_call_deltas: str | None = None
+    reasoning_field: str = "reasoning"
+    plain_user_text: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatRequest:
+    """A validated chat-completion request."""
+
+    messages: list[dict[str, Any]]
+    options: Mapping[str, Any]  # keyword arguments of template.apply
+    stream: bool
+    include_usage: bool
+    sampling: SamplingOptions
+    parallel_tool_calls: bool | None
+
+
+def _field(body: Mapping[str, Any], name: str, kinds: type | tuple[type, ...], what: str) -> Any:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) and bool not in (kinds if isinstance(kinds, tuple) else (kinds,)):
+        raise InvalidRequest(f"{name}: must be {what}", name)
+    if not isinstance(value, kinds):
+        raise InvalidRequest(f"{name}: must be {what}, got {type(value).__name__}", name)
+    return value
+
+
+def _content(content: Any, where: str, typed: bool) -> Any:
+    """A message's content: a string, null, or content parts. Text parts are joined with
+    newlines for templates that take strings (as vLLM does), kept for templates that read
+    parts; image, audio and file parts are refused (no engine path carries them)."""
+    if content is None or isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise InvalidRequest(f"{where}: must be a string or a list of content parts", where)
+    texts: list[str] = []
+    for j, part in enumerate(content):
+        at = f"{where}[{j}]"
+        if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
+            raise InvalidRequest(f"{at}: must be an object with a 'type'", at)
+        if part["type"] != "text":
+            raise InvalidRequest(
+                f"{at}: {part['type']} content parts are not supported by this server (text only)",
+                at,
+            )
+        if not isinstance(part.get("text"), str):
+            raise InvalidRequest(f"{at}.text: must be a string", f"{at}.text")
+        texts.append(part["text"])
+    if typed:
+        return [{"type": "text", "text": t} for t in texts]
+    return "\n".join(texts)
+
+
+def check_messages(messages: Any, typed_content: bool) -> list[dict[str, Any]]:
+    """Roles and contents checked; content parts made what the template takes."""
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest("messages: must be a non-empty list of message objects", "messages")
+    out: list[dict[str, Any]] = []
+    for i, message in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(message, Mapping):
+            raise InvalidRequest(f"{where}: must be an object with a 'role'", where)
+        role = message.get("role")
+        if not isinstance(role, str):
+            raise InvalidRequest(f"{where}: must be an object with a 'role'", f"{where}.role")
+        if role not in ROLES:
+            raise InvalidRequest(
+                f"{where}.role: must be one of {', '.join(sorted(ROLES))}", f"{where}.role"
+            )
+        copy = dict(message)
+        copy["content"] = _content(message.get("content"), f"{where}.content", typed_content)
+        if "reasoning" in copy and "reasoning_content" not in copy:
+            copy["reasoning_content"] = copy.pop("reasoning")  # vLLM's current name
+        if copy.get("reasoning_content") is not None and not isinstance(
+            copy["reasoning_content"], str
+        ):
+            raise InvalidRequest(f"{where}.reasoning_content: must be a string", where)
+        if role == "tool" and not isinstance(copy.get("content"), (str, list)):
+            raise InvalidRequest(f"{where}.content: a tool result must have content", where)
+        out.append(copy)
+    return out
+
+
+def parse_request(body: Mapping[str, Any], typed_content: bool, provenance: bool) -> ChatRequest:
+    """Check the body's fields (types, ranges, refused features); the template checks the
+    rest (tools, tool_choice, response_format) naming the field too."""
+    for name, why in REFUSED_FIELDS.items():
+        if body.get(name) not in (None, False):
+            raise InvalidRequest(f"{name}: {why}", name)
+    n = _field(body, "n", int, "an integer")
+    if n is not None and n != 1:
+        raise InvalidRequest("n: only one choice per request (n=1) is supported", "n")
+    modalities = _field(body, "modalities", list, "a list")
+    if modalities is not None and modalities != ["text"]:
+        raise InvalidRequest("modalities: only ['text'] is supported", "modalities")
+    messages = check_messages(body.get("messages"), typed_content)
+
+    stream = _field(body, "stream", bool, "a boolean") or False
+    stream_options = _field(body, "stream_options", Mapping, "an object") or {}
+    include_usage = stream_options.get("include_usage", False)
+    if not isinstance(include_usage, bool):
+        raise InvalidRequest("stream_options.include_usage: must be a boolean", "stream_options")
+    sampling = SamplingOptions.from_fields(body, ("max_completion_tokens", "max_tokens"))
+
+    kwargs = _field(body, "chat_template_kwargs", Mapping, "an object") or {}
+    clash = sorted(RESERVED_TEMPLATE_KWARGS & set(kwargs))
+    if clash:
+        raise InvalidRequest(
+            f"chat_template_kwargs: {', '.join(clash)} must be given as request fields",
+            "chat_template_kwargs",
+        )
+    parallel = body.get("parallel_tool_calls")
+    if parallel is not None:
+        boolean(parallel, "parallel_tool_calls")
+    options: dict[str, Any] = {
+        **kwargs,
+        "tools": _field(body, "tools", list, "a list of tools"),
+        "tool_choice": body.get("tool_choice", "auto"),
+        "parallel_tool_calls": parallel,
+        "response_format": _field(body, "response_format", Mapping, "an object"),
+        "provenance": provenance,
+    }
+    effort = _field(body, "reasoning_effort", str, "a string")
+    if effort is not None:
+        options["reasoning_effort"] = effort
+    reasoning_format = _field(body, "reasoning_format", str, "a string")
+    if reasoning_format is not None:
+        options["reasoning_format"] = reasoning_format
+    return ChatRequest(messages, options, stream, include_usage, sampling, parallel)
+
+
+def _reasoning_keys(obj: dict[str, Any], field: str) -> dict[str, Any]:
+    """The message or delta with reasoning under the configured field name(s)."""
+    if "reasoning_content" not in obj or field == "reasoning_content":
+        return obj
+    out = dict(obj)
+    value = out.pop("reasoning_content") if field == "reasoning" else out["reasoning_content"]
+    out["reasoning"] = value
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """One request on its way to the engine: what is served, the validated request, the
+    library's params (prompt, grammar, parser) and the engine's generation."""
+
+    served: Served
+    req: ChatRequest
+    params: ChatParams
+    gen: Generation
+
+
+class Sink(Protocol):
+    """One API's stream, as SSE bytes: chat chunks here, Responses and Messages events in
+    ``agent_apis``. ``finish`` also returns the finish reason the access log records."""
+
+    def start(self) -> bytes: ...
+    def feed(self, deltas: list[dict[str, Any]]) -> bytes: ...
+    def finish(self, message: ChatMessage, end: Finished) -> tuple[bytes, str]: ...
+    def fail(self, message: str, kind: str) -> bytes: ...
+    def close(self) -> bytes: ...
+
+
+class ChatSink:
+    """Chat-completion chunks: the role, the deltas, the finish reason (and usage when
+    asked), ``[DONE]``."""
+
+    def __init__(self, ident: oai.ResponseIdentity, req: ChatRequest, field: str) -> None:
+        self.ident = ident
+        self.req = req
+        self.field = field
+
+    def start(self) -> bytes:
+        return _sse(oai.chunk(self.ident, {"role": "assistant", "content": ""}))
+
+    def feed(self, deltas: list[dict[str, Any]]) -> bytes:
+        return b"".join(_sse(oai.chunk(self.ident, _reasoning_keys(d, self.field))) for d in deltas)
+
+    def finish(self, message: ChatMessage, end: Finished) -> tuple[bytes, str]:
+        reason = oai.finish_reason(message, end.hit_limit)
+        out = _sse(oai.chunk(self.ident, {}, reason))
+        if self.req.include_usage:
+            out += _sse(oai.usage_chunk(self.ident, end.usage))
+        return out, reason
+
+    def fail(self, message: str, kind: str) -> bytes:
+        return _sse(error_body(message, kind))
+
+    def close(self) -> bytes:
+        return b"data: [DONE]\n\n"
+
+
+class Chat:
+    """The route, bound to the engine link, the limits and the chat settings. Its steps
+    (``prepare``, ``generate``, ``relay``) are the request path every route shares: the
+    Responses and Messages routes map their bodies onto a chat body and call them."""
+
+    def __init__(self, link: EngineLink, limits: Limits, settings: ChatSettings) -> None:
+        self.link = link
+        self.limits = limits
+        self.settings = settings
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        body = read_body(await request.read(), self.limits)
+        prepared = await self.prepare(request, body)
+        ident = oai.ResponseIdentity.new(prepared.served.model)
+        if prepared.req.stream:
+            sink = ChatSink(ident, prepared.req, self.settings.reasoning_field)
+            return await self.relay(request, prepared, sink, self.settings.tool_call_deltas)
+        done = await self.generate(request, prepared)
+        if isinstance(done, web.Response):
+            return done
+        message, end = done
+        reason = oai.finish_reason(message, end.hit_limit)
+        self.account(request, message, end, reason)
+        answer = oai.completion(ident, message, reason, end.usage)
+        choice = answer["choices"][0]
+        choice["message"] = _reasoning_keys(choice["message"], self.settings.reasoning_field)
+        return web.json_response(answer)
+
+    async def prepare(self, request: web.Request, body: Mapping[str, Any]) -> Prepared:
+        """A chat body (already through ``read_body``) validated, rendered and turned into
+        the engine's generation; a client's mistake is an InvalidRequest naming the field."""
+        served = await self.link.resolve()
+        typed = served.template.caps.requires_typed_content
+        req = parse_request(body, typed, self.settings.plain_user_text)
+        info(request).stream = req.stream
+        params = await self.link.prepare(served, req.messages, req.options)
+        gen = generation(params, req.sampling, self.settings.plain_user_text)
+        return Prepared(served, req, params, gen)
+
+    async def generate(
+        self, request: web.Request, prepared: Prepared
+    ) -> tuple[ChatMessage, Finished] | web.Response:
+        """The whole output, parsed (``parallel_tool_calls=false`` held); an engine failure
+        is its 502/504 response."""
+        try:
+            text, end = await prepared.served.backend.complete(prepared.gen)
+        except BackendError as exc:
+            return self.engine_failed(request, exc)
+        self.link.record(None)
+        message = prepared.params.parse(text, finish_reason=end.reason)
+        return self._single_call(info(request), prepared.req, message), end
+
+    def engine_failed(self, request: web.Request, exc: BackendError) -> web.Response:
+        state = info(request)
+        self.link.record(exc)
+        state.engine_error = exc.kind
+        state.error = exc.detail
+        log.warning("request %s: engine failed: %s", state.id, exc.detail)
+        kind = "timeout_error" if exc.status == 504 else "backend_error"
+        return error_reply(request, exc.status, exc.public, kind)
+
+    @staticmethod
+    def _single_call(state: RequestInfo, req: ChatRequest, message: ChatMessage) -> ChatMessage:
+        """parallel_tool_calls=false holds whatever the engine did: one call at most."""
+        if req.parallel_tool_calls is False and len(message.tool_calls) > 1:
+            state.rejected_calls += len(message.tool_calls) - 1
+            return dataclasses.replace(message, tool_calls=message.tool_calls[:1])
+        return message
+
+    @staticmethod
+    def account(request: web.Request, message: ChatMessage, end: Finished, reason: str) -> None:
+        """What the access log and the metrics record of a finished generation."""
+        state = info(request)
+        state.prompt_tokens = end.usage.prompt_tokens
+        state.completion_tokens = end.usage.completion_tokens
+        state.tool_calls = len(message.tool_calls)
+        state.finish_reason = reason
+        state.truncated = end.hit_limit
+
+    async def relay(
+        self, request: web.Request, prepared: Prepared, sink: Sink, policy: str | None
+    ) -> web.StreamResponse:
+        """SSE: the engine's pieces through the library's stream parser (tool-call delta
+        ``policy``; None: the library's default) into ``sink``. An engine that fails at once
+        is still a 502/504; one that is slow gets the headers after ``HEADERS_AFTER``
+        seconds and keep-alive comments until its first piece (then an error is an event)."""
+        state = info(request)
+        pieces: AsyncGenerator[str | Finished, None] = prepared.served.backend.stream(prepared.gen)
+        async with contextlib.aclosing(pieces):
+            first = asyncio.ensure_future(pieces.__anext__())
+            first.add_done_callback(lambda _: setattr(state, "first_token", time.perf_counter()))
+            try:
+                done, _ = await asyncio.wait({first}, timeout=HEADERS_AFTER)
+                if done and first.exception() is not None:
+                    exc = first.exception()
+                    if isinstance(exc, BackendError):
+                        return self.engine_failed(request, exc)
+                response = web.StreamResponse(headers=SSE_HEADERS)
+                await response.prepare(request)
+                while not first.done():
+                    done, _ = await asyncio.wait({first}, timeout=self.limits.keepalive_interval)
+                    if not done:
+                        await response.write(b": keep-alive\n\n")
+            finally:
+                if not first.done():
+                    first.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, BackendError):
+                        await first
+            return await self._relay_body(request, response, prepared, sink, policy, pieces, first)
+
+    async def _relay_body(
+        self,
+        request: web.Request,
+        response: web.StreamResponse,
+        prepared: Prepared,
+        sink: Sink,
+        policy: str | None,
+        pieces: AsyncGenerator[str | Finished, None],
+        first: asyncio.Future[str | Finished],
+    ) -> web.StreamResponse:
+        state = info(request)
+        params = prepared.params
+        deltas = params.stream() if policy is None else params.stream(tool_call_deltas=policy)
+        single = prepared.req.parallel_tool_calls is False
+
+        def held(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            """parallel_tool_calls=false: the deltas of the first call only."""
+            if not single:
+                return batch
+            out: list[dict[str, Any]] = []
+            for delta in batch:
+                if "tool_calls" in delta:
+                    calls = [c for c in delta["tool_calls"] if c.get("index", 0) == 0]
+                    state.rejected_calls += len(delta["tool_calls"]) - len(calls)
+                    delta = {k: v for k, v in delta.items() if k != "tool_calls"}
+                    if calls:
+                        delta["tool_calls"] = calls
+                    elif not delta:
+                        continue
+                out.append(delta)
+            return out
+
+        out = [sink.start()]
+        end: Finished | None = None
+        try:
+            item = first.result()
+            while True:
+                if isinstance(item, Finished):
+                    end = item
+                    break
+                out.append(sink.feed(held(deltas.feed(item))))
+                chunk = b"".join(out)
+                out.clear()
+                if chunk:
+                    await response.write(chunk)
+                item = await pieces.__anext__()
+        except BackendError as exc:
+            self.link.record(exc)
+            state.engine_error, state.error = exc.kind, exc.detail
+            kind = "timeout_error" if exc.status == 504 else "backend_error"
+            out.append(sink.fail(public_text(exc.public), kind))
+        except StopAsyncIteration:
+            out.append(sink.fail("the engine's stream ended early", "backend_error"))
+        if end is not None:
+            self.link.record(None)
+            out.append(sink.feed(held(deltas.finish(finish_reason=end.reason))))
+            if deltas.dropped_calls:
+                log.info("request %s: stream dropped tool calls %s", state.id, deltas.dropped_calls)
+                state.rejected_calls += len(deltas.dropped_calls)
+            message = self._single_call(state, prepared.req, deltas.message)
+            closing, reason = sink.finish(message, end)
+            out.append(closing)
+            self.account(request, message, end, reason)
+        out.append(sink.close())
+        await response.write(b"".join(out))
+        await response.write_eof()
+        return response
+
+
+def _sse(obj: Any) -> bytes:
+    return b"data: " + json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n\n"
