@@ -662,3 +662,205 @@ def _wait_for(condition: Any, tries: int = 300) -> None:
             return
         time.sleep(0.1)
     pytest.fail("condition not reached")
+
+
+# ------------------------------- issue 23: /v1/responses and /v1/messages share all of it
+RESPONSES_HI = {"model": "m", "input": "[[k]]"}
+MESSAGES_HI = {"model": "m", "max_tokens": 64, "messages": HI}
+AGENT_ROUTES = [
+    pytest.param("/v1/responses", RESPONSES_HI, id="responses"),
+    pytest.param("/v1/messages", MESSAGES_HI, id="messages"),
+    pytest.param("/v1/messages/count_tokens", {"model": "m", "messages": HI}, id="count_tokens"),
+]
+
+
+def _anthropic_error(answer: Any, kind: str) -> str:
+    """An Anthropic error body of ``kind``; its message."""
+    assert answer["type"] == "error" and set(answer["error"]) == {"type", "message"}
+    assert answer["error"]["type"] == kind
+    return str(answer["error"]["message"])
+
+
+def _agent_error(path: str, answer: Any, openai_kind: str, anthropic_kind: str) -> str:
+    if path.startswith("/v1/messages"):
+        return _anthropic_error(answer, anthropic_kind)
+    error = _error(answer)
+    assert error["type"] == openai_kind
+    return str(error["message"])
+
+
+@pytest.mark.parametrize(("path", "body"), AGENT_ROUTES)
+def test_agent_routes_need_the_api_key(loop: LoopThread, path: str, body: Any) -> None:
+    """401 in the route's own error shape (Anthropic's clients read ``authentication_error``)
+    before any work; the key opens the route."""
+    served = Served(loop, api_keys=("s3cret",))
+    for header in ({}, {"Authorization": "Bearer wrong"}):
+        status, headers, text = served.request(path, body, headers=header)
+        assert status == 401 and headers["x-request-id"]
+        _agent_error(path, json.loads(text), "invalid_request_error", "authentication_error")
+    assert not served.standin.received
+    auth = {"Authorization": "Bearer s3cret"}
+    assert served.request(path, body, headers=auth)[0] == 200
+
+
+def test_the_official_anthropic_client_sends_its_key_as_x_api_key(loop: LoopThread) -> None:
+    """Anthropic's client sends ``x-api-key`` (or a bearer ``auth_token``): both accepted;
+    a wrong key is the client's AuthenticationError."""
+    anthropic = pytest.importorskip("anthropic")
+    served = Served(loop, api_keys=("s3cret",))
+    client = anthropic.Anthropic(base_url=served.url, api_key="wrong", max_retries=0)
+    with pytest.raises(anthropic.AuthenticationError):
+        client.messages.create(**MESSAGES_HI)
+    assert not served.standin.received
+    for given in ({"api_key": "s3cret"}, {"auth_token": "s3cret"}):
+        client = anthropic.Anthropic(base_url=served.url, max_retries=0, **given)
+        block = client.messages.create(**MESSAGES_HI).content[0]
+        assert block.type == "text" and block.text == "Hello."
+
+
+AGENT_LIMIT_CASES = [
+    pytest.param(
+        "/v1/responses",
+        {**RESPONSES_HI, "tools": [{"type": "function", "name": f"t{i}"} for i in range(9)]},
+        400,
+        "tools",
+        id="responses-tools",
+    ),
+    pytest.param(
+        "/v1/responses",
+        {**RESPONSES_HI, "input": [{"role": "user", "content": "x"}] * 11},
+        400,
+        "input",
+        id="responses-input-items",
+    ),
+    pytest.param(
+        "/v1/responses",
+        {**RESPONSES_HI, "temperature": 7},
+        400,
+        "temperature",
+        id="responses-temperature",
+    ),
+    pytest.param(
+        "/v1/responses",
+        {**RESPONSES_HI, "max_output_tokens": 10**9},
+        400,
+        "max_output_tokens",
+        id="responses-max_output_tokens",
+    ),
+    pytest.param(
+        "/v1/responses",
+        {**RESPONSES_HI, "pad": "x" * 70_000},
+        413,
+        None,
+        id="responses-body-bytes",
+    ),
+    pytest.param(
+        "/v1/messages",
+        {**MESSAGES_HI, "tools": [{"name": f"t{i}", "input_schema": {}} for i in range(9)]},
+        400,
+        "tools",
+        id="messages-tools",
+    ),
+    pytest.param("/v1/messages", {**MESSAGES_HI, "top_k": "x"}, 400, "top_k", id="messages-top_k"),
+    pytest.param(
+        "/v1/messages",
+        {**MESSAGES_HI, "stop_sequences": ["s"] * 17},
+        400,
+        "stop_sequences",
+        id="messages-stop_sequences",
+    ),
+    pytest.param(
+        "/v1/messages",
+        {**MESSAGES_HI, "messages": HI * 11},
+        400,
+        "messages",
+        id="messages-count",
+    ),
+    pytest.param(
+        "/v1/messages", {**MESSAGES_HI, "pad": "x" * 70_000}, 413, None, id="messages-body-bytes"
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "status", "field"), AGENT_LIMIT_CASES)
+def test_agent_routes_limits_and_validation_before_any_work(
+    loop: LoopThread, path: str, body: Any, status: int, field: str | None
+) -> None:
+    """The chat route's limits and sampling checks, with the field named in the API's own
+    terms, in its own error shape; nothing reaches the engine."""
+    limits = Limits(max_tools=8, max_messages=10, max_body_bytes=64_000)
+    served = Served(loop, limits=limits)
+    got, _, text = served.request(path, body)
+    answer = json.loads(text)
+    assert got == status, answer
+    kind = "request_too_large" if status == 413 else "invalid_request_error"
+    message = _agent_error(path, answer, "invalid_request_error", kind)
+    if field is not None:
+        assert message.startswith(field), message
+        if path == "/v1/responses":
+            assert answer["error"]["param"] == field
+    assert not served.completions()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize(("path", "body"), AGENT_ROUTES[:2])
+def test_agent_routes_hung_engine_is_504_in_the_route_shape(
+    loop: LoopThread, path: str, body: Any, stream: bool
+) -> None:
+    served = Served(loop, mode="hang", limits=Limits(first_byte_timeout=0.3))
+    status, _, text = served.request(path, {**body, "stream": stream})
+    assert status == 504
+    message = _agent_error(path, json.loads(text), "timeout_error", "timeout_error")
+    assert "0.3 s" in message
+    _wait_for(lambda: served.standin.cancelled >= 1)
+
+
+def test_agent_routes_metrics_and_access_log(
+    loop: LoopThread, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each new route is counted under its own path; its access line has the tokens, the
+    calls and the API's own finish reason."""
+    case = CASE_BY_NAME["hermes"]
+    served = Served(loop, reply=case.output(scenarios(case)["one_call"], TOOLS), log_format="json")
+    caplog.set_level(logging.INFO, logger="autoparser.serve.access")
+    tools = [{"type": "function", **t["function"]} for t in TOOLS]
+    anthropic_tools = [
+        {"name": t["function"]["name"], "input_schema": t["function"]["parameters"]} for t in TOOLS
+    ]
+    for stream in (False, True):
+        assert (
+            served.request("/v1/responses", {**RESPONSES_HI, "tools": tools, "stream": stream})[0]
+            == 200
+        )
+        body = {**MESSAGES_HI, "tools": anthropic_tools, "stream": stream}
+        assert served.request("/v1/messages", body)[0] == 200
+    assert served.request("/v1/messages", {**MESSAGES_HI, "top_p": 9})[0] == 400
+    assert served.request("/v1/messages/count_tokens", {"model": "m", "messages": HI})[0] == 200
+    _, _, text = served.request("/metrics")
+
+    def value(name: str, labels: str = "") -> float:
+        found = re.search(rf"^{name}{re.escape(labels)} (\S+)$", text, re.M)
+        assert found, name + labels
+        return float(found.group(1))
+
+    for route, ok in (("/v1/responses", 2), ("/v1/messages", 2), ("/v1/messages/count_tokens", 1)):
+        labels = f'{{route="{route}",status="200"}}'
+        assert value("autoparser_requests_total", labels) == ok
+    assert value("autoparser_requests_total", '{route="/v1/messages",status="400"}') == 1
+    for route in ("/v1/responses", "/v1/messages"):
+        assert value("autoparser_time_to_first_token_seconds_count", f'{{route="{route}"}}') == 1
+    assert value("autoparser_tool_calls_total", '{outcome="parsed"}') == 4
+    assert value("autoparser_requests_in_flight") == 0
+    records = [
+        json.loads(r.getMessage()) for r in caplog.records if r.name == "autoparser.serve.access"
+    ]
+    assert [(r["path"], r["status"]) for r in records][:5] == [
+        ("/v1/responses", 200), ("/v1/messages", 200), ("/v1/responses", 200),
+        ("/v1/messages", 200), ("/v1/messages", 400),
+    ]  # fmt: skip
+    reasons = [(r["finish_reason"], r["tool_calls"], r["stream"]) for r in records[:4]]
+    assert reasons == [
+        ("completed", 1, False), ("tool_use", 1, False), ("completed", 1, True),
+        ("tool_use", 1, True),
+    ]  # fmt: skip
+    assert all(r["prompt_tokens"] > 0 and r["completion_tokens"] > 0 for r in records[:4])

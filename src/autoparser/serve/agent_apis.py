@@ -24,7 +24,7 @@ from autoparser.serve import messages_api, responses_api
 from autoparser.serve.backends import BackendError, Finished
 from autoparser.serve.chat_completions import Chat, Prepared
 from autoparser.serve.limits import InvalidRequest, read_body
-from autoparser.serve.observe import ErrorShape, error_reply
+from autoparser.serve.observe import ErrorShape, error_reply, info
 
 Rename = Callable[[str | None], str | None]
 
@@ -83,6 +83,7 @@ class Responses:
         except InvalidRequest as exc:
             raise _renamed(exc, responses_api.param_name) from exc
         prepared = await _prepare(self.chat, request, mapped.chat, responses_api.param_name)
+        info(request).stream = mapped.stream
         ident = responses_api.Identity.new(prepared.served.model)
         if mapped.stream:
             sink = _ResponsesSink(responses_api.ResponseEvents(ident, mapped.echo))
@@ -138,6 +139,7 @@ class Messages:
             body = {**body, "max_tokens": 1}  # not a field of count_tokens
         mapped = messages_api.to_chat(body)
         prepared = await _prepare(self.chat, request, mapped.chat, messages_api.param_name)
+        info(request).stream = mapped.stream
         return mapped, prepared
 
     async def handle(self, request: web.Request) -> web.StreamResponse:

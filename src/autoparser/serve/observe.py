@@ -199,13 +199,18 @@ class Security:
     allowed_origins: tuple[str, ...] = ()
     open_paths: tuple[str, ...] = ("/health", "/ready", "/metrics")
 
-    def key_ok(self, header: str | None) -> bool:
+    def key_ok(self, header: str | None, api_key: str | None = None) -> bool:
+        """``Authorization: Bearer <key>``, or ``x-api-key: <key>`` (what Anthropic's
+        clients send)."""
         if not self.api_keys:
             return True
         scheme, _, token = (header or "").partition(" ")
-        if scheme.lower() != "bearer":
+        if scheme.lower() == "bearer":
+            given = token.strip().encode("utf-8")
+        elif api_key is not None:
+            given = api_key.strip().encode("utf-8")
+        else:
             return False
-        given = token.strip().encode("utf-8")
         ok = False
         for key in self.api_keys:  # every key compared, in constant time each
             ok |= hmac.compare_digest(given, key.encode("utf-8"))
@@ -256,7 +261,9 @@ async def on_prepare(request: web.Request, response: web.StreamResponse) -> None
     origin = request.app[SECURITY].origin(request)
     if origin is not None:
         response.headers["Access-Control-Allow-Origin"] = origin
-        response.headers["Access-Control-Allow-Headers"] = "Authorization, Content-Type"
+        response.headers["Access-Control-Allow-Headers"] = (
+            "Authorization, Content-Type, x-api-key, anthropic-version"
+        )
         response.headers["Access-Control-Allow-Methods"] = "GET, POST, OPTIONS"
 
 
@@ -285,7 +292,9 @@ def make_middleware(log_format: str) -> Middleware:
         try:
             if request.method == "OPTIONS" and origin is not None:
                 response = web.Response(status=204)
-            elif counted and not security.key_ok(request.headers.get("Authorization")):
+            elif counted and not security.key_ok(
+                request.headers.get("Authorization"), request.headers.get("x-api-key")
+            ):
                 metrics.rejected.labels("auth").inc()
                 response = error_reply(
                     request, 401, "invalid or missing API key (Authorization: Bearer <key>)",
