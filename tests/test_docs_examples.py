@@ -4,8 +4,8 @@ A ``python`` block runs with the blocks before it in the same document (one name
 document, in order), in a folder holding the example files autoparser ships
 (``src/autoparser/examples``). A block that talks to ``http://127.0.0.1:8000`` talks to
 ``autoparser serve`` in front of a stand-in engine replaying the shipped model output. An
-``sh`` block's ``autoparser`` commands run through the CLI (``serve`` only parses its
-arguments: it would listen forever); its other lines name an outside program, each listed in
+``sh`` block's ``autoparser`` commands run through the CLI (``serve`` and ``studio`` only
+parse their arguments: they would listen forever); its other lines name an outside program, each listed in
 ``EXTERNAL`` with what the test checks of it instead. A block without a language is a
 drawing or an output listing, and ``text`` a signature sketch: not code. Figures quoted in
 README.md live in docs/performance.md alone.
@@ -129,7 +129,7 @@ def test_sh_blocks_run(path: Path, examples: Path, capsys: pytest.CaptureFixture
             continue
         for command in _commands(code):
             where = f"{_name(path)}, block at line {line}: {command}"
-            if command.startswith("autoparser serve"):
+            if command.startswith(("autoparser serve", "autoparser studio")):
                 build_argument_parser().parse_args(shlex.split(command)[1:])
             elif command.startswith("autoparser "):
                 assert main(shlex.split(command)[1:]) == 0, where
