@@ -259,8 +259,14 @@ def test_truncated_call_is_content_and_flagged(name: str) -> None:
     params = case.params(TOOLS)
     name_at = full.find("search") + len("search") + 2
     seen = set()
+    # A value left without its suffix ends at a call's closer when the output ends there
+    # (a model leaving out the last value suffix, docs/streaming.md): output cut right
+    # after a closer written inside a value reads the same way, so such cuts are left out.
+    closers = ("</tool_call>", "</function>")
     for cut in [*range(name_at, len(full), 7), *range(len(full) - 16, len(full) + 1)]:
         prefix = full[:cut]
+        if cut < len(full) and prefix.endswith(closers):
+            continue
         message = params.parse(prefix)
         if message.tool_calls:
             [tc] = message.tool_calls

@@ -13,7 +13,7 @@ from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError, SchemaError
 from autoparser.formats import get_handler
 from autoparser.generate import assembly  # noqa: F401  (registers the STANDARD format)
-from autoparser.generate.context import BuildContext, normalize_markers
+from autoparser.generate.context import BuildContext, normalize_markers, string_padding
 from autoparser.generate.memo import BuildMemo, request_key
 from autoparser.generate.reasoning import should_extract_reasoning
 from autoparser.generate.request import Request, normalize_request
@@ -232,6 +232,7 @@ def _context(
         request=request,
         thinking_forced_open=forced,
         extract_reasoning=should_extract_reasoning(analysis, request, forced),
+        string_padding=string_padding(analysis),
     )
     return ctx, call_opener(ctx)
 

@@ -35,7 +35,15 @@ from autoparser.stream.repair import (
 
 ValueConverters = Mapping[str, Callable[[str], str | None]]
 
-_STRING_TAGS = (tags.TOOL_ARG_STRING, tags.TOOL_ARG_TEXT)
+_STRING_TAGS = (
+    tags.TOOL_ARG_STRING,
+    tags.TOOL_ARG_TEXT,
+    tags.TOOL_ARG_STRING_LEAD,
+    tags.TOOL_ARG_STRING_TRAIL,
+)
+# Which ends of a raw string value lose one newline (the template's own padding), by tag.
+_DROP_LEAD = frozenset({tags.TOOL_ARG_STRING, tags.TOOL_ARG_STRING_LEAD})
+_DROP_TRAIL = frozenset({tags.TOOL_ARG_STRING, tags.TOOL_ARG_STRING_TRAIL})
 _VALUE_TAGS = (*_STRING_TAGS, tags.TOOL_ARG_JSON, tags.TOOL_ARG_PY)
 
 
@@ -237,13 +245,16 @@ class TaggedArguments:
         return raw
 
     def _string_piece(self, node: Node, raw: str) -> str:
-        """Escaped raw text; one leading and one trailing newline of the value dropped."""
+        """Escaped raw text; one leading and one trailing newline of the value dropped
+        where the template pads it (by the node's tag), nothing elsewhere."""
         if node.tag == tags.TOOL_ARG_TEXT:
-            return escape_json(raw)  # a quoted value: exactly as written
+            return escape_json(raw)  # exactly as written
         if not self.lead_checked and raw:
             self.lead_checked = True
-            if raw.startswith("\n"):
+            if raw.startswith("\n") and node.tag in _DROP_LEAD:
                 raw = raw[1:]
+        if node.tag not in _DROP_TRAIL:
+            return escape_json(raw)
         combined = self.held + raw
         if combined.endswith("\n"):
             self.held = "\n"

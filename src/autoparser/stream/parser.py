@@ -130,7 +130,7 @@ class StreamParser:
         )
 
     @staticmethod
-    def _cut_inside_call(partial: Node, final: Node | None) -> bool:
+    def _cut_inside_call(partial: Node, final: Node | None, size: int) -> bool:
         """Did generation stop inside a call (``_ends_inside_call``) before its arguments
         were whole? Decided from the text alone.
 
@@ -138,7 +138,7 @@ class StreamParser:
         model may leave the last one out), but it is one only if everything the full parse
         gives it was already complete before the end: each argument (a value cut off at
         the end would otherwise pass as whole), with at least one argument written and
-        nothing after the call.
+        nothing after the call. ``size``: the output's length.
         """
         last = partial.children[-1]
         if final is None or not final.children:
@@ -150,7 +150,7 @@ class StreamParser:
             return True
         before = [c.tag for c in last.children]
         return before != [c.tag for c in node.children] or not all(
-            c.complete for c in last.children
+            _settled(c, f, size) for c, f in zip(last.children, node.children, strict=True)
         )
 
     @staticmethod
@@ -204,13 +204,31 @@ def _output_tree(
             StreamParser._ends_inside_call(partial)
             and (
                 hit_limit
-                or StreamParser._cut_inside_call(partial, final if final is not None else partial)
+                or StreamParser._cut_inside_call(
+                    partial, final if final is not None else partial, len(text)
+                )
             )
         )
         or StreamParser._stopped_on_opener(mapper, partial, text)
     ):
         return partial
     return final if final is not None else partial
+
+
+def _settled(before: Node, after: Node, size: int) -> bool:
+    """Is a node of the partial parse's last call whole by the end of output? Complete;
+    or unfinished only because a marker follows it whose meaning the text after it would
+    decide (a value suffix that may turn out to be text of the value): it stops before the
+    end of the output and the full parse reads the same nodes in it. A value cut off at
+    the end reaches the end; one cut inside a marker reads on in the full parse."""
+    if before.complete:
+        return True
+    if before.end >= size or (before.tag, before.start) != (after.tag, after.start):
+        return False
+    inner = [(n.tag, n.start, n.end) for n in before.walk() if n is not before]
+    return bool(inner) and inner == [
+        (n.tag, n.start, n.end) for n in after.walk() if n is not after
+    ]
 
 
 def _end_of_output(mapper: Mapper, text: str, tree: Node | None) -> None:
