@@ -145,11 +145,12 @@ def _lenient_value(ctx: BuildContext, names: list[str]) -> Parser:
     ends = list(dict.fromkeys([suffix, *([opener] if opener else []), *closers]))
     scan = until(ends[0]) if len(ends) == 1 else until_one_of(*ends)
     # Before any suffix: markers other than the suffix that end nothing are text.
-    first = scan + zero_or_more(
-        negate(choice_of([*ends_here, *next_arg]))
-        + _one_of([e for e in ends if e != suffix], at_end=False)
-        + scan
-    )
+    others = [e for e in ends if e != suffix]
+    first = scan
+    if others:
+        first = scan + zero_or_more(
+            negate(choice_of([*ends_here, *next_arg])) + _one_of(others, at_end=False) + scan
+        )
     # After a suffix read as text: the next argument's opener is no longer text.
     inner = [e for e in ends if e != opener]
     after: Parser = zero_or_more(negate(choice_of(ends_here)) + _one_of(inner, at_end=False) + scan)
