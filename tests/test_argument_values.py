@@ -176,9 +176,7 @@ def test_marker_inside_a_value_streams_holding_back_only_the_ambiguous_tail() ->
     head = "<tool_call>pay\n<k>note</k>\n<v>see </v"
     parser = params.stream(tool_call_deltas="incremental")
     deltas = parser.feed(head)
-    sent = "".join(
-        tc["function"]["arguments"] for d in deltas for tc in d.get("tool_calls", [])
-    )
+    sent = "".join(tc["function"]["arguments"] for d in deltas for tc in d.get("tool_calls", []))
     # "</v" waits (it may close the value), and so does the space before it (it would
     # be the joint's if the value ended unclosed there).
     assert sent.endswith('"note": "see')

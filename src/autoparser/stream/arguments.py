@@ -212,9 +212,16 @@ class TaggedArguments:
             if not arg.complete:
                 return
             end = self._value_end(text)
-            if end is not None and self.string and self.held and self.value is not None:
-                if self.value.tag not in _DROP_TRAIL and arg.end > self.value.end:
-                    end = escape_json(self.held) + end  # closed: the whitespace is its own
+            value = self.value
+            if (
+                end is not None
+                and self.string
+                and self.held
+                and value is not None
+                and value.tag not in _DROP_TRAIL
+                and arg.end > value.end
+            ):
+                end = escape_json(self.held) + end  # closed: the whitespace is its own
             if end is None:
                 self.invalid = True
                 return

@@ -91,13 +91,15 @@ class StreamParser:
         return mapper.take_deltas()
 
     def finish(self, *, finish_reason: str | None = None) -> list[dict[str, Any]]:
-        """End of output: return the last deltas (held-back text, a cut call's text).
+        """End of output: return the last deltas (held-back text).
 
-        ``finish_reason``: why generation stopped, as the engine says it (OpenAI's
-        ``"stop"``, ``"length"``...). ``"length"`` (max_tokens hit) means a call the output
-        ends inside was cut off, even where its end markers alone are missing: its text is
-        content and the message is truncated. Without it, a call missing only its close
-        tag at the very end still counts (a model may stop without writing it).
+        A call the output ends inside is neither a call nor content: nothing of it is
+        sent, its raw text is the message's ``truncated_call`` and the message is
+        truncated. ``finish_reason``: why generation stopped, as the engine says it
+        (OpenAI's ``"stop"``, ``"length"``...). ``"length"`` (max_tokens hit) means a call
+        the output ends inside was cut off, even where its end markers alone are missing.
+        Without it, a call missing only its close tag at the very end still counts (a
+        model may stop without writing it).
 
         With ``"whole"`` the accumulated deltas then equal ``ChatParams.parse`` of the
         whole text; calling it again returns nothing, feeding again is a ``RequestError``.
