@@ -223,3 +223,46 @@ def test_finish_reason_length_cuts_a_call_missing_its_close() -> None:
     cut = params.parse(text, finish_reason="length")
     assert cut.tool_calls == [] and cut.content is None
     assert cut.truncated and cut.truncated_call == text.strip()
+
+
+# Kimi-like: a section of calls, each ``functions.NAME:IDX<|args|>{json}<|call_end|>``.
+SECTIONED = """\
+{%- for message in messages %}
+{%- if message.role == 'assistant' %}<|bot|>
+{%- if message.content %}{{ message.content }}{% endif %}
+{%- if message.tool_calls %}<|calls|>
+{%- for tc in message.tool_calls %}
+{{- '<|call|>functions.' + tc.function.name + ':' + loop.index0 | string + '<|args|>' }}
+{{- tc.function.arguments | tojson }}<|call_end|>
+{%- endfor %}<|calls_end|>
+{%- endif %}<|eot|>
+{%- else %}<|{{ message.role }}|>{{ message.content }}<|eot|>{% endif %}
+{%- endfor %}
+{%- if tools %}<|tools|>{{ tools | tojson }}<|eot|>{% endif %}
+{%- if add_generation_prompt %}<|bot|>{% endif %}"""
+
+ARGS = '{"amount": 3}'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"<|calls|><|call|>functions.pay:0<|args|>{ARGS}<|call_end|><|calls_end|>",
+        # Whitespace at marker joints the template writes none at.
+        f"<|calls|>\n<|call|>functions.pay:0 <|args|> {ARGS}<|call_end|>\n<|calls_end|>",
+        # The plain-text namespace before the name left out.
+        f"<|calls|><|call|>pay:0<|args|>{ARGS}<|call_end|><|calls_end|>",
+    ],
+)
+def test_markers_written_differently_still_make_the_call(text: str) -> None:
+    params = _params(SECTIONED)
+    assert _arguments(params, text) == [{"amount": 3}]
+    assert params.parse(text).content is None
+
+
+def test_an_empty_section_is_no_call_and_no_content() -> None:
+    params = _params(SECTIONED)
+    text = "Nothing to call.<|calls|><|calls_end|>"
+    assert _arguments(params, text) == []
+    message = params.parse(text)
+    assert message.content == "Nothing to call." and not message.truncated

@@ -600,7 +600,7 @@ def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
     if pythonic.is_pythonic(ctx.analysis):
         body = pythonic.arguments(tool, a, strict=strict)
         close = closing(t.function.close, strict)
-        return with_call_id(ctx, name_part(ctx, tool), body, close, strict)
+        return with_call_id(ctx, name_part(ctx, tool, strict), body, close, strict)
     names: list[str | None] = [*sorted(tool.properties, key=len, reverse=True)]
     if not names:
         names = [None]
@@ -621,4 +621,6 @@ def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
         # makes it no call, and its text stays content.
         goes_on = peek(_after_call(ctx))
     body = seq_of(a.start, space(), args_seq, space(), goes_on, closing(a.end, strict))
-    return with_call_id(ctx, name_part(ctx, tool), body, closing(t.function.close, strict), strict)
+    return with_call_id(
+        ctx, name_part(ctx, tool, strict), body, closing(t.function.close, strict), strict
+    )
