@@ -321,7 +321,12 @@ def _significant(text: str) -> Counter[str]:
 
 
 def _fields_text(parsed: dict[str, Any]) -> str:
-    out = [parsed["content"] or "", parsed["reasoning_content"] or ""]
+    # A cut call's text is neither content nor a call: the message keeps it apart.
+    out = [
+        parsed["content"] or "",
+        parsed["reasoning_content"] or "",
+        parsed.get("truncated_call") or "",
+    ]
     for call in parsed["tool_calls"]:
         out += [
             call["id"] or "",
@@ -354,7 +359,8 @@ def test_malformed_output_keeps_every_character(path: Path, data: st.DataObject)
         pytest.skip("template cannot render a request with tools (pinned in test_analysis)")
     params, known = built
     text = data.draw(_outputs(known), label="output")
-    parsed = message_dict(params.parse(text))
+    message = params.parse(text)
+    parsed = message_dict(message)
 
     rng = random.Random(data.draw(st.integers(0, 2**16), label="split seed"))
     stream = params.stream()
@@ -378,7 +384,7 @@ def test_malformed_output_keeps_every_character(path: Path, data: st.DataObject)
     folded = accumulate(deltas)
     kept = [c for i, c in enumerate(folded["tool_calls"]) if i not in incremental.dropped_calls]
     assert {**folded, "tool_calls": kept} == parsed, text
-    _covered(text, parsed, known)
+    _covered(text, {**parsed, "truncated_call": message.truncated_call}, known)
     # With calls returned, the per-call allowance for call syntax (``Markers.syntax``) is
     # approximate: malformed and cut calls, where text was lost, are checked on the
     # LOSS_CASES below instead.
@@ -399,15 +405,16 @@ def _loss_params() -> list[Any]:
 
 @pytest.mark.parametrize(("path", "text"), _loss_params())
 def test_malformed_calls_keep_their_text(path: Path, text: str) -> None:
-    """Each once lost text; now the call is no call and its text is content, in parse()
-    and in any stream of it."""
+    """Each once lost text; now the call is no call and its text is content (a malformed
+    call) or the message's truncated_call (a cut one), in parse() and in any stream of it."""
     built = _params(path)
     assert built is not None
     params, known = built
-    parsed = message_dict(params.parse(text))
+    message = params.parse(text)
+    parsed = message_dict(message)
     # Only a well-formed call stays a call (the functionary case has one after the bad one).
     assert [c["name"] for c in parsed["tool_calls"]] == (["search"] if ">>>search" in text else [])
-    _covered(text, parsed, known)
+    _covered(text, {**parsed, "truncated_call": message.truncated_call}, known)
     for seed in range(3):
         rng = random.Random(seed)
         stream = params.stream()
@@ -456,12 +463,12 @@ def test_call_cut_after_its_header_keeps_its_text() -> None:
     params, known = built
     text = "Sure.>>>search\n"
     message = params.parse(text)
-    _covered(text, message_dict(message), known)
+    _covered(text, {**message_dict(message), "truncated_call": message.truncated_call}, known)
     assert message.truncated and message.content == "Sure.>>>search"
     # After a complete call, the same cut keeps the call and the name as content.
     text = 'Sure.>>>get_weather\n{"city": "Paris"}>>>search\n'
     message = params.parse(text)
-    _covered(text, message_dict(message), known)
+    _covered(text, {**message_dict(message), "truncated_call": message.truncated_call}, known)
     assert [c.name for c in message.tool_calls] == ["get_weather"]
     # Stopped on the segment opener alone: the opener is dropped, the message truncated.
     message = params.parse("Sure.>>>")
