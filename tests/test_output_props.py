@@ -44,7 +44,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autoparser import ChatParams, ChatTemplate, TemplateAnalysis
-from autoparser.analysis.model import TOOL_MARKER_FIELDS
+from autoparser.analysis.model import TOOL_MARKER_FIELDS, ArgumentsAnalysis
 from autoparser.errors import AutoparserError
 from autoparser.generate import build_params
 
@@ -142,6 +142,15 @@ def _paths_by_stem() -> dict[str, Path]:
     return {p.stem: p for p in [*own_templates(), *corpus_templates()]}
 
 
+def _item_markup(a: ArgumentsAnalysis) -> list[str]:
+    """The opening and closing markup of an array item element, if the format has one."""
+    item = a.value_item_name
+    if not item:
+        return []
+    close = a.value_suffix + item + a.value_suffix_after_name if a.value_suffix_after_name else ""
+    return [a.name_prefix + item + a.name_suffix + a.value_prefix, close]
+
+
 def _markers(a: TemplateAnalysis, params: ChatParams) -> list[str]:
     """Every marker string the analysis and the parser recognise, as written and trimmed:
     with the parser definition's call openers (e.g. harmony's ``<|channel|>commentary``,
@@ -163,6 +172,9 @@ def _markers(a: TemplateAnalysis, params: ChatParams) -> list[str]:
         *a.preserved_tokens,
         *params.definition.call_openers,
         *(suffix for _, suffix in t.arguments.name_suffix_by_type),
+        # An array written as nested elements names each item (MiniMax-M3's ``<item>``):
+        # markup per item, which the per-call syntax budget cannot count.
+        *_item_markup(t.arguments),
     ]
     markers = {m for m in found if m.strip()} | {m.strip() for m in found if m.strip()}
     return sorted(markers, key=len, reverse=True)
@@ -455,7 +467,8 @@ def test_loss_check_catches_dropped_text() -> None:
 def test_call_cut_after_its_header_keeps_its_text() -> None:
     """Found by the property test with more examples: output cut right after a call's
     header (functionary v3.2 ``>>>NAME\\n``, before its ``{``) was dropped as a call that
-    stopped on its opener; the name is the model's text, so it is content (truncated)."""
+    stopped on its opener; the name is the model's text: a call was under way, so it is
+    the message's truncated_call (truncated), not dropped."""
     path = _paths_by_stem().get("functionary_v3_2_like")
     assert path is not None
     built = _params(path)
@@ -464,7 +477,8 @@ def test_call_cut_after_its_header_keeps_its_text() -> None:
     text = "Sure.>>>search\n"
     message = params.parse(text)
     _covered(text, {**message_dict(message), "truncated_call": message.truncated_call}, known)
-    assert message.truncated and message.content == "Sure.>>>search"
+    assert message.truncated and message.content == "Sure."
+    assert message.truncated_call == ">>>search"
     # After a complete call, the same cut keeps the call and the name as content.
     text = 'Sure.>>>get_weather\n{"city": "Paris"}>>>search\n'
     message = params.parse(text)
