@@ -146,18 +146,16 @@ def _lenient_value(ctx: BuildContext, names: list[str]) -> Parser:
     scan = until(ends[0]) if len(ends) == 1 else until_one_of(*ends)
     # Before any suffix: markers other than the suffix that end nothing are text.
     others = [e for e in ends if e != suffix]
-    first = scan
-    if others:
-        first = scan + zero_or_more(
-            negate(choice_of([*ends_here, *next_arg])) + _one_of(others, at_end=False) + scan
-        )
     # After a suffix read as text: the next argument's opener is no longer text.
     inner = [e for e in ends if e != opener]
     after: Parser = zero_or_more(negate(choice_of(ends_here)) + _one_of(inner, at_end=False) + scan)
-    more = negate(choice_of([*ends_here, *next_arg])) + literal(suffix) + scan + after
+    more = literal(suffix) + scan + after
     if opener:
         more = more + negate(literal(opener))
-    return first + optional(more)
+    # Before any suffix: markers other than the suffix that end nothing are text; a
+    # suffix that ends nothing goes on as ``more`` (one boundary test per marker).
+    step = choice_of([_one_of(others, at_end=False) + scan, more]) if others else more
+    return scan + zero_or_more(negate(choice_of([*ends_here, *next_arg])) + step)
 
 
 def _string_tag(ctx: BuildContext) -> str:
