@@ -34,6 +34,11 @@ from autoparser.template.loading import (
     load_path,
     load_pretrained,
 )
+from autoparser.training import (
+    RenderedPrompt,
+    assistant_spans,
+    checked_training_template,
+)
 from autoparser.verify import verified
 
 # An OpenAI-shaped message or tool: a JSON object, read (never mutated) by the library.
@@ -210,6 +215,54 @@ class ChatTemplate:
         return template.renderer.render(
             prepared, tool_list, add_generation_prompt, now=now, **template_kwargs
         )
+
+    def render_spans(
+        self,
+        messages: Sequence[JsonObject],
+        tools: Sequence[JsonObject] | None = None,
+        add_generation_prompt: bool = False,
+        *,
+        polyfills: bool | None = None,
+        now: datetime | None = None,
+        **template_kwargs: object,
+    ) -> RenderedPrompt:
+        """:meth:`render` plus the character spans the model generated, per assistant turn.
+
+        For training on assistant turns only; what a span covers is in
+        :mod:`autoparser.training` and docs/training.md.
+        """
+
+        def render(part: Sequence[JsonObject], agp: bool) -> str:
+            return self._render(part, tools, agp, polyfills, template_kwargs, now)
+
+        text = render(messages, add_generation_prompt)
+        end_of_turn = self.for_tools(tools).analyze().end_of_turn
+        return RenderedPrompt(text, assistant_spans(text, messages, render, end_of_turn))
+
+    def training_template(self) -> str:
+        """This template with ``{% generation %}`` blocks marking :meth:`render_spans`' spans.
+
+        It renders byte-identically to this one (checked on conversations with content,
+        reasoning, tool calls and several turns); ExportError says why when it cannot.
+        """
+
+        def render(
+            source: str,
+            messages: Sequence[JsonObject],
+            tools: Sequence[JsonObject] | None,
+            agp: bool,
+        ) -> str:
+            renderer = Renderer(
+                source,
+                bos_token=self.bos_token,
+                eos_token=self.eos_token,
+                name=self.name,
+                special_tokens=self.special_tokens,
+                now=self.now,
+            )
+            return renderer.render(messages, tools, agp)
+
+        return checked_training_template(self.source, render, self.analyze().end_of_turn)
 
     # ------------------------------------------------------------ capabilities
 

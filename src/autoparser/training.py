@@ -1,0 +1,456 @@
+"""Assistant spans for training: which characters of a rendered conversation the model wrote.
+
+Fine-tuning on assistant turns only needs, for every assistant message, the part of the
+prompt the model generated. A template knows where that part starts and ends only through
+its renders, so the spans are found by rendering prefixes of the conversation, with the
+same options as the full render:
+
+* a turn **starts** where the prompt the model was given for it ends: the render of the
+  messages before it with the generation prompt (``add_generation_prompt=True``). Whatever
+  that prompt holds (the role header, a reasoning opener the template forces open, DeepSeek's
+  ``<｜tool▁outputs▁end｜>``) the model did not write;
+* a turn **ends** where the template's render of the conversation up to and including it
+  ends: reasoning as the template renders it, content, tool calls, and the closing text the
+  template prints after them (``<|im_end|>\\n``, ``</assistant>\\n``, the end-of-sentence token).
+  When the end-of-turn marker the analysis found is a special token the template prints at
+  the start of the next message instead (GLM's ``<|user|>``/``<|observation|>``), it is
+  included too: it is what the model emits to end its turn.
+
+Templates that render earlier turns differently once later messages follow (reasoning kept
+only after the last user message, or only for the last assistant turn) are aligned: the
+prefix render's tail is located in the full render, so a turn dropped or rewritten in the
+full conversation is reported as it was actually rendered there.
+
+The same algorithm is written in Jinja by :func:`training_template`, which wraps a template
+so that transformers' ``{% generation %}`` blocks mark exactly these spans. Every step uses
+only ``str.startswith``/``str.find`` with binary searches, so both versions agree and no
+Python loop runs per character.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from autoparser.errors import ExportError, RequestError, TemplateError
+
+# Renders messages (with or without the generation prompt) exactly as the full render does.
+RenderFn = Callable[[Sequence[Mapping[str, object]], bool], str]
+Span = tuple[int, int]
+
+# An end-of-turn marker that is a special token (``<|user|>``, ``<|end|>``, ``[/INST]``) may
+# be printed by the next message; plain text (``USER:``) is then the next message's header.
+_SPECIAL_TOKEN = re.compile(r"<[^<>\s]{1,64}>|\[[^\[\]\s]{1,64}\]|<\|[^\n]{1,64}?\|>")
+
+
+@dataclasses.dataclass(frozen=True)
+class RenderedPrompt:
+    """A rendered conversation and the character spans of what the model generated in it.
+
+    ``text`` is exactly what ``ChatTemplate.render`` returns for the same arguments;
+    ``assistant_spans`` holds one ``(start, end)`` per assistant turn that rendered anything,
+    in order, never overlapping (see the module docstring for what a span covers).
+    """
+
+    text: str
+    assistant_spans: list[Span]
+
+    def assistant_text(self) -> list[str]:
+        """The text of each span, in order (what the model is trained to write)."""
+        return [self.text[s:e] for s, e in self.assistant_spans]
+
+
+# ----------------------------------------------------------------- string primitives
+
+
+def common_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix of ``a`` and ``b`` (binary search on startswith)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if b.startswith(a[:mid]):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _longest_suffix_found(needle: str, text: str, start: int, end: int) -> int:
+    """Length of the longest suffix of ``needle`` occurring in ``text[start:end]``.
+
+    Monotone (a suffix found means every shorter one is found), hence a binary search.
+    """
+    lo, hi = 0, min(len(needle), max(0, end - start))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if text.find(needle[len(needle) - mid :], start, end) >= 0:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _special_markers(end_of_turn: Sequence[str]) -> tuple[str, ...]:
+    return tuple(m for m in end_of_turn if _SPECIAL_TOKEN.fullmatch(m.strip()))
+
+
+def _extend_over_marker(text: str, end: int, markers: Sequence[str]) -> int:
+    """``end`` moved past an end-of-turn special token the next message prints first."""
+    if not markers:
+        return end
+    turn_tail = text[:end].rstrip()
+    if any(turn_tail.endswith(m) for m in markers):
+        return end  # the turn already ends with its marker
+    rest = text[end:]
+    gap = len(rest) - len(rest.lstrip())
+    for marker in markers:
+        if rest.startswith(marker, gap):
+            return end + gap + len(marker)
+    return end
+
+
+# ----------------------------------------------------------------------- the spans
+
+
+def _render(render: RenderFn, messages: Sequence[Mapping[str, object]], agp: bool) -> str | None:
+    try:
+        return render(messages, agp)
+    except TemplateError:
+        return None
+
+
+def _locate(text: str, before: str, lo: int) -> int:
+    """Where ``before`` (a render of earlier messages) ends in ``text``, at or after ``lo``.
+
+    A prefix when the template renders history alike; otherwise its longest tail found in
+    ``text`` (the earlier turns differ, the last messages before the turn do not).
+    """
+    if text.startswith(before):
+        return len(before)
+    window = max(0, lo - len(before))
+    found = _longest_suffix_found(before, text, window, len(text))
+    if found == 0:
+        return lo
+    return text.find(before[len(before) - found :], max(0, lo - found)) + found
+
+
+def assistant_spans(
+    text: str,
+    messages: Sequence[Mapping[str, object]],
+    render: RenderFn,
+    end_of_turn: Sequence[str] = (),
+) -> list[Span]:
+    """The generated spans of ``text`` (the full render of ``messages``), per assistant turn.
+
+    ``render`` renders a prefix of the conversation with the same options (tools, template
+    variables, polyfills) as ``text``; ``end_of_turn`` is the analysis' end-of-turn markers.
+    Raises TemplateError naming the turn when a prefix the spans need does not render.
+    """
+    markers = _special_markers(end_of_turn)
+    spans: list[Span] = []
+    lo = 0
+    for index, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        head = list(messages[:index])
+        before = _render(render, head, False) if head else ""
+        prompt = _render(render, head, True) if head else ""
+        upto = _render(render, [*head, message], False)
+        if before is None or prompt is None or upto is None:
+            raise TemplateError(
+                f"messages[{index}]: the template does not render the conversation up to this "
+                "assistant turn, so the turn cannot be located"
+            )
+        header = prompt[len(before) :] if prompt.startswith(before) else ""
+        base = _locate(text, before, lo)
+        start = base + common_prefix(header, text[base:])
+        if text.startswith(upto) and len(upto) >= start:
+            end = len(upto)
+        else:
+            # The turn renders differently once later messages follow: its own render in
+            # ``upto`` is aligned on its longest tail found in ``text`` after the start.
+            base_upto = len(before) if upto.startswith(before) else 0
+            own = upto[base_upto + common_prefix(header, upto[base_upto:]) :]
+            limit = min(len(text), start + len(own))
+            found = _longest_suffix_found(own, text, start, limit)
+            end = text.find(own[len(own) - found :], start, limit) + found if found else start
+        end = _extend_over_marker(text, end, markers)
+        if end > start:
+            spans.append((start, end))
+            lo = end
+    return spans
+
+
+# ------------------------------------------------------------------------ the masks
+
+
+def assistant_tokens_mask(
+    prompt_spans: RenderedPrompt | Sequence[Span], offsets: Sequence[Sequence[int]]
+) -> list[int]:
+    """0/1 per token: 1 where the token's characters overlap an assistant span.
+
+    ``offsets`` is a fast tokenizer's offset mapping (``return_offsets_mapping=True``) of
+    the prompt text; the rule is transformers' ``return_assistant_tokens_mask`` one, so a
+    token straddling a span's edge counts as the assistant's.
+    """
+    spans = (
+        prompt_spans.assistant_spans if isinstance(prompt_spans, RenderedPrompt) else prompt_spans
+    )
+    mask = [0] * len(offsets)
+    span_index = 0
+    for token, (token_start, token_end) in enumerate(offsets):
+        while span_index < len(spans) and token_start >= spans[span_index][1]:
+            span_index += 1
+        if span_index == len(spans):
+            break
+        if token_end > spans[span_index][0]:
+            mask[token] = 1
+    return mask
+
+
+def tokenize_for_training(tokenizer: Any, prompt: RenderedPrompt) -> dict[str, list[int]]:
+    """``input_ids``, ``attention_mask`` and ``assistant_masks`` of a rendered prompt.
+
+    ``tokenizer`` is a transformers fast tokenizer (one that returns offsets); the result is
+    a dataset row TRL's ``SFTTrainer(assistant_only_loss=True)`` trains on as it is. The
+    prompt is tokenized without added special tokens, as ``apply_chat_template`` does.
+    """
+    if not getattr(tokenizer, "is_fast", False):
+        raise RequestError(
+            "tokenizer: assistant masks need a fast tokenizer (one with offset mappings)"
+        )
+    encoded = tokenizer(prompt.text, add_special_tokens=False, return_offsets_mapping=True)
+    ids = list(encoded["input_ids"])
+    return {
+        "input_ids": ids,
+        "attention_mask": list(encoded.get("attention_mask", [1] * len(ids))),
+        "assistant_masks": assistant_tokens_mask(prompt, encoded["offset_mapping"]),
+    }
+
+
+# ------------------------------------------------------------- the training template
+
+_GENERATION_TAG = re.compile(r"\{%-?\s*(?:end)?generation\s*-?%\}")
+_UNWRAPPABLE = re.compile(r"\{%-?\s*(extends|block|import|from|include)\b")
+_MACRO = "__autoparser_render"
+
+
+def strip_generation_blocks(source: str) -> str:
+    """The template without its ``{% generation %}`` tags (their bodies stay)."""
+    return _GENERATION_TAG.sub("", source)
+
+
+def _without_final_newline(source: str) -> str:
+    """jinja2 drops one trailing newline of a template; wrapped, it would be kept."""
+    for ending in ("\r\n", "\n", "\r"):
+        if source.endswith(ending):
+            return source[: -len(ending)]
+    return source
+
+
+def training_template(source: str, end_of_turn: Sequence[str] = ()) -> str:
+    """``source`` wrapped so that ``{% generation %}`` blocks mark the assistant spans.
+
+    The original becomes a macro rendered as it is, then again for the prefixes of the
+    conversation; the Jinja below the macro runs :func:`assistant_spans`' algorithm on those
+    renders and writes the full render in slices, the assistant spans inside generation
+    blocks. The text is therefore the original's, byte for byte. Raises ExportError for a
+    template the wrapping cannot keep (template inheritance, imports, existing generation
+    blocks); callers check renders on their conversations (see ``ChatTemplate``).
+    """
+    if _GENERATION_TAG.search(source):
+        raise ExportError(
+            "the template already has {% generation %} blocks; strip them first "
+            "(autoparser.training.strip_generation_blocks) to have them computed"
+        )
+    found = _UNWRAPPABLE.search(source)
+    if found:
+        raise ExportError(
+            f"the template uses {{% {found.group(1)} %}}, which cannot run inside the macro "
+            "the training template wraps it in"
+        )
+    if _MACRO in source:
+        raise ExportError(f"the template already uses the name {_MACRO}")
+    markers = list(_special_markers(end_of_turn))
+    body = _without_final_newline(source)
+    # Header line: trim_blocks eats the newline after the tag, so the original starts a fresh
+    # line as it did; ``{{ '' }}`` keeps lstrip_blocks off the original's trailing spaces.
+    return (
+        f"{{% macro {_MACRO}(messages, add_generation_prompt) %}}\n"
+        f"{body}{{{{ '' }}}}{{% endmacro %}}"
+        + _SPAN_JINJA.replace("__MARKERS__", repr(markers)).replace("__R__", _MACRO)
+    )
+
+
+# The Jinja version of assistant_spans (kept on one logical line per statement; every
+# statement strips whitespace so the wrapper prints nothing but the slices).
+_SPAN_JINJA = """
+{%- macro __ap_cp(a, b) -%}
+{%- set s = namespace(lo=0, hi=[a|length, b|length]|min) -%}
+{%- for _ in range(64) if s.lo < s.hi -%}
+{%- set mid = (s.lo + s.hi + 1) // 2 -%}
+{%- if b.startswith(a[:mid]) -%}{%- set s.lo = mid -%}
+{%- else -%}{%- set s.hi = mid - 1 -%}{%- endif -%}
+{%- endfor -%}
+{{- s.lo -}}
+{%- endmacro -%}
+{%- macro __ap_suffix(needle, text, start, end) -%}
+{%- set s = namespace(lo=0, hi=[needle|length, [0, end - start]|max]|min) -%}
+{%- for _ in range(64) if s.lo < s.hi -%}
+{%- set mid = (s.lo + s.hi + 1) // 2 -%}
+{%- if text.find(needle[needle|length - mid:], start, end) >= 0 -%}{%- set s.lo = mid -%}
+{%- else -%}{%- set s.hi = mid - 1 -%}{%- endif -%}
+{%- endfor -%}
+{{- s.lo -}}
+{%- endmacro -%}
+{%- macro __ap_locate(text, before, lo) -%}
+{%- if text.startswith(before) -%}{{- before|length -}}
+{%- else -%}
+{%- set found = __ap_suffix(before, text, [0, lo - before|length]|max, text|length)|int -%}
+{%- if found == 0 -%}{{- lo -}}
+{%- else -%}{{- text.find(before[before|length - found:], [0, lo - found]|max) + found -}}
+{%- endif -%}
+{%- endif -%}
+{%- endmacro -%}
+{%- set __ap_text = __R__(messages, add_generation_prompt) -%}
+{%- set __ap_markers = __MARKERS__ -%}
+{%- set __ap = namespace(lo=0, printed=0) -%}
+{%- for __ap_message in messages -%}
+{%- if __ap_message.role == 'assistant' -%}
+{%- set __ap_head = messages[:loop.index0] -%}
+{%- set __ap_before = __R__(__ap_head, false) if __ap_head else '' -%}
+{%- set __ap_prompt = __R__(__ap_head, true) if __ap_head else '' -%}
+{%- set __ap_upto = __R__(messages[:loop.index0 + 1], false) -%}
+{%- set __ap_header = '' -%}
+{%- if __ap_prompt.startswith(__ap_before) -%}
+{%- set __ap_header = __ap_prompt[__ap_before|length:] -%}
+{%- endif -%}
+{%- set __ap_base = __ap_locate(__ap_text, __ap_before, __ap.lo)|int -%}
+{%- set __ap_start = __ap_base + __ap_cp(__ap_header, __ap_text[__ap_base:])|int -%}
+{%- if __ap_text.startswith(__ap_upto) and __ap_upto|length >= __ap_start -%}
+{%- set __ap_end = __ap_upto|length -%}
+{%- else -%}
+{%- set __ap_bu = __ap_before|length if __ap_upto.startswith(__ap_before) else 0 -%}
+{%- set __ap_own = __ap_upto[__ap_bu + __ap_cp(__ap_header, __ap_upto[__ap_bu:])|int:] -%}
+{%- set __ap_limit = [__ap_text|length, __ap_start + __ap_own|length]|min -%}
+{%- set __ap_found = __ap_suffix(__ap_own, __ap_text, __ap_start, __ap_limit)|int -%}
+{%- if __ap_found -%}
+{%- set __ap_tail = __ap_own[__ap_own|length - __ap_found:] -%}
+{%- set __ap_end = __ap_text.find(__ap_tail, __ap_start, __ap_limit) + __ap_found -%}
+{%- else -%}
+{%- set __ap_end = __ap_start -%}
+{%- endif -%}
+{%- endif -%}
+{%- set __ap_m = namespace(end=__ap_end, done=not __ap_markers) -%}
+{%- set __ap_rest = __ap_text[__ap_end:] -%}
+{%- set __ap_gap = __ap_rest|length - __ap_rest.lstrip()|length -%}
+{%- for __ap_mk in __ap_markers if __ap_text[:__ap_end].rstrip().endswith(__ap_mk) -%}
+{%- set __ap_m.done = true -%}
+{%- endfor -%}
+{%- for __ap_mk in __ap_markers if not __ap_m.done and __ap_rest.startswith(__ap_mk, __ap_gap) -%}
+{%- set __ap_m.end = __ap_end + __ap_gap + __ap_mk|length -%}
+{%- set __ap_m.done = true -%}
+{%- endfor -%}
+{%- if __ap_m.end > __ap_start -%}
+{{- __ap_text[__ap.printed:__ap_start] -}}
+{%- generation -%}{{- __ap_text[__ap_start:__ap_m.end] -}}{%- endgeneration -%}
+{%- set __ap.printed = __ap_m.end -%}
+{%- set __ap.lo = __ap_m.end -%}
+{%- endif -%}
+{%- endif -%}
+{%- endfor -%}
+{{- __ap_text[__ap.printed:] -}}
+"""
+
+
+# Conversations a generated training template must render byte-identically to the original
+# (where the original renders them): content, reasoning, single and parallel calls, tool
+# results and several assistant turns.
+def _call(call_id: str, name: str, args: dict[str, object]) -> dict[str, object]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+CHECK_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+_CHECK_CONVERSATIONS: tuple[tuple[list[dict[str, object]], bool], ...] = (
+    (
+        [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Hi!"},
+            {"role": "assistant", "content": "Hello!"},
+            {"role": "user", "content": "2+2?"},
+            {"role": "assistant", "content": "4.", "reasoning_content": "Two and two."},
+        ],
+        False,
+    ),
+    (
+        [
+            {"role": "user", "content": "Hi!"},
+            {"role": "assistant", "content": "Hello!", "reasoning_content": "Greet."},
+            {"role": "user", "content": "Weather in Paris?"},
+            {
+                "role": "assistant",
+                "content": "",
+                "reasoning_content": "Use the tool.",
+                "tool_calls": [
+                    _call("call_1", "get_weather", {"city": "Paris"}),
+                    _call("call_2", "get_weather", {"city": "Lyon"}),
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "21 C"},
+            {"role": "tool", "tool_call_id": "call_2", "content": "23 C"},
+            {"role": "assistant", "content": "21 C in Paris, 23 C in Lyon."},
+            {"role": "user", "content": "Thanks."},
+        ],
+        True,
+    ),
+)
+
+
+def checked_training_template(
+    source: str,
+    render: Callable[
+        [str, Sequence[Mapping[str, object]], Sequence[Mapping[str, object]] | None, bool], str
+    ],
+    end_of_turn: Sequence[str] = (),
+) -> str:
+    """:func:`training_template` of ``source``, checked to render as the original does.
+
+    ``render(source, messages, tools, add_generation_prompt)`` renders a template text
+    as transformers would (no polyfills); ``end_of_turn`` is the analysis' markers. Every
+    check conversation the original renders must render byte-identically from the training
+    template, else ExportError says which.
+    """
+    wrapped = training_template(source, end_of_turn)
+    for number, (messages, with_tools) in enumerate(_CHECK_CONVERSATIONS):
+        tools = [CHECK_TOOL] if with_tools else None
+        for agp in (False, True):
+            try:
+                want = render(source, messages, tools, agp)
+            except TemplateError:
+                continue  # the original cannot render it: nothing to keep
+            try:
+                got = render(wrapped, messages, tools, agp)
+            except TemplateError as exc:
+                raise ExportError(
+                    f"the training template fails on check conversation {number} where the "
+                    f"original renders ({exc}): a prefix of it does not render"
+                ) from None
+            if got != want:
+                raise ExportError(
+                    f"the training template renders check conversation {number} differently "
+                    "from the original"
+                )
+    return wrapped
