@@ -92,6 +92,22 @@ def _longest_suffix_found(needle: str, text: str, start: int, end: int) -> int:
     return lo
 
 
+_BOUNDARY = re.compile(r"[ \t\n\r\f\v>\]]")
+
+
+def header_match(header: str, text: str) -> int:
+    """How much of the generation prompt ``header`` starts ``text``: all of it, or a part of
+    it cut after whitespace, ``>`` or ``]`` (a forced ``<think>`` the history lacks must not
+    leave its ``<`` matched against the next marker's)."""
+    matched = common_prefix(header, text)
+    if matched == len(header):
+        return matched
+    cut = 0
+    for boundary in _BOUNDARY.finditer(header, 0, matched):
+        cut = boundary.end()
+    return cut
+
+
 def _special_markers(end_of_turn: Sequence[str]) -> tuple[str, ...]:
     return tuple(m for m in end_of_turn if _SPECIAL_TOKEN.fullmatch(m.strip()))
 
@@ -165,14 +181,14 @@ def assistant_spans(
             )
         header = prompt[len(before) :] if prompt.startswith(before) else ""
         base = _locate(text, before, lo)
-        start = base + common_prefix(header, text[base:])
+        start = base + header_match(header, text[base:])
         if text.startswith(upto) and len(upto) >= start:
             end = len(upto)
         else:
             # The turn renders differently once later messages follow: its own render in
             # ``upto`` is aligned on its longest tail found in ``text`` after the start.
             base_upto = len(before) if upto.startswith(before) else 0
-            own = upto[base_upto + common_prefix(header, upto[base_upto:]) :]
+            own = upto[base_upto + header_match(header, upto[base_upto:]) :]
             limit = min(len(text), start + len(own))
             found = _longest_suffix_found(own, text, start, limit)
             end = text.find(own[len(own) - found :], start, limit) + found if found else start
@@ -296,6 +312,15 @@ _SPAN_JINJA = """
 {%- endfor -%}
 {{- s.lo -}}
 {%- endmacro -%}
+{%- macro __ap_hm(header, text) -%}
+{%- set matched = __ap_cp(header, text)|int -%}
+{%- if matched == header|length -%}{{- matched -}}
+{%- else -%}
+{%- set s = namespace(cut=0) -%}
+{%- for j in range(matched) if header[j] in ' \t\n\r\f\v>]' -%}{%- set s.cut = j + 1 -%}{%- endfor -%}
+{{- s.cut -}}
+{%- endif -%}
+{%- endmacro -%}
 {%- macro __ap_suffix(needle, text, start, end) -%}
 {%- set s = namespace(lo=0, hi=[needle|length, [0, end - start]|max]|min) -%}
 {%- for _ in range(64) if s.lo < s.hi -%}
@@ -328,12 +353,12 @@ _SPAN_JINJA = """
 {%- set __ap_header = __ap_prompt[__ap_before|length:] -%}
 {%- endif -%}
 {%- set __ap_base = __ap_locate(__ap_text, __ap_before, __ap.lo)|int -%}
-{%- set __ap_start = __ap_base + __ap_cp(__ap_header, __ap_text[__ap_base:])|int -%}
+{%- set __ap_start = __ap_base + __ap_hm(__ap_header, __ap_text[__ap_base:])|int -%}
 {%- if __ap_text.startswith(__ap_upto) and __ap_upto|length >= __ap_start -%}
 {%- set __ap_end = __ap_upto|length -%}
 {%- else -%}
 {%- set __ap_bu = __ap_before|length if __ap_upto.startswith(__ap_before) else 0 -%}
-{%- set __ap_own = __ap_upto[__ap_bu + __ap_cp(__ap_header, __ap_upto[__ap_bu:])|int:] -%}
+{%- set __ap_own = __ap_upto[__ap_bu + __ap_hm(__ap_header, __ap_upto[__ap_bu:])|int:] -%}
 {%- set __ap_limit = [__ap_text|length, __ap_start + __ap_own|length]|min -%}
 {%- set __ap_found = __ap_suffix(__ap_own, __ap_text, __ap_start, __ap_limit)|int -%}
 {%- if __ap_found -%}
