@@ -15,6 +15,7 @@ from autoparser.generate import ChatParams, GrammarTrigger
 from autoparser.message import ChatMessage, ToolCall
 from autoparser.stream import StreamParser
 from autoparser.template import TemplateCaps
+from autoparser.training import RenderedPrompt, assistant_tokens_mask, tokenize_for_training
 
 __all__ = [
     "AnalysisWarning",
@@ -25,6 +26,7 @@ __all__ = [
     "ExportError",
     "GrammarError",
     "GrammarTrigger",
+    "RenderedPrompt",
     "RequestError",
     "SchemaError",
     "StreamParser",
@@ -32,6 +34,8 @@ __all__ = [
     "TemplateCaps",
     "TemplateError",
     "ToolCall",
+    "assistant_tokens_mask",
+    "tokenize_for_training",
 ]
 
 __version__ = "0.1.0"

@@ -92,6 +92,9 @@ def _longest_suffix_found(needle: str, text: str, start: int, end: int) -> int:
     return lo
 
 
+# How much of the render before a turn must be found in the full render to locate the turn
+# when the template renders history differently (less is a coincidence, not an alignment).
+_MIN_TAIL = 32
 _BOUNDARY = re.compile(r"[ \t\n\r\f\v>\]]")
 
 
@@ -140,16 +143,21 @@ def _render(render: RenderFn, messages: Sequence[Mapping[str, object]], agp: boo
 def _locate(text: str, before: str, lo: int) -> int:
     """Where ``before`` (a render of earlier messages) ends in ``text``, at or after ``lo``.
 
-    A prefix when the template renders history alike; otherwise its longest tail found in
-    ``text`` (the earlier turns differ, the last messages before the turn do not).
+    A prefix when the template renders history alike; otherwise its longest tail that ends
+    in ``text`` at or after ``lo`` (the earlier turns differ, the last messages do not).
     """
     if text.startswith(before):
-        return len(before)
-    window = max(0, lo - len(before))
-    found = _longest_suffix_found(before, text, window, len(text))
-    if found == 0:
-        return lo
-    return text.find(before[len(before) - found :], max(0, lo - found)) + found
+        return max(lo, len(before))
+    low, high = 0, len(before)
+    while low < high:  # a tail found ending at or after lo: monotone in its length
+        mid = (low + high + 1) // 2
+        if text.find(before[len(before) - mid :], max(0, lo - mid)) >= 0:
+            low = mid
+        else:
+            high = mid - 1
+    if low < min(len(before), _MIN_TAIL):
+        return -1  # too little of it found to say where the turn starts
+    return text.find(before[len(before) - low :], max(0, lo - low)) + low
 
 
 def assistant_spans(
@@ -181,6 +189,11 @@ def assistant_spans(
             )
         header = prompt[len(before) :] if prompt.startswith(before) else ""
         base = _locate(text, before, lo)
+        if base < 0:
+            raise TemplateError(
+                f"messages[{index}]: the template renders the messages before this assistant "
+                "turn differently once later messages follow, too differently to locate the turn"
+            )
         start = base + header_match(header, text[base:])
         if text.startswith(upto) and len(upto) >= start:
             end = len(upto)
@@ -296,7 +309,9 @@ def training_template(source: str, end_of_turn: Sequence[str] = ()) -> str:
     return (
         f"{{% macro {_MACRO}(messages, add_generation_prompt) %}}\n"
         f"{body}{{{{ '' }}}}{{% endmacro %}}"
-        + _SPAN_JINJA.replace("__MARKERS__", repr(markers)).replace("__R__", _MACRO)
+        + _SPAN_JINJA.replace("__MARKERS__", repr(markers))
+        .replace("__R__", _MACRO)
+        .replace("__MIN_TAIL__", str(_MIN_TAIL))
     )
 
 
@@ -317,7 +332,9 @@ _SPAN_JINJA = """
 {%- if matched == header|length -%}{{- matched -}}
 {%- else -%}
 {%- set s = namespace(cut=0) -%}
-{%- for j in range(matched) if header[j] in ' \t\n\r\f\v>]' -%}{%- set s.cut = j + 1 -%}{%- endfor -%}
+{%- for j in range(matched) if header[j] in ' \t\n\r\f\v>]' -%}
+{%- set s.cut = j + 1 -%}
+{%- endfor -%}
 {{- s.cut -}}
 {%- endif -%}
 {%- endmacro -%}
@@ -331,11 +348,16 @@ _SPAN_JINJA = """
 {{- s.lo -}}
 {%- endmacro -%}
 {%- macro __ap_locate(text, before, lo) -%}
-{%- if text.startswith(before) -%}{{- before|length -}}
+{%- if text.startswith(before) -%}{{- [lo, before|length]|max -}}
 {%- else -%}
-{%- set found = __ap_suffix(before, text, [0, lo - before|length]|max, text|length)|int -%}
-{%- if found == 0 -%}{{- lo -}}
-{%- else -%}{{- text.find(before[before|length - found:], [0, lo - found]|max) + found -}}
+{%- set s = namespace(lo=0, hi=before|length) -%}
+{%- for _ in range(64) if s.lo < s.hi -%}
+{%- set mid = (s.lo + s.hi + 1) // 2 -%}
+{%- if text.find(before[before|length - mid:], [0, lo - mid]|max) >= 0 -%}{%- set s.lo = mid -%}
+{%- else -%}{%- set s.hi = mid - 1 -%}{%- endif -%}
+{%- endfor -%}
+{%- if s.lo < [before|length, __MIN_TAIL__]|min -%}{{- -1 -}}
+{%- else -%}{{- text.find(before[before|length - s.lo:], [0, lo - s.lo]|max) + s.lo -}}
 {%- endif -%}
 {%- endif -%}
 {%- endmacro -%}
@@ -353,6 +375,10 @@ _SPAN_JINJA = """
 {%- set __ap_header = __ap_prompt[__ap_before|length:] -%}
 {%- endif -%}
 {%- set __ap_base = __ap_locate(__ap_text, __ap_before, __ap.lo)|int -%}
+{%- if __ap_base < 0 -%}
+{{- raise_exception('autoparser training template: cannot locate assistant turn '
+    ~ loop.index0) -}}
+{%- endif -%}
 {%- set __ap_start = __ap_base + __ap_hm(__ap_header, __ap_text[__ap_base:])|int -%}
 {%- if __ap_text.startswith(__ap_upto) and __ap_upto|length >= __ap_start -%}
 {%- set __ap_end = __ap_upto|length -%}
@@ -470,8 +496,8 @@ def checked_training_template(
                 got = render(wrapped, messages, tools, agp)
             except TemplateError as exc:
                 raise ExportError(
-                    f"the training template fails on check conversation {number} where the "
-                    f"original renders ({exc}): a prefix of it does not render"
+                    f"the training template fails on check conversation {number}, which the "
+                    f"original renders: {exc}"
                 ) from None
             if got != want:
                 raise ExportError(
