@@ -143,11 +143,15 @@ def _render(render: RenderFn, messages: Sequence[Mapping[str, object]], agp: boo
 def _locate(text: str, before: str, lo: int) -> int:
     """Where ``before`` (a render of earlier messages) ends in ``text``, at or after ``lo``.
 
-    A prefix when the template renders history alike; otherwise its longest tail that ends
-    in ``text`` at or after ``lo`` (the earlier turns differ, the last messages do not).
+    A prefix when the template renders history alike, or all of it but a footer printed
+    after the last message; otherwise its longest tail that ends in ``text`` at or after
+    ``lo`` (the earlier turns differ, the last messages do not).
     """
     if text.startswith(before):
         return max(lo, len(before))
+    shared = common_prefix(before, text)
+    if shared >= lo and text.endswith(before[shared:]):
+        return shared  # what follows is a footer the template prints after the last message
     low, high = 0, len(before)
     while low < high:  # a tail found ending at or after lo: monotone in its length
         mid = (low + high + 1) // 2
@@ -195,12 +199,13 @@ def assistant_spans(
                 "turn differently once later messages follow, too differently to locate the turn"
             )
         start = base + header_match(header, text[base:])
-        if text.startswith(upto) and len(upto) >= start:
-            end = len(upto)
+        shared = common_prefix(upto, text)
+        if (shared > start or shared == len(upto)) and text.endswith(upto[shared:]):
+            end = shared  # all of it, or all but a footer printed after the last message
         else:
             # The turn renders differently once later messages follow: its own render in
             # ``upto`` is aligned on its longest tail found in ``text`` after the start.
-            base_upto = len(before) if upto.startswith(before) else 0
+            base_upto = max(0, _locate(upto, before, 0))
             own = upto[base_upto + header_match(header, upto[base_upto:]) :]
             limit = min(len(text), start + len(own))
             found = _longest_suffix_found(own, text, start, limit)
@@ -348,7 +353,9 @@ _SPAN_JINJA = """
 {{- s.lo -}}
 {%- endmacro -%}
 {%- macro __ap_locate(text, before, lo) -%}
+{%- set shared = __ap_cp(before, text)|int -%}
 {%- if text.startswith(before) -%}{{- [lo, before|length]|max -}}
+{%- elif shared >= lo and text.endswith(before[shared:]) -%}{{- shared -}}
 {%- else -%}
 {%- set s = namespace(lo=0, hi=before|length) -%}
 {%- for _ in range(64) if s.lo < s.hi -%}
@@ -380,10 +387,12 @@ _SPAN_JINJA = """
     ~ loop.index0) -}}
 {%- endif -%}
 {%- set __ap_start = __ap_base + __ap_hm(__ap_header, __ap_text[__ap_base:])|int -%}
-{%- if __ap_text.startswith(__ap_upto) and __ap_upto|length >= __ap_start -%}
-{%- set __ap_end = __ap_upto|length -%}
+{%- set __ap_shared = __ap_cp(__ap_upto, __ap_text)|int -%}
+{%- if (__ap_shared > __ap_start or __ap_shared == __ap_upto|length)
+    and __ap_text.endswith(__ap_upto[__ap_shared:]) -%}
+{%- set __ap_end = __ap_shared -%}
 {%- else -%}
-{%- set __ap_bu = __ap_before|length if __ap_upto.startswith(__ap_before) else 0 -%}
+{%- set __ap_bu = [0, __ap_locate(__ap_upto, __ap_before, 0)|int]|max -%}
 {%- set __ap_own = __ap_upto[__ap_bu + __ap_hm(__ap_header, __ap_upto[__ap_bu:])|int:] -%}
 {%- set __ap_limit = [__ap_text|length, __ap_start + __ap_own|length]|min -%}
 {%- set __ap_found = __ap_suffix(__ap_own, __ap_text, __ap_start, __ap_limit)|int -%}
