@@ -95,20 +95,33 @@ def _longest_suffix_found(needle: str, text: str, start: int, end: int) -> int:
 # How much of the render before a turn must be found in the full render to locate the turn
 # when the template renders history differently (less is a coincidence, not an alignment).
 _MIN_TAIL = 32
-_BOUNDARY = re.compile(r"[ \t\n\r\f\v>\]]")
+_BOUNDARY = re.compile(r"[ \t\n\r\f\v>\]]|[<\[]")
+_BOUNDARY_WINDOW = 64
+
+
+def boundary_at_or_before(s: str, k: int) -> int:
+    """The last marker boundary of ``s`` at or before ``k`` (within 64 characters): after
+    whitespace, ``>`` or ``]``, or before ``<`` or ``[``; -1 when there is none.
+
+    A common prefix can end inside a marker (the ``<`` of ``<think>`` matched against the
+    ``<`` of ``<tool_call>``); cutting it back to a boundary keeps markers whole.
+    """
+    cut = -1
+    for found in _BOUNDARY.finditer(s, max(0, k - _BOUNDARY_WINDOW), k + 1):
+        position = found.start() if found.group() in "<[" else found.end()
+        if position <= k:
+            cut = position
+    return cut
 
 
 def header_match(header: str, text: str) -> int:
     """How much of the generation prompt ``header`` starts ``text``: all of it, or a part of
-    it cut after whitespace, ``>`` or ``]`` (a forced ``<think>`` the history lacks must not
-    leave its ``<`` matched against the next marker's)."""
+    it cut at a marker boundary (a forced ``<think>`` the history lacks must not leave its
+    ``<`` matched against the next marker's)."""
     matched = common_prefix(header, text)
     if matched == len(header):
         return matched
-    cut = 0
-    for boundary in _BOUNDARY.finditer(header, 0, matched):
-        cut = boundary.end()
-    return cut
+    return max(0, boundary_at_or_before(header, matched))
 
 
 def _special_markers(end_of_turn: Sequence[str]) -> tuple[str, ...]:
@@ -140,18 +153,24 @@ def _render(render: RenderFn, messages: Sequence[Mapping[str, object]], agp: boo
         return None
 
 
-def _locate(text: str, before: str, lo: int) -> int:
+def _locate(text: str, before: str, lo: int, anchor: str = "") -> int:
     """Where ``before`` (a render of earlier messages) ends in ``text``, at or after ``lo``.
 
     A prefix when the template renders history alike, or all of it but a footer printed
-    after the last message; otherwise its longest tail that ends in ``text`` at or after
-    ``lo`` (the earlier turns differ, the last messages do not).
+    after the last message, or with whitespace the template adds before its end once more
+    messages follow; otherwise its longest tail that ends in ``text`` at or after
+    ``lo`` (the earlier turns differ, the last messages do not), trusted when it holds
+    ``anchor`` (the previous message's text) or is long enough not to be a coincidence.
+    -1 when it cannot be located.
     """
     if text.startswith(before):
         return max(lo, len(before))
-    shared = common_prefix(before, text)
-    if shared >= lo and text.endswith(before[shared:]):
+    shared = boundary_at_or_before(before, common_prefix(before, text))
+    if shared >= max(lo, 1) and text.endswith(before[shared:]):
         return shared  # what follows is a footer the template prints after the last message
+    moved = text.find(before[shared:], shared) if shared >= max(lo, 1) else -1
+    if moved > shared and not text[shared:moved].strip():
+        return moved + len(before) - shared  # whitespace the template adds before the end
     low, high = 0, len(before)
     while low < high:  # a tail found ending at or after lo: monotone in its length
         mid = (low + high + 1) // 2
@@ -159,9 +178,16 @@ def _locate(text: str, before: str, lo: int) -> int:
             low = mid
         else:
             high = mid - 1
-    if low < min(len(before), _MIN_TAIL):
+    tail = before[len(before) - low :]
+    if not ((anchor and anchor in tail) or low >= min(len(before), _MIN_TAIL)):
         return -1  # too little of it found to say where the turn starts
-    return text.find(before[len(before) - low :], max(0, lo - low)) + low
+    return text.find(tail, max(0, lo - low)) + low
+
+
+def _anchor(message: Mapping[str, object]) -> str:
+    """The previous message's text, when it is a plain string (the alignment's evidence)."""
+    content = message.get("content")
+    return content if isinstance(content, str) else ""
 
 
 def assistant_spans(
@@ -192,24 +218,32 @@ def assistant_spans(
                 "assistant turn, so the turn cannot be located"
             )
         header = prompt[len(before) :] if prompt.startswith(before) else ""
-        base = _locate(text, before, lo)
-        if base < 0:
-            raise TemplateError(
-                f"messages[{index}]: the template renders the messages before this assistant "
-                "turn differently once later messages follow, too differently to locate the turn"
-            )
-        start = base + header_match(header, text[base:])
-        shared = common_prefix(upto, text)
-        if (shared > start or shared == len(upto)) and text.endswith(upto[shared:]):
-            end = shared  # all of it, or all but a footer printed after the last message
+        anchor = _anchor(messages[index - 1]) if index else ""
+        if text.startswith(prompt):
+            start = max(lo, len(prompt))
         else:
-            # The turn renders differently once later messages follow: its own render in
-            # ``upto`` is aligned on its longest tail found in ``text`` after the start.
-            base_upto = max(0, _locate(upto, before, 0))
+            base = _locate(text, before, lo, anchor)
+            if base < 0:
+                raise TemplateError(
+                    f"messages[{index}]: the template renders the messages before this "
+                    "assistant turn differently once later messages follow, too differently "
+                    "to locate the turn"
+                )
+            start = base + header_match(header, text[base:])
+        shared = common_prefix(upto, text)
+        if shared == len(upto):
+            end = shared
+        else:
+            # All of the turn up to a footer or the next message, or, when the turn renders
+            # differently once later messages follow, its own render in ``upto`` aligned on
+            # its longest tail found in ``text`` after the start: the further of the two.
+            end = max(start, boundary_at_or_before(upto, shared))
+            base_upto = max(0, _locate(upto, before, 0, anchor))
             own = upto[base_upto + header_match(header, upto[base_upto:]) :]
             limit = min(len(text), start + len(own))
             found = _longest_suffix_found(own, text, start, limit)
-            end = text.find(own[len(own) - found :], start, limit) + found if found else start
+            if found:
+                end = max(end, text.find(own[len(own) - found :], start, limit) + found)
         end = _extend_over_marker(text, end, markers)
         if end > start:
             spans.append((start, end))
@@ -317,6 +351,7 @@ def training_template(source: str, end_of_turn: Sequence[str] = ()) -> str:
         + _SPAN_JINJA.replace("__MARKERS__", repr(markers))
         .replace("__R__", _MACRO)
         .replace("__MIN_TAIL__", str(_MIN_TAIL))
+        .replace("__WINDOW__", str(_BOUNDARY_WINDOW))
     )
 
 
@@ -332,15 +367,19 @@ _SPAN_JINJA = """
 {%- endfor -%}
 {{- s.lo -}}
 {%- endmacro -%}
+{%- macro __ap_cut(s, k) -%}
+{%- set c = namespace(cut=-1) -%}
+{%- for j in range([0, k - __WINDOW__]|max, k + 1) -%}
+{%- if (j > 0 and s[j - 1] in ' \t\n\r\f\v>]') or (j < s|length and s[j] in '<[') -%}
+{%- set c.cut = j -%}
+{%- endif -%}
+{%- endfor -%}
+{{- c.cut -}}
+{%- endmacro -%}
 {%- macro __ap_hm(header, text) -%}
 {%- set matched = __ap_cp(header, text)|int -%}
 {%- if matched == header|length -%}{{- matched -}}
-{%- else -%}
-{%- set s = namespace(cut=0) -%}
-{%- for j in range(matched) if header[j] in ' \t\n\r\f\v>]' -%}
-{%- set s.cut = j + 1 -%}
-{%- endfor -%}
-{{- s.cut -}}
+{%- else -%}{{- [0, __ap_cut(header, matched)|int]|max -}}
 {%- endif -%}
 {%- endmacro -%}
 {%- macro __ap_suffix(needle, text, start, end) -%}
@@ -352,10 +391,13 @@ _SPAN_JINJA = """
 {%- endfor -%}
 {{- s.lo -}}
 {%- endmacro -%}
-{%- macro __ap_locate(text, before, lo) -%}
-{%- set shared = __ap_cp(before, text)|int -%}
+{%- macro __ap_locate(text, before, lo, anchor) -%}
+{%- set shared = __ap_cut(before, __ap_cp(before, text)|int)|int -%}
 {%- if text.startswith(before) -%}{{- [lo, before|length]|max -}}
-{%- elif shared >= lo and text.endswith(before[shared:]) -%}{{- shared -}}
+{%- elif shared >= [lo, 1]|max and text.endswith(before[shared:]) -%}{{- shared -}}
+{%- elif shared >= [lo, 1]|max and text.find(before[shared:], shared) > shared
+    and not text[shared:text.find(before[shared:], shared)].strip() -%}
+{{- text.find(before[shared:], shared) + before|length - shared -}}
 {%- else -%}
 {%- set s = namespace(lo=0, hi=before|length) -%}
 {%- for _ in range(64) if s.lo < s.hi -%}
@@ -363,7 +405,8 @@ _SPAN_JINJA = """
 {%- if text.find(before[before|length - mid:], [0, lo - mid]|max) >= 0 -%}{%- set s.lo = mid -%}
 {%- else -%}{%- set s.hi = mid - 1 -%}{%- endif -%}
 {%- endfor -%}
-{%- if s.lo < [before|length, __MIN_TAIL__]|min -%}{{- -1 -}}
+{%- set tail = before[before|length - s.lo:] -%}
+{%- if not ((anchor and anchor in tail) or s.lo >= [before|length, __MIN_TAIL__]|min) -%}{{- -1 -}}
 {%- else -%}{{- text.find(before[before|length - s.lo:], [0, lo - s.lo]|max) + s.lo -}}
 {%- endif -%}
 {%- endif -%}
@@ -381,28 +424,35 @@ _SPAN_JINJA = """
 {%- if __ap_prompt.startswith(__ap_before) -%}
 {%- set __ap_header = __ap_prompt[__ap_before|length:] -%}
 {%- endif -%}
-{%- set __ap_base = __ap_locate(__ap_text, __ap_before, __ap.lo)|int -%}
+{%- set __ap_anchor = '' -%}
+{%- if loop.index0 and messages[loop.index0 - 1].content is string -%}
+{%- set __ap_anchor = messages[loop.index0 - 1].content -%}
+{%- endif -%}
+{%- if __ap_text.startswith(__ap_prompt) -%}
+{%- set __ap_start = [__ap.lo, __ap_prompt|length]|max -%}
+{%- else -%}
+{%- set __ap_base = __ap_locate(__ap_text, __ap_before, __ap.lo, __ap_anchor)|int -%}
 {%- if __ap_base < 0 -%}
 {{- raise_exception('autoparser training template: cannot locate assistant turn '
     ~ loop.index0) -}}
 {%- endif -%}
 {%- set __ap_start = __ap_base + __ap_hm(__ap_header, __ap_text[__ap_base:])|int -%}
+{%- endif -%}
 {%- set __ap_shared = __ap_cp(__ap_upto, __ap_text)|int -%}
-{%- if (__ap_shared > __ap_start or __ap_shared == __ap_upto|length)
-    and __ap_text.endswith(__ap_upto[__ap_shared:]) -%}
-{%- set __ap_end = __ap_shared -%}
-{%- else -%}
-{%- set __ap_bu = [0, __ap_locate(__ap_upto, __ap_before, 0)|int]|max -%}
+{%- set __ap_e = namespace(end=__ap_shared) -%}
+{%- if __ap_shared < __ap_upto|length -%}
+{%- set __ap_e.end = [__ap_start, __ap_cut(__ap_upto, __ap_shared)|int]|max -%}
+{%- set __ap_bu = [0, __ap_locate(__ap_upto, __ap_before, 0, __ap_anchor)|int]|max -%}
 {%- set __ap_own = __ap_upto[__ap_bu + __ap_hm(__ap_header, __ap_upto[__ap_bu:])|int:] -%}
 {%- set __ap_limit = [__ap_text|length, __ap_start + __ap_own|length]|min -%}
 {%- set __ap_found = __ap_suffix(__ap_own, __ap_text, __ap_start, __ap_limit)|int -%}
 {%- if __ap_found -%}
 {%- set __ap_tail = __ap_own[__ap_own|length - __ap_found:] -%}
-{%- set __ap_end = __ap_text.find(__ap_tail, __ap_start, __ap_limit) + __ap_found -%}
-{%- else -%}
-{%- set __ap_end = __ap_start -%}
+{%- set __ap_aligned = __ap_text.find(__ap_tail, __ap_start, __ap_limit) + __ap_found -%}
+{%- set __ap_e.end = [__ap_e.end, __ap_aligned]|max -%}
 {%- endif -%}
 {%- endif -%}
+{%- set __ap_end = __ap_e.end -%}
 {%- set __ap_m = namespace(end=__ap_end, done=not __ap_markers) -%}
 {%- set __ap_rest = __ap_text[__ap_end:] -%}
 {%- set __ap_gap = __ap_rest|length - __ap_rest.lstrip()|length -%}
