@@ -489,7 +489,7 @@ CHECK_TOOL = {
         "description": "Get the weather in a city.",
         "parameters": {
             "type": "object",
-            "properties": {"city": {"type": "string"}},
+            "properties": {"city": {"type": "string", "description": "City name"}},
             "required": ["city"],
         },
     },
