@@ -67,6 +67,8 @@ class RenderedPrompt:
 
 def common_prefix(a: str, b: str) -> int:
     """Length of the longest common prefix of ``a`` and ``b`` (binary search on startswith)."""
+    if b.startswith(a):
+        return len(a)
     lo, hi = 0, min(len(a), len(b))
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -359,13 +361,17 @@ def training_template(source: str, end_of_turn: Sequence[str] = ()) -> str:
 # statement strips whitespace so the wrapper prints nothing but the slices).
 _SPAN_JINJA = """
 {%- macro __ap_cp(a, b) -%}
+{%- if b.startswith(a) -%}{{- a|length -}}
+{%- else -%}
 {%- set s = namespace(lo=0, hi=[a|length, b|length]|min) -%}
-{%- for _ in range(64) if s.lo < s.hi -%}
+{%- for _ in range(64) -%}
+{%- if s.lo >= s.hi -%}{%- break -%}{%- endif -%}
 {%- set mid = (s.lo + s.hi + 1) // 2 -%}
 {%- if b.startswith(a[:mid]) -%}{%- set s.lo = mid -%}
 {%- else -%}{%- set s.hi = mid - 1 -%}{%- endif -%}
 {%- endfor -%}
 {{- s.lo -}}
+{%- endif -%}
 {%- endmacro -%}
 {%- macro __ap_cut(s, k) -%}
 {%- set c = namespace(cut=-1) -%}
@@ -384,7 +390,8 @@ _SPAN_JINJA = """
 {%- endmacro -%}
 {%- macro __ap_suffix(needle, text, start, end) -%}
 {%- set s = namespace(lo=0, hi=[needle|length, [0, end - start]|max]|min) -%}
-{%- for _ in range(64) if s.lo < s.hi -%}
+{%- for _ in range(64) -%}
+{%- if s.lo >= s.hi -%}{%- break -%}{%- endif -%}
 {%- set mid = (s.lo + s.hi + 1) // 2 -%}
 {%- if text.find(needle[needle|length - mid:], start, end) >= 0 -%}{%- set s.lo = mid -%}
 {%- else -%}{%- set s.hi = mid - 1 -%}{%- endif -%}
@@ -392,15 +399,17 @@ _SPAN_JINJA = """
 {{- s.lo -}}
 {%- endmacro -%}
 {%- macro __ap_locate(text, before, lo, anchor) -%}
-{%- set shared = __ap_cut(before, __ap_cp(before, text)|int)|int -%}
 {%- if text.startswith(before) -%}{{- [lo, before|length]|max -}}
-{%- elif shared >= [lo, 1]|max and text.endswith(before[shared:]) -%}{{- shared -}}
+{%- else -%}
+{%- set shared = __ap_cut(before, __ap_cp(before, text)|int)|int -%}
+{%- if shared >= [lo, 1]|max and text.endswith(before[shared:]) -%}{{- shared -}}
 {%- elif shared >= [lo, 1]|max and text.find(before[shared:], shared) > shared
     and not text[shared:text.find(before[shared:], shared)].strip() -%}
 {{- text.find(before[shared:], shared) + before|length - shared -}}
 {%- else -%}
 {%- set s = namespace(lo=0, hi=before|length) -%}
-{%- for _ in range(64) if s.lo < s.hi -%}
+{%- for _ in range(64) -%}
+{%- if s.lo >= s.hi -%}{%- break -%}{%- endif -%}
 {%- set mid = (s.lo + s.hi + 1) // 2 -%}
 {%- if text.find(before[before|length - mid:], [0, lo - mid]|max) >= 0 -%}{%- set s.lo = mid -%}
 {%- else -%}{%- set s.hi = mid - 1 -%}{%- endif -%}
@@ -408,6 +417,7 @@ _SPAN_JINJA = """
 {%- set tail = before[before|length - s.lo:] -%}
 {%- if not ((anchor and anchor in tail) or s.lo >= [before|length, __MIN_TAIL__]|min) -%}{{- -1 -}}
 {%- else -%}{{- text.find(before[before|length - s.lo:], [0, lo - s.lo]|max) + s.lo -}}
+{%- endif -%}
 {%- endif -%}
 {%- endif -%}
 {%- endmacro -%}
