@@ -187,6 +187,23 @@ def _in_prompt(source: str, head: list[dict[str, Any]], tools: Any, extra: str) 
     )
 
 
+def _assert_spans_cover_no_other_message(
+    prompt: RenderedPrompt, messages: list[dict[str, Any]]
+) -> None:
+    """Spans are ordered, disjoint, and hold no user, system or tool text."""
+    previous = 0
+    for start, end in prompt.assistant_spans:
+        assert previous <= start < end <= len(prompt.text)
+        previous = end
+    for message in messages:
+        content = message.get("content")
+        if message["role"] == "assistant" or not isinstance(content, str) or not content:
+            continue
+        for found in re.finditer(re.escape(content), prompt.text):
+            for start, end in prompt.assistant_spans:
+                assert found.end() <= start or end <= found.start(), (message, found.start())
+
+
 def _assistant_indices(messages: list[dict[str, Any]]) -> list[int]:
     return [i for i, m in enumerate(messages) if m["role"] == "assistant"]
 
@@ -334,6 +351,7 @@ def test_training_template_renders_identically_with_our_spans(path: Path) -> Non
         ours = template.render_spans(messages, tools, agp, polyfills=False, **kwargs)
         assert ours.text == want
         assert [tuple(s) for s in spans if s[1] > s[0]] == ours.assistant_spans
+        _assert_spans_cover_no_other_message(ours, messages)
         compared += 1
     assert compared, "no conversation compared"
 
@@ -358,16 +376,7 @@ def test_spans_never_cover_other_messages(name: str, conv: str) -> None:
     template = ChatTemplate.from_file(TEMPLATES / f"{name}.jinja")
     prompt = template.render_spans(messages, tools)
     assert prompt.text == template.render(messages, tools, False)
-    previous = 0
-    for start, end in prompt.assistant_spans:
-        assert previous <= start < end <= len(prompt.text)
-        previous = end
-    for message in messages:
-        if message["role"] == "assistant":
-            continue
-        for found in re.finditer(re.escape(message["content"]), prompt.text):
-            for start, end in prompt.assistant_spans:
-                assert found.end() <= start or end <= found.start(), (message, found.start())
+    _assert_spans_cover_no_other_message(prompt, messages)
 
 
 def _strip_end_of_turn(text: str, markers: tuple[str, ...]) -> str:

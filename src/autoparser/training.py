@@ -19,7 +19,9 @@ same options as the full render:
 Templates that render earlier turns differently once later messages follow (reasoning kept
 only after the last user message, or only for the last assistant turn) are aligned: the
 prefix render's tail is located in the full render, so a turn dropped or rewritten in the
-full conversation is reported as it was actually rendered there.
+full conversation is reported as it was actually rendered there. A partly matched prefix is
+cut back to a marker boundary (never half a ``<think>``); a template whose renders move too
+much to locate a turn gets a TemplateError naming the message, never a guessed span.
 
 The same algorithm is written in Jinja by :func:`training_template`, which wraps a template
 so that transformers' ``{% generation %}`` blocks mark exactly these spans. Every step uses
