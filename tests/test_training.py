@@ -80,9 +80,9 @@ CONVERSATIONS: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]] | None
             {
                 "role": "assistant",
                 "content": "",
-                "tool_calls": [_call("c1", "get_weather", {"city": "Paris"})],
+                "tool_calls": [_call("call00001", "get_weather", {"city": "Paris"})],
             },
-            {"role": "tool", "tool_call_id": "c1", "content": "21 degrees"},
+            {"role": "tool", "tool_call_id": "call00001", "content": "21 degrees"},
             {"role": "assistant", "content": "It is warm."},
         ],
         [CHECK_TOOL],
@@ -95,12 +95,12 @@ CONVERSATIONS: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]] | None
                 "content": "",
                 "reasoning_content": "Two tools.",
                 "tool_calls": [
-                    _call("c1", "get_weather", {"city": "Paris"}),
-                    _call("c2", "get_time", {"city": "Paris"}),
+                    _call("call00001", "get_weather", {"city": "Paris"}),
+                    _call("call00002", "get_time", {"city": "Paris"}),
                 ],
             },
-            {"role": "tool", "tool_call_id": "c1", "content": "21 degrees"},
-            {"role": "tool", "tool_call_id": "c2", "content": "14:05 local"},
+            {"role": "tool", "tool_call_id": "call00001", "content": "21 degrees"},
+            {"role": "tool", "tool_call_id": "call00002", "content": "14:05 local"},
             {"role": "assistant", "content": "Warm, early afternoon."},
             {"role": "user", "content": "Thanks a lot"},
         ],
@@ -508,3 +508,33 @@ def test_every_turn_parses_back(name: str, conv: str) -> None:
         reasoning = message.get("reasoning_content")
         if reasoning and reasoning in span_text:  # rendered: read back as reasoning
             assert (parsed.reasoning_content or "").strip() == reasoning
+
+
+@pytest.mark.skipif(not corpus_templates(), reason=CORPUS_SKIP_REASON)
+@pytest.mark.parametrize(
+    "name", ["Qwen-Qwen3-0.6B", "glm_4_5", "mistralai-Mistral-Nemo-Instruct-2407"]
+)
+def test_training_template_token_masks_equal_ours(name: str) -> None:
+    """transformers' apply_chat_template on the generated template, with a real tokenizer,
+    gives the assistant_masks tokenize_for_training gives from our spans."""
+    source = (TEMPLATES / f"{name}.jinja").read_text(encoding="utf-8")
+    template = ChatTemplate(source, bos_token=BOS, eos_token=EOS)
+    wrapped = template.training_template()
+    prompts = {
+        conv: template.render_spans(messages, tools, polyfills=False)
+        for conv, (messages, tools) in CONVERSATIONS.items()
+    }
+    tokenizer = _tokenizer(source, [p.text for p in prompts.values()])
+    for conv, (messages, tools) in CONVERSATIONS.items():
+        out = tokenizer.apply_chat_template(
+            _clean(messages),
+            tools=tools,
+            chat_template=wrapped,
+            return_assistant_tokens_mask=True,
+            return_dict=True,
+            tokenize=True,
+        )
+        row = tokenize_for_training(tokenizer, prompts[conv])
+        assert row["input_ids"] == list(out["input_ids"]), conv
+        assert row["assistant_masks"] == list(out["assistant_masks"]), conv
+        assert 0 < sum(row["assistant_masks"]) < len(row["input_ids"]), conv
