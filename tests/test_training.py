@@ -65,6 +65,14 @@ CONVERSATIONS: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]] | None
         ],
         None,
     ),
+    "assistant_first": (
+        [
+            {"role": "assistant", "content": "Welcome, ask away."},
+            {"role": "user", "content": "Hi there!"},
+            {"role": "assistant", "content": "Hello."},
+        ],
+        None,
+    ),
     "reasoning": (
         [
             {"role": "user", "content": "Hi there!"},
@@ -178,6 +186,11 @@ def _tokenizer(source: str, texts: list[str]) -> Any:
 def _in_prompt(source: str, head: list[dict[str, Any]], tools: Any, extra: str) -> bool:
     """Whether ``extra`` is prompt text: the end of the render of ``head`` followed by the
     start of the generation prompt the template adds to it."""
+    if not head:  # the turn opens the conversation: its prompt is the generation prompt
+        probe = [{"role": "user", "content": "x"}]
+        before, _ = _oracle(source, probe, tools)
+        prompt, _ = _oracle(source, probe, tools, agp=True)
+        return prompt.startswith(before) and prompt[len(before) :].startswith(extra)
     before, _ = _oracle(source, head, tools)
     prompt, _ = _oracle(source, head, tools, agp=True)
     header = prompt[len(before) :] if prompt.startswith(before) else ""
@@ -224,7 +237,12 @@ def test_spans_match_transformers_generation_blocks(name: str) -> None:
     texts: list[str] = []
     cases: list[tuple[str, RenderedPrompt, list[tuple[int, int]], list[dict[str, Any]], Any]] = []
     for conv, (messages, tools) in CONVERSATIONS.items():
-        text, oracle = _oracle(source, messages, tools)
+        try:
+            text, oracle = _oracle(source, messages, tools)
+        except Exception:  # the template cannot render it (it raises): neither do we
+            with pytest.raises(TemplateError):
+                ours_template.render_spans(messages, tools, polyfills=False)
+            continue
         ours = ours_template.render_spans(messages, tools, polyfills=False)
         assert ours.text == text, conv
         assert len(ours.assistant_spans) == len(oracle) == len(_assistant_indices(messages)), conv
@@ -520,12 +538,17 @@ def test_training_template_token_masks_equal_ours(name: str) -> None:
     source = (TEMPLATES / f"{name}.jinja").read_text(encoding="utf-8")
     template = ChatTemplate(source, bos_token=BOS, eos_token=EOS)
     wrapped = template.training_template()
-    prompts = {
-        conv: template.render_spans(messages, tools, polyfills=False)
-        for conv, (messages, tools) in CONVERSATIONS.items()
-    }
+    prompts = {}
+    for conv, (messages, tools) in CONVERSATIONS.items():
+        try:
+            prompts[conv] = template.render_spans(messages, tools, polyfills=False)
+        except TemplateError:
+            continue  # the template refuses it (Mistral: roles must alternate from a user)
+    assert len(prompts) >= len(CONVERSATIONS) - 1
     tokenizer = _tokenizer(source, [p.text for p in prompts.values()])
     for conv, (messages, tools) in CONVERSATIONS.items():
+        if conv not in prompts:
+            continue
         out = tokenizer.apply_chat_template(
             _clean(messages),
             tools=tools,

@@ -236,8 +236,11 @@ class ChatTemplate:
             return self._render(part, tools, agp, polyfills, template_kwargs, now)
 
         text = render(messages, add_generation_prompt)
-        end_of_turn = self.for_tools(tools).analyze().end_of_turn
-        return RenderedPrompt(text, assistant_spans(text, messages, render, end_of_turn))
+        analysis = self.for_tools(tools).analyze()
+        spans = assistant_spans(
+            text, messages, render, analysis.end_of_turn, analysis.generation_prompt
+        )
+        return RenderedPrompt(text, spans)
 
     def training_template(self) -> str:
         """This template with ``{% generation %}`` blocks marking :meth:`render_spans`' spans.
@@ -262,7 +265,10 @@ class ChatTemplate:
             )
             return renderer.render(messages, tools, agp)
 
-        return checked_training_template(self.source, render, self.analyze().end_of_turn)
+        analysis = self.analyze()
+        return checked_training_template(
+            self.source, render, analysis.end_of_turn, analysis.generation_prompt
+        )
 
     # ------------------------------------------------------------ capabilities
 

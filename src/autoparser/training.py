@@ -188,6 +188,20 @@ def _locate(text: str, before: str, lo: int, anchor: str = "") -> int:
     return text.find(tail, max(0, lo - low)) + low
 
 
+def _after_first_prompt(text: str, generation_prompt: str) -> int:
+    """Where a conversation that opens with an assistant turn starts it: after the first
+    occurrence of the generation prompt, or of its longest part cut at a marker boundary
+    (the history may lack a forced ``<think>``); 0 when none occurs."""
+    cuts = {
+        m.start() if m.group() in "<[" else m.end() for m in _BOUNDARY.finditer(generation_prompt)
+    }
+    for cut in sorted({len(generation_prompt)} | cuts, reverse=True):
+        at = text.find(generation_prompt[:cut]) if cut > 0 else -1
+        if at >= 0:
+            return at + cut
+    return 0
+
+
 def _anchor(message: Mapping[str, object]) -> str:
     """The previous message's text, when it is a plain string (the alignment's evidence)."""
     content = message.get("content")
@@ -199,11 +213,14 @@ def assistant_spans(
     messages: Sequence[Mapping[str, object]],
     render: RenderFn,
     end_of_turn: Sequence[str] = (),
+    generation_prompt: str = "",
 ) -> list[Span]:
     """The generated spans of ``text`` (the full render of ``messages``), per assistant turn.
 
     ``render`` renders a prefix of the conversation with the same options (tools, template
-    variables, polyfills) as ``text``; ``end_of_turn`` is the analysis' end-of-turn markers.
+    variables, polyfills) as ``text``; ``end_of_turn`` is the analysis' end-of-turn markers
+    and ``generation_prompt`` its generation prompt (where a conversation that opens with an
+    assistant turn starts it, after what the template prints first).
     Raises TemplateError naming the turn when a prefix the spans need does not render.
     """
     markers = _special_markers(end_of_turn)
@@ -223,7 +240,9 @@ def assistant_spans(
             )
         header = prompt[len(before) :] if prompt.startswith(before) else ""
         anchor = _anchor(messages[index - 1]) if index else ""
-        if text.startswith(prompt):
+        if not head:  # nothing before it: the prompt is the template's generation prompt
+            start = _after_first_prompt(text, generation_prompt)
+        elif text.startswith(prompt):
             start = max(lo, len(prompt))
         else:
             base = _locate(text, before, lo, anchor)
@@ -322,7 +341,9 @@ def _without_final_newline(source: str) -> str:
     return source
 
 
-def training_template(source: str, end_of_turn: Sequence[str] = ()) -> str:
+def training_template(
+    source: str, end_of_turn: Sequence[str] = (), generation_prompt: str = ""
+) -> str:
     """``source`` wrapped so that ``{% generation %}`` blocks mark the assistant spans.
 
     The original becomes a macro rendered as it is, then again for the prefixes of the
@@ -353,6 +374,7 @@ def training_template(source: str, end_of_turn: Sequence[str] = ()) -> str:
         f"{{% macro {_MACRO}(messages, add_generation_prompt) %}}\n"
         f"{body}{{{{ '' }}}}{{% endmacro %}}"
         + _SPAN_JINJA.replace("__MARKERS__", repr(markers))
+        .replace("__GENERATION_PROMPT__", repr(generation_prompt))
         .replace("__R__", _MACRO)
         .replace("__MIN_TAIL__", str(_MIN_TAIL))
         .replace("__WINDOW__", str(_BOUNDARY_WINDOW))
@@ -440,7 +462,18 @@ _SPAN_JINJA = """
 {%- if loop.index0 and messages[loop.index0 - 1].content is string -%}
 {%- set __ap_anchor = messages[loop.index0 - 1].content -%}
 {%- endif -%}
-{%- if __ap_text.startswith(__ap_prompt) -%}
+{%- if not __ap_head -%}
+{%- set __ap_g = __GENERATION_PROMPT__ -%}
+{%- set __ap_f = namespace(start=-1) -%}
+{%- for j in range(__ap_g|length, 0, -1) if __ap_f.start < 0 -%}
+{%- if j == __ap_g|length or __ap_g[j - 1] in ' \t\n\r\f\v>]' or __ap_g[j] in '<[' -%}
+{%- if __ap_text.find(__ap_g[:j]) >= 0 -%}
+{%- set __ap_f.start = __ap_text.find(__ap_g[:j]) + j -%}
+{%- endif -%}
+{%- endif -%}
+{%- endfor -%}
+{%- set __ap_start = [0, __ap_f.start]|max -%}
+{%- elif __ap_text.startswith(__ap_prompt) -%}
 {%- set __ap_start = [__ap.lo, __ap_prompt|length]|max -%}
 {%- else -%}
 {%- set __ap_base = __ap_locate(__ap_text, __ap_before, __ap.lo, __ap_anchor)|int -%}
@@ -547,15 +580,17 @@ def checked_training_template(
         [str, Sequence[Mapping[str, object]], Sequence[Mapping[str, object]] | None, bool], str
     ],
     end_of_turn: Sequence[str] = (),
+    generation_prompt: str = "",
 ) -> str:
     """:func:`training_template` of ``source``, checked to render as the original does.
 
     ``render(source, messages, tools, add_generation_prompt)`` renders a template text
-    as transformers would (no polyfills); ``end_of_turn`` is the analysis' markers. Every
+    as transformers would (no polyfills); ``end_of_turn`` and ``generation_prompt`` come
+    from the analysis. Every
     check conversation the original renders must render byte-identically from the training
     template, else ExportError says which.
     """
-    wrapped = training_template(source, end_of_turn)
+    wrapped = training_template(source, end_of_turn, generation_prompt)
     for number, (messages, with_tools) in enumerate(_CHECK_CONVERSATIONS):
         tools = [CHECK_TOOL] if with_tools else None
         for agp in (False, True):
