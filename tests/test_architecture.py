@@ -54,7 +54,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("generate",),
     ("formats",),
     ("params",),
-    ("verify",),
+    ("verify", "training"),
     ("chat",),
     ("autoparser",),
     ("serve", "integrations", "studio"),

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         load_text,
     )
     from autoparser.template.provenance import caller_pieces
+    from autoparser.training import RenderedPrompt, assistant_tokens_mask, tokenize_for_training
 
 # Public name -> the module that defines it.
 _WHERE = {
@@ -66,6 +67,9 @@ _WHERE = {
     "load_pretrained": "autoparser.template.loading",
     "load_text": "autoparser.template.loading",
     "ToolCall": "autoparser.message",
+    "RenderedPrompt": "autoparser.training",
+    "assistant_tokens_mask": "autoparser.training",
+    "tokenize_for_training": "autoparser.training",
 }
 
 
@@ -104,6 +108,10 @@ def _module(where: str) -> ModuleType:
         from autoparser import template
 
         return template
+    if where == "autoparser.training":
+        from autoparser import training
+
+        return training
     if where == "autoparser.template.provenance":
         from autoparser.template import provenance
 
@@ -138,6 +146,7 @@ __all__ = [
     "GrammarError",
     "GrammarTrigger",
     "IntegrationError",
+    "RenderedPrompt",
     "RequestError",
     "SchemaError",
     "StreamParser",
@@ -147,11 +156,13 @@ __all__ = [
     "TemplateLimitError",
     "TemplateSource",
     "ToolCall",
+    "assistant_tokens_mask",
     "caller_pieces",
     "decode_text",
     "load_path",
     "load_pretrained",
     "load_text",
+    "tokenize_for_training",
 ]
 
 __version__ = "0.1.0"

@@ -396,6 +396,12 @@ def cmd_export_response_template(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_training_template(args: argparse.Namespace) -> int:
+    """Print the template with {% generation %} blocks around what the model generates."""
+    sys.stdout.write(_load_template(args).training_template())
+    return 0
+
+
 def cmd_grammar(args: argparse.Namespace) -> int:
     """Print the grammar, its laziness and triggers for a request."""
     template = _load_template(args)
@@ -596,6 +602,14 @@ def build_argument_parser() -> argparse.ArgumentParser:
     )
     _add_request_arguments(export)
     export.set_defaults(func=cmd_export_response_template)
+
+    training = sub.add_parser(
+        "training-template",
+        help="print the template with {% generation %} blocks for assistant-only training "
+        "(transformers' return_assistant_tokens_mask, TRL's assistant_only_loss)",
+    )
+    _add_template_arguments(training)
+    training.set_defaults(func=cmd_training_template)
 
     from autoparser.serve.command import register as register_serve
 
