@@ -17,8 +17,8 @@ import pytest
 from hypothesis import strategies as st
 
 from autoparser import ChatTemplate
-from autoparser.generate import ChatParams
 from autoparser.message import ChatMessage
+from autoparser.params import ChatParams
 from helpers import generate_cases
 from helpers.generate_cases import accumulate
 from helpers.generate_cases import message_dict as as_dict
