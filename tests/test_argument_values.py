@@ -15,7 +15,7 @@ from helpers.formats import check_streaming, splits, stream
 from helpers.generate_cases import accumulate
 
 from autoparser import ChatTemplate
-from autoparser.generate import ChatParams
+from autoparser.params import ChatParams
 
 # GLM-like: <tool_call>NAME, then <k>key</k><v>value</v> per argument, no padding around
 # a value (a string is printed as is, anything else as JSON).
