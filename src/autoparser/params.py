@@ -84,6 +84,35 @@ class ChatParams:
         """
         return StreamParser(self.definition, self.call_ids, tool_call_deltas=tool_call_deltas)
 
+    def grammar_fields(self) -> dict[str, Any]:
+        """The grammar and what an engine needs with it (laziness, triggers, preserved tokens,
+        stops, reasoning forced open) as JSON-ready data: `autoparser grammar --json`."""
+        return {
+            "grammar": self.grammar,
+            "grammar_lazy": self.grammar_lazy,
+            "grammar_triggers": [t.to_dict() for t in self.grammar_triggers],
+            "preserved_tokens": self.preserved_tokens,
+            "additional_stops": self.additional_stops,
+            "thinking_forced_open": self.thinking_forced_open,
+        }
+
+    def trigger_start(self, text: str) -> int:
+        """Where a lazy grammar switches on in ``text`` as an engine applies each trigger
+        kind (word / token: where it appears; pattern: its search match; pattern_full: the
+        whole text must match), from the first capture group if any; -1: never. A grammar
+        checker feeds the engine's grammar the text from there."""
+        starts: list[int] = []
+        for trig in self.grammar_triggers:
+            if trig.kind in ("word", "token"):
+                at = text.find(trig.value)
+            else:
+                rx = re.compile(trig.value)
+                m = rx.search(text) if trig.kind == "pattern" else rx.fullmatch(text)
+                at = -1 if m is None else (m.start(1) if rx.groups else m.start())
+            if at >= 0:
+                starts.append(at)
+        return min(starts, default=-1)
+
     def labelled_spans(self, text: str) -> tuple[LabelledSpan, ...]:
         """What each span of ``text`` (a model output) is parsed as: reasoning, content, a
         call's name or arguments, or markup; the studio colours an output with it."""
