@@ -1,6 +1,7 @@
 """autoparser: derive prompts, streaming parsers and grammars from any LLM chat template."""
 
 from autoparser.analysis.model import TemplateAnalysis
+from autoparser.cache import CACHES, Caches, CacheStats, Store
 from autoparser.chat import ChatTemplate
 from autoparser.errors import (
     AnalysisWarning,
@@ -19,9 +20,12 @@ from autoparser.stream import TOOL_CALL_DELTAS, StreamParser
 from autoparser.template import TemplateCaps
 
 __all__ = [
+    "CACHES",
     "TOOL_CALL_DELTAS",
     "AnalysisWarning",
     "AutoparserError",
+    "CacheStats",
+    "Caches",
     "ChatMessage",
     "ChatParams",
     "ChatTemplate",
@@ -31,6 +35,7 @@ __all__ = [
     "IntegrationError",
     "RequestError",
     "SchemaError",
+    "Store",
     "StreamParser",
     "TemplateAnalysis",
     "TemplateCaps",

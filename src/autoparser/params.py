@@ -14,11 +14,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from autoparser.analysis.model import ReasoningMode, TemplateAnalysis
+from autoparser.cache import CACHES, Store
 from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError, SchemaError
 from autoparser.formats import get_handler
 from autoparser.generate.context import BuildContext, normalize_markers
-from autoparser.generate.memo import BuildMemo, request_key
+from autoparser.generate.memo import request_key
 from autoparser.generate.reasoning import should_extract_reasoning
 from autoparser.generate.request import Request, normalize_request
 from autoparser.generate.sections import call_opener
@@ -222,8 +223,8 @@ class _Built:
 
 
 # Keyed by (id(analysis), request key, prompt facts, with_grammar); see generate/memo.py.
-_CONTEXTS: BuildMemo[tuple[BuildContext, str]] = BuildMemo(256)
-_BUILT: BuildMemo[_Built] = BuildMemo(256)
+_CONTEXTS: Store[tuple[BuildContext, str]] = CACHES.store("request_contexts", 256)
+_BUILT: Store[_Built] = CACHES.store("request_builds", 256)
 
 
 def _context(
@@ -292,10 +293,10 @@ def params_for_request(
     else:
         # Built from a copy, so that a caller changing its tool dicts later cannot change
         # what the memo hands to the next request with the original tools.
-        ctx, opener = _CONTEXTS.get(
+        ctx, opener = _CONTEXTS.get_or_build(
             (id(analysis), key, forced),
-            analysis,
             lambda: _context(analysis, copy.deepcopy(request), forced),
+            owner=analysis,
         )
     # Like a forced-open reasoning block: a prompt ending with the call opener has already
     # started the first call (e.g. a ">>>name\n{args}" format whose prompt ends with ">>>").
@@ -306,10 +307,10 @@ def params_for_request(
     if key is None:
         built = _build(ctx, with_grammar)
     else:
-        built = _BUILT.get(
+        built = _BUILT.get_or_build(
             (id(analysis), key, forced, opened, with_grammar),
-            analysis,
             lambda: _build(ctx, with_grammar),
+            owner=analysis,
         )
     ctx, definition = built.ctx, built.definition
 

@@ -25,6 +25,7 @@ from autoparser.analysis.model import (
     ToolFormat,
     VerificationFailure,
 )
+from autoparser.cache import CACHES, Store
 from autoparser.errors import AutoparserError, TemplateLimitError
 from autoparser.generate import Request, normalize_request
 from autoparser.params import ChatParams, params_for_request
@@ -526,7 +527,7 @@ def _triggers(analysis: TemplateAnalysis, renders: _Renders) -> list[str]:
     return values
 
 
-_CACHE: dict[tuple[str, str, str], tuple[TemplateAnalysis, TemplateAnalysis]] = {}
+_VERIFIED: Store[TemplateAnalysis] = CACHES.store("verification", 512)
 
 
 def verified(renderer: Renderer, analysis: TemplateAnalysis) -> TemplateAnalysis:
@@ -536,8 +537,8 @@ def verified(renderer: Renderer, analysis: TemplateAnalysis) -> TemplateAnalysis
     cached analysis stays one object.
     """
     key = (renderer.source, renderer.bos_token, renderer.eos_token)
-    found = _CACHE.get(key)
-    if found is None or found[0] is not analysis:
-        check = verify_analysis(renderer, analysis)
-        found = _CACHE[key] = (analysis, dataclasses.replace(analysis, verification=check))
-    return found[1]
+    return _VERIFIED.get_or_build(
+        key,
+        lambda: dataclasses.replace(analysis, verification=verify_analysis(renderer, analysis)),
+        owner=analysis,
+    )
