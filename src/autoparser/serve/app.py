@@ -32,7 +32,6 @@ from autoparser import (
 )
 from autoparser.serve import openai_format as oai
 from autoparser.serve.backends import (
-    BACKEND_KINDS,
     Backend,
     BackendError,
     Finished,
@@ -41,6 +40,7 @@ from autoparser.serve.backends import (
     make_backend,
     probe,
 )
+from autoparser.serve.kinds import KIND_CHOICES
 
 log = logging.getLogger("autoparser.serve")
 
@@ -83,7 +83,7 @@ class ServeConfig:
     llama.cpp backend's ``GET /props``)."""
 
     backend_url: str
-    backend_kind: str = "auto"  # "auto" (GET /props decides), "llama.cpp" or "openai"
+    backend_kind: str = "auto"  # "auto" (GET /props decides) or a kind of serve/kinds.py
     template: str | ChatTemplate | None = None
     model: str | None = None
     tool_call_deltas: str | None = None  # None: the library's default ("whole")
@@ -91,8 +91,10 @@ class ServeConfig:
     port: int = 8000
 
     def __post_init__(self) -> None:
-        if self.backend_kind not in ("auto", *BACKEND_KINDS):
-            raise ValueError(f"backend_kind must be auto, llama.cpp or openai: {self.backend_kind}")
+        if self.backend_kind not in KIND_CHOICES:
+            raise ValueError(
+                f"backend_kind must be one of {', '.join(KIND_CHOICES)}: {self.backend_kind}"
+            )
         if self.tool_call_deltas not in (None, *TOOL_CALL_DELTAS):
             raise ValueError(
                 f"tool_call_deltas must be one of {', '.join(TOOL_CALL_DELTAS)}: "

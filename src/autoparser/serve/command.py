@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from autoparser.serve.kinds import KIND_CHOICES
+
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``autoparser serve`` to the CLI's subparsers."""
@@ -20,7 +22,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     serve.add_argument("--backend", required=True, help="the engine's base URL")
     serve.add_argument(
         "--backend-kind",
-        choices=["auto", "llama.cpp", "openai"],
+        choices=KIND_CHOICES,
         default="auto",
         help="auto (default): llama.cpp when GET /props answers like it, else openai",
     )
