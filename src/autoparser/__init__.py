@@ -16,7 +16,7 @@ from autoparser.errors import (
 from autoparser.generate import GrammarTrigger
 from autoparser.message import ChatMessage, ToolCall
 from autoparser.params import ChatParams
-from autoparser.stream import TOOL_CALL_DELTAS, StreamParser
+from autoparser.stream import TOOL_CALL_DELTAS, StreamDelta, StreamParser, ToolCallDelta
 from autoparser.template import TemplateCaps
 
 __all__ = [
@@ -36,11 +36,13 @@ __all__ = [
     "RequestError",
     "SchemaError",
     "Store",
+    "StreamDelta",
     "StreamParser",
     "TemplateAnalysis",
     "TemplateCaps",
     "TemplateError",
     "ToolCall",
+    "ToolCallDelta",
 ]
 
 __version__ = "0.1.0"

@@ -333,7 +333,7 @@ async def _stream(
                 if isinstance(item, Finished):
                     end = item
                     break
-                out.extend(_sse(oai.chunk(ident, d)) for d in deltas.feed(item))
+                out.extend(_sse(oai.chunk(ident, d.to_openai())) for d in deltas.feed_deltas(item))
                 if out:
                     await response.write(b"".join(out))
                     out.clear()
@@ -343,7 +343,10 @@ async def _stream(
         except StopAsyncIteration:
             out.append(_sse(oai.error_body("the backend stream ended early", kind="backend_error")))
         if end is not None:
-            out.extend(_sse(oai.chunk(ident, d)) for d in deltas.finish(finish_reason=end.reason))
+            out.extend(
+                _sse(oai.chunk(ident, d.to_openai()))
+                for d in deltas.finish_deltas(finish_reason=end.reason)
+            )
             if deltas.dropped_calls:
                 log.info("incremental stream dropped tool calls %s", deltas.dropped_calls)
             reason = oai.finish_reason(deltas.message, end.hit_limit)
