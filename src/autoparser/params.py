@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from autoparser.analysis.model import ReasoningMode, TemplateAnalysis
+from autoparser.analysis.model import TemplateAnalysis
 from autoparser.cache import CACHES, Store
 from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError, SchemaError
@@ -164,17 +164,9 @@ def _merged(found: Sequence[str], added: Sequence[str]) -> list[str]:
 
 
 def is_forced_open(analysis: TemplateAnalysis, prompt: str, enable_thinking: bool | None) -> bool:
-    """Does the output start inside a reasoning block?
-
-    True when the prompt ends with the reasoning start marker (the template opened the
-    block), or for a DELIMITER template (no start marker) when thinking is explicitly on.
-    """
-    r = analysis.reasoning
-    if r.mode == ReasoningMode.NONE or not r.end:
-        return False
-    if r.start and r.start.strip():
-        return prompt.rstrip().endswith(r.start.strip())
-    return r.mode == ReasoningMode.DELIMITER and enable_thinking is True
+    """Does the output start inside a reasoning block? (``TemplateAnalysis.
+    prompt_opens_reasoning``, the one rule.)"""
+    return analysis.prompt_opens_reasoning(prompt, enable_thinking)
 
 
 def build_params(

@@ -328,13 +328,9 @@ def reasoning_markers(analysis: TemplateAnalysis) -> tuple[str, str]:
 def prompt_opens_reasoning(
     analysis: TemplateAnalysis, prompt: str, enable_thinking: bool | None
 ) -> bool:
-    """Does the output start inside a reasoning block (the prompt opened it)?"""
-    start, end = reasoning_markers(analysis)
-    if not end:
-        return False
-    if start:
-        return prompt.rstrip().endswith(start)
-    return analysis.reasoning.mode.value == "delimiter" and enable_thinking is True
+    """Does the output start inside a reasoning block (the prompt opened it)? The library's
+    rule, as ``ChatParams.thinking_forced_open`` reads it."""
+    return analysis.prompt_opens_reasoning(prompt, enable_thinking)
 
 
 def text_after_reasoning(
