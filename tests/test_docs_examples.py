@@ -5,10 +5,10 @@ document, in order), in a folder holding the example files autoparser ships
 (``src/autoparser/examples``). A block that talks to ``http://127.0.0.1:8000`` talks to
 ``autoparser serve`` in front of a stand-in engine replaying the shipped model output. An
 ``sh`` block's ``autoparser`` commands run through the CLI (``serve`` and ``studio`` only
-parse their arguments and load the template they name: they would listen forever); its other lines name an outside program, each listed in
-``EXTERNAL`` with what the test checks of it instead. A block without a language is a
-drawing or an output listing, and ``text`` a signature sketch: not code. Figures quoted in
-README.md live in docs/performance.md alone.
+parse their arguments and load the template they name: they would listen forever); its other
+lines name an outside program, each listed in ``EXTERNAL`` with what the test checks of it
+instead. A block without a language is a drawing or an output listing, and ``text`` a
+signature sketch: not code. Figures quoted in README.md live in docs/performance.md alone.
 """
 
 from __future__ import annotations
