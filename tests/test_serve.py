@@ -644,3 +644,29 @@ def test_cli_serve_arguments() -> None:
         "auto",
     )
     assert (args.tool_call_deltas, args.port, args.template) == ("whole", 0, None)
+
+
+def test_the_backend_registry_is_the_one_list() -> None:
+    """Each kind names the class that serves it; the factory, the config and the CLI read it."""
+    import aiohttp
+
+    from autoparser.cli import build_argument_parser
+    from autoparser.serve import backends
+    from autoparser.serve.kinds import BACKENDS, KIND_CHOICES
+
+    for kind, name in BACKENDS.items():
+        cls = getattr(backends, name)
+        assert issubclass(cls, backends.Backend) and cls.kind == kind
+
+    async def made() -> list[str]:
+        async with aiohttp.ClientSession() as session:
+            return [backends.make_backend(k, "http://x", session).kind for k in BACKENDS]
+
+    assert asyncio.run(made()) == list(BACKENDS)
+    with pytest.raises(ValueError, match=r"auto, llama\.cpp, openai"):
+        ServeConfig("http://x", backend_kind="tgi")
+    for kind in KIND_CHOICES:
+        args = build_argument_parser().parse_args(
+            ["serve", "--backend", "u", "--backend-kind", kind]
+        )
+        assert args.backend_kind == kind

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from autoparser.analysis.model import TemplateAnalysis
+    from autoparser.cache import CACHES, Caches, CacheStats, Store
     from autoparser.chat import ChatTemplate
     from autoparser.errors import (
         AnalysisWarning,
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from autoparser.generate import GrammarTrigger
     from autoparser.message import ChatMessage, ToolCall
     from autoparser.params import ChatParams
-    from autoparser.stream import TOOL_CALL_DELTAS, StreamParser
+    from autoparser.stream import TOOL_CALL_DELTAS, StreamDelta, StreamParser, ToolCallDelta
     from autoparser.template import TemplateCaps
     from autoparser.template.loading import (
         DEFAULT_VARIANT,
@@ -55,6 +56,12 @@ _WHERE = {
     "SchemaError": "autoparser.errors",
     "StreamParser": "autoparser.stream",
     "TOOL_CALL_DELTAS": "autoparser.stream",
+    "StreamDelta": "autoparser.stream",
+    "ToolCallDelta": "autoparser.stream",
+    "CACHES": "autoparser.cache",
+    "Caches": "autoparser.cache",
+    "CacheStats": "autoparser.cache",
+    "Store": "autoparser.cache",
     "TemplateAnalysis": "autoparser.analysis.model",
     "TemplateCaps": "autoparser.template",
     "TemplateError": "autoparser.errors",
@@ -108,6 +115,10 @@ def _module(where: str) -> ModuleType:
         from autoparser import template
 
         return template
+    if where == "autoparser.cache":
+        from autoparser import cache
+
+        return cache
     if where == "autoparser.training":
         from autoparser import training
 
@@ -135,10 +146,13 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "CACHES",
     "DEFAULT_VARIANT",
     "TOOL_CALL_DELTAS",
     "AnalysisWarning",
     "AutoparserError",
+    "CacheStats",
+    "Caches",
     "ChatMessage",
     "ChatParams",
     "ChatTemplate",
@@ -149,6 +163,8 @@ __all__ = [
     "RenderedPrompt",
     "RequestError",
     "SchemaError",
+    "Store",
+    "StreamDelta",
     "StreamParser",
     "TemplateAnalysis",
     "TemplateCaps",
@@ -156,6 +172,7 @@ __all__ = [
     "TemplateLimitError",
     "TemplateSource",
     "ToolCall",
+    "ToolCallDelta",
     "assistant_tokens_mask",
     "caller_pieces",
     "decode_text",

@@ -26,9 +26,9 @@ from autoparser.template import (
     TemplateCaps,
     TemplateQuirks,
     TemplateSource,
-    apply_polyfills,
     detect_caps,
     detect_quirks,
+    render_as_apply,
     template_caps,
 )
 from autoparser.template.loading import (
@@ -200,23 +200,22 @@ class ChatTemplate:
     ) -> str:
         template = self.for_tools(tools)
         use_polyfills = template.polyfills if polyfills is None else polyfills
+        renderer = template.renderer
+        if use_polyfills:
+            caps, quirks = detect_caps(renderer), detect_quirks(renderer)
+            return render_as_apply(
+                renderer,
+                caps,
+                quirks,
+                messages,
+                tools,
+                add_generation_prompt,
+                now=now,
+                **template_kwargs,
+            )
         prepared = [dict(m) for m in messages]
         tool_list = None if tools is None else [dict(t) for t in tools]
-        if use_polyfills:
-            renderer = template.renderer
-            caps, quirks = detect_caps(renderer), detect_quirks(renderer)
-            if tool_list and quirks.requires_tool_fields:
-                # The caller's tools as they are first: the filled-in descriptions only
-                # where the template fails without them.
-                sparse, sparse_tools = apply_polyfills(caps, quirks, prepared, tool_list, False)
-                try:
-                    return renderer.render(
-                        sparse, sparse_tools, add_generation_prompt, now=now, **template_kwargs
-                    )
-                except TemplateError:
-                    pass
-            prepared, tool_list = apply_polyfills(caps, quirks, prepared, tool_list)
-        return template.renderer.render(
+        return renderer.render(
             prepared, tool_list, add_generation_prompt, now=now, **template_kwargs
         )
 

@@ -407,14 +407,7 @@ def cmd_grammar(args: argparse.Namespace) -> int:
     template = _load_template(args)
     params = _apply(template, args)
     if args.json:
-        data = {
-            "grammar": params.grammar,
-            "grammar_lazy": params.grammar_lazy,
-            "grammar_triggers": [t.to_dict() for t in params.grammar_triggers],
-            "preserved_tokens": params.preserved_tokens,
-            "additional_stops": params.additional_stops,
-            "thinking_forced_open": params.thinking_forced_open,
-        }
+        data = params.grammar_fields()
         print(json.dumps(data, ensure_ascii=False, indent=2))
         return 0
     if params.grammar is None:

@@ -325,7 +325,7 @@ class Chat:
                 if isinstance(item, Finished):
                     end = item
                     break
-                out.extend(sse(d) for d in deltas.feed(item))
+                out.extend(sse(d.to_openai()) for d in deltas.feed_deltas(item))
                 if out:
                     await response.write(b"".join(out))
                     out.clear()
@@ -339,7 +339,7 @@ class Chat:
             out.append(_sse(error_body("the engine's stream ended early", "backend_error")))
         if end is not None:
             self.link.record(None)
-            out.extend(sse(d) for d in deltas.finish(finish_reason=end.reason))
+            out.extend(sse(d.to_openai()) for d in deltas.finish_deltas(finish_reason=end.reason))
             if deltas.dropped_calls:
                 log.info("request %s: stream dropped tool calls %s", state.id, deltas.dropped_calls)
                 state.rejected_calls += len(deltas.dropped_calls)

@@ -14,6 +14,7 @@ from autoparser.errors import RequestError
 from autoparser.message import ChatMessage
 from autoparser.peg import Node, ParseStatus
 from autoparser.peg.oneshot import FAIL, OK, compiled, json_value_end
+from autoparser.stream.delta import StreamDelta
 from autoparser.stream.mapper import CallIdPolicy, Mapper, check_tool_call_deltas
 from autoparser.stream.whole import whole_message
 
@@ -118,6 +119,14 @@ class StreamParser:
             self._mapper, text, _output_tree(self._mapper, text, self._last_tree, tree, hit_limit)
         )
         return self._mapper.take_deltas()
+
+    def feed_deltas(self, chunk: str) -> list[StreamDelta]:
+        """``feed`` with the deltas as typed values (``StreamDelta.to_openai()`` is the dict)."""
+        return [StreamDelta.from_openai(d) for d in self.feed(chunk)]
+
+    def finish_deltas(self, *, finish_reason: str | None = None) -> list[StreamDelta]:
+        """``finish`` with the deltas as typed values."""
+        return [StreamDelta.from_openai(d) for d in self.finish(finish_reason=finish_reason)]
 
     @staticmethod
     def _ends_inside_call(partial: Node) -> bool:
