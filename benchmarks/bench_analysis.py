@@ -64,7 +64,13 @@ def _cache(module: str, name: str) -> object | None:
 
 
 def _clearers() -> list[Callable[[], None]]:
-    """How to empty each cache; a cache not found is an error (a run would not be cold)."""
+    """How to empty each cache; a cache not found is an error (a run would not be cold).
+
+    Since autoparser.cache owns every store, ``CACHES.clear`` empties them all; the list
+    below is for older checkouts."""
+    owner = _cache("autoparser.cache", "CACHES")
+    if owner is not None:
+        return [clear_cache, owner.clear]  # type: ignore[attr-defined]
     compile_cache = next(
         (c for c in (_cache(*where) for where in _COMPILE_CACHES) if c is not None), None
     )

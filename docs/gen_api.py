@@ -50,7 +50,11 @@ def render() -> str:
             lines += [f"## `{name}{_signature(obj)}` (function)", "", inspect.getdoc(obj) or "", ""]
             continue
         if not isinstance(obj, type):
-            lines += [f"## `{name}` (constant)", "", f"`{name} = {obj!r}`", ""]
+            # An object of the library's own (a registry that fills as modules load) is
+            # named by its type; a plain value by its repr.
+            own = type(obj).__module__.startswith("autoparser")
+            shown = f"a `{type(obj).__name__}`" if own else f"`{name} = {obj!r}`"
+            lines += [f"## `{name}` (constant)", "", shown, ""]
             continue
         kind = "exception" if issubclass(obj, Exception) else "class"
         lines += [f"## `{name}` ({kind})", "", inspect.getdoc(obj) or "", ""]

@@ -37,7 +37,7 @@ PACKAGE = "autoparser"
 # The package's layers, bottom first. Entries of one layer never import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "examples"),
-    ("tags", "message", "gbnf_text"),
+    ("tags", "message", "gbnf_text", "cache"),
     ("schema",),
     ("peg",),
     ("definition",),
@@ -54,7 +54,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("generate",),
     ("formats",),
     ("params",),
-    ("verify",),
+    ("verify", "training"),
     ("chat",),
     ("autoparser",),
     ("serve", "integrations", "studio"),

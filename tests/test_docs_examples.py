@@ -5,10 +5,10 @@ document, in order), in a folder holding the example files autoparser ships
 (``src/autoparser/examples``). A block that talks to ``http://127.0.0.1:8000`` talks to
 ``autoparser serve`` in front of a stand-in engine replaying the shipped model output. An
 ``sh`` block's ``autoparser`` commands run through the CLI (``serve`` and ``studio`` only
-parse their arguments: they would listen forever); its other lines name an outside
-program, each listed in ``EXTERNAL`` with what the test checks of it instead. A block
-without a language is a drawing or an output listing, and ``text`` a signature sketch: not
-code. Figures quoted in README.md live in docs/performance.md alone.
+parse their arguments and load the template they name: they would listen forever); its other
+lines name an outside program, each listed in ``EXTERNAL`` with what the test checks of it
+instead. A block without a language is a drawing or an output listing, and ``text`` a
+signature sketch: not code. Figures quoted in README.md live in docs/performance.md alone.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from autoparser import ChatTemplate
 from autoparser.cli import build_argument_parser, main
 from autoparser.examples import example_path
 
@@ -130,7 +131,11 @@ def test_sh_blocks_run(path: Path, examples: Path, capsys: pytest.CaptureFixture
         for command in _commands(code):
             where = f"{_name(path)}, block at line {line}: {command}"
             if command.startswith(("autoparser serve", "autoparser studio")):
-                build_argument_parser().parse_args(shlex.split(command)[1:])
+                # Servers listen until stopped: their arguments are parsed, and a template
+                # they name loads (tests/test_serve*.py and test_studio*.py run them).
+                args = build_argument_parser().parse_args(shlex.split(command)[1:])
+                if getattr(args, "template", None):
+                    assert ChatTemplate.from_file(args.template), where
             elif command.startswith("autoparser "):
                 assert main(shlex.split(command)[1:]) == 0, where
             elif command.startswith("sh examples/"):

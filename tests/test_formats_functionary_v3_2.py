@@ -214,14 +214,16 @@ def test_text_outside_the_format_stays_content(text: str) -> None:
     check_streaming(params, text, count=5)
 
 
-def test_truncated_call_is_content_and_flagged() -> None:
-    """Output cut inside the arguments: no call; the segment's text is content."""
+def test_truncated_call_is_kept_apart_and_flagged() -> None:
+    """Output cut inside the arguments: no call; the segment's text is not content but
+    the message's truncated_call."""
     text = _own_output("content_call")
     cut = text[: text.index('"Paris"') + 3]
     params = _params(own_template(OWN))
     message = params.parse(cut)
     assert message.truncated and message.tool_calls == []
-    assert message.content == 'Let me check.>>>get_weather\n{"city": "Pa'
+    assert message.content == "Let me check."
+    assert message.truncated_call == '>>>get_weather\n{"city": "Pa'
     check_streaming(params, cut, count=5)
 
 

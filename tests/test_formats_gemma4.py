@@ -411,17 +411,18 @@ def test_text_outside_the_format_stays_content(text: str) -> None:
 
 
 @pytest.mark.parametrize("cut_after", ['query:<|"|>a "quoted"', "nested:{list:[1,2.5", "limit:1"])
-def test_truncated_call_is_content_and_flagged(cut_after: str) -> None:
-    """Output cut inside a call: no call (its arguments are not whole), its text is
-    content and the message says it was truncated."""
+def test_truncated_call_is_kept_apart_and_flagged(cut_after: str) -> None:
+    """Output cut inside a call: no call (its arguments are not whole), its text is not
+    content but the message's truncated_call, and the message says it was truncated."""
     template = own_template(OWN)
     text = _output(template, SCENARIOS["complex_args"])
     cut = text[: text.index(cut_after) + len(cut_after)]
     params = _params(template)
     message = params.parse(cut)
     assert message.truncated and message.tool_calls == []
-    assert message.content is not None and cut.endswith(message.content)
-    assert message.content.startswith(CALL_START)
+    assert message.content is None
+    assert message.truncated_call is not None and cut.endswith(message.truncated_call)
+    assert message.truncated_call.startswith(CALL_START)
     check_streaming(params, cut, count=5)
 
 
@@ -465,12 +466,12 @@ def test_json_arguments_are_read_too(
     text: str, args: dict[str, Any] | None, truncated: bool
 ) -> None:
     # A model slipping out of the notation into JSON: the character after "{" decides.
-    # JSON that breaks, or is cut off, is no call: the text is content.
+    # JSON that breaks is no call: the text is content; cut off, it is the truncated call.
     params = _params(own_template(OWN))
     message = params.parse(text)
     assert _args_of(message) == ([("search", args)] if args is not None else [])
     if args is None:
-        assert message.content == text
+        assert (message.truncated_call if truncated else message.content) == text
     assert message.truncated is truncated
     check_streaming(params, text, count=10)
 

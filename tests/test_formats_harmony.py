@@ -218,15 +218,18 @@ def test_stray_text_outside_channels_is_content() -> None:
     check_streaming(params, text, count=5)
 
 
-def test_truncated_call_is_content_and_flagged() -> None:
-    """Output cut inside the arguments: no call, the call message's text is content."""
+def test_truncated_call_is_kept_apart_and_flagged() -> None:
+    """Output cut inside the arguments: no call, the call message's text is not content
+    but the message's truncated_call."""
     text = _own_output("one_call")
     cut = text[: text.index('"Paris"') + 4]
     params = _params(own_template(OWN))
     message = params.parse(cut)
     assert message.truncated and message.tool_calls == []
-    assert message.content is not None and message.content.endswith('{"city": "Par')
-    assert "get_weather" in message.content
+    assert message.content is None
+    cut_call = message.truncated_call
+    assert cut_call is not None and cut_call.endswith('{"city": "Par')
+    assert "get_weather" in cut_call
     check_streaming(params, cut, count=5)
 
 

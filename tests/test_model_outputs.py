@@ -52,6 +52,7 @@ class Case:
     calls: tuple[tuple[str, dict[str, Any]], ...] = ()
     options: tuple[tuple[str, Any], ...] = ()
     truncated: bool = False  # the output ended inside a call (or reasoning block)
+    cut_call: str | None = None  # the raw text of the call it ended inside (truncated_call)
     corpus: bool = False
     xfail: str = ""  # an unsupported deviation: a strict xfail with its reason
     stream_xfail: str = ""  # the same, for streaming only
@@ -378,12 +379,15 @@ def _cases_per_family(
     bad_text: str | None = None,
     before: tuple[str, str | None, str | None] = ("Checking.", "Checking.", None),
     opener_is_text: bool = False,
+    cut_from: int = 0,
 ) -> list[Case]:
     """Truncated and malformed calls, the same four deviations for one template.
 
-    ``cut``: a call cut off inside its arguments (no call; its text is content; flagged).
+    ``cut``: a call cut off inside its arguments, from ``cut_from`` (no call, and its text
+    is not content either: it is the message's ``truncated_call``; flagged).
     ``two``: a complete call, then one cut off (the first kept; the second's text,
-    ``second_text`` if the markers between the calls are not part of it, is content).
+    ``second_text`` if the markers between the calls are not part of it, is the
+    ``truncated_call``).
     ``bad``: a call with invalid arguments (no call, not repaired: its text, ``bad_text``
     without an end-of-turn marker, is content).
     ``opener``: output that stops on a call opener after ``before`` (text, and the content
@@ -400,15 +404,23 @@ def _cases_per_family(
         )
     )
     return [
-        Case(family, "cut-in-arguments", template, cut, content=cut.strip(), truncated=True),
+        Case(
+            family,
+            "cut-in-arguments",
+            template,
+            cut,
+            content=cut[:cut_from].strip() or None,
+            truncated=True,
+            cut_call=cut[cut_from:].strip(),
+        ),
         Case(
             family,
             "complete-then-cut",
             template,
             first + second,
-            content=(second_text or second).strip(),
             calls=(weather(),),
             truncated=True,
+            cut_call=(second_text or second).strip(),
         ),
         Case(family, "malformed-not-repaired", template, bad, content=(bad_text or bad).strip()),
         stopped,
@@ -434,6 +446,7 @@ TRUNCATION_CASES = [
         ('<function=get_weather>{"city": "Paris"}</function>', '<function=search>{"query'),
         f"<function=get_weather>{MALFORMED}</function> Done.",
         " <function=",
+        cut_from=len("Checking. "),
     ),
     *_cases_per_family(
         "tagged",
@@ -666,6 +679,7 @@ def test_output_parses_to_the_intended_message(case: Case) -> None:
         "tool_calls": list(case.calls),
     }
     assert message.truncated is case.truncated
+    assert message.truncated_call == case.cut_call
 
 
 @pytest.mark.parametrize("case", STREAM_PARAMS)
@@ -788,11 +802,14 @@ def test_calls_inside_reasoning_are_calls_when_asked(template: str, text: str) -
         "tool_calls": [weather()],
     }
     check_streaming(params, text, count=8, seed=2)
-    # A call cut off inside reasoning is reasoning text, flagged; a broken one stays text.
+    # A call cut off inside reasoning is neither a call nor reasoning text: its raw text
+    # is the truncated_call, flagged; a broken one stays text.
     cut = text[: text.index("Paris") + 3]
     cut_message = params.parse(cut)
     assert cut_message.tool_calls == [] and cut_message.truncated
-    assert cut_message.reasoning_content == cut[cut.index(">") + 1 :].strip()
+    assert cut_message.truncated_call is not None and cut.endswith(cut_message.truncated_call)
+    assert "get_weather" in cut_message.truncated_call
+    assert cut_message.reasoning_content == "Let me check."
     if template != GLM:  # (a tagged string value takes any text)
         broken = text.replace('"Paris"', '"Paris", oops')
         broken_message = params.parse(broken)
@@ -843,7 +860,8 @@ def test_finish_reason_length_makes_a_call_cut_between_arguments_content(
 ) -> None:
     """Ended by a stop token, a call missing only its close tag is the call (models leave
     it out); cut by the token limit (finish_reason "length"), the same text is not a call:
-    it stays in content and the message is truncated, streamed or not."""
+    it is not content, its text is the message's truncated_call, and the message is
+    truncated, streamed or not."""
     params = own_template(template).apply(USER, tools=TOOLS, call_id_seed=1)
     for reason in (None, "stop"):
         stopped = params.parse(output, finish_reason=reason)
@@ -851,8 +869,7 @@ def test_finish_reason_length_makes_a_call_cut_between_arguments_content(
         assert not stopped.truncated
     cut = params.parse(output, finish_reason="length")
     assert cut.tool_calls == [] and cut.truncated
-    assert cut.content is not None and output.strip().startswith(cut.content.strip())
-    assert "Paris" in cut.content
+    assert cut.content is None and cut.truncated_call == output.strip()
     for pieces in splits(output, 4, len(output)):
         stream = params.stream()
         deltas = [d for piece in pieces for d in stream.feed(piece)]

@@ -44,7 +44,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autoparser import ChatParams, ChatTemplate, TemplateAnalysis
-from autoparser.analysis.model import TOOL_MARKER_FIELDS
+from autoparser.analysis.model import TOOL_MARKER_FIELDS, ArgumentsAnalysis
 from autoparser.errors import AutoparserError
 from autoparser.params import build_params
 
@@ -142,6 +142,15 @@ def _paths_by_stem() -> dict[str, Path]:
     return {p.stem: p for p in [*own_templates(), *corpus_templates()]}
 
 
+def _item_markup(a: ArgumentsAnalysis) -> list[str]:
+    """The opening and closing markup of an array item element, if the format has one."""
+    item = a.value_item_name
+    if not item:
+        return []
+    close = a.value_suffix + item + a.value_suffix_after_name if a.value_suffix_after_name else ""
+    return [a.name_prefix + item + a.name_suffix + a.value_prefix, close]
+
+
 def _markers(a: TemplateAnalysis, params: ChatParams) -> list[str]:
     """Every marker string the analysis and the parser recognise, as written and trimmed:
     with the parser definition's call openers (e.g. harmony's ``<|channel|>commentary``,
@@ -163,6 +172,9 @@ def _markers(a: TemplateAnalysis, params: ChatParams) -> list[str]:
         *a.preserved_tokens,
         *params.definition.call_openers,
         *(suffix for _, suffix in t.arguments.name_suffix_by_type),
+        # An array written as nested elements names each item (MiniMax-M3's ``<item>``):
+        # markup per item, which the per-call syntax budget cannot count.
+        *_item_markup(t.arguments),
     ]
     markers = {m for m in found if m.strip()} | {m.strip() for m in found if m.strip()}
     return sorted(markers, key=len, reverse=True)
@@ -321,7 +333,12 @@ def _significant(text: str) -> Counter[str]:
 
 
 def _fields_text(parsed: dict[str, Any]) -> str:
-    out = [parsed["content"] or "", parsed["reasoning_content"] or ""]
+    # A cut call's text is neither content nor a call: the message keeps it apart.
+    out = [
+        parsed["content"] or "",
+        parsed["reasoning_content"] or "",
+        parsed.get("truncated_call") or "",
+    ]
     for call in parsed["tool_calls"]:
         out += [
             call["id"] or "",
@@ -354,7 +371,8 @@ def test_malformed_output_keeps_every_character(path: Path, data: st.DataObject)
         pytest.skip("template cannot render a request with tools (pinned in test_analysis)")
     params, known = built
     text = data.draw(_outputs(known), label="output")
-    parsed = message_dict(params.parse(text))
+    message = params.parse(text)
+    parsed = message_dict(message)
 
     rng = random.Random(data.draw(st.integers(0, 2**16), label="split seed"))
     stream = params.stream()
@@ -378,7 +396,7 @@ def test_malformed_output_keeps_every_character(path: Path, data: st.DataObject)
     folded = accumulate(deltas)
     kept = [c for i, c in enumerate(folded["tool_calls"]) if i not in incremental.dropped_calls]
     assert {**folded, "tool_calls": kept} == parsed, text
-    _covered(text, parsed, known)
+    _covered(text, {**parsed, "truncated_call": message.truncated_call}, known)
     # With calls returned, the per-call allowance for call syntax (``Markers.syntax``) is
     # approximate: malformed and cut calls, where text was lost, are checked on the
     # LOSS_CASES below instead.
@@ -399,15 +417,16 @@ def _loss_params() -> list[Any]:
 
 @pytest.mark.parametrize(("path", "text"), _loss_params())
 def test_malformed_calls_keep_their_text(path: Path, text: str) -> None:
-    """Each once lost text; now the call is no call and its text is content, in parse()
-    and in any stream of it."""
+    """Each once lost text; now the call is no call and its text is content (a malformed
+    call) or the message's truncated_call (a cut one), in parse() and in any stream of it."""
     built = _params(path)
     assert built is not None
     params, known = built
-    parsed = message_dict(params.parse(text))
+    message = params.parse(text)
+    parsed = message_dict(message)
     # Only a well-formed call stays a call (the functionary case has one after the bad one).
     assert [c["name"] for c in parsed["tool_calls"]] == (["search"] if ">>>search" in text else [])
-    _covered(text, parsed, known)
+    _covered(text, {**parsed, "truncated_call": message.truncated_call}, known)
     for seed in range(3):
         rng = random.Random(seed)
         stream = params.stream()
@@ -448,7 +467,8 @@ def test_loss_check_catches_dropped_text() -> None:
 def test_call_cut_after_its_header_keeps_its_text() -> None:
     """Found by the property test with more examples: output cut right after a call's
     header (functionary v3.2 ``>>>NAME\\n``, before its ``{``) was dropped as a call that
-    stopped on its opener; the name is the model's text, so it is content (truncated)."""
+    stopped on its opener; the name is the model's text: a call was under way, so it is
+    the message's truncated_call (truncated), not dropped."""
     path = _paths_by_stem().get("functionary_v3_2_like")
     assert path is not None
     built = _params(path)
@@ -456,12 +476,13 @@ def test_call_cut_after_its_header_keeps_its_text() -> None:
     params, known = built
     text = "Sure.>>>search\n"
     message = params.parse(text)
-    _covered(text, message_dict(message), known)
-    assert message.truncated and message.content == "Sure.>>>search"
+    _covered(text, {**message_dict(message), "truncated_call": message.truncated_call}, known)
+    assert message.truncated and message.content == "Sure."
+    assert message.truncated_call == ">>>search"
     # After a complete call, the same cut keeps the call and the name as content.
     text = 'Sure.>>>get_weather\n{"city": "Paris"}>>>search\n'
     message = params.parse(text)
-    _covered(text, message_dict(message), known)
+    _covered(text, {**message_dict(message), "truncated_call": message.truncated_call}, known)
     assert [c.name for c in message.tool_calls] == ["get_weather"]
     # Stopped on the segment opener alone: the opener is dropped, the message truncated.
     message = params.parse("Sure.>>>")

@@ -540,7 +540,7 @@ def test_tool_call_delta_policy(loop: LoopThread, policy: str) -> None:
 
 def test_tool_call_delta_policy_of_the_library_by_default(loop: LoopThread) -> None:
     """No server option: the library's default, one delta per call; a call cut off by the
-    token limit is never announced, its text is content."""
+    token limit is never announced, and its text is not content either."""
     case = CASE_BY_NAME["hermes"]
     served = Served(loop, case.load(), "llama.cpp")
     text = case.output(scenarios(case)["two_calls"], TOOLS)
@@ -557,7 +557,7 @@ def test_tool_call_delta_policy_of_the_library_by_default(loop: LoopThread) -> N
     ]
     assert len(call_deltas) == 1 and json.loads(call_deltas[0][0]["function"]["arguments"])
     streamed, reason = stream_message(events)
-    assert streamed["content"] and "<tool_call>" in streamed["content"]
+    assert "<tool_call>" not in (streamed["content"] or "")
     assert reason == "length"  # cut by the token limit, one whole call before it
 
 
@@ -566,7 +566,8 @@ def test_a_call_cut_between_arguments_by_the_token_limit_is_not_a_call(
     loop: LoopThread, stream: bool
 ) -> None:
     """A tagged call cut after a whole argument, before its close tag: with the backend's
-    "length" it is content (truncated); the same text ended by a stop token is the call
+    "length" it is no call and not content (truncated); the same text ended by a stop
+    token is the call
     (a model may leave the close tag out at the very end)."""
     case = CASE_BY_NAME["qwen3coder"]
     served = Served(loop, case.load(), "llama.cpp")
@@ -585,7 +586,7 @@ def test_a_call_cut_between_arguments_by_the_token_limit_is_not_a_call(
         assert status == 200 and got == reason, key
         assert len(message.get("tool_calls") or []) == calls, key
         if not calls:
-            assert "<function=" in message["content"]
+            assert "<function=" not in (message["content"] or "")
 
 
 def test_official_openai_client(loop: LoopThread) -> None:
@@ -643,3 +644,29 @@ def test_cli_serve_arguments() -> None:
         "auto",
     )
     assert (args.tool_call_deltas, args.port, args.template) == ("whole", 0, None)
+
+
+def test_the_backend_registry_is_the_one_list() -> None:
+    """Each kind names the class that serves it; the factory, the config and the CLI read it."""
+    import aiohttp
+
+    from autoparser.cli import build_argument_parser
+    from autoparser.serve import backends
+    from autoparser.serve.kinds import BACKENDS, KIND_CHOICES
+
+    for kind, name in BACKENDS.items():
+        cls = getattr(backends, name)
+        assert issubclass(cls, backends.Backend) and cls.kind == kind
+
+    async def made() -> list[str]:
+        async with aiohttp.ClientSession() as session:
+            return [backends.make_backend(k, "http://x", session).kind for k in BACKENDS]
+
+    assert asyncio.run(made()) == list(BACKENDS)
+    with pytest.raises(ValueError, match=r"auto, llama\.cpp, openai"):
+        ServeConfig("http://x", backend_kind="tgi")
+    for kind in KIND_CHOICES:
+        args = build_argument_parser().parse_args(
+            ["serve", "--backend", "u", "--backend-kind", kind]
+        )
+        assert args.backend_kind == kind

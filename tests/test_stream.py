@@ -217,16 +217,19 @@ def without_dropped(folded: dict[str, Any], dropped: tuple[int, ...]) -> dict[st
     return {**folded, "tool_calls": calls}
 
 
-def test_truncated_call_is_content_and_flagged() -> None:
-    """Output cut inside a call: no call, its text in content, the message truncated."""
+def test_truncated_call_is_neither_call_nor_content() -> None:
+    """Output cut inside a call: no call, its text not content but the message's
+    truncated_call, the message truncated; a whole stream never sends any of it."""
     params = CASE_BY_NAME["hermes"].params(TOOLS)
     head = "Let me look.\n"
     text = head + '<tool_call>\n{"name": "search", "arguments": {"query": "a\\"b", "tags": ["x", "y'
     message = params.parse(text)
     assert message.tool_calls == [] and message.truncated
-    assert message.content == text.strip()
-    deltas = run_stream(params, list(text))  # whole: never announced
+    assert message.content == head.strip()
+    assert message.truncated_call == text[len(head) :]
+    deltas = run_stream(params, list(text))  # whole: never announced, never content
     assert not any("tool_calls" in d for d in deltas)
+    assert "".join(d.get("content", "") for d in deltas).strip() == head.strip()
     deltas, stream = incremental_run(params, list(text))
     assert stream.dropped_calls == (0,)  # announced, then dropped
     assert stream.message == message
@@ -263,7 +266,7 @@ def test_call_complete_before_a_cut_one_is_kept() -> None:
     message = case.params(TOOLS).parse(cut)
     assert len(message.tool_calls) == 1 and message.truncated
     second = cut[cut.index("</tool_call>") + len("</tool_call>") :].strip()
-    assert message.content == second
+    assert message.content is None and message.truncated_call == second
     rng = random.Random(4)
     for chunks in [list(cut), *(splits(cut, rng) for _ in range(5))]:
         run_stream(case.params(TOOLS), chunks)
@@ -398,7 +401,7 @@ def test_string_encoded_arguments_stream_decoded() -> None:
     cut = text[: text.find("\\ud83c") + 3 if "\\ud83c" in text else text.find("🌧") + 1]
     truncated = params.parse(cut)
     assert truncated.truncated and truncated.tool_calls == []
-    assert truncated.content is not None and cut.strip().endswith(truncated.content[-20:])
+    assert truncated.content is None and truncated.truncated_call == cut.strip()
 
 
 def test_string_encoded_arguments_with_escaped_surrogates() -> None:

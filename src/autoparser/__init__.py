@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from autoparser.analysis.model import TemplateAnalysis
+    from autoparser.cache import CACHES, Caches, CacheStats, Store
     from autoparser.chat import ChatTemplate
     from autoparser.errors import (
         AnalysisWarning,
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from autoparser.generate import GrammarTrigger
     from autoparser.message import ChatMessage, ToolCall
     from autoparser.params import ChatParams
-    from autoparser.stream import TOOL_CALL_DELTAS, StreamParser
+    from autoparser.stream import TOOL_CALL_DELTAS, StreamDelta, StreamParser, ToolCallDelta
     from autoparser.template import TemplateCaps
     from autoparser.template.loading import (
         DEFAULT_VARIANT,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
         load_text,
     )
     from autoparser.template.provenance import caller_pieces
+    from autoparser.training import RenderedPrompt, assistant_tokens_mask, tokenize_for_training
 
 # Public name -> the module that defines it.
 _WHERE = {
@@ -54,6 +56,12 @@ _WHERE = {
     "SchemaError": "autoparser.errors",
     "StreamParser": "autoparser.stream",
     "TOOL_CALL_DELTAS": "autoparser.stream",
+    "StreamDelta": "autoparser.stream",
+    "ToolCallDelta": "autoparser.stream",
+    "CACHES": "autoparser.cache",
+    "Caches": "autoparser.cache",
+    "CacheStats": "autoparser.cache",
+    "Store": "autoparser.cache",
     "TemplateAnalysis": "autoparser.analysis.model",
     "TemplateCaps": "autoparser.template",
     "TemplateError": "autoparser.errors",
@@ -66,6 +74,9 @@ _WHERE = {
     "load_pretrained": "autoparser.template.loading",
     "load_text": "autoparser.template.loading",
     "ToolCall": "autoparser.message",
+    "RenderedPrompt": "autoparser.training",
+    "assistant_tokens_mask": "autoparser.training",
+    "tokenize_for_training": "autoparser.training",
 }
 
 
@@ -104,6 +115,14 @@ def _module(where: str) -> ModuleType:
         from autoparser import template
 
         return template
+    if where == "autoparser.cache":
+        from autoparser import cache
+
+        return cache
+    if where == "autoparser.training":
+        from autoparser import training
+
+        return training
     if where == "autoparser.template.provenance":
         from autoparser.template import provenance
 
@@ -127,10 +146,13 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "CACHES",
     "DEFAULT_VARIANT",
     "TOOL_CALL_DELTAS",
     "AnalysisWarning",
     "AutoparserError",
+    "CacheStats",
+    "Caches",
     "ChatMessage",
     "ChatParams",
     "ChatTemplate",
@@ -138,8 +160,11 @@ __all__ = [
     "GrammarError",
     "GrammarTrigger",
     "IntegrationError",
+    "RenderedPrompt",
     "RequestError",
     "SchemaError",
+    "Store",
+    "StreamDelta",
     "StreamParser",
     "TemplateAnalysis",
     "TemplateCaps",
@@ -147,11 +172,14 @@ __all__ = [
     "TemplateLimitError",
     "TemplateSource",
     "ToolCall",
+    "ToolCallDelta",
+    "assistant_tokens_mask",
     "caller_pieces",
     "decode_text",
     "load_path",
     "load_pretrained",
     "load_text",
+    "tokenize_for_training",
 ]
 
 __version__ = "0.1.0"

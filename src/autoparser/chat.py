@@ -26,9 +26,9 @@ from autoparser.template import (
     TemplateCaps,
     TemplateQuirks,
     TemplateSource,
-    apply_polyfills,
     detect_caps,
     detect_quirks,
+    render_as_apply,
     template_caps,
 )
 from autoparser.template.loading import (
@@ -38,6 +38,11 @@ from autoparser.template.loading import (
     load_pretrained,
 )
 from autoparser.template.provenance import caller_spans
+from autoparser.training import (
+    RenderedPrompt,
+    assistant_spans,
+    checked_training_template,
+)
 from autoparser.verify import verified
 
 # An OpenAI-shaped message or tool: a JSON object, read (never mutated) by the library.
@@ -195,24 +200,77 @@ class ChatTemplate:
     ) -> str:
         template = self.for_tools(tools)
         use_polyfills = template.polyfills if polyfills is None else polyfills
+        renderer = template.renderer
+        if use_polyfills:
+            caps, quirks = detect_caps(renderer), detect_quirks(renderer)
+            return render_as_apply(
+                renderer,
+                caps,
+                quirks,
+                messages,
+                tools,
+                add_generation_prompt,
+                now=now,
+                **template_kwargs,
+            )
         prepared = [dict(m) for m in messages]
         tool_list = None if tools is None else [dict(t) for t in tools]
-        if use_polyfills:
-            renderer = template.renderer
-            caps, quirks = detect_caps(renderer), detect_quirks(renderer)
-            if tool_list and quirks.requires_tool_fields:
-                # The caller's tools as they are first: the filled-in descriptions only
-                # where the template fails without them.
-                sparse, sparse_tools = apply_polyfills(caps, quirks, prepared, tool_list, False)
-                try:
-                    return renderer.render(
-                        sparse, sparse_tools, add_generation_prompt, now=now, **template_kwargs
-                    )
-                except TemplateError:
-                    pass
-            prepared, tool_list = apply_polyfills(caps, quirks, prepared, tool_list)
-        return template.renderer.render(
+        return renderer.render(
             prepared, tool_list, add_generation_prompt, now=now, **template_kwargs
+        )
+
+    def render_spans(
+        self,
+        messages: Sequence[JsonObject],
+        tools: Sequence[JsonObject] | None = None,
+        add_generation_prompt: bool = False,
+        *,
+        polyfills: bool | None = None,
+        now: datetime | None = None,
+        **template_kwargs: object,
+    ) -> RenderedPrompt:
+        """:meth:`render` plus the character spans the model generated, per assistant turn.
+
+        For training on assistant turns only; what a span covers is in
+        :mod:`autoparser.training` and docs/training.md.
+        """
+
+        def render(part: Sequence[JsonObject], agp: bool) -> str:
+            return self._render(part, tools, agp, polyfills, template_kwargs, now)
+
+        text = render(messages, add_generation_prompt)
+        analysis = self.for_tools(tools).analyze()
+        spans = assistant_spans(
+            text, messages, render, analysis.end_of_turn, analysis.generation_prompt
+        )
+        return RenderedPrompt(text, spans)
+
+    def training_template(self) -> str:
+        """This template with ``{% generation %}`` blocks marking :meth:`render_spans`' spans.
+
+        It renders byte-identically to this one (checked on conversations with content,
+        reasoning, tool calls and several turns); ExportError says why when it cannot.
+        """
+
+        def render(
+            source: str,
+            messages: Sequence[JsonObject],
+            tools: Sequence[JsonObject] | None,
+            agp: bool,
+        ) -> str:
+            renderer = Renderer(
+                source,
+                bos_token=self.bos_token,
+                eos_token=self.eos_token,
+                name=self.name,
+                special_tokens=self.special_tokens,
+                now=self.now,
+            )
+            return renderer.render(messages, tools, agp)
+
+        analysis = self.analyze()
+        return checked_training_template(
+            self.source, render, analysis.end_of_turn, analysis.generation_prompt
         )
 
     # ------------------------------------------------------------ capabilities

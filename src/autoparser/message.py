@@ -32,8 +32,10 @@ class ChatMessage:
     """An assistant message as OpenAI's chat completion API returns it.
 
     ``truncated`` is True when generation ended inside a construct that never closed: a
-    tool call (not returned: its text is in ``content``), a reasoning block (its text kept
-    in ``reasoning_content``), or right after a call opener (dropped). ``tool_calls`` holds
+    tool call (not returned, and not content either: users display content, and raw markup
+    there is noise; its raw text is kept in ``truncated_call``), a reasoning block (its
+    text kept in ``reasoning_content``), or right after a call opener (dropped). A call
+    the output ends inside is never returned partly written. ``tool_calls`` holds
     only whole calls with valid arguments; a malformed one is ``content``. It is a list, as
     the API contract names it; the message is frozen (its fields cannot be reassigned) but,
     holding a list, not hashable.
@@ -44,6 +46,9 @@ class ChatMessage:
     reasoning_content: str | None = None
     tool_calls: list[ToolCall] = dataclasses.field(default_factory=list)
     truncated: bool = False
+    # The raw text of the call the output ended inside (from its opener), else None. Not
+    # part of OpenAI's message (``to_openai`` leaves it out).
+    truncated_call: str | None = None
 
     def to_openai(self) -> dict[str, Any]:
         """The message as OpenAI's ``choices[].message`` (absent fields left out)."""

@@ -13,12 +13,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from autoparser.analysis.model import ReasoningMode, TemplateAnalysis
+from autoparser.analysis.model import TemplateAnalysis
+from autoparser.cache import CACHES, Store
 from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError, SchemaError
 from autoparser.formats import get_handler
-from autoparser.generate.context import BuildContext, normalize_markers
-from autoparser.generate.memo import BuildMemo, request_key
+from autoparser.generate.context import BuildContext, normalize_markers, string_padding
+from autoparser.generate.memo import request_key
 from autoparser.generate.reasoning import should_extract_reasoning
 from autoparser.generate.request import Request, normalize_request
 from autoparser.generate.sections import call_opener
@@ -83,6 +84,35 @@ class ChatParams:
         ``StreamParser.dropped_calls``). Any other value is a ``RequestError``.
         """
         return StreamParser(self.definition, self.call_ids, tool_call_deltas=tool_call_deltas)
+
+    def grammar_fields(self) -> dict[str, Any]:
+        """The grammar and what an engine needs with it (laziness, triggers, preserved tokens,
+        stops, reasoning forced open) as JSON-ready data: `autoparser grammar --json`."""
+        return {
+            "grammar": self.grammar,
+            "grammar_lazy": self.grammar_lazy,
+            "grammar_triggers": [t.to_dict() for t in self.grammar_triggers],
+            "preserved_tokens": self.preserved_tokens,
+            "additional_stops": self.additional_stops,
+            "thinking_forced_open": self.thinking_forced_open,
+        }
+
+    def trigger_start(self, text: str) -> int:
+        """Where a lazy grammar switches on in ``text`` as an engine applies each trigger
+        kind (word / token: where it appears; pattern: its search match; pattern_full: the
+        whole text must match), from the first capture group if any; -1: never. A grammar
+        checker feeds the engine's grammar the text from there."""
+        starts: list[int] = []
+        for trig in self.grammar_triggers:
+            if trig.kind in ("word", "token"):
+                at = text.find(trig.value)
+            else:
+                rx = re.compile(trig.value)
+                m = rx.search(text) if trig.kind == "pattern" else rx.fullmatch(text)
+                at = -1 if m is None else (m.start(1) if rx.groups else m.start())
+            if at >= 0:
+                starts.append(at)
+        return min(starts, default=-1)
 
     def labelled_spans(self, text: str) -> tuple[LabelledSpan, ...]:
         """What each span of ``text`` (a model output) is parsed as: reasoning, content, a
@@ -172,17 +202,9 @@ def _merged(found: Sequence[str], added: Sequence[str]) -> list[str]:
 
 
 def is_forced_open(analysis: TemplateAnalysis, prompt: str, enable_thinking: bool | None) -> bool:
-    """Does the output start inside a reasoning block?
-
-    True when the prompt ends with the reasoning start marker (the template opened the
-    block), or for a DELIMITER template (no start marker) when thinking is explicitly on.
-    """
-    r = analysis.reasoning
-    if r.mode == ReasoningMode.NONE or not r.end:
-        return False
-    if r.start and r.start.strip():
-        return prompt.rstrip().endswith(r.start.strip())
-    return r.mode == ReasoningMode.DELIMITER and enable_thinking is True
+    """Does the output start inside a reasoning block? (``TemplateAnalysis.
+    prompt_opens_reasoning``, the one rule.)"""
+    return analysis.prompt_opens_reasoning(prompt, enable_thinking)
 
 
 def build_params(
@@ -231,8 +253,8 @@ class _Built:
 
 
 # Keyed by (id(analysis), request key, prompt facts, with_grammar); see generate/memo.py.
-_CONTEXTS: BuildMemo[tuple[BuildContext, str]] = BuildMemo(256)
-_BUILT: BuildMemo[_Built] = BuildMemo(256)
+_CONTEXTS: Store[tuple[BuildContext, str]] = CACHES.store("request_contexts", 256)
+_BUILT: Store[_Built] = CACHES.store("request_builds", 256)
 
 
 def _context(
@@ -245,6 +267,7 @@ def _context(
         request=request,
         thinking_forced_open=forced,
         extract_reasoning=should_extract_reasoning(analysis, request, forced),
+        string_padding=string_padding(analysis),
     )
     return ctx, call_opener(ctx)
 
@@ -301,10 +324,10 @@ def params_for_request(
     else:
         # Built from a copy, so that a caller changing its tool dicts later cannot change
         # what the memo hands to the next request with the original tools.
-        ctx, opener = _CONTEXTS.get(
+        ctx, opener = _CONTEXTS.get_or_build(
             (id(analysis), key, forced),
-            analysis,
             lambda: _context(analysis, copy.deepcopy(request), forced),
+            owner=analysis,
         )
     # Like a forced-open reasoning block: a prompt ending with the call opener has already
     # started the first call (e.g. a ">>>name\n{args}" format whose prompt ends with ">>>").
@@ -315,10 +338,10 @@ def params_for_request(
     if key is None:
         built = _build(ctx, with_grammar)
     else:
-        built = _BUILT.get(
+        built = _BUILT.get_or_build(
             (id(analysis), key, forced, opened, with_grammar),
-            analysis,
             lambda: _build(ctx, with_grammar),
+            owner=analysis,
         )
     ctx, definition = built.ctx, built.definition
 

@@ -27,6 +27,9 @@ TOOL_ARG = "tool-arg"  # one tagged argument; children below
 TOOL_ARG_NAME = "tool-arg-name"  # the argument name (inside atomic())
 TOOL_ARG_STRING = "tool-arg-string"  # raw text value -> JSON string
 TOOL_ARG_TEXT = "tool-arg-text"  # raw text value -> JSON string, exactly (no newline trimmed)
+# Raw text values whose template pads one side only: that side's one newline dropped.
+TOOL_ARG_STRING_LEAD = "tool-arg-string-lead"  # the leading newline only
+TOOL_ARG_STRING_TRAIL = "tool-arg-string-trail"  # the trailing newline only
 TOOL_ARG_JSON = "tool-arg-json"  # JSON value text -> copied as is
 TOOL_ARG_PY = (
     "tool-arg-py"  # Python-literal value text (True, None, {'a': 1}) -> JSON, once complete
@@ -48,6 +51,8 @@ ALL = (
     TOOL_ARG_NAME,
     TOOL_ARG_STRING,
     TOOL_ARG_TEXT,
+    TOOL_ARG_STRING_LEAD,
+    TOOL_ARG_STRING_TRAIL,
     TOOL_ARG_JSON,
     TOOL_ARG_PY,
     TOOL_ARG_PYTHON,

@@ -25,10 +25,11 @@ from autoparser.analysis.model import (
     ToolFormat,
     VerificationFailure,
 )
+from autoparser.cache import CACHES, Store
 from autoparser.errors import AutoparserError, TemplateLimitError
 from autoparser.generate import Request, normalize_request
 from autoparser.params import ChatParams, params_for_request
-from autoparser.template import Renderer, apply_polyfills, detect_caps, detect_quirks
+from autoparser.template import Renderer, detect_caps, detect_quirks, render_as_apply
 from autoparser.template.probe import (
     ARG_FIRST,
     ARG_SECOND,
@@ -198,9 +199,10 @@ class _Renders:
             # system message (/think, /no_think).
             enabled = bool(kwargs["enable_thinking"])
             messages = [dict(m) for m in self.switch.switch(messages, variables, enabled)]
-        tool_list = None if tools is None else [dict(t) for t in tools]
-        prepared, tool_list = apply_polyfills(self.caps, self.quirks, messages, tool_list)
-        return self.renderer.render(prepared, tool_list, gen, **variables)
+        # As apply renders (the same rule, the sparse-tools retry included).
+        return render_as_apply(
+            self.renderer, self.caps, self.quirks, messages, tools, gen, **variables
+        )
 
     def request(self, analysis: TemplateAnalysis) -> Request:
         """The verification request, validated once (schema checks cost); varied by replace."""
@@ -526,7 +528,7 @@ def _triggers(analysis: TemplateAnalysis, renders: _Renders) -> list[str]:
     return values
 
 
-_CACHE: dict[tuple[str, str, str], tuple[TemplateAnalysis, TemplateAnalysis]] = {}
+_VERIFIED: Store[TemplateAnalysis] = CACHES.store("verification", 512)
 
 
 def verified(renderer: Renderer, analysis: TemplateAnalysis) -> TemplateAnalysis:
@@ -536,8 +538,8 @@ def verified(renderer: Renderer, analysis: TemplateAnalysis) -> TemplateAnalysis
     cached analysis stays one object.
     """
     key = (renderer.source, renderer.bos_token, renderer.eos_token)
-    found = _CACHE.get(key)
-    if found is None or found[0] is not analysis:
-        check = verify_analysis(renderer, analysis)
-        found = _CACHE[key] = (analysis, dataclasses.replace(analysis, verification=check))
-    return found[1]
+    return _VERIFIED.get_or_build(
+        key,
+        lambda: dataclasses.replace(analysis, verification=verify_analysis(renderer, analysis)),
+        owner=analysis,
+    )

@@ -167,8 +167,10 @@ CASES: list[Case] = [
                 function=FunctionAnalysis(
                     name_prefix="<function=", name_suffix=">", close="</function>"
                 ),
+                # The newlines the template writes around a value (its padding: the
+                # parser drops one newline there, and keeps a value exactly elsewhere).
                 arguments=ArgumentsAnalysis(
-                    name_prefix="<parameter=", name_suffix=">", value_suffix="</parameter>"
+                    name_prefix="<parameter=", name_suffix=">\n", value_suffix="\n</parameter>"
                 ),
             ),
             end_of_turn=IM_END,

@@ -16,24 +16,23 @@ from autoparser.analysis.model import (
 from autoparser.analysis.reasoning import analyze_reasoning, generation_prompts
 from autoparser.analysis.tools import ToolFindings, analyze_tools
 from autoparser.analysis.workarounds import apply_workarounds
+from autoparser.cache import CACHES, Store
 from autoparser.template import Renderer
 from autoparser.template.caps import detect_caps, detect_quirks
 from autoparser.template.probe import Probe
 
-_CACHE: dict[tuple[str, str, str], TemplateAnalysis] = {}
+_ANALYSES: Store[TemplateAnalysis] = CACHES.store("analysis", 512)
 
 
 def analyze_template(template: Renderer) -> TemplateAnalysis:
     """The differential analysis of a template, cached per (source, bos, eos)."""
     key = (template.source, template.bos_token, template.eos_token)
-    cached = _CACHE.get(key)
-    if cached is None:
-        cached = _CACHE[key] = run_analysis(template)
-    return cached
+    return _ANALYSES.get_or_build(key, lambda: run_analysis(template))
 
 
 def clear_cache() -> None:
-    _CACHE.clear()
+    """Forget every analysis (for tests and benchmarks that measure cold work)."""
+    _ANALYSES.clear()
 
 
 def run_analysis(template: Renderer) -> TemplateAnalysis:

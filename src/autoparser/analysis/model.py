@@ -303,6 +303,20 @@ class TemplateAnalysis:
         """``to_dict`` as JSON text; ``kwargs`` go to ``json.dumps`` (e.g. ``indent``)."""
         return json.dumps(self.to_dict(), **kwargs)
 
+    def prompt_opens_reasoning(self, prompt: str, enable_thinking: bool | None) -> bool:
+        """Does the output of ``prompt`` start inside a reasoning block?
+
+        True when the prompt ends with the reasoning start marker (the template opened the
+        block), or for a DELIMITER template (no start marker) when thinking is explicitly
+        on. The one rule ``ChatParams.thinking_forced_open`` and engine plug-ins share.
+        """
+        r = self.reasoning
+        if r.mode == ReasoningMode.NONE or not r.end:
+            return False
+        if r.start and r.start.strip():
+            return prompt.rstrip().endswith(r.start.strip())
+        return r.mode == ReasoningMode.DELIMITER and enable_thinking is True
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TemplateAnalysis:
         """An analysis from ``to_dict`` output (missing fields take their defaults)."""

@@ -19,6 +19,7 @@ dispatches through ``get_handler``. To add a format: a fingerprint in
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from autoparser.analysis.fingerprints import FINGERPRINTS, STANDARD, detect_format
 from autoparser.definition import ParserDefinition
@@ -27,7 +28,16 @@ from autoparser.formats import functionary_v3_2, gemma4, harmony
 from autoparser.generate.assembly import build_standard
 from autoparser.generate.context import BuildContext
 
-Handler = Callable[[BuildContext], ParserDefinition]
+
+class Format(Protocol):
+    """A format: builds, from a request's context, the parsers its output is read with (a
+    ``ParserDefinition``: the lenient parser, the strict grammar parser, triggers, markers).
+    Every built-in one passes tests/test_format_contract.py."""
+
+    def __call__(self, ctx: BuildContext, /) -> ParserDefinition: ...
+
+
+Handler = Format
 
 _BUILTIN: dict[str, Handler] = {
     STANDARD: build_standard,
@@ -36,10 +46,14 @@ _BUILTIN: dict[str, Handler] = {
     "gemma4": gemma4.build,
 }
 _HANDLERS: dict[str, Handler] = dict(_BUILTIN)
+# The names of the formats autoparser ships (tests/test_format_contract.py runs each).
+BUILTIN_FORMATS: tuple[str, ...] = tuple(_BUILTIN)
 
 __all__ = [
+    "BUILTIN_FORMATS",
     "FINGERPRINTS",
     "STANDARD",
+    "Format",
     "Handler",
     "detect_format",
     "get_handler",

@@ -31,10 +31,25 @@ class BuildContext:
     call_opened: bool = False
     # Where a call can start in the output (the lenient parser's content stops there).
     call_openers: tuple[str, ...] = ()
+    # Whether the template pads a raw string value (a newline before / after it, as
+    # ``<parameter=x>\n{{ v }}\n</parameter>``): the parser drops one newline only on a
+    # padded side; elsewhere whitespace is part of the value. See ``string_padding``.
+    string_padding: tuple[bool, bool] = (True, True)
 
     @property
     def end_markers(self) -> tuple[str, ...]:
         return tuple(m for m in self.analysis.end_of_turn if m)
+
+
+def string_padding(analysis: TemplateAnalysis) -> tuple[bool, bool]:
+    """Whether the template writes whitespace before / after a raw string value (read from
+    the markers as rendered, before ``normalize_markers`` strips them). Without a value
+    suffix a value ends at the next marker: both sides count as padded, as before."""
+    a = analysis.tools.arguments
+    if not a.value_suffix:
+        return (True, True)
+    before = a.value_prefix or a.name_suffix
+    return (before[-1:].isspace(), a.value_suffix[:1].isspace())
 
 
 def seq_of(*parts: Part) -> Parser:

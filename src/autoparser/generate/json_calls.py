@@ -203,7 +203,9 @@ def _loose_call_object(ctx: BuildContext, name_value: Parser, args_value: Parser
     return literal("{") + space() + others + both + trailing + space() + literal("}")
 
 
-def _call_id(ctx: BuildContext) -> Parser:
+def _call_id(ctx: BuildContext, strict: bool = True) -> Parser:
+    """The call id with its markers; the lenient parser allows whitespace at the joint
+    before the suffix (``get_weather:0 <|tool_call_argument_begin|>``)."""
     cid = ctx.analysis.tools.call_id
     if cid.generated:
         # The call's position (0, 1, ...): digits only, so the id never spans markers or
@@ -213,16 +215,26 @@ def _call_id(ctx: BuildContext) -> Parser:
         value = tag(tags.TOOL_ID, until(cid.suffix))
     else:
         value = tag(tags.TOOL_ID, chars("a-zA-Z0-9_\\-", 1, 64))
-    return seq_of(cid.prefix, value, cid.suffix)
+    gap = space() if cid.suffix and not strict else None
+    return seq_of(cid.prefix, value, gap, cid.suffix)
 
 
-def name_part(ctx: BuildContext, tool: ToolSpec) -> Parser:
+def name_part(ctx: BuildContext, tool: ToolSpec, strict: bool = True) -> Parser:
+    """The function name with its markers. The lenient parser also reads the name without
+    a plain-text prefix (``get_weather`` for ``functions.get_weather``) where a markup
+    marker opens the call anyway: models leave such a namespace out."""
     fn = ctx.analysis.tools.function
+    f = ctx.analysis.tools.format
     gap = space() if fn.name_suffix else None  # the suffix may follow a newline
     # A format that names the function twice (a header, then markup) repeats it verbatim.
     again = (literal(tool.name), fn.name_suffix_after_name) if fn.name_suffix_after_name else ()
+    prefix: Parser | str = fn.name_prefix
+    opened = f.per_call_start or f.section_start
+    plain = fn.name_prefix and not any(c in fn.name_prefix for c in "<>[]{}|")
+    if not strict and plain and opened and fn.name_prefix.strip():
+        prefix = optional(literal(fn.name_prefix))
     return atomic(
-        seq_of(fn.name_prefix, tag(tags.TOOL_NAME, literal(tool.name)), gap, fn.name_suffix, *again)
+        seq_of(prefix, tag(tags.TOOL_NAME, literal(tool.name)), gap, fn.name_suffix, *again)
     )
 
 
@@ -233,7 +245,7 @@ def with_call_id(
     pos = cid.position
     id_part: Parser | None = None
     if pos != CallIdPosition.NONE:
-        id_part = _call_id(ctx)
+        id_part = _call_id(ctx, strict)
         if not strict:
             # A model may leave the id out (keeping the marker that introduces what follows).
             bare = literal(cid.suffix) if cid.suffix and pos != CallIdPosition.POST_ARGS else None
@@ -258,7 +270,7 @@ def tag_json_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
     args = tag(tags.TOOL_ARGS, json_schema(dict(tool.parameters), f"{tool_rule(ctx, tool)}-args"))
     body = seq_of(a.start, args, closing(a.end, strict))
     close = closing(ctx.analysis.tools.function.close, strict)
-    return with_call_id(ctx, name_part(ctx, tool), body, close, strict)
+    return with_call_id(ctx, name_part(ctx, tool, strict), body, close, strict)
 
 
 def call_start_triggers(

@@ -1,23 +1,19 @@
-"""Memo of what a request builds from the analysis alone: parser definition and grammar.
+"""The key of what a request builds from the analysis alone: parser definition and grammar.
 
 A server applies one template with the same tools on every request; only the messages,
 and so the prompt, change. The parser definition, the grammar and its triggers depend
 only on the analysis, the validated request and two facts read off the prompt (does it
 open reasoning, does it open a call), so they are built once per distinct key and then
-shared: parsers are immutable, and every stream keeps its own state and call ids.
+shared: parsers are immutable, and every stream keeps its own state and call ids. The
+stores live in ``autoparser.cache`` (``request_contexts``, ``request_builds``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import threading
-from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
 
 from autoparser.generate.request import Request
-
-V = TypeVar("V")
 
 
 def request_key(request: Request) -> str | None:
@@ -37,31 +33,3 @@ def request_key(request: Request) -> str | None:
         return json.dumps(fields, sort_keys=True, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError):
         return None
-
-
-class BuildMemo(Generic[V]):
-    """A bounded map from a key to a value built once; the oldest entry leaves first.
-
-    Each value is stored with the object it was built from (``owner``, compared by
-    identity), so a key that outlives its owner (an id reused) is never a false hit.
-    """
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._entries: dict[Hashable, tuple[object, V]] = {}
-        self._lock = threading.Lock()
-
-    def get(self, key: Hashable, owner: object, build: Callable[[], V]) -> V:
-        found = self._entries.get(key)
-        if found is not None and found[0] is owner:
-            return found[1]
-        value = build()  # an exception (a bad request) is raised, not stored
-        with self._lock:
-            while len(self._entries) >= self._size:
-                del self._entries[next(iter(self._entries))]
-            self._entries[key] = (owner, value)
-        return value
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()

@@ -184,7 +184,7 @@ def tool_section(
             open_b, space(), calls, space(), closing(close_b, strict) if close_b else None
         )
     token = f.call_prefix_token
-    return seq_of(
+    section = seq_of(
         optional(literal(token) + space()) if token else None,
         _outer(section_start, ctx, strict),
         space() if section_start else None,
@@ -193,3 +193,14 @@ def tool_section(
         # Tagged for the mapper: content after a call that is content (``TOOL_SECTION_END``).
         closing(section_end, strict) if strict else _section_end(section_end),
     )
+    if strict or opened or not (is_markup(section_start) and is_markup(section_end)):
+        return section
+    # A section holding no call (``<|tool_calls_section_begin|><|tool_calls_section_end|>``):
+    # no call, and its markers are not content either.
+    empty = seq_of(
+        optional(literal(token) + space()) if token else None,
+        section_start,
+        space(),
+        section_end,
+    )
+    return choice_of([section, empty])

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from autoparser import tags
-from autoparser.analysis.model import ArgumentsAnalysis
+from autoparser.analysis.model import ArgumentsAnalysis, CallIdPosition
 from autoparser.errors import SchemaError
 from autoparser.generate import elements, pythonic
 from autoparser.generate.context import (
@@ -30,11 +30,17 @@ from autoparser.peg import (
     Rules,
     atomic,
     chars,
+    end,
+    json_array,
     json_number,
+    json_object,
     json_schema,
     json_string,
+    json_value,
     literal,
+    negate,
     optional,
+    peek,
     space,
     tag,
     until,
@@ -74,6 +80,93 @@ def _value_end(ctx: BuildContext, strict: bool = True) -> list[str]:
 def is_markup(marker: str) -> bool:
     """A marker that reads as markup (a tag or special token), not as ordinary text."""
     return len(marker) >= 3 and marker[0] in "<[{|"
+
+
+def _closers(ctx: BuildContext) -> list[str]:
+    """The markers that close a call's arguments, the call and the section (non-empty)."""
+    t = ctx.analysis.tools
+    found = [t.arguments.end, t.function.close, t.format.per_call_end, t.format.section_end]
+    return [m for m in dict.fromkeys(found) if m]
+
+
+def _one_of(words: list[str], at_end: bool = True) -> Parser:
+    """Any of ``words`` (longest first, so none shadows a longer one), or the end of input."""
+    alts = [literal(w) for w in sorted(dict.fromkeys(w for w in words if w), key=len, reverse=True)]
+    return choice_of([*alts, end()] if at_end else alts)
+
+
+def _after_call(ctx: BuildContext) -> Parser:
+    """What may follow a call's closer when the format goes on: another closer, the next
+    call's opener, the end of the turn, or the end of output."""
+    return _one_of([*_closers(ctx), *ctx.call_openers, *ctx.end_markers])
+
+
+def _value_closed(ctx: BuildContext) -> Parser:
+    """The value suffix where it ends the value: what follows continues the format (the
+    next argument, a separator, a closer, or the end of output)."""
+    a = ctx.analysis.tools.arguments
+    after = [a.name_prefix, a.separator, *_closers(ctx)]
+    return literal(a.value_suffix) + space() + _one_of(after)
+
+
+def _unclosed_end(ctx: BuildContext) -> Parser | None:
+    """Where a value left without its suffix ends: a call's closer (markup) after which
+    the format goes on as after a call (GLM's missing last ``</arg_value>``)."""
+    a = ctx.analysis.tools.arguments
+    closers = [c for c in _closers(ctx) if is_markup(c) and c != a.value_suffix]
+    if not closers:
+        return None
+    return _one_of(closers, at_end=False) + space() + _after_call(ctx)
+
+
+def _lenient_value(ctx: BuildContext, names: list[str]) -> Parser:
+    """A raw string value of the lenient parser, where the format writes a value suffix.
+
+    A marker inside a value ("wrap each call in <tool_call> and </tool_call>") is text of
+    the value unless what follows it continues the format: the value suffix ends the value
+    only when the next argument, a closer or the end of output follows (``_value_closed``);
+    a call's closer ends a value left unclosed only when what follows goes on after a call
+    (``_unclosed_end``); the next argument's header (opener, one of the tool's names,
+    name suffix) ends a value left unclosed. Once a suffix was read as text, the value
+    must end at a suffix or closer that is one: reaching the next argument's opener instead
+    makes it no value (text between two arguments: the call is not one). In partial input
+    a marker and what follows it stay undecided (held back) until known.
+    """
+    a = ctx.analysis.tools.arguments
+    suffix = a.value_suffix
+    opener = a.name_prefix if is_markup(a.name_prefix) else ""
+    closers = [c for c in _closers(ctx) if is_markup(c) and c != suffix]
+    unclosed = _unclosed_end(ctx)
+    ends_here = [_value_closed(ctx), *([unclosed] if unclosed else [])]
+    next_arg: list[Parser] = []
+    if opener:
+        header = literal(a.name_suffix) if a.name_suffix else None
+        named = _one_of(names, at_end=False) if names else None
+        next_arg = [seq_of(opener, named, header)]
+    ends = list(dict.fromkeys([suffix, *([opener] if opener else []), *closers]))
+    scan = until(ends[0]) if len(ends) == 1 else until_one_of(*ends)
+    # Before any suffix: markers other than the suffix that end nothing are text.
+    others = [e for e in ends if e != suffix]
+    # After a suffix read as text: the next argument's opener is no longer text.
+    inner = [e for e in ends if e != opener]
+    after: Parser = zero_or_more(negate(choice_of(ends_here)) + _one_of(inner, at_end=False) + scan)
+    more = literal(suffix) + scan + after
+    if opener:
+        more = more + negate(literal(opener))
+    # Before any suffix: markers other than the suffix that end nothing are text; a
+    # suffix that ends nothing goes on as ``more`` (one boundary test per marker).
+    step = choice_of([_one_of(others, at_end=False) + scan, more]) if others else more
+    return scan + zero_or_more(negate(choice_of([*ends_here, *next_arg])) + step)
+
+
+def _string_tag(ctx: BuildContext) -> str:
+    """The tag of a raw string value: which sides lose the template's padding newline."""
+    lead, trail = ctx.string_padding
+    if lead and trail:
+        return tags.TOOL_ARG_STRING
+    if lead:
+        return tags.TOOL_ARG_STRING_LEAD
+    return tags.TOOL_ARG_STRING_TRAIL if trail else tags.TOOL_ARG_TEXT
 
 
 def _allows_null(schema: Any, root: Any = None) -> bool:
@@ -245,20 +338,28 @@ def _string_choices(schema: Any) -> list[str]:
 
 
 def _string_argument(
-    ctx: BuildContext, name_p: Parser, schema: Any, root: Any, strict: bool
+    ctx: BuildContext,
+    name_p: Parser,
+    schema: Any,
+    root: Any,
+    strict: bool,
+    names: list[str] | None = None,
 ) -> Parser:
     """``name_prefix NAME name_suffix value_prefix RAW value_suffix``: a raw string value."""
     a = ctx.analysis.tools.arguments
     ends = _value_end(ctx, strict)
     header = atomic(seq_of(a.name_prefix, name_p, a.name_suffix))
-    raw = until(ends[0]) if len(ends) == 1 else until_one_of(*ends)
+    if a.value_suffix and not strict:
+        raw = _lenient_value(ctx, names or [])
+    else:
+        raw = until(ends[0]) if len(ends) == 1 else until_one_of(*ends)
     choices = _string_choices(schema) if strict else []
     if choices:  # the grammar writes one of the allowed strings, raw as the template does
         # A newline either side, as templates write values on a line of their own (the
         # parser drops it); other whitespace would become part of the value.
         newline = optional(literal("\n"))
         raw = newline + choice_of([literal(word) for word in choices]) + newline
-    value: Parser = tag(tags.TOOL_ARG_STRING, raw)
+    value: Parser = tag(_string_tag(ctx) if not choices else tags.TOOL_ARG_STRING, raw)
     if a.value_wrapper_open and a.value_wrapper_close and not choices:
         # A value holding markup, wrapped as the template wraps it (<![CDATA[...]]>).
         close = a.value_wrapper_close
@@ -347,14 +448,75 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
         schema = tool.properties.get(name, {})
         is_string = is_string_param(schema, tool.parameters)
     typed = json_name_suffix(a) != a.name_suffix
+    if not strict and name is not None and not is_string and not typed and a.value_suffix:
+        kinds = value_types(schema, tool.parameters)
+        if kinds is None or "string" in kinds:
+            # A union with string (or any value): a value valid as one of the other types
+            # is that value; any other text is the string, exactly as written.
+            return choice_of(
+                [
+                    _union_typed_argument(ctx, name_p, kinds),
+                    _string_argument(
+                        ctx, name_p, schema, tool.parameters, strict, list(tool.properties)
+                    ),
+                ]
+            )
     # A nullable string's null is a non-string value: written after the typed suffix.
     only_string = strict and name is not None and not _allows_null(schema, tool.parameters)
     if is_string and (not typed or only_string):
-        return _string_argument(ctx, name_p, schema, tool.parameters, strict)
+        return _string_argument(ctx, name_p, schema, tool.parameters, strict, list(tool.properties))
     json_arg = _json_argument(ctx, tool, name, name_p, schema, strict)
     if not is_string and (not typed or strict):
         return json_arg
-    return choice_of([_string_argument(ctx, name_p, schema, tool.parameters, strict), json_arg])
+    return choice_of(
+        [
+            _string_argument(ctx, name_p, schema, tool.parameters, strict, list(tool.properties)),
+            json_arg,
+        ]
+    )
+
+
+def _union_typed_argument(ctx: BuildContext, name_p: Parser, kinds: set[str] | None) -> Parser:
+    """An argument of a union type that includes string, read as one of its other types
+    (JSON, or a Python literal as str() prints it): only when the whole value up to its
+    suffix is one. A quoted value is the string as written, quotes included."""
+    a = ctx.analysis.tools.arguments
+    json_parts: list[Parser] = []
+    py_parts: list[Parser] = []
+    if kinds is None:
+        json_parts.append(json_value())
+        py_parts.append(python_value())
+    else:
+        if kinds & {"integer", "number"}:
+            json_parts.append(json_number())
+        if "boolean" in kinds:
+            json_parts += [literal("true"), literal("false")]
+            py_parts += [literal("True"), literal("False")]
+        if "null" in kinds:
+            json_parts.append(literal("null"))
+            py_parts.append(literal("None"))
+        if "object" in kinds:
+            json_parts.append(json_object())
+            py_parts.append(peek(literal("{")) + python_value())
+        if "array" in kinds:
+            json_parts.append(json_array())
+            py_parts.append(peek(literal("[")) + python_value())
+    values = [tag(tags.TOOL_ARG_JSON, choice_of(json_parts))] if json_parts else []
+    if py_parts:
+        values.append(tag(tags.TOOL_ARG_PY, choice_of(py_parts)))
+    header = atomic(seq_of(a.name_prefix, name_p, a.name_suffix))
+    unclosed = _unclosed_end(ctx)
+    quoted = choice_of([literal('"'), literal("'")])
+    value = seq_of(
+        space() if a.value_prefix else None,
+        a.value_prefix,
+        space(),
+        negate(quoted),
+        choice_of(values),
+        space(),
+        choice_of([literal(a.value_suffix), *([peek(unclosed)] if unclosed else [])]),
+    )
+    return tag(tags.TOOL_ARG, header + value)
 
 
 def _element_argument(
@@ -437,7 +599,7 @@ def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
     if pythonic.is_pythonic(ctx.analysis):
         body = pythonic.arguments(tool, a, strict=strict)
         close = closing(t.function.close, strict)
-        return with_call_id(ctx, name_part(ctx, tool), body, close, strict)
+        return with_call_id(ctx, name_part(ctx, tool, strict), body, close, strict)
     names: list[str | None] = [*sorted(tool.properties, key=len, reverse=True)]
     if not names:
         names = [None]
@@ -450,5 +612,14 @@ def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
     else:
         one = choice_of([_tagged_argument(ctx, tool, n, strict) for n in names])
         args_seq = optional(one + zero_or_more(sep + one))
-    body = seq_of(a.start, space(), args_seq, space(), closing(a.end, strict))
-    return with_call_id(ctx, name_part(ctx, tool), body, closing(t.function.close, strict), strict)
+    closers = _closers(ctx)
+    goes_on: Parser | None = None
+    if not strict and closers and ctx.analysis.tools.call_id.position != CallIdPosition.POST_ARGS:
+        # Never a partial call: after its last argument the call closes (or the output
+        # ends, or the next call opens); anything else, junk between two arguments say,
+        # makes it no call, and its text stays content.
+        goes_on = peek(_after_call(ctx))
+    body = seq_of(a.start, space(), args_seq, space(), goes_on, closing(a.end, strict))
+    return with_call_id(
+        ctx, name_part(ctx, tool, strict), body, closing(t.function.close, strict), strict
+    )

@@ -141,6 +141,8 @@ class _Ctx:
 
 
 _uids = count(1)
+# A root's one-shot form not compiled yet (None once compiled means: not compilable).
+_NOT_YET = object()
 ParserLike = Union["Parser", str]
 
 
@@ -168,13 +170,19 @@ def _depth_budget() -> int:
 
 
 class Parser:
-    """Base class of every parser node; nodes are immutable once built."""
+    """Base class of every parser node; nodes are immutable once built.
 
-    __slots__ = ("_uid",)
+    A root keeps what is derived from it once, so that it leaves with the node: its
+    one-shot form (``peg.oneshot.compiled``) and whether feeds may resume (``_resumable``).
+    """
+
+    __slots__ = ("_oneshot", "_resumable", "_uid")
     _memo: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self._uid = next(_uids)
+        self._oneshot: object = _NOT_YET
+        self._resumable: bool | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # The entry point a parent calls: the memoised wrapper, or (for nodes cheaper to
@@ -328,13 +336,10 @@ def _extended(last: ParseResult, end: int, closer: str) -> ParseResult:
     return ParseResult(ParseStatus.NEED_MORE_INPUT, end, tree)
 
 
-_RESUMABLE: dict[int, bool] = {}
-
-
 def _resumable(root: Parser) -> bool:
     """Is every node reachable from `root` one whose end dependence the feed shortcut
     accounts for (the classes of this module; a subclass defined elsewhere is not)?"""
-    known = _RESUMABLE.get(root._uid)
+    known = root._resumable
     if known is not None:
         return known
     kinds = (
@@ -376,9 +381,7 @@ def _resumable(root: Parser) -> bool:
                 stack.append(node.target())
         else:
             stack.extend(node.children())
-    if len(_RESUMABLE) > 4096:
-        _RESUMABLE.clear()
-    _RESUMABLE[root._uid] = ok
+    root._resumable = ok
     return ok
 
 

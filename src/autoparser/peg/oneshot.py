@@ -36,6 +36,7 @@ from typing import Any
 
 from autoparser.peg import json_scan
 from autoparser.peg.core import (
+    _NOT_YET,
     AnyChar,
     Atomic,
     CharClass,
@@ -131,22 +132,17 @@ def json_value_end(shared: dict[tuple[int, int], Any], pos: int) -> int:
     return end
 
 
-_COMPILED: dict[int, tuple[Parser, OneShot | None]] = {}
-
-
 def compiled(root: Parser) -> OneShot | None:
-    """The one-shot form of ``root``, compiled on first use; None if it has node kinds
-    this module does not compile."""
-    found = _COMPILED.get(root._uid)
-    if found is not None and found[0] is root:
-        return found[1]
+    """The one-shot form of ``root``, compiled on first use and kept on the root; None if
+    it has node kinds this module does not compile."""
+    found = root._oneshot
+    if found is not _NOT_YET:
+        return found  # type: ignore[return-value]
     try:
         shot: OneShot | None = OneShot(root)
     except _Unsupported:
         shot = None
-    if len(_COMPILED) > 1024:
-        _COMPILED.clear()
-    _COMPILED[root._uid] = (root, shot)
+    root._oneshot = shot
     return shot
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from autoparser import ChatMessage
+from autoparser import ChatMessage, StreamDelta
 from autoparser.serve import messages_api, responses_api
 from autoparser.serve.backends import BackendError, Finished
 from autoparser.serve.chat_completions import Chat, Prepared
@@ -54,8 +54,9 @@ class _ResponsesSink:
     def start(self) -> bytes:
         return b"".join(map(responses_api.sse, self.events.start()))
 
-    def feed(self, deltas: list[dict[str, Any]]) -> bytes:
-        return b"".join(map(responses_api.sse, self.events.feed(deltas)))
+    def feed(self, deltas: list[StreamDelta]) -> bytes:
+        events = self.events.feed([d.to_openai() for d in deltas])
+        return b"".join(map(responses_api.sse, events))
 
     def finish(self, message: ChatMessage, end: Finished) -> tuple[bytes, str]:
         events = self.events.finish(message, end.hit_limit, end.usage)
@@ -110,8 +111,8 @@ class _MessagesSink:
     def start(self) -> bytes:
         return self._sse(self.events.start())
 
-    def feed(self, deltas: list[dict[str, Any]]) -> bytes:
-        return self._sse(self.events.feed(deltas))
+    def feed(self, deltas: list[StreamDelta]) -> bytes:
+        return self._sse(self.events.feed([d.to_openai() for d in deltas]))
 
     def finish(self, message: ChatMessage, end: Finished) -> tuple[bytes, str]:
         reason = messages_api.stop_reason(message, end.hit_limit, end.stop_word, self.stops)

@@ -25,9 +25,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from autoparser import TOOL_CALL_DELTAS, ChatTemplate
 from autoparser.serve import agent_apis
 from autoparser.serve import openai_format as oai
-from autoparser.serve.backends import BACKEND_KINDS, Hooks
+from autoparser.serve.backends import Hooks
 from autoparser.serve.chat_completions import REASONING_FIELDS, Chat, ChatSettings
 from autoparser.serve.engine import EngineLink, EngineUnavailable
+from autoparser.serve.kinds import KIND_CHOICES
 from autoparser.serve.limits import Limits
 from autoparser.serve.observe import (
     ADMISSION,
@@ -50,7 +51,7 @@ class ServeConfig:
     llama.cpp engine's ``GET /props``, lazily)."""
 
     backend_url: str
-    backend_kind: str = "auto"  # "auto" (GET /props decides), "llama.cpp" or "openai"
+    backend_kind: str = "auto"  # "auto" (GET /props decides) or a kind of serve/kinds.py
     template: str | ChatTemplate | None = None
     model: str | None = None
     tool_call_deltas: str | None = None  # None: the library's default ("whole")
@@ -64,8 +65,10 @@ class ServeConfig:
     plain_user_text: bool = True
 
     def __post_init__(self) -> None:
-        if self.backend_kind not in ("auto", *BACKEND_KINDS):
-            raise ValueError(f"backend_kind must be auto, llama.cpp or openai: {self.backend_kind}")
+        if self.backend_kind not in KIND_CHOICES:
+            raise ValueError(
+                f"backend_kind must be one of {', '.join(KIND_CHOICES)}: {self.backend_kind}"
+            )
         if self.tool_call_deltas not in (None, *TOOL_CALL_DELTAS):
             raise ValueError(
                 f"tool_call_deltas must be one of {', '.join(TOOL_CALL_DELTAS)}: "

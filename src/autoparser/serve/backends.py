@@ -19,9 +19,8 @@ from typing import Any
 import aiohttp
 
 from autoparser import GrammarTrigger, caller_pieces
+from autoparser.serve.kinds import BACKEND_KINDS, BACKENDS
 from autoparser.serve.openai_format import Usage
-
-BACKEND_KINDS = ("llama.cpp", "openai")
 
 # llama.cpp's integer trigger kinds (common_grammar_trigger_type): token, word, pattern,
 # pattern_full. A "token" trigger needs the token id, which only the engine knows; sent as
@@ -646,9 +645,10 @@ async def first_model(url: str, session: aiohttp.ClientSession, timeout: float =
 def make_backend(
     kind: str, url: str, session: aiohttp.ClientSession, model: str = "", **kw: Any
 ) -> Backend:
-    """The backend of ``kind``; ``kw``: ``fresh``, ``timeouts``, ``hooks`` (see Backend)."""
-    if kind == "llama.cpp":
-        return LlamaCppBackend(url, session, model, **kw)
-    if kind == "openai":
-        return OpenAIBackend(url, session, model, **kw)
-    raise ValueError(f"backend kind must be one of {BACKEND_KINDS}, got {kind!r}")
+    """The backend of ``kind``, as the registry in ``serve/kinds.py`` names it; ``kw``:
+    ``fresh``, ``timeouts``, ``hooks`` (see Backend)."""
+    name = BACKENDS.get(kind)
+    if name is None:
+        raise ValueError(f"backend kind must be one of {', '.join(BACKEND_KINDS)}, got {kind!r}")
+    backend: type[Backend] = globals()[name]
+    return backend(url, session, model, **kw)

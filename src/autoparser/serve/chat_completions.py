@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from autoparser import ChatMessage, ChatParams
+from autoparser import ChatMessage, ChatParams, StreamDelta
 from autoparser.serve import openai_format as oai
 from autoparser.serve.backends import BackendError, Finished, Generation
 from autoparser.serve.engine import EngineLink, Served, generation
@@ -212,7 +212,7 @@ class Sink(Protocol):
     ``agent_apis``. ``finish`` also returns the finish reason the access log records."""
 
     def start(self) -> bytes: ...
-    def feed(self, deltas: list[dict[str, Any]]) -> bytes: ...
+    def feed(self, deltas: list[StreamDelta]) -> bytes: ...
     def finish(self, message: ChatMessage, end: Finished) -> tuple[bytes, str]: ...
     def fail(self, message: str, kind: str) -> bytes: ...
     def close(self) -> bytes: ...
@@ -230,8 +230,11 @@ class ChatSink:
     def start(self) -> bytes:
         return _sse(oai.chunk(self.ident, {"role": "assistant", "content": ""}))
 
-    def feed(self, deltas: list[dict[str, Any]]) -> bytes:
-        return b"".join(_sse(oai.chunk(self.ident, _reasoning_keys(d, self.field))) for d in deltas)
+    def feed(self, deltas: list[StreamDelta]) -> bytes:
+        field = self.field
+        return b"".join(
+            _sse(oai.chunk(self.ident, _reasoning_keys(d.to_openai(), field))) for d in deltas
+        )
 
     def finish(self, message: ChatMessage, end: Finished) -> tuple[bytes, str]:
         reason = oai.finish_reason(message, end.hit_limit)
@@ -372,19 +375,17 @@ class Chat:
         deltas = params.stream() if policy is None else params.stream(tool_call_deltas=policy)
         single = prepared.req.parallel_tool_calls is False
 
-        def held(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        def held(batch: list[StreamDelta]) -> list[StreamDelta]:
             """parallel_tool_calls=false: the deltas of the first call only."""
             if not single:
                 return batch
-            out: list[dict[str, Any]] = []
+            out: list[StreamDelta] = []
             for delta in batch:
-                if "tool_calls" in delta:
-                    calls = [c for c in delta["tool_calls"] if c.get("index", 0) == 0]
-                    state.rejected_calls += len(delta["tool_calls"]) - len(calls)
-                    delta = {k: v for k, v in delta.items() if k != "tool_calls"}
-                    if calls:
-                        delta["tool_calls"] = calls
-                    elif not delta:
+                if delta.tool_calls:
+                    calls = tuple(c for c in delta.tool_calls if c.index == 0)
+                    state.rejected_calls += len(delta.tool_calls) - len(calls)
+                    delta = dataclasses.replace(delta, tool_calls=calls)
+                    if delta == StreamDelta():
                         continue
                 out.append(delta)
             return out
@@ -397,7 +398,7 @@ class Chat:
                 if isinstance(item, Finished):
                     end = item
                     break
-                out.append(sink.feed(held(deltas.feed(item))))
+                out.append(sink.feed(held(deltas.feed_deltas(item))))
                 chunk = b"".join(out)
                 out.clear()
                 if chunk:
@@ -412,7 +413,7 @@ class Chat:
             out.append(sink.fail("the engine's stream ended early", "backend_error"))
         if end is not None:
             self.link.record(None)
-            out.append(sink.feed(held(deltas.finish(finish_reason=end.reason))))
+            out.append(sink.feed(held(deltas.finish_deltas(finish_reason=end.reason))))
             if deltas.dropped_calls:
                 log.info("request %s: stream dropped tool calls %s", state.id, deltas.dropped_calls)
                 state.rejected_calls += len(deltas.dropped_calls)

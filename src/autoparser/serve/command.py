@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from autoparser.serve import limits as lim
+from autoparser.serve.kinds import KIND_CHOICES
 
 # flag -> (Limits field, type, help); defaults come from limits.py (documented in
 # docs/serving.md).
@@ -59,7 +60,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     serve.add_argument("--backend", required=True, help="the engine's base URL")
     serve.add_argument(
         "--backend-kind",
-        choices=["auto", "llama.cpp", "openai"],
+        choices=KIND_CHOICES,
         default="auto",
         help="auto (default): llama.cpp when GET /props answers like it, else openai",
     )

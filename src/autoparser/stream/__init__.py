@@ -6,6 +6,7 @@ the walk from parse tree to deltas, ``parser`` the ``StreamParser`` that drives 
 docs/streaming.md.
 """
 
+from autoparser.stream.delta import StreamDelta, ToolCallDelta
 from autoparser.stream.mapper import TOOL_CALL_DELTAS, CallIdPolicy, CallIds
 from autoparser.stream.parser import StreamParser, parse_text
 from autoparser.stream.repair import json_closer
@@ -14,7 +15,9 @@ __all__ = [
     "TOOL_CALL_DELTAS",
     "CallIdPolicy",
     "CallIds",
+    "StreamDelta",
     "StreamParser",
+    "ToolCallDelta",
     "json_closer",
     "parse_text",
 ]

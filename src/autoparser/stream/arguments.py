@@ -35,7 +35,15 @@ from autoparser.stream.repair import (
 
 ValueConverters = Mapping[str, Callable[[str], str | None]]
 
-_STRING_TAGS = (tags.TOOL_ARG_STRING, tags.TOOL_ARG_TEXT)
+_STRING_TAGS = (
+    tags.TOOL_ARG_STRING,
+    tags.TOOL_ARG_TEXT,
+    tags.TOOL_ARG_STRING_LEAD,
+    tags.TOOL_ARG_STRING_TRAIL,
+)
+# Which ends of a raw string value lose one newline (the template's own padding), by tag.
+_DROP_LEAD = frozenset({tags.TOOL_ARG_STRING, tags.TOOL_ARG_STRING_LEAD})
+_DROP_TRAIL = frozenset({tags.TOOL_ARG_STRING, tags.TOOL_ARG_STRING_TRAIL})
 _VALUE_TAGS = (*_STRING_TAGS, tags.TOOL_ARG_JSON, tags.TOOL_ARG_PY)
 
 
@@ -172,7 +180,7 @@ class TaggedArguments:
         self.value: Node | None = None  # the current argument's value node, if any
         self.value_done = 0  # raw characters of the current string value consumed
         self.lead_checked = False  # the leading newline of a string value was looked at
-        self.held = ""  # a trailing newline held back
+        self.held = ""  # trailing whitespace held back (see _string_piece)
 
     def advance(self, nodes: list[Node], text: str) -> None:
         if not self.out.pieces:
@@ -204,6 +212,16 @@ class TaggedArguments:
             if not arg.complete:
                 return
             end = self._value_end(text)
+            value = self.value
+            if (
+                end is not None
+                and self.string
+                and self.held
+                and value is not None
+                and value.tag not in _DROP_TRAIL
+                and arg.end > value.end
+            ):
+                end = escape_json(self.held) + end  # closed: the whitespace is its own
             if end is None:
                 self.invalid = True
                 return
@@ -237,13 +255,19 @@ class TaggedArguments:
         return raw
 
     def _string_piece(self, node: Node, raw: str) -> str:
-        """Escaped raw text; one leading and one trailing newline of the value dropped."""
-        if node.tag == tags.TOOL_ARG_TEXT:
-            return escape_json(raw)  # a quoted value: exactly as written
+        """Escaped raw text; one leading and one trailing newline of the value dropped
+        where the template pads it (by the node's tag), nothing elsewhere."""
         if not self.lead_checked and raw:
             self.lead_checked = True
-            if raw.startswith("\n"):
+            if raw.startswith("\n") and node.tag in _DROP_LEAD:
                 raw = raw[1:]
+        if node.tag not in _DROP_TRAIL:
+            # Trailing whitespace waits: it is the value's if the value suffix follows,
+            # the joint's if the value ends unclosed at the next marker (``_value_end``).
+            combined = self.held + raw
+            core = combined.rstrip(" \t\r\n")
+            self.held = combined[len(core) :]
+            return escape_json(core)
         combined = self.held + raw
         if combined.endswith("\n"):
             self.held = "\n"

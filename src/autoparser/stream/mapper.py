@@ -270,6 +270,7 @@ class Mapper:
         self.dropped: list[int] = []  # delta indexes of announced calls that were not calls
         self.given_up: set[int] = set()  # starts of calls dropped while being written
         self.truncated = False
+        self.truncated_call: str | None = None  # the raw text of a call cut off
         self.events: list[tuple[str, int, str]] = []
         # What moving the end of the last tree's unfinished path (its last node at each
         # level, see IncrementalParse.resume) changes: the text field, or the JSON
@@ -489,14 +490,18 @@ class Mapper:
         call.index = -2  # nothing more of it is sent
 
     def _cut(self, node: Node, lead: int, text: str, spans: list[Span]) -> None:
-        """The output ended inside this call: its text is content, unless it is nothing
-        but call openers (the model stopped on one), which are dropped."""
+        """The output ended inside this call. A call was under way (its name is there, or
+        a markup opener): it is neither a call nor content, its raw text is kept as the
+        message's ``truncated_call`` (nothing of it when only call openers were written).
+        Otherwise (a bare ``{`` that may open a JSON call is as likely the end of
+        ordinary text) its text is content."""
         rest = text[lead:]
         name = _child(node, tags.TOOL_NAME)
-        # A call was under way: its name is there, or a markup opener (a bare `{` that
-        # may open a JSON call is as likely the end of ordinary text).
         if (name is not None and name.complete) or any(m in rest for m in self.openers):
             self.truncated = True
+            if not self.only_openers(rest):
+                self.truncated_call = rest.strip()
+            return
         if not self.only_openers(rest):
             spans.append((lead, len(text)))
 
@@ -556,4 +561,5 @@ class Mapper:
             reasoning_content=self.reasoning.value(),
             tool_calls=calls,
             truncated=self.truncated,
+            truncated_call=self.truncated_call,
         )

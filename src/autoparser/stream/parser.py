@@ -14,6 +14,7 @@ from autoparser.errors import RequestError
 from autoparser.message import ChatMessage
 from autoparser.peg import Node, ParseStatus
 from autoparser.peg.oneshot import FAIL, OK, compiled, json_value_end
+from autoparser.stream.delta import StreamDelta
 from autoparser.stream.mapper import CallIdPolicy, Mapper, check_tool_call_deltas
 from autoparser.stream.whole import whole_message
 
@@ -91,13 +92,15 @@ class StreamParser:
         return mapper.take_deltas()
 
     def finish(self, *, finish_reason: str | None = None) -> list[dict[str, Any]]:
-        """End of output: return the last deltas (held-back text, a cut call's text).
+        """End of output: return the last deltas (held-back text).
 
-        ``finish_reason``: why generation stopped, as the engine says it (OpenAI's
-        ``"stop"``, ``"length"``...). ``"length"`` (max_tokens hit) means a call the output
-        ends inside was cut off, even where its end markers alone are missing: its text is
-        content and the message is truncated. Without it, a call missing only its close
-        tag at the very end still counts (a model may stop without writing it).
+        A call the output ends inside is neither a call nor content: nothing of it is
+        sent, its raw text is the message's ``truncated_call`` and the message is
+        truncated. ``finish_reason``: why generation stopped, as the engine says it
+        (OpenAI's ``"stop"``, ``"length"``...). ``"length"`` (max_tokens hit) means a call
+        the output ends inside was cut off, even where its end markers alone are missing.
+        Without it, a call missing only its close tag at the very end still counts (a
+        model may stop without writing it).
 
         With ``"whole"`` the accumulated deltas then equal ``ChatParams.parse`` of the
         whole text; calling it again returns nothing, feeding again is a ``RequestError``.
@@ -117,6 +120,14 @@ class StreamParser:
         )
         return self._mapper.take_deltas()
 
+    def feed_deltas(self, chunk: str) -> list[StreamDelta]:
+        """``feed`` with the deltas as typed values (``StreamDelta.to_openai()`` is the dict)."""
+        return [StreamDelta.from_openai(d) for d in self.feed(chunk)]
+
+    def finish_deltas(self, *, finish_reason: str | None = None) -> list[StreamDelta]:
+        """``finish`` with the deltas as typed values."""
+        return [StreamDelta.from_openai(d) for d in self.finish(finish_reason=finish_reason)]
+
     @staticmethod
     def _ends_inside_call(partial: Node) -> bool:
         """Does the partial-mode parse end inside a call something of which is written?
@@ -130,7 +141,7 @@ class StreamParser:
         )
 
     @staticmethod
-    def _cut_inside_call(partial: Node, final: Node | None) -> bool:
+    def _cut_inside_call(partial: Node, final: Node | None, size: int) -> bool:
         """Did generation stop inside a call (``_ends_inside_call``) before its arguments
         were whole? Decided from the text alone.
 
@@ -138,7 +149,7 @@ class StreamParser:
         model may leave the last one out), but it is one only if everything the full parse
         gives it was already complete before the end: each argument (a value cut off at
         the end would otherwise pass as whole), with at least one argument written and
-        nothing after the call.
+        nothing after the call. ``size``: the output's length.
         """
         last = partial.children[-1]
         if final is None or not final.children:
@@ -150,7 +161,7 @@ class StreamParser:
             return True
         before = [c.tag for c in last.children]
         return before != [c.tag for c in node.children] or not all(
-            c.complete for c in last.children
+            _settled(c, f, size) for c, f in zip(last.children, node.children, strict=True)
         )
 
     @staticmethod
@@ -204,13 +215,31 @@ def _output_tree(
             StreamParser._ends_inside_call(partial)
             and (
                 hit_limit
-                or StreamParser._cut_inside_call(partial, final if final is not None else partial)
+                or StreamParser._cut_inside_call(
+                    partial, final if final is not None else partial, len(text)
+                )
             )
         )
         or StreamParser._stopped_on_opener(mapper, partial, text)
     ):
         return partial
     return final if final is not None else partial
+
+
+def _settled(before: Node, after: Node, size: int) -> bool:
+    """Is a node of the partial parse's last call whole by the end of output? Complete;
+    or unfinished only because a marker follows it whose meaning the text after it would
+    decide (a value suffix that may turn out to be text of the value): it stops before the
+    end of the output and the full parse reads the same nodes in it. A value cut off at
+    the end reaches the end; one cut inside a marker reads on in the full parse."""
+    if before.complete:
+        return True
+    if before.end >= size or (before.tag, before.start) != (after.tag, after.start):
+        return False
+    inner = [(n.tag, n.start, n.end) for n in before.walk() if n is not before]
+    return bool(inner) and inner == [
+        (n.tag, n.start, n.end) for n in after.walk() if n is not after
+    ]
 
 
 def _end_of_output(mapper: Mapper, text: str, tree: Node | None) -> None:

@@ -86,6 +86,7 @@ def whole_message(
         reasoning_content=_field(reasoning, text),
         tool_calls=calls,
         truncated=mapper.truncated,
+        truncated_call=mapper.truncated_call,
     )
 
 

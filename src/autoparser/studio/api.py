@@ -349,31 +349,9 @@ def grammar(body: Mapping[str, Any]) -> dict[str, Any]:
     params = params_of(template, body)
     text = _output(body)
     return {
-        "grammar": params.grammar,
-        "grammar_lazy": params.grammar_lazy,
-        "grammar_triggers": [t.to_dict() for t in params.grammar_triggers],
-        "preserved_tokens": params.preserved_tokens,
-        "additional_stops": params.additional_stops,
-        "thinking_forced_open": params.thinking_forced_open,
+        **params.grammar_fields(),
         "accepts": _acceptance(params, text) if text else None,
     }
-
-
-def trigger_start(params: ChatParams, text: str) -> int:
-    """Where a lazy grammar switches on in ``text`` (-1: no trigger fires): a word or token
-    where it appears, a pattern at its search match, a full pattern when the whole text
-    matches; from the first capture group when the pattern has one."""
-    starts: list[int] = []
-    for trig in params.grammar_triggers:
-        if trig.kind in ("word", "token"):
-            at = text.find(trig.value)
-        else:
-            rx = re.compile(trig.value)
-            m = rx.search(text) if trig.kind == "pattern" else rx.fullmatch(text)
-            at = -1 if m is None else (m.start(1) if rx.groups else m.start())
-        if at >= 0:
-            starts.append(at)
-    return min(starts, default=-1)
 
 
 def _acceptance(params: ChatParams, text: str) -> dict[str, Any]:
@@ -383,7 +361,7 @@ def _acceptance(params: ChatParams, text: str) -> dict[str, Any]:
         import llguidance
     except ImportError:
         return {"checked": False, "reason": "llguidance is not installed"}
-    start = trigger_start(params, text) if params.grammar_lazy else 0
+    start = params.trigger_start(text) if params.grammar_lazy else 0
     if start < 0:
         return {
             "checked": True,

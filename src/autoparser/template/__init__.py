@@ -12,7 +12,7 @@ from autoparser.template.caps import (
     template_caps,
 )
 from autoparser.template.loading import TemplateSource
-from autoparser.template.polyfill import apply_polyfills
+from autoparser.template.polyfill import apply_polyfills, render_as_apply
 from autoparser.template.renderer import Renderer
 from autoparser.template.switches import ThinkingSwitch
 
@@ -25,5 +25,6 @@ __all__ = [
     "apply_polyfills",
     "detect_caps",
     "detect_quirks",
+    "render_as_apply",
     "template_caps",
 ]

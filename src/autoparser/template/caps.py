@@ -17,6 +17,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
+from autoparser.cache import CACHES, Store
 from autoparser.errors import TemplateError, TemplateLimitError
 from autoparser.template.messages import named_call_id
 from autoparser.template.probe import (
@@ -376,14 +377,13 @@ def _probe(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
     return caps, quirks
 
 
-@functools.lru_cache(maxsize=256)
-def _probe_shared(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
-    return _probe(probe)
+_CAPS: Store[tuple[TemplateCaps, TemplateQuirks]] = CACHES.store("caps", 256)
 
 
 def _probe_cached(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
     """Probed once per template text and tokens (the probe is shared per text)."""
-    return _probe_shared(probe_for(template))
+    probe = probe_for(template)
+    return _CAPS.get_or_build(id(probe), lambda: _probe(probe), owner=probe)
 
 
 _UNNAMED = "<template>"  # the name of the shared probe renderer (Renderer's default)

@@ -27,6 +27,7 @@ from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.idtracking import VAR_LOAD_RESOLVE
 
+from autoparser.cache import CACHES, Store
 from autoparser.template.environment import sandbox
 
 # The file name jinja2 gives template code; the renderer finds template lines by it.
@@ -91,10 +92,16 @@ def _bind(code: CodeType, environment: jinja2.Environment) -> jinja2.Template:
     )
 
 
-@functools.lru_cache(maxsize=512)
+_COMPILED: Store[CompiledSource] = CACHES.store("compile", 512)
+
+
 def compile_source(source: str) -> CompiledSource:
     """The template text compiled, once per text (``jinja2.TemplateSyntaxError`` if it
     does not compile)."""
+    return _COMPILED.get_or_build(source, lambda: _compile(source))
+
+
+def _compile(source: str) -> CompiledSource:
     environment = sandbox(mutable=False)
     tree = environment.parse(source)
     generator = _RecordingGenerator(environment)

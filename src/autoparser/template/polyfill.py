@@ -12,14 +12,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from autoparser.errors import AutoparserError
+from autoparser.errors import AutoparserError, TemplateError
 from autoparser.message import REASONING_KEYS
 from autoparser.schema.argument_types import value_types
 from autoparser.schema.refs import resolve_ref
 from autoparser.template.messages import named_call_id
+from autoparser.template.renderer import Renderer
 
 if TYPE_CHECKING:
     from autoparser.template.caps import TemplateCaps, TemplateQuirks
@@ -378,3 +380,35 @@ def apply_polyfills(
     if quirks.reads_reasoning_key:
         messages = [_with_reasoning_key(m) for m in messages]
     return messages, tools
+
+
+def render_as_apply(
+    renderer: Renderer,
+    caps: TemplateCaps,
+    quirks: TemplateQuirks,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None,
+    add_generation_prompt: bool,
+    *,
+    now: datetime | None = None,
+    **variables: Any,
+) -> str:
+    """Render as ``ChatTemplate.apply`` does: the polyfills the probed caps call for and, for
+    a template that needs tool fields OpenAI lets callers leave out, the caller's tools as
+    they are first (the filled-in descriptions only where the template fails without them).
+
+    The one rendering rule the facade and the analysis' self-check (``verify``) share, so
+    the self-check reads back exactly the prompts ``apply`` writes.
+    """
+    prepared = [dict(m) for m in messages]
+    tool_list = None if tools is None else [dict(t) for t in tools]
+    if tool_list and quirks.requires_tool_fields:
+        sparse, sparse_tools = apply_polyfills(caps, quirks, prepared, tool_list, False)
+        try:
+            return renderer.render(
+                sparse, sparse_tools, add_generation_prompt, now=now, **variables
+            )
+        except TemplateError:
+            pass
+    prepared, tool_list = apply_polyfills(caps, quirks, prepared, tool_list)
+    return renderer.render(prepared, tool_list, add_generation_prompt, now=now, **variables)

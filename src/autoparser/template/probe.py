@@ -17,11 +17,11 @@ reads.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from autoparser.cache import CACHES, Store
 from autoparser.errors import TemplateError, TemplateLimitError
 from autoparser.message import REASONING_KEYS
 from autoparser.template.messages import named_call_id
@@ -345,22 +345,22 @@ class Probe:
         return "thinking_block"
 
 
-@functools.lru_cache(maxsize=256)
-def _shared(
-    source: str, bos_token: str, eos_token: str, special_tokens: tuple[tuple[str, str], ...]
-) -> Probe:
-    return Probe(
-        Renderer(
-            source,
-            bos_token=bos_token,
-            eos_token=eos_token,
-            special_tokens=dict(special_tokens),
-        )
-    )
+_PROBES: Store[Probe] = CACHES.store("probe", 256)
 
 
 def probe_for(template: Renderer) -> Probe:
     """The probe of this template text and tokens, shared by every renderer with them
     (its renderer is unnamed: errors name ``<template>``)."""
     tokens = tuple(sorted(template.special_tokens.items()))
-    return _shared(template.source, template.bos_token, template.eos_token, tokens)
+    key = (template.source, template.bos_token, template.eos_token, tokens)
+    return _PROBES.get_or_build(
+        key,
+        lambda: Probe(
+            Renderer(
+                template.source,
+                bos_token=template.bos_token,
+                eos_token=template.eos_token,
+                special_tokens=dict(tokens),
+            )
+        ),
+    )

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from autoparser import ChatParams, StreamParser
+from autoparser import ChatParams, StreamDelta, StreamParser
 from autoparser.integrations.vllm._compat import load
 from autoparser.integrations.vllm.session import (
     ReasoningSplit,
@@ -51,24 +51,23 @@ _PROMPT_TAIL = 512
 _STEP_TAIL = 16
 
 
-def _delta(deltas: Iterable[Mapping[str, Any]], call_id: Callable[[str], str]) -> Any:
-    """autoparser's OpenAI deltas as one vLLM DeltaMessage (None when they hold nothing)."""
+def _delta(deltas: Iterable[StreamDelta], call_id: Callable[[str], str]) -> Any:
+    """autoparser's stream deltas as one vLLM DeltaMessage (None when they hold nothing)."""
     content: list[str] = []
     reasoning: list[str] = []
     calls: list[Any] = []
     for d in deltas:
-        if d.get("content"):
-            content.append(d["content"])
-        if d.get("reasoning_content"):
-            reasoning.append(d["reasoning_content"])
-        for tc in d.get("tool_calls", ()):
-            fn = tc.get("function") or {}
+        if d.content:
+            content.append(d.content)
+        if d.reasoning_content:
+            reasoning.append(d.reasoning_content)
+        for tc in d.tool_calls:
             calls.append(
                 DeltaToolCall(
-                    index=tc["index"],
-                    id=call_id(tc["id"]) if tc.get("id") else None,
-                    type=tc.get("type"),
-                    function=DeltaFunctionCall(name=fn.get("name"), arguments=fn.get("arguments")),
+                    index=tc.index,
+                    id=call_id(tc.id) if tc.id else None,
+                    type="function" if tc.name is not None else None,
+                    function=DeltaFunctionCall(name=tc.name, arguments=tc.arguments),
                 )
             )
     if not (content or reasoning or calls):
@@ -182,18 +181,18 @@ class AutoparserToolParser(_ToolParserBase):  # type: ignore[misc]
         if not delta_text:
             return None
         self._text += delta_text
-        return self._message(self._stream.feed(delta_text))
+        return self._message(self._stream.feed_deltas(delta_text))
 
-    def _message(self, deltas: list[dict[str, Any]]) -> Any:
+    def _message(self, deltas: list[StreamDelta]) -> Any:
         if self._single:  # parallel_tool_calls=false: the first call only, as vLLM streams it
-            deltas = [d for d in deltas if all(tc["index"] == 0 for tc in d.get("tool_calls", ()))]
+            deltas = [d for d in deltas if all(tc.index == 0 for tc in d.tool_calls)]
         return _delta(deltas, self._call_id)
 
     def finish_streaming(self) -> Any:
         """The deltas the stream held back until the output ended."""
         if self._stream is None:
             return None
-        return self._message(self._stream.finish())
+        return self._message(self._stream.finish_deltas())
 
 
 class AutoparserReasoningParser(_ReasoningParserBase):  # type: ignore[misc]

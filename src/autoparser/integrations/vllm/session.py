@@ -12,16 +12,17 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 from autoparser import (
+    CACHES,
     AutoparserError,
     ChatParams,
     ChatTemplate,
     IntegrationError,
+    Store,
     TemplateAnalysis,
 )
 
@@ -45,28 +46,9 @@ class TokenizerLike(Protocol):
     def decode(self, ids: Any, skip_special_tokens: bool = ...) -> str: ...
 
 
-class _Lru:
-    """A small least-recently-used map (the caches must not grow with the traffic)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.data: OrderedDict[str, Any] = OrderedDict()
-
-    def get(self, key: str) -> Any:
-        value = self.data.get(key)
-        if value is not None:
-            self.data.move_to_end(key)
-        return value
-
-    def put(self, key: str, value: Any) -> None:
-        self.data[key] = value
-        self.data.move_to_end(key)
-        while len(self.data) > self.size:
-            self.data.popitem(last=False)
-
-
-_TEMPLATES = _Lru(_TEMPLATE_CACHE_SIZE)
-_PARAMS = _Lru(_PARAMS_CACHE_SIZE)
+# The plug-in's stores, owned (sized, counted, cleared) by autoparser's one ``CACHES``.
+_TEMPLATES: Store[Template] = CACHES.store("vllm_templates", _TEMPLATE_CACHE_SIZE)
+_PARAMS: Store[ChatParams] = CACHES.store("vllm_params", _PARAMS_CACHE_SIZE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,11 +96,9 @@ def resolve_template(tokenizer: TokenizerLike, request_template: str | None = No
 
 def _cached_source(source: str, bos: str, eos: str) -> Template:
     key = _hash("source", source, bos, eos)
-    found = _TEMPLATES.get(key)
-    if found is None:
-        found = Template(key, ChatTemplate(source, bos_token=bos, eos_token=eos, name="vllm"))
-        _TEMPLATES.put(key, found)
-    return found  # type: ignore[no-any-return]
+    return _TEMPLATES.get_or_build(
+        key, lambda: Template(key, ChatTemplate(source, bos_token=bos, eos_token=eos, name="vllm"))
+    )
 
 
 def _cached_file(path: Path) -> Template:
@@ -133,9 +113,8 @@ def _cached_file(path: Path) -> Template:
             template = ChatTemplate.from_file(path)
         except AutoparserError as exc:
             raise IntegrationError(f"{TEMPLATE_ENV}={path}: {exc}") from exc
-        found = Template(key, template)
-        _TEMPLATES.put(key, found)
-    return found  # type: ignore[no-any-return]
+        found = _TEMPLATES.put(key, Template(key, template))
+    return found
 
 
 # ------------------------------------------------------------------ request -> ChatParams
@@ -190,7 +169,7 @@ def params_for(template: Template, options: Mapping[str, Any], *, reasoning: boo
     key = _hash(template.key, blob, str(reasoning))
     found = _PARAMS.get(key)
     if found is not None:
-        return found  # type: ignore[no-any-return]
+        return found
     kwargs = dict(options["template_kwargs"])
     thinking = kwargs.pop("enable_thinking", None)
     common: dict[str, Any] = {
@@ -207,8 +186,7 @@ def params_for(template: Template, options: Mapping[str, Any], *, reasoning: boo
         # A conversation the template refuses (content parts, roles it does not know...):
         # the output format does not depend on the history, so a probe turn stands in.
         params = template.template.apply(_PROBE, **common, **kwargs)
-    _PARAMS.put(key, params)
-    return params
+    return _PARAMS.put(key, params)
 
 
 # ------------------------------------------------------------------ the reasoning split
@@ -350,13 +328,9 @@ def reasoning_markers(analysis: TemplateAnalysis) -> tuple[str, str]:
 def prompt_opens_reasoning(
     analysis: TemplateAnalysis, prompt: str, enable_thinking: bool | None
 ) -> bool:
-    """Does the output start inside a reasoning block (the prompt opened it)?"""
-    start, end = reasoning_markers(analysis)
-    if not end:
-        return False
-    if start:
-        return prompt.rstrip().endswith(start)
-    return analysis.reasoning.mode.value == "delimiter" and enable_thinking is True
+    """Does the output start inside a reasoning block (the prompt opened it)? The library's
+    rule, as ``ChatParams.thinking_forced_open`` reads it."""
+    return analysis.prompt_opens_reasoning(prompt, enable_thinking)
 
 
 def text_after_reasoning(

@@ -1,0 +1,69 @@
+"""A streaming delta as typed data: what ``StreamParser.feed_deltas`` returns.
+
+``StreamParser.feed`` hands out OpenAI ``delta`` dicts; servers and engine plug-ins read the
+same deltas as ``StreamDelta`` values (``feed_deltas``/``finish_deltas``) and write the wire
+shape with ``to_openai()``, so none of them reaches into dict keys. The model is llama.cpp's
+``common_chat_msg_diff``: only what was appended since the last delta.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolCallDelta:
+    """A piece of call ``index``: the call announced (``name`` and ``id`` set, with the
+    arguments written so far) or more of its arguments' JSON text (``name`` None)."""
+
+    index: int
+    arguments: str = ""
+    id: str | None = None
+    name: str | None = None
+
+    def to_openai(self) -> dict[str, Any]:
+        """The OpenAI ``tool_calls`` entry of a chunk's delta."""
+        if self.name is None:
+            return {"index": self.index, "function": {"arguments": self.arguments}}
+        return {
+            "index": self.index,
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamDelta:
+    """Text appended to ``content`` or ``reasoning_content``, or pieces of tool calls."""
+
+    content: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: tuple[ToolCallDelta, ...] = ()
+
+    @classmethod
+    def from_openai(cls, delta: Mapping[str, Any]) -> StreamDelta:
+        """The typed form of one of ``StreamParser.feed``'s delta dicts."""
+        calls = tuple(
+            ToolCallDelta(
+                index=call["index"],
+                arguments=call["function"]["arguments"],
+                id=call.get("id"),
+                name=call["function"].get("name"),
+            )
+            for call in delta.get("tool_calls", ())
+        )
+        return cls(delta.get("content"), delta.get("reasoning_content"), calls)
+
+    def to_openai(self) -> dict[str, Any]:
+        """The OpenAI ``delta`` of a ``chat.completion.chunk`` (only the fields set)."""
+        out: dict[str, Any] = {}
+        if self.content is not None:
+            out["content"] = self.content
+        if self.reasoning_content is not None:
+            out["reasoning_content"] = self.reasoning_content
+        if self.tool_calls:
+            out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        return out
