@@ -4,6 +4,7 @@ workarounds, handlers, caching, serialisation and the ``analyze`` CLI."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -42,8 +43,18 @@ from autoparser.analysis.workarounds import (
 from autoparser.cli import main
 from autoparser.errors import TemplateError
 from autoparser.formats import detect_format
+from autoparser.template import environment
 
 DATA = Path(__file__).parent / "data" / "analysis"
+# The date templates print (from strftime_now), pinned: a template that writes it into a
+# marker (vllm-muse_glimmer's generation prompt) then pins the same analysis every day.
+FIXED_NOW = dt.datetime(2025, 3, 14, 15, 9, 26)
+
+
+@pytest.fixture(autouse=True)
+def fixed_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every analysis here renders with the same date."""
+    monkeypatch.setattr(environment, "clock", lambda: FIXED_NOW)
 
 
 def _load(path: Path) -> ChatTemplate:

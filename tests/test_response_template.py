@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.paths import OWN_TEMPLATES, corpus_templates, own_templates
+from helpers.paths import OWN_TEMPLATES, corpus_templates, own_path, own_templates
 from test_roundtrip import (
     SCENARIOS,
     SEARCH,
@@ -250,3 +250,63 @@ def test_corpus_is_covered_when_present() -> None:
     if not corpus_templates():
         pytest.skip("no corpus: the own templates above still run")
     assert len(template_paths()) > len(own_templates())
+
+
+def test_back_to_back_json_calls_split_at_every_point() -> None:
+    """Bare JSON call objects with nothing (or a newline) between them are two calls, whole and
+    streamed in two chunks split anywhere (the first call's ``}`` included), with braces
+    and a ``"name"`` key inside the arguments left to them."""
+    calls = [
+        {
+            "name": "search_records",
+            "parameters": {"query": 'a }{"name": b', "filters": {"k": [1, {"n": None}]}},
+        },
+        {"name": "get_weather", "parameters": {"city": "Paris", "unit": "celsius"}},
+    ]
+    for name, joiner in (("llama_like", ""), ("alnum_ids", ""), ("alnum_ids", "\n")):
+        text = joiner.join(json.dumps(c) for c in calls) + joiner + "<|eot_id|>"
+        template = ChatTemplate.from_file(own_path(name))
+        params = template.apply([USER], tools=TOOLS)
+        body = (
+            text
+            if name == "llama_like"
+            else "[CALLS]" + text.replace('"parameters"', '"arguments"')
+        )
+        ours = ours_view(params.parse(body))
+        assert [n for n, _ in ours["calls"]] == ["search_records", "get_weather"]
+        spec = params.to_response_template()
+        whole = chat_parsing.parse_response(body, spec, prefix=params.prompt, tools=TOOLS)
+        assert transformers_view(whole) == ours
+        for cut in range(1, len(body)):
+            parser = chat_parsing.ResponseParser(spec, prefix=params.prompt, tools=TOOLS)
+            parser.feed(body[:cut])
+            parser.feed(body[cut:])
+            streamed, _ = parser.finalize()
+            assert transformers_view(streamed) == ours, cut
+
+
+def test_a_name_written_after_the_arguments_is_read_from_the_close(tmp_path: Path) -> None:
+    """``{"parameters": {...}, "name": "f"}``: the name follows the arguments region, so the
+    close captures it (transformers >= 5.24 joins a close's captures to the transform)."""
+    source = own_path("llama_like").read_text(encoding="utf-8")
+    head = """'{"name": "' + fn.name + '", "parameters": ' + (fn.arguments | tojson) + '}'"""
+    assert head in source
+    swapped = """'{"parameters": ' + (fn.arguments | tojson) + ', "name": "' + fn.name + '"}'"""
+    path = tmp_path / "args_first.jinja"
+    path.write_text(source.replace(head, swapped), encoding="utf-8")
+    template = ChatTemplate.from_file(path)
+    assert template.analyze().tools.format.field_order == ("parameters", "name")
+    params = template.apply([USER], tools=TOOLS)
+    text = (
+        '{"parameters": {"query": "x", "filters": {"a": "}"}}, "name": "search_records"}'
+        '{"parameters": {"city": "Paris"}, "name": "get_weather"}<|eot_id|>'
+    )
+    ours = ours_view(params.parse(text))
+    assert [n for n, _ in ours["calls"]] == ["search_records", "get_weather"]
+    spec = params.to_response_template()
+    for cut in range(1, len(text), 7):
+        parser = chat_parsing.ResponseParser(spec, prefix=params.prompt, tools=TOOLS)
+        parser.feed(text[:cut])
+        parser.feed(text[cut:])
+        streamed, _ = parser.finalize()
+        assert transformers_view(streamed) == ours, cut

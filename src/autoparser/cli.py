@@ -1,31 +1,76 @@
 """Command-line interface: ``autoparser render | caps | analyze | parse | grammar | serve``.
 
 Each subcommand is one function ``cmd_<name>(args) -> int``; keep them thin: the
-library does the work, the CLI only loads, calls and prints.
+library does the work, the CLI only loads, calls and prints. The library is imported
+inside the commands, so that ``--help`` and ``--version`` answer without loading it.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
+import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
-from autoparser.analysis.model import AnalysisVerification
-from autoparser.chat import ChatTemplate
 from autoparser.errors import AutoparserError
-from autoparser.template.loading import load_path
+
+TYPE_CHECKING = False  # not typing's: importing typing costs --help more than the rest
+if TYPE_CHECKING:
+    from typing import Any
+
+    from autoparser.analysis.model import AnalysisVerification
+    from autoparser.chat import ChatTemplate
+
+STDIN_NAMES = ("-", "/dev/stdin")
 
 
 class UsageError(AutoparserError):
     """A bad command-line argument or input file (printed as ``autoparser: error: ...``)."""
 
 
+_stdin_reader: list[str] = []  # the argument that read stdin (it can be read once)
+
+
+def _read_bytes(path: str, what: str) -> bytes:
+    """The bytes of a file, or of stdin for ``-`` / ``/dev/stdin`` (once per run)."""
+    if path not in STDIN_NAMES:
+        with open(path, "rb") as file:
+            return file.read()
+    if _stdin_reader:
+        raise UsageError(f"{what}: stdin is already read for {_stdin_reader[0]}")
+    _stdin_reader.append(what)
+    stream = sys.stdin
+    buffer = getattr(stream, "buffer", None)
+    return buffer.read() if buffer is not None else stream.read().encode("utf-8")
+
+
+def _read_text(path: str, what: str) -> str:
+    """A file's (or stdin's) text; UsageError when it is not UTF-8."""
+    data = _read_bytes(path, what)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        name = "stdin" if path in STDIN_NAMES else path
+        raise UsageError(
+            f"{name}: not UTF-8 text (byte {exc.start}: {data[exc.start]:#04x})"
+        ) from None
+
+
 def _load_template(args: argparse.Namespace) -> ChatTemplate:
-    loaded = load_path(args.template)
+    return _template_from(args.template, args)
+
+
+def _template_from(path: str, args: argparse.Namespace) -> ChatTemplate:
+    import dataclasses
+
+    from autoparser.chat import ChatTemplate
+    from autoparser.template.loading import load_path, load_text
+
+    if path in STDIN_NAMES:
+        loaded = load_text(_read_text(path, "the template"), "<stdin>")
+    else:
+        loaded = load_path(path)
     tokens = {
         key: value
         for key in ("bos_token", "eos_token")
@@ -41,12 +86,10 @@ def _load_json_file(path: str | None, shape: type | None = None) -> Any:
     if path is None:
         return None
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(_read_text(path, path))
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
         raise UsageError(f"{path}: not JSON: {exc.msg} at {where}") from None
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: not UTF-8 text: {exc.reason}") from exc
     if shape is list and isinstance(data, dict) and "messages" in data:
         raise UsageError(
             f"{path}: a whole chat-completions request body; pass it with --request {path}"
@@ -132,6 +175,8 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_caps(args: argparse.Namespace) -> int:
+    import dataclasses
+
     _template_vars(args)  # checked; probing renders its own conversations
     template = _load_template(args)
     caps = dataclasses.asdict(template.caps)
@@ -197,7 +242,9 @@ How to read this (markers are shown as Python strings: '\\n' is a newline):
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     _template_vars(args)  # checked; the analysis renders its own conversations
-    template = _load_template(args)
+    if args.jsonl or len(args.template) > 1:
+        return _analyze_many(args)
+    template = _template_from(args.template[0], args)
     analysis = template.analyze()
     data = analysis.to_dict()
     if args.json:
@@ -222,6 +269,34 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         print()
         sys.stdout.write(EXPLAIN)
     return 0
+
+
+def _analyze_many(args: argparse.Namespace) -> int:
+    """One JSON line per template, in one process: the analysis' summary and verification,
+    or the error; exit 2 when any template failed (after reporting every one)."""
+    failed = 0
+    for path in args.template:
+        row: dict[str, Any] = {"template": path}
+        try:
+            analysis = _template_from(path, args).analyze()
+        except (AutoparserError, OSError) as exc:
+            failed += 1
+            row.update(ok=False, error=_error_text(exc))
+        else:
+            check = analysis.verification
+            row.update(
+                ok=True,
+                reasoning=analysis.reasoning.mode.value,
+                content=analysis.content.mode.value,
+                tools=analysis.tools.format.mode.value,
+                handler=analysis.handler,
+                workarounds=list(analysis.workarounds),
+                verified=None if check is None else check.verified,
+            )
+            if args.json:
+                row["analysis"] = analysis.to_dict()
+        print(json.dumps(row, ensure_ascii=False), flush=True)
+    return 2 if failed else 0
 
 
 def _request_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -268,7 +343,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
     """Parse model output (stdin) into a message; --stream prints the deltas instead."""
     template = _load_template(args)
     params = _apply(template, args)
-    text = sys.stdin.read()
+    text = _read_text(args.output, "the output")
     if not args.stream:
         print(json.dumps(params.parse(text).to_openai(), ensure_ascii=False, indent=2))
         return 0
@@ -350,12 +425,15 @@ def cmd_grammar(args: argparse.Namespace) -> int:
     return 0
 
 
-TEMPLATE_HELP = ".jinja file, tokenizer_config.json, model directory or .gguf"
+TEMPLATE_HELP = ".jinja file, tokenizer_config.json, model directory or .gguf; - for stdin"
 
 
-def _add_template_arguments(sub: argparse.ArgumentParser) -> None:
+def _add_template_arguments(sub: argparse.ArgumentParser, many: bool = False) -> None:
     """The template and what it is rendered with: shared by every subcommand."""
-    sub.add_argument("template", help=TEMPLATE_HELP)
+    if many:
+        sub.add_argument("template", nargs="+", help=TEMPLATE_HELP + "; several: JSON lines")
+    else:
+        sub.add_argument("template", help=TEMPLATE_HELP)
     sub.add_argument("--bos-token", help="bos_token for the template (default: from the config)")
     sub.add_argument("--eos-token", help="eos_token for the template (default: from the config)")
     sub.add_argument(
@@ -394,15 +472,35 @@ def _add_request_arguments(sub: argparse.ArgumentParser) -> None:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose help is formatted at one width, read once: argparse would
+    otherwise ask the terminal's size for every argument added (most of ``--help``'s time).
+    Subcommand parsers are of the same class (``add_subparsers`` uses ``type(self)``)."""
+
+    width: int | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if _Parser.width is None:
+            import shutil
+
+            _Parser.width = max(shutil.get_terminal_size().columns - 2, 40)
+        kwargs.setdefault("formatter_class", _fixed_width_formatter)
+        super().__init__(*args, **kwargs)
+
+
+def _fixed_width_formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.HelpFormatter(prog, width=_Parser.width)
+
+
 def build_argument_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="autoparser",
         description="Render, analyse and parse with any LLM chat template.",
     )
     parser.add_argument(
         "--version", action="version", version=f"%(prog)s {_version()}", help="print the version"
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command")
 
     render = sub.add_parser("render", help="render a conversation to the prompt text")
     _add_request_arguments(render)
@@ -427,13 +525,25 @@ def build_argument_parser() -> argparse.ArgumentParser:
     caps.set_defaults(func=cmd_caps)
 
     analyze = sub.add_parser("analyze", help="print the differential analysis of a template")
-    _add_template_arguments(analyze)
+    _add_template_arguments(analyze, many=True)
     analyze.add_argument("--json", action="store_true", help="print the serialised analysis")
+    analyze.add_argument(
+        "--jsonl",
+        action="store_true",
+        help="one JSON line per template (the default with several templates): modes, "
+        "verification, or the error; with --json the whole analysis too",
+    )
     analyze.add_argument("--explain", action="store_true", help="add a legend of the fields")
     analyze.set_defaults(func=cmd_analyze)
 
     parse = sub.add_parser("parse", help="parse model output from stdin into an OpenAI message")
     _add_request_arguments(parse)
+    parse.add_argument(
+        "--output",
+        metavar="FILE",
+        default="-",
+        help="the model output to parse (default: - for stdin)",
+    )
     parse.add_argument("--stream", action="store_true", help="print the streaming deltas")
     parse.add_argument(
         "--chunk-size", type=int, default=4, help="characters per fed chunk (with --stream)"
@@ -491,29 +601,79 @@ def build_argument_parser() -> argparse.ArgumentParser:
     from autoparser.serve.command import register as register_serve
 
     register_serve(sub)
+    from autoparser.studio.command import register as register_studio
+
+    register_studio(sub)
     return parser
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
+    from autoparser import __version__
 
-        return version("autoparser")
-    except Exception:
-        return "unknown"
+    return __version__
+
+
+# What the CLI offers instead of the library's lenient=True, which it cannot pass.
+CLI_SCHEMA_HINT = (
+    " (the grammar cannot enforce it and the CLI converts schemas strictly:"
+    " remove or rewrite that keyword in the schema)"
+)
+
+
+def _error_text(exc: BaseException) -> str:
+    """The one-line message of an error the CLI reports."""
+    if isinstance(exc, OSError) and not isinstance(exc, AutoparserError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror or exc}"
+    text = str(exc)
+    if "lenient=True" in text:
+        from autoparser.schema.convert import LENIENT_HINT
+
+        text = text.replace(LENIENT_HINT, CLI_SCHEMA_HINT)
+    return text
+
+
+def _is_serve_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is serve's "backend unreachable / not what its API promises"."""
+    module = sys.modules.get("autoparser.serve.backends")
+    error = getattr(module, "BackendError", None)
+    return isinstance(error, type) and isinstance(exc, error)
+
+
+def _quiet_stdout() -> None:
+    """After a closed pipe (``| head``): send what is still buffered nowhere, so that the
+    interpreter's final flush does not complain."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
+        print(f"autoparser {_version()}")  # the one answer that needs no parser built
+        return 0
     parser = build_argument_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return 0
+    _stdin_reader.clear()
     try:
-        return int(args.func(args))
-    except AutoparserError as exc:
-        print(f"autoparser: error: {exc}", file=sys.stderr)
+        code = int(args.func(args))
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 0
+    except (AutoparserError, OSError) as exc:
+        print(f"autoparser: error: {_error_text(exc)}", file=sys.stderr)
         return 2
-    except OSError as exc:
-        where = f"{exc.filename}: " if exc.filename else ""
-        print(f"autoparser: error: {where}{exc.strerror or exc}", file=sys.stderr)
+    except Exception as exc:
+        if not _is_serve_error(exc):
+            raise
+        print(f"autoparser: error: {_error_text(exc)}", file=sys.stderr)
         return 2
 
 

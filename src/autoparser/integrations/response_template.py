@@ -251,20 +251,9 @@ def _json_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
         opener = _opener(analysis, fmt.per_call_start)
         closer = _closer(analysis, fmt.per_call_end)
         close = (closer + _GAP) if closer else _open_ended(analysis, opener)
-    elif fmt.section_start.strip():
-        # Calls one after the other inside one section, nothing around each: a call opens on
-        # the section's start, or right where the previous call's object closed.
-        follows = _bare_json_opener(analysis)
-        opener = f"{_opener(analysis)}|(?<=\\}}){follows}"
-        ends = [m for m in analysis.end_of_turn if m.strip()]
-        if fmt.section_end.strip():
-            last = _lit(fmt.section_end)
-        else:
-            last = f"(?={_GAP}{_alternatives(ends)})|\\Z" if ends else r"\Z"
-        close = f"{_next_object(analysis, follows)}|{last}"
     else:
-        opener = _bare_json_opener(analysis)
-        close = _open_ended(analysis, opener, bare=True)
+        # Bare call objects (in a section or not), one after the other: see _object_calls.
+        return _object_calls(analysis)
     field["open_pattern"] = opener
     field["close_pattern"] = _after_json(close)
     return field
@@ -275,31 +264,96 @@ def _after_json(close: str) -> str:
     return f"{_JSON_BODY}(?:{close})"
 
 
-def _open_ended(analysis: TemplateAnalysis, opener: str, *, bare: bool = False) -> str:
+def _open_ended(analysis: TemplateAnalysis, opener: str) -> str:
     """Close of a call nothing ends: before the next call, the end of turn, or the output's end.
 
-    Zero-width, so the next call's opener is still there to open its own region. A bare
-    JSON call's opener is zero-width too: the next one is looked for only after a ``}``.
+    Zero-width, so the next call's opener is still there to open its own region.
     """
     ends = [m for m in analysis.end_of_turn if m.strip()]
-    stops = [_next_object(analysis, opener) if bare else f"(?={opener})"] + (
-        [f"(?={_GAP}{_alternatives(ends)})"] if ends else []
-    )
+    stops = [f"(?={opener})"] + ([f"(?={_GAP}{_alternatives(ends)})"] if ends else [])
     return "|".join([*stops, r"\Z"])
 
 
-def _next_object(analysis: TemplateAnalysis, follows: str) -> str:
-    """Zero-width close right after a call's object where the next call's object follows.
+def _json_value(group: str) -> str:
+    """Pattern of one whole JSON value (objects and arrays nested through the recursive
+    group ``group``), for the ``regex`` module transformers compiles with."""
+    string = r'"(?:[^"\\]|\\.)*"'
+    member = f"{string}\\s*:\\s*(?&{group})"
+    return (
+        f"(?P<{group}>{string}"
+        f"|\\{{\\s*(?:{member}\\s*(?:,\\s*{member}\\s*)*)?\\}}"
+        f"|\\[\\s*(?:(?&{group})\\s*(?:,\\s*(?&{group})\\s*)*)?\\]"
+        f'|[^\\s,\\[\\]{{}}"]+)'
+    )
 
-    The next call's region opens there too (zero-width): written back to back (``}{``), the
-    new region would start right after a ``}`` and close at once, so there the close must
-    not be where the region started (``\\G``). Known limit: a stream whose chunk ends right
-    at such a ``}`` moves the region's start there (the held text is flushed) and joins the
-    two calls.
+
+def _object_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
+    """Calls written as bare JSON objects one after the other (``{...}{...}``, in a section
+    or not): one region per call, holding the call's arguments value only.
+
+    A region whose close is zero-width right after one object's ``}`` (where the next
+    object's region opens) cannot be told from the next region closing where it started
+    once transformers (5.24) re-matches a close at its own start to decide that it is final
+    (``\\G`` is then that start). So the open consumes the object's head up to the
+    arguments (capturing the name), and the close consumes the keys after the arguments and
+    the object's ``}`` where a whole JSON value follows the head (a look-behind; a name
+    written after the arguments is captured there, which transformers >= 5.24 joins to the
+    transform's scope).
     """
+    fmt = analysis.tools.format
+    if fmt.function_field:
+        raise ExportError(
+            "calls are bare JSON objects nesting the function in a key, whose arguments a "
+            "response template cannot delimit"
+        )
+    order = list(fmt.field_order) or [fmt.name_field, fmt.args_field]
+    if fmt.args_field not in order or fmt.name_field not in order:
+        raise ExportError("the JSON call object's name and arguments keys are unknown")
+    split = order.index(fmt.args_field)
+    before, after = order[:split], order[split + 1 :]
+    name = '"(?P<name>[^"\\\\]+)"'
+
+    def members(keys: list[str], group: str, *, capture: bool) -> list[str]:
+        value, out = _json_value(group), []
+        for key in keys:
+            if key == fmt.name_field:
+                out.append(f'"{re.escape(key)}"\\s*:\\s*' + (name if capture else '"[^"]*"'))
+            else:
+                out.append(f'"{re.escape(key)}"\\s*:\\s*' + value)
+                value = f"(?&{group})"
+        return out
+
+    head_keys = [*members(before, "v", capture=True), f'"{re.escape(fmt.args_field)}"\\s*:']
+    head = r"\{\s*" + r"\s*,\s*".join(head_keys) + _GAP
     sep = analysis.tools.call_separator.strip()
-    gap = r"\s" + (f"|{re.escape(sep)}" if sep else "")
-    return f"(?<=\\}})(?:(?!\\G)|(?={gap}))(?={follows})"
+    lead = _GAP + (f"(?:{re.escape(sep)}{_GAP})?" if sep else "")
+    if fmt.section_start.strip():
+        # The first call opens on the section's start, the next right after a call's '}'
+        # (and the whitespace the call's close took).
+        opener = f"(?:{_opener(analysis)}|(?<=\\}}\\s*){lead}){head}"
+    else:
+        opener = lead + head
+    behind_keys = [*members(before, "b", capture=False), f'"{re.escape(fmt.args_field)}"\\s*:']
+    behind = r"\{\s*" + r"\s*,\s*".join(behind_keys) + r"\s*" + _json_value("a")
+    if fmt.name_field in after:
+        tail = "".join(r"\s*,\s*" + m for m in members(after, "t", capture=True))
+    else:
+        # Keys after the arguments (an id...) are read whatever they are, or left out.
+        any_member = r'\s*,\s*"(?:[^"\\]|\\.)*"\s*:\s*' + _json_value("t")
+        tail = f"(?:{any_member})*"
+    close = f"(?<={behind}){tail}{_GAP}\\}}"
+    if fmt.section_end.strip():
+        close += f"(?:{_lit(fmt.section_end)})?"
+    # Whitespace after a call joins its close, so that it never opens an empty content
+    # region whose close would overwrite the real content.
+    close += _GAP
+    return {
+        "open_pattern": opener,
+        "close_pattern": close,
+        "repeats": True,
+        "content": "json",
+        "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}},
+    }
 
 
 def _scoped(transform: dict[str, Any]) -> dict[str, Any]:
@@ -318,13 +372,6 @@ def _first_key(analysis: TemplateAnalysis) -> str:
     if not first:
         raise ExportError("calls have no opening marker and the call object's keys are unknown")
     return r'\{\s*"' + re.escape(first) + r'"\s*:'
-
-
-def _bare_json_opener(analysis: TemplateAnalysis) -> str:
-    """A call written as a bare JSON object starts where an object opens on its first key."""
-    sep = analysis.tools.call_separator.strip()
-    lead = _GAP + ("(?:" + re.escape(sep) + _GAP + ")?" if sep else "")
-    return lead + "(?=" + _first_key(analysis) + ")"
 
 
 def _opener(analysis: TemplateAnalysis, *call_start: str) -> str:

@@ -70,27 +70,62 @@ def _variants_from_config_value(value: Any, where: str) -> dict[str, str]:
     raise TemplateError(f"{where}: chat_template must be a string or a list of named templates")
 
 
-def _read_config(path: Path) -> dict[str, Any]:
+def _read_text(path: Path) -> str:
+    """The file's text; a file that is not UTF-8 is a TemplateError naming the first bad byte."""
+    return decode_text(path.read_bytes(), str(path))
+
+
+def decode_text(data: bytes, name: str) -> str:
+    """``data`` as UTF-8 text, or a TemplateError naming ``name`` and the first bad byte."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TemplateError(
+            f"{name}: not UTF-8 text (byte {exc.start}: {exc.object[exc.start]:#04x})"
+        ) from None
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    return _config_from_text(_read_text(path), str(path))
+
+
+def _config_from_text(text: str, name: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise TemplateError(f"{path}: invalid JSON: {exc}") from exc
+        raise TemplateError(f"{name}: invalid JSON: {exc}") from exc
     if not isinstance(data, dict):
-        raise TemplateError(f"{path}: expected a JSON object")
+        raise TemplateError(f"{name}: expected a JSON object")
     return data
 
 
-def load_tokenizer_config(path: Path) -> TemplateSource:
-    config = _read_config(path)
+def _from_config(config: Mapping[str, Any], name: str) -> TemplateSource:
     if "chat_template" not in config or config["chat_template"] is None:
-        raise TemplateError(f"{path}: no chat_template in tokenizer config")
+        raise TemplateError(f"{name}: no chat_template in tokenizer config")
     return TemplateSource(
-        variants=_variants_from_config_value(config["chat_template"], str(path)),
+        variants=_variants_from_config_value(config["chat_template"], name),
         bos_token=_token_text(config.get("bos_token")),
         eos_token=_token_text(config.get("eos_token")),
-        name=str(path),
+        name=name,
         special_tokens=_other_tokens(config),
     )
+
+
+def load_tokenizer_config(path: Path) -> TemplateSource:
+    return _from_config(_read_config(path), str(path))
+
+
+def load_text(text: str, name: str = "<template>") -> TemplateSource:
+    """Template text that was not read from a named file (stdin, a paste): a
+    tokenizer_config.json's text when it is a JSON object, else the Jinja source itself."""
+    if text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            data = None  # Jinja text that starts with "{{" or "{%"
+        if isinstance(data, dict):
+            return _from_config(data, name)
+    return TemplateSource(variants={DEFAULT_VARIANT: text}, name=name)
 
 
 def load_directory(path: Path) -> TemplateSource:
@@ -105,9 +140,9 @@ def load_directory(path: Path) -> TemplateSource:
     if jinja_path.is_file() or extra:
         variants = {}
         if jinja_path.is_file():
-            variants[DEFAULT_VARIANT] = jinja_path.read_text(encoding="utf-8")
+            variants[DEFAULT_VARIANT] = _read_text(jinja_path)
         for file in extra:
-            variants[file.stem] = file.read_text(encoding="utf-8")
+            variants[file.stem] = _read_text(file)
     if not variants:
         raise TemplateError(f"{path}: no chat_template.jinja and no chat_template in config")
     return TemplateSource(
@@ -170,7 +205,7 @@ def load_path(path: str | Path) -> TemplateSource:
         return load_gguf(p)
     if p.suffix == ".json":
         return load_tokenizer_config(p)
-    return TemplateSource(variants={DEFAULT_VARIANT: p.read_text(encoding="utf-8")}, name=str(p))
+    return TemplateSource(variants={DEFAULT_VARIANT: _read_text(p)}, name=str(p))
 
 
 HUB_FILES = ("tokenizer_config.json", "chat_template.jinja")
