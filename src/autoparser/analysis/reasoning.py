@@ -18,6 +18,7 @@ from autoparser.analysis.diff import (
     segmentize,
 )
 from autoparser.analysis.model import ReasoningAnalysis, ReasoningMode
+from autoparser.message import REASONING_KEYS
 from autoparser.template.probe import ASSISTANT_MSG, CALL_1, THINKING, Probe
 from autoparser.template.switches import VARIABLE
 
@@ -187,10 +188,14 @@ def analyze_reasoning(
     if block is None and not renders_last and supports_tools:
         plain = probe.turn(ASSISTANT_MSG, THINKING, tools=True)
         calls_only = probe.turn("", None, (CALL_1,), tools=True)
-        calls_r = probe.turn("", THINKING, (CALL_1,), tools=True)
+        # Under whichever message key the template reads (``reasoning`` only, some do).
+        for key in REASONING_KEYS:
+            calls_r = probe.turn("", THINKING, (CALL_1,), tools=True, reasoning_key=key)
+            if calls_r and THINKING in calls_r:
+                break
         if plain is not None and THINKING not in plain and calls_r and THINKING in calls_r:
             renders_last = tools_only = True
-            field = "reasoning_content"
+            field = key
             if calls_only is not None:
                 block = _block_markers(calls_only, calls_r)
     if block is not None:
