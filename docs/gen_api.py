@@ -46,10 +46,14 @@ def render() -> str:
     ]
     for name in sorted(autoparser.__all__):
         obj = getattr(autoparser, name)
-        kind = "exception" if isinstance(obj, type) and issubclass(obj, Exception) else "class"
-        lines += [f"## `{name}` ({kind})", "", inspect.getdoc(obj) or "", ""]
-        if not isinstance(obj, type) or issubclass(obj, Exception):
+        if inspect.isfunction(obj):
+            lines += [f"## `{name}{_signature(obj)}` (function)", "", inspect.getdoc(obj) or "", ""]
             continue
+        if not isinstance(obj, type):
+            lines += [f"## `{name}` (constant)", "", f"`{name} = {obj!r}`", ""]
+            continue
+        kind = "exception" if issubclass(obj, Exception) else "class"
+        lines += [f"## `{name}` ({kind})", "", inspect.getdoc(obj) or "", ""]
         for member, value in public_members(obj):
             if isinstance(value, property):
                 lines += [f"### `{name}.{member}` (property)", ""]

@@ -20,7 +20,7 @@ from autoparser.analysis import TemplateAnalysis, ToolFormat
 from autoparser.analysis.model import CallIdPosition
 from autoparser.errors import TemplateError
 from autoparser.template.caps import detect_quirks
-from autoparser.template.polyfill import named_call_id
+from autoparser.template.messages import named_call_id
 
 # (name, arguments, id): names, argument names and values the analysis never used.
 CALLS: list[tuple[str, dict[str, Any], str]] = [

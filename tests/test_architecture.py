@@ -1,11 +1,22 @@
-"""The package's shape: no import cycles between its modules, precisely typed public entry points.
+"""The package's shape: declared layers that every import follows, no import cycles,
+precisely typed public entry points.
 
 The import graph is read with ``ast`` from every module of ``src/autoparser``: imports at
 module level and inside functions count (a function-level import still needs the other module
-to be importable at call time); imports under ``if TYPE_CHECKING:`` do not. Importing
-``a.b.c`` also runs ``a/b/__init__.py``, so an import reaching into another package adds an
-edge to that package's ``__init__`` too (never to the package holding the importer, nor to
-the root ``autoparser``, whose ``__init__`` only re-exports the public API).
+to be importable at call time), and so does ``importlib.import_module("autoparser....")`` (a
+call with anything but a literal name is itself a failure: the test could not check it).
+Importing ``a.b.c`` also runs ``a/b/__init__.py``, so an import reaching into another package
+adds an edge to that package's ``__init__`` too (never to the package holding the importer,
+nor to the root ``autoparser``, whose ``__init__`` only re-exports the public API).
+
+``LAYERS`` is the one list of the package's layers, bottom first; docs/architecture.md draws
+it (``layer_diagram``, checked verbatim). A module belongs to the longest entry naming it or
+a package holding it (the root ``autoparser`` names only its own ``__init__``). An import
+must reach a strictly lower layer, or stay inside its own entry: an import up, or sideways
+to another entry of the same layer, fails. Imports under ``if TYPE_CHECKING:`` follow the
+same order (a type a lower layer needs belongs to a lower layer); the cycle check alone skips
+them, since they never run. The outward faces (``FACES``) import only the public API, the
+root ``autoparser``, besides their own package.
 """
 
 from __future__ import annotations
@@ -22,6 +33,35 @@ from autoparser import ChatTemplate
 
 ROOT = Path(autoparser.__file__).parent
 PACKAGE = "autoparser"
+
+# The package's layers, bottom first. Entries of one layer never import each other.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "examples"),
+    ("tags", "message", "gbnf_text"),
+    ("schema",),
+    ("peg",),
+    ("definition",),
+    ("stream",),
+    ("template.limits", "template.loading"),
+    ("template.environment",),
+    ("template.compiled", "template.conventions", "template.messages"),
+    ("template.renderer", "template.switches"),
+    ("template.probe",),
+    ("template.caps",),
+    ("template.polyfill",),
+    ("template",),
+    ("analysis",),
+    ("generate",),
+    ("formats",),
+    ("params",),
+    ("verify", "training"),
+    ("chat",),
+    ("autoparser",),
+    ("serve", "integrations", "studio"),
+    ("cli",),
+)
+# Outward faces: on top of the library, through its public API only.
+FACES = ("serve", "integrations", "studio")
 
 
 def _module_name(path: Path) -> str:
@@ -41,8 +81,28 @@ def _is_type_checking(test: ast.expr) -> bool:
     return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
 
 
-def _imported_names(tree: ast.Module, module: str, is_package: bool, modules: set[str]) -> set[str]:
-    """Absolute names of the modules ``module`` imports outside ``TYPE_CHECKING`` blocks.
+def _dynamic_import(node: ast.AST) -> ast.expr | None:
+    """The name argument of an ``importlib.import_module(...)`` or ``__import__(...)`` call."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr == "import_module":
+        return node.args[0]
+    if isinstance(func, ast.Name) and func.id in ("import_module", "__import__"):
+        return node.args[0]
+    return None
+
+
+def _imported_names(
+    tree: ast.Module,
+    module: str,
+    is_package: bool,
+    modules: set[str],
+    type_checking: bool = False,
+) -> set[str]:
+    """Absolute names of the modules ``module`` imports (under ``TYPE_CHECKING`` blocks too
+    when ``type_checking``); a dynamic import whose name is not a literal is reported as
+    ``"<dynamic>"``.
 
     ``from pkg import name`` imports ``pkg.name`` when that is a module, else takes ``name``
     from ``pkg/__init__.py`` (a dependency on the package itself).
@@ -51,10 +111,16 @@ def _imported_names(tree: ast.Module, module: str, is_package: bool, modules: se
     package = module if is_package else module.rpartition(".")[0]
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
+        if isinstance(node, ast.If) and _is_type_checking(node.test) and not type_checking:
             for child in node.orelse:
                 visit(child)
             return
+        dynamic = _dynamic_import(node)
+        if dynamic is not None:
+            if isinstance(dynamic, ast.Constant) and isinstance(dynamic.value, str):
+                found.add(dynamic.value)
+            else:
+                found.add("<dynamic>")
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -74,14 +140,17 @@ def _imported_names(tree: ast.Module, module: str, is_package: bool, modules: se
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module -> the package modules it imports (see the module docstring for the rules)."""
+def import_graph(type_checking: bool = False) -> dict[str, set[str]]:
+    """Module -> the package modules it imports (see the module docstring for the rules);
+    ``"<dynamic>"`` among them for an import the reader could not name."""
     modules = _modules()
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         edges: set[str] = set()
-        names = _imported_names(tree, name, path.name == "__init__.py", set(modules))
+        names = _imported_names(tree, name, path.name == "__init__.py", set(modules), type_checking)
+        if "<dynamic>" in names:
+            edges.add("<dynamic>")
         for target in names:
             if target not in modules:
                 continue
@@ -162,6 +231,101 @@ def _cycle_path(graph: dict[str, set[str]], component: list[str]) -> list[str]:
     return component
 
 
+def _entry_name(entry: str) -> str:
+    return PACKAGE if entry == PACKAGE else f"{PACKAGE}.{entry}"
+
+
+def layer_of(module: str) -> tuple[int, str]:
+    """(layer index, entry) of a module: the longest entry naming it or a package above it."""
+    best: tuple[int, str] | None = None
+    for index, layer in enumerate(LAYERS):
+        for entry in layer:
+            name = _entry_name(entry)
+            inside = module == name or (name != PACKAGE and module.startswith(name + "."))
+            if inside and (best is None or len(name) > len(_entry_name(best[1]))):
+                best = (index, entry)
+    if best is None:
+        raise AssertionError(f"{module} is in no layer of LAYERS: add it")
+    return best
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every import that goes up, sideways, past the public API from a face, or cannot be read."""
+    found = []
+    for module in sorted(graph):
+        level, entry = layer_of(module)
+        for target in sorted(graph[module]):
+            if target == "<dynamic>":
+                found.append(f"{module}: a dynamic import of a name that is not a literal")
+                continue
+            target_level, target_entry = layer_of(target)
+            if target_entry == entry:
+                continue
+            if entry in FACES and target != PACKAGE:
+                found.append(f"{module} -> {target}: a face uses only the public API")
+            elif target_level > level:
+                found.append(f"{module} -> {target}: up ({entry} below {target_entry})")
+            elif target_level == level:
+                found.append(f"{module} -> {target}: sideways ({entry} beside {target_entry})")
+    return found
+
+
+def layer_diagram() -> str:
+    """The layers as docs/architecture.md draws them, top first."""
+    width = max(len(" ".join(layer)) for layer in LAYERS)
+    lines = [f"{' │ '.join(layer):^{width + 10}}".rstrip() for layer in reversed(LAYERS)]
+    return "\n".join(lines)
+
+
+def test_every_module_is_in_a_layer_and_every_entry_names_modules() -> None:
+    modules = _modules()
+    for module in modules:
+        layer_of(module)
+    for layer in LAYERS:
+        for entry in layer:
+            name = _entry_name(entry)
+            assert any(m == name or m.startswith(name + ".") for m in modules), entry
+
+
+def test_imports_follow_the_declared_layers() -> None:
+    graph = import_graph(type_checking=True)
+    violations = layer_violations(graph)
+    assert not violations, f"{len(violations)} import(s) against LAYERS:\n" + "\n".join(violations)
+
+
+def test_the_layer_check_catches_up_sideways_face_and_dynamic_imports() -> None:
+    graph = {
+        "autoparser.errors": {"autoparser.peg.core"},  # up
+        "autoparser.tags": {"autoparser.message"},  # sideways
+        "autoparser.serve.app": {"autoparser.stream"},  # a face past the public API
+        "autoparser.chat": {"<dynamic>", "autoparser.errors"},
+        "autoparser.peg.core": {"autoparser.peg.status", "autoparser.schema"},  # fine
+    }
+    violations = layer_violations(graph)
+    assert [v.split(":")[0] for v in violations] == [
+        "autoparser.chat",
+        "autoparser.errors -> autoparser.peg.core",
+        "autoparser.serve.app -> autoparser.stream",
+        "autoparser.tags -> autoparser.message",
+    ]
+
+
+def test_the_reader_names_importlib_imports() -> None:
+    source = (
+        "import importlib\n"
+        "def f(name):\n"
+        "    importlib.import_module('autoparser.serve.app')\n"
+        "    importlib.import_module(name)\n"
+    )
+    names = _imported_names(ast.parse(source), "autoparser.cli", False, set())
+    assert {"autoparser.serve.app", "<dynamic>"} <= names
+
+
+def test_docs_draw_the_declared_layers() -> None:
+    docs = (ROOT.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert layer_diagram() in docs, "docs/architecture.md: redraw the layers:\n" + (layer_diagram())
+
+
 def test_the_graph_reader_sees_imports_and_skips_type_checking() -> None:
     source = (
         "from typing import TYPE_CHECKING\n"
@@ -192,7 +356,7 @@ def test_cycle_finder_finds_a_planted_cycle() -> None:
 
 
 def test_no_import_cycles_between_package_modules() -> None:
-    graph = import_graph()
+    graph = {m: edges - {"<dynamic>"} for m, edges in import_graph().items()}
     assert len(graph) > 30  # the walk found the package
     cycles = import_cycles(graph)
     report = [

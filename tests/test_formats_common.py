@@ -11,13 +11,17 @@ from helpers.generate_cases import accumulate
 from helpers.paths import OWN_TEMPLATES
 
 from autoparser.errors import TemplateError
-from autoparser.formats import get_handler, registered
+from autoparser.formats import FINGERPRINTS, STANDARD, get_handler, registered
 
 
-def test_handlers_are_registered_on_demand() -> None:
+def test_handlers_are_listed_by_name() -> None:
     assert get_handler("harmony") is get_handler("harmony")
     assert get_handler("functionary_v3_2")
     assert {"harmony", "functionary_v3_2"} <= set(registered())
+
+
+def test_every_fingerprint_names_a_listed_handler() -> None:
+    assert {name for name, _ in FINGERPRINTS} | {STANDARD} <= set(registered())
 
 
 def test_unknown_handler_is_a_template_error() -> None:

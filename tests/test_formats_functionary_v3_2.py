@@ -36,7 +36,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autoparser import ChatTemplate
-from autoparser.generate import ChatParams
+from autoparser.params import ChatParams
 
 OWN = "handlers/functionary_v3_2_like.jinja"
 EOT = "<|eot_id|>"

@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 from autoparser import ChatTemplate
 from autoparser.formats import detect_format
 from autoparser.formats.gemma4 import CALL_END, CALL_START, QUOTE, to_json
-from autoparser.generate import ChatParams
+from autoparser.params import ChatParams
 
 OWN = "handlers/gemma4_like.jinja"
 CORPUS = "google-gemma-4-31B-it.jinja"

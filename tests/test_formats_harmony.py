@@ -38,7 +38,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autoparser import ChatTemplate
-from autoparser.generate import ChatParams
+from autoparser.params import ChatParams
 
 OWN = "handlers/harmony_like.jinja"
 RETURN = "<|return|>"
@@ -276,7 +276,7 @@ def test_preserved_tokens_stops_and_triggers() -> None:
 
 def test_preserved_tokens_follow_the_analysis() -> None:
     """Only the markers the template is seen to use are preserved (no <|return|> here)."""
-    from autoparser.generate import build_params
+    from autoparser.params import build_params
 
     analysis = own_template(OWN).analyze()
     assert RETURN in analysis.end_of_turn

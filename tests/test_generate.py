@@ -34,7 +34,7 @@ from autoparser.analysis.model import (
 )
 from autoparser.errors import RequestError
 from autoparser.generate import GrammarTrigger
-from autoparser.generate.params import build_params
+from autoparser.params import build_params
 
 
 def _grammar_params(only_calls: bool) -> list[Any]:
@@ -314,7 +314,6 @@ def test_truncated_string_value_is_content() -> None:
         ({"tools": [WEATHER_T := TOOLS[0], WEATHER_T]}, "tools[1].function.name"),
         ({"response_format": {"type": "json_schema", "json_schema": {}}}, "response_format"),
         ({"response_format": {"type": "yaml"}}, "response_format.type"),
-        ({"response_format": {"type": "json_object"}, "tools": TOOLS}, "response_format"),
         ({"reasoning_format": "weird"}, "reasoning_format"),
         ({"parallel_tool_calls": "yes"}, "parallel_tool_calls"),
     ],
@@ -325,6 +324,25 @@ def test_invalid_requests_raise_naming_the_field(options: dict[str, Any], field:
     with pytest.raises(RequestError) as info:
         case.params(tools, **options)
     assert field in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["hermes", "qwen3coder", "mistral"])
+def test_response_format_with_tools_constrains_the_whole_answer(name: str) -> None:
+    """OpenAI and vLLM take both: the answer is a call or content in the format, so the
+    grammar applies from the first token and allows exactly those two."""
+    case = CASE_BY_NAME[name]
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+    params = case.load().apply(
+        [{"role": "user", "content": "Hi"}], tools=case.request_tools, response_format=fmt
+    )
+    assert params.grammar is not None and not params.grammar_lazy
+    call = case.output(scenarios(case)["one_call"], case.request_tools)
+    assert accepts(params.grammar, call), call
+    assert accepts(params.grammar, '{"a": 1}')
+    assert not accepts(params.grammar, "Hello there.")
+    assert not accepts(params.grammar, '{"a": "x"}')
+    assert params.parse(call).tool_calls and params.parse('{"a": 1}').content == '{"a": 1}'
 
 
 # ------------------------------------------------------------------ end to end with the analyser

@@ -30,8 +30,8 @@ from helpers.formats import (
 )
 
 from autoparser import ChatTemplate, RequestError
-from autoparser.generate import ChatParams
 from autoparser.message import ChatMessage
+from autoparser.params import ChatParams
 from autoparser.peg import IncrementalParse
 
 PARIS = {"city": "Paris"}

@@ -46,7 +46,7 @@ from hypothesis import strategies as st
 from autoparser import ChatParams, ChatTemplate, TemplateAnalysis
 from autoparser.analysis.model import TOOL_MARKER_FIELDS
 from autoparser.errors import AutoparserError
-from autoparser.generate import build_params
+from autoparser.params import build_params
 
 # Deterministic and modest: the same examples on every run, in CI too.
 PROPS = settings(

@@ -23,7 +23,7 @@ from helpers.generate_cases import (
 )
 
 from autoparser.errors import RequestError
-from autoparser.generate import ChatParams
+from autoparser.params import ChatParams
 
 
 def splits(text: str, rng: random.Random) -> list[str]:
@@ -543,7 +543,7 @@ def test_pythonic_calls() -> None:
         ),
         end_of_turn=("<|im_end|>",),
     )
-    from autoparser.generate import build_params
+    from autoparser.params import build_params
 
     params = build_params(analysis, tools=TOOLS, call_id_seed=1)
     text = (

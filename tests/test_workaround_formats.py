@@ -18,7 +18,7 @@ from helpers.gbnf_oracle import accepts
 from helpers.paths import corpus_dir
 
 from autoparser import ChatTemplate
-from autoparser.generate import ChatParams
+from autoparser.params import ChatParams
 
 GRANITE = "ibm-granite-granite-3.3-2B-Instruct"
 LFM2 = "LFM2-8B-A1B"

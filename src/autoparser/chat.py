@@ -8,6 +8,7 @@ request), never this object, so none of them imports this module.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import warnings
 from collections.abc import Mapping, Sequence
@@ -15,9 +16,11 @@ from datetime import datetime
 from pathlib import Path
 
 from autoparser.analysis import TemplateAnalysis, analyze_template
+from autoparser.analysis.evidence import MarkerEvidence, marker_evidence
 from autoparser.errors import AnalysisWarning, TemplateError
-from autoparser.generate import ChatParams, normalize_request, params_for_request
+from autoparser.generate import normalize_request
 from autoparser.generate.request import check_messages
+from autoparser.params import ChatParams, params_for_request
 from autoparser.template import (
     Renderer,
     TemplateCaps,
@@ -33,6 +36,12 @@ from autoparser.template.loading import (
     TOOL_USE_VARIANT,
     load_path,
     load_pretrained,
+)
+from autoparser.template.provenance import caller_spans
+from autoparser.training import (
+    RenderedPrompt,
+    assistant_spans,
+    checked_training_template,
 )
 from autoparser.verify import verified
 
@@ -211,6 +220,60 @@ class ChatTemplate:
             prepared, tool_list, add_generation_prompt, now=now, **template_kwargs
         )
 
+    def render_spans(
+        self,
+        messages: Sequence[JsonObject],
+        tools: Sequence[JsonObject] | None = None,
+        add_generation_prompt: bool = False,
+        *,
+        polyfills: bool | None = None,
+        now: datetime | None = None,
+        **template_kwargs: object,
+    ) -> RenderedPrompt:
+        """:meth:`render` plus the character spans the model generated, per assistant turn.
+
+        For training on assistant turns only; what a span covers is in
+        :mod:`autoparser.training` and docs/training.md.
+        """
+
+        def render(part: Sequence[JsonObject], agp: bool) -> str:
+            return self._render(part, tools, agp, polyfills, template_kwargs, now)
+
+        text = render(messages, add_generation_prompt)
+        analysis = self.for_tools(tools).analyze()
+        spans = assistant_spans(
+            text, messages, render, analysis.end_of_turn, analysis.generation_prompt
+        )
+        return RenderedPrompt(text, spans)
+
+    def training_template(self) -> str:
+        """This template with ``{% generation %}`` blocks marking :meth:`render_spans`' spans.
+
+        It renders byte-identically to this one (checked on conversations with content,
+        reasoning, tool calls and several turns); ExportError says why when it cannot.
+        """
+
+        def render(
+            source: str,
+            messages: Sequence[JsonObject],
+            tools: Sequence[JsonObject] | None,
+            agp: bool,
+        ) -> str:
+            renderer = Renderer(
+                source,
+                bos_token=self.bos_token,
+                eos_token=self.eos_token,
+                name=self.name,
+                special_tokens=self.special_tokens,
+                now=self.now,
+            )
+            return renderer.render(messages, tools, agp)
+
+        analysis = self.analyze()
+        return checked_training_template(
+            self.source, render, analysis.end_of_turn, analysis.generation_prompt
+        )
+
     # ------------------------------------------------------------ capabilities
 
     @functools.cached_property
@@ -227,6 +290,11 @@ class ChatTemplate:
         return detect_quirks(self.renderer)
 
     # ------------------------------------------------------ analysis, requests
+
+    def marker_evidence(self) -> tuple[MarkerEvidence, ...]:
+        """For each marker of the analysis, the two probe renders whose difference shows
+        it: how the analysis found it (the studio's "how it was found")."""
+        return marker_evidence(self.renderer, self.analyze())
 
     def analyze(self) -> TemplateAnalysis:
         """The differential analysis of this template (cached per source), verified.
@@ -263,6 +331,7 @@ class ChatTemplate:
         polyfills: bool | None = None,
         now: datetime | None = None,
         calls_in_reasoning: bool = False,
+        provenance: bool = False,
         **template_kwargs: object,
     ) -> ChatParams:
         """Prompt, grammar and output parser for one request.
@@ -272,7 +341,9 @@ class ChatTemplate:
         ``polyfills`` overrides the template's default as in :meth:`render`;
         ``calls_in_reasoning=True`` reads tool calls the model writes inside its reasoning
         as calls and goes on with the reasoning after them (default: a whole call before
-        the reasoning closes ends the reasoning there; see docs/streaming.md).
+        the reasoning closes ends the reasoning there; see
+        docs/streaming.md); ``provenance=True`` fills ``caller_spans``, where the caller's
+        text is in the prompt (see :mod:`autoparser.template.provenance`).
         """
         check_messages(messages)  # a malformed request is a RequestError before anything renders
         analysis = self.analyze()
@@ -301,10 +372,20 @@ class ChatTemplate:
         if add_generation_prompt:
             base = self._render(messages, render_tools, False, polyfills, template_kwargs, now)
             generation_prompt = prompt[len(base) :] if prompt.startswith(base) else ""
-        return params_for_request(
+        params = params_for_request(
             analysis,
             request,
             prompt=prompt,
             generation_prompt=generation_prompt,
             call_id_seed=call_id_seed,
         )
+        if not provenance:
+            return params
+
+        def render(marked: Sequence[JsonObject]) -> str:
+            return self._render(
+                marked, render_tools, add_generation_prompt, polyfills, template_kwargs, now
+            )
+
+        spans = caller_spans(render, messages, prompt)
+        return dataclasses.replace(params, caller_spans=spans)

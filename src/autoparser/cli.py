@@ -396,19 +396,18 @@ def cmd_export_response_template(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_training_template(args: argparse.Namespace) -> int:
+    """Print the template with {% generation %} blocks around what the model generates."""
+    sys.stdout.write(_load_template(args).training_template())
+    return 0
+
+
 def cmd_grammar(args: argparse.Namespace) -> int:
     """Print the grammar, its laziness and triggers for a request."""
     template = _load_template(args)
     params = _apply(template, args)
     if args.json:
-        data = {
-            "grammar": params.grammar,
-            "grammar_lazy": params.grammar_lazy,
-            "grammar_triggers": [t.to_dict() for t in params.grammar_triggers],
-            "preserved_tokens": params.preserved_tokens,
-            "additional_stops": params.additional_stops,
-            "thinking_forced_open": params.thinking_forced_open,
-        }
+        data = params.grammar_fields()
         print(json.dumps(data, ensure_ascii=False, indent=2))
         return 0
     if params.grammar is None:
@@ -598,6 +597,14 @@ def build_argument_parser() -> argparse.ArgumentParser:
     _add_request_arguments(export)
     export.set_defaults(func=cmd_export_response_template)
 
+    training = sub.add_parser(
+        "training-template",
+        help="print the template with {% generation %} blocks for assistant-only training "
+        "(transformers' return_assistant_tokens_mask, TRL's assistant_only_loss)",
+    )
+    _add_template_arguments(training)
+    training.set_defaults(func=cmd_training_template)
+
     from autoparser.serve.command import register as register_serve
 
     register_serve(sub)
@@ -625,12 +632,9 @@ def _error_text(exc: BaseException) -> str:
     if isinstance(exc, OSError) and not isinstance(exc, AutoparserError):
         where = f"{exc.filename}: " if exc.filename else ""
         return f"{where}{exc.strerror or exc}"
-    text = str(exc)
-    if "lenient=True" in text:
-        from autoparser.schema.convert import LENIENT_HINT
+    from autoparser.errors import SchemaError
 
-        text = text.replace(LENIENT_HINT, CLI_SCHEMA_HINT)
-    return text
+    return SchemaError.message_with_hint(exc, CLI_SCHEMA_HINT)
 
 
 def _is_serve_error(exc: BaseException) -> bool:

@@ -20,7 +20,29 @@ class GrammarError(AutoparserError):
 
 
 class SchemaError(AutoparserError, ValueError):
-    """A JSON schema uses a keyword or construct the grammar converter does not support."""
+    """A JSON schema uses a keyword or construct the grammar converter does not support.
+
+    ``detail`` is the problem alone and ``hint`` what a library caller can do about it
+    (``lenient=True``); a face that cannot offer that option (the CLI, the studio) shows
+    ``detail`` with advice of its own.
+    """
+
+    def __init__(self, detail: str, hint: str = "") -> None:
+        super().__init__(detail + hint)
+        self.detail = detail
+        self.hint = hint
+
+    @staticmethod
+    def message_with_hint(exc: BaseException, hint: str) -> str:
+        """``str(exc)`` with the hint of a SchemaError it is or wraps (``raise ... from``)
+        replaced by ``hint``: what a face that cannot pass ``lenient`` shows instead."""
+        text = str(exc)
+        cause: BaseException | None = exc
+        while cause is not None:
+            if isinstance(cause, SchemaError) and cause.hint:
+                return text.replace(cause.hint, hint)
+            cause = cause.__cause__
+        return text
 
 
 class TemplateLimitError(TemplateError):

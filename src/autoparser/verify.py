@@ -26,7 +26,8 @@ from autoparser.analysis.model import (
     VerificationFailure,
 )
 from autoparser.errors import AutoparserError, TemplateLimitError
-from autoparser.generate import ChatParams, Request, normalize_request, params_for_request
+from autoparser.generate import Request, normalize_request
+from autoparser.params import ChatParams, params_for_request
 from autoparser.template import Renderer, apply_polyfills, detect_caps, detect_quirks
 from autoparser.template.probe import (
     ARG_FIRST,

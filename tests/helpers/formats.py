@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -17,8 +16,8 @@ import pytest
 from hypothesis import strategies as st
 
 from autoparser import ChatTemplate
-from autoparser.generate import ChatParams
 from autoparser.message import ChatMessage
+from autoparser.params import ChatParams
 from helpers import generate_cases
 from helpers.generate_cases import accumulate
 from helpers.generate_cases import message_dict as as_dict
@@ -178,20 +177,8 @@ def check_streaming(params: ChatParams, text: str, *, count: int = 20, seed: int
 
 
 def trigger_start(params: ChatParams, text: str) -> int:
-    """Where the lazy grammar switches on in ``text`` as an engine applies each trigger
-    kind (word / token: where it appears; pattern: its search match; pattern_full: the
-    whole text must match), from the first capture group if any; -1: never."""
-    starts: list[int] = []
-    for trig in params.grammar_triggers:
-        if trig.kind in ("word", "token"):
-            at = text.find(trig.value)
-        else:
-            rx = re.compile(trig.value)
-            m = rx.search(text) if trig.kind == "pattern" else rx.fullmatch(text)
-            at = -1 if m is None else (m.start(1) if rx.groups else m.start())
-        if at >= 0:
-            starts.append(at)
-    return min(starts, default=-1)
+    """Where the lazy grammar switches on in ``text`` (``ChatParams.trigger_start``)."""
+    return params.trigger_start(text)
 
 
 def lazy_start(params: ChatParams, text: str) -> int:

@@ -29,8 +29,8 @@ from autoparser.analysis.model import (
     ToolFormatAnalysis,
     ToolsAnalysis,
 )
-from autoparser.generate import ChatParams, build_params
 from autoparser.message import ChatMessage
+from autoparser.params import ChatParams, build_params
 
 TEMPLATES = Path(__file__).parent.parent / "templates"
 

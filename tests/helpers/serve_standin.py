@@ -21,6 +21,15 @@ from typing import Any
 from aiohttp import web
 
 KEY = re.compile(r"\[\[(\w+)\]\]")
+SPECIAL = re.compile(r"<\|[a-z_]+\|>")
+
+
+def as_text(prompt: Any) -> str:
+    """A prompt as text: a mixed array's ids (the stand-in's one id per code point) back
+    to characters, a control-token id (-2) as ``<ctl>``."""
+    if isinstance(prompt, str):
+        return prompt
+    return "".join(p if isinstance(p, str) else chr(p) if p >= 0 else "<ctl>" for p in prompt)
 
 
 @dataclasses.dataclass
@@ -33,7 +42,9 @@ class Reply:
 
 class StandIn:
     """A scripted engine. ``mode``: ok | garbage (non-JSON answers) | http500 |
-    broken_stream (the stream stops after its first event without a final one)."""
+    broken_stream (the stream stops after its first event without a final one) | hang
+    (never answers) | stall (one piece, then silence) | down (every route 5xx, /props
+    too) | drop_reused (a kept-alive connection's next request is dropped unanswered)."""
 
     def __init__(self, kind: str = "llama.cpp", props: dict[str, Any] | None = None) -> None:
         self.kind = kind
@@ -42,6 +53,10 @@ class StandIn:
         self.received: list[tuple[str, dict[str, Any]]] = []
         self.mode = "ok"
         self.max_chunk = 7
+        self.delay = 0.0  # seconds before answering a completion
+        self.cancelled = 0  # completions whose client (the server) went away mid-wait
+        self.dropped = 0  # reused connections dropped (mode drop_reused)
+        self._connections: dict[int, int] = {}
 
     def add(self, key: str, text: str, hit_limit: bool = False) -> str:
         self.replies[key] = Reply(text, hit_limit)
@@ -64,15 +79,41 @@ class StandIn:
 
     def app(self) -> web.Application:
         app = web.Application()
+        app.router.add_get("/health", self._health)
         if self.kind == "llama.cpp":
             app.router.add_get("/props", self._props)
+            app.router.add_post("/tokenize", self._tokenize)
             app.router.add_post("/completion", self._completion)
         else:
             app.router.add_get("/v1/models", self._models)
             app.router.add_post("/v1/completions", self._completion)
         return app
 
+    async def _health(self, request: web.Request) -> web.Response:
+        if self.mode in ("http500", "down"):
+            return web.json_response({"error": "engine on fire"}, status=503)
+        return web.json_response({"status": "ok"})
+
+    async def _tokenize(self, request: web.Request) -> web.Response:
+        """llama.cpp's ``/tokenize`` over a mixed array, one id per character (code point);
+        with ``parse_special`` (its default) a ``<|...|>`` run is one id (-2), as a real
+        vocabulary's control tokens are."""
+        body = await request.json()
+        self.received.append((request.path, body))
+        content = body["content"]
+        special = body.get("parse_special", True)
+        ids: list[int] = []
+        for part in content if isinstance(content, list) else [content]:
+            if isinstance(part, int):
+                ids.append(part)
+                continue
+            text = SPECIAL.sub("\0", part) if special else part
+            ids.extend(-2 if c == "\0" else ord(c) for c in text)
+        return web.json_response({"tokens": ids})
+
     async def _props(self, request: web.Request) -> web.Response:
+        if self.mode == "down":
+            return web.json_response({"error": "loading model"}, status=503)
         return web.json_response({"default_generation_settings": {}, **self.props})
 
     async def _models(self, request: web.Request) -> web.Response:
@@ -91,11 +132,30 @@ class StandIn:
         return {"choices": [{"index": 0, "text": piece, "finish_reason": reason}]}
 
     async def _completion(self, request: web.Request) -> web.StreamResponse:
+        if self.mode == "drop_reused":
+            # An engine that cannot honour keep-alive: a connection's second request is
+            # dropped unanswered (what llama.cpp's server does to connections it closed).
+            transport = request.transport
+            seen = self._connections.setdefault(id(transport), 0)
+            self._connections[id(transport)] = seen + 1
+            if seen and transport is not None:
+                self.dropped += 1
+                transport.close()
+                await asyncio.sleep(1)
+                raise ConnectionResetError
         body = await request.json()
         self.received.append((request.path, body))
-        if self.mode == "http500":
+        if self.mode in ("http500", "down"):
             return web.json_response({"error": "engine on fire"}, status=500)
-        prompt = body["prompt"]
+        if self.mode == "hang":
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        prompt = as_text(body["prompt"])
         found = KEY.findall(prompt)
         reply = self._reply(prompt)
         chunks = self._chunks(reply.text, found[-1] if found else "")
@@ -121,6 +181,12 @@ class StandIn:
             await response.write(f"data: {data}\n\n".encode())
             if self.mode == "broken_stream":
                 return response
+            if self.mode == "stall":
+                try:
+                    await asyncio.sleep(3600)
+                except asyncio.CancelledError:
+                    self.cancelled += 1
+                    raise
         if self.kind == "openai":
             if (body.get("stream_options") or {}).get("include_usage"):
                 usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len(chunks)}
@@ -146,7 +212,8 @@ class LoopThread:
         """Start ``app`` on an ephemeral port; its base URL."""
 
         async def start() -> str:
-            runner = web.AppRunner(app)
+            # As ``autoparser serve`` runs: a client that leaves cancels its handler.
+            runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
             await runner.setup()
             site = web.TCPSite(runner, "127.0.0.1", 0)
             await site.start()

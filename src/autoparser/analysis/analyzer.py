@@ -6,6 +6,7 @@ import dataclasses
 
 from autoparser.analysis.content import analyze_content
 from autoparser.analysis.diff import tokens_in
+from autoparser.analysis.fingerprints import detect_format
 from autoparser.analysis.model import (
     ReasoningAnalysis,
     TemplateAnalysis,
@@ -15,7 +16,6 @@ from autoparser.analysis.model import (
 from autoparser.analysis.reasoning import analyze_reasoning, generation_prompts
 from autoparser.analysis.tools import ToolFindings, analyze_tools
 from autoparser.analysis.workarounds import apply_workarounds
-from autoparser.formats import detect_format
 from autoparser.template import Renderer
 from autoparser.template.caps import detect_caps, detect_quirks
 from autoparser.template.probe import Probe

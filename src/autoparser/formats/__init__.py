@@ -1,60 +1,51 @@
-"""Registry of hand-written formats, for templates the analysis cannot express.
+"""The formats, by name: the generated one and the few hand-written ones.
 
-A handler is a function ``(ctx: BuildContext) -> ParserDefinition``, registered under a
-name; ``TemplateAnalysis.handler`` names the handler to use (the analysis sets it with
-``detect_format``, from the fingerprints below). A handler builds its parsers with the
-PEG library and the helpers of ``autoparser.generate`` (context, reasoning, json_calls,
-tagged_calls, sections, assembly), tags nodes with the
-vocabulary of ``autoparser.tags`` and returns a ``ParserDefinition``; streaming, deltas,
-truncation and the grammar then work as for generated formats. Handlers live in
-``autoparser/formats/<name>.py`` and register themselves on import; ``get_handler``
-imports the module of that name on first use.
+A handler is a function ``(ctx: BuildContext) -> ParserDefinition``; ``TemplateAnalysis.
+handler`` names the one to use (the analysis sets it with ``detect_format``, from the
+fingerprints in ``analysis/fingerprints.py``), ``STANDARD`` (``""``) naming the generated
+``generate.assembly.build_standard``. A hand-written handler builds its parsers with the PEG
+library and the helpers of ``autoparser.generate`` (context, reasoning, json_calls,
+tagged_calls, sections, assembly), tags nodes with the vocabulary of ``autoparser.tags`` and
+returns a ``ParserDefinition``; streaming, deltas, truncation and the grammar then work as
+for generated formats.
 
-This module stays below ``analysis`` and ``generate`` (it imports neither): the analysis
-needs only the fingerprints, and the builders, which sit above the generate primitives,
-are imported on demand. To add a format: a fingerprint here and ``formats/<name>.py``.
+The handlers are listed below, explicitly: importing a module registers nothing. This
+package sits above ``generate`` (its handlers build with it) and below ``params``, which
+dispatches through ``get_handler``. To add a format: a fingerprint in
+``analysis/fingerprints.py``, ``formats/<name>.py`` with its ``build``, and a line in
+``_BUILTIN``. ``register`` adds a handler at run time (an extension, or a test's).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+from autoparser.analysis.fingerprints import FINGERPRINTS, STANDARD, detect_format
+from autoparser.definition import ParserDefinition
 from autoparser.errors import TemplateError
+from autoparser.formats import functionary_v3_2, gemma4, harmony
+from autoparser.generate.assembly import build_standard
+from autoparser.generate.context import BuildContext
 
-if TYPE_CHECKING:
-    from autoparser.definition import ParserDefinition
-    from autoparser.generate.context import BuildContext
+Handler = Callable[[BuildContext], ParserDefinition]
 
-Handler = Callable[["BuildContext"], "ParserDefinition"]
+_BUILTIN: dict[str, Handler] = {
+    STANDARD: build_standard,
+    "harmony": harmony.build,
+    "functionary_v3_2": functionary_v3_2.build,
+    "gemma4": gemma4.build,
+}
+_HANDLERS: dict[str, Handler] = dict(_BUILTIN)
 
-# The handler name of the generated format (``generate.assembly.build_standard``), used
-# when the analysis names no hand-written one: every format is dispatched through here.
-STANDARD = ""
-
-_HANDLERS: dict[str, Handler] = {}
-
-# Hand-written formats, by fingerprint: (handler name, substring of the template source).
-FINGERPRINTS: tuple[tuple[str, str], ...] = (
-    # gpt-oss "harmony": <|start|>assistant<|channel|>analysis<|message|>...; tool calls are
-    # addressed by "to=functions.f" in the header, so no marker brackets the call.
-    ("harmony", "<|channel|>"),
-    # functionary v3.2: ">>>recipient\n" switches between "all" (text) and a function name;
-    # the name is itself the delimiter, which the tag families cannot express.
-    ("functionary_v3_2", ">>>${recipient}"),
-    # gemma-4: call:NAME{key:<|"|>text<|"|>,n:3} -- bare keys, <|"|>-quoted strings, None:
-    # the arguments are not JSON, so no generated format can express them.
-    ("gemma4", "<|tool_call>call:"),
-)
-
-
-def detect_format(source: str) -> str:
-    """The hand-written format whose fingerprint the template source holds ("" if none)."""
-    for name, fingerprint in FINGERPRINTS:
-        if fingerprint in source:
-            return name
-    return ""
+__all__ = [
+    "FINGERPRINTS",
+    "STANDARD",
+    "Handler",
+    "detect_format",
+    "get_handler",
+    "register",
+    "registered",
+]
 
 
 def register(name: str) -> Callable[[Handler], Handler]:
@@ -68,20 +59,13 @@ def register(name: str) -> Callable[[Handler], Handler]:
 
 
 def get_handler(name: str) -> Handler:
-    """The handler called ``name``, importing ``autoparser.formats.<name>`` if needed."""
-    if name not in _HANDLERS and name != STANDARD:
-        module = name.replace("-", "_")
-        if module.isidentifier():
-            try:
-                importlib.import_module(f"autoparser.formats.{module}")
-            except ModuleNotFoundError as exc:
-                if exc.name != f"autoparser.formats.{module}":
-                    raise
-    if name not in _HANDLERS:
+    """The handler called ``name``; a ``TemplateError`` naming it when there is none."""
+    handler = _HANDLERS.get(name)
+    if handler is None:
         raise TemplateError(f"no hand-written format handler named {name!r}")
-    return _HANDLERS[name]
+    return handler
 
 
 def registered() -> tuple[str, ...]:
-    """Names of the handlers registered so far."""
+    """Names of the handlers registered (the built-in ones, then any added)."""
     return tuple(sorted(_HANDLERS))

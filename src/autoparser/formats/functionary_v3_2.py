@@ -17,7 +17,6 @@ from collections.abc import Sequence
 
 from autoparser import tags
 from autoparser.definition import ParserDefinition
-from autoparser.formats import register
 from autoparser.generate.context import BuildContext, longest_name_first
 from autoparser.generate.json_calls import json_args
 from autoparser.generate.request import ToolSpec
@@ -128,7 +127,6 @@ def grammar_triggers(tools: Sequence[ToolSpec]) -> tuple[GrammarTrigger, ...]:
     return (first, *(GrammarTrigger("word", RECIPIENT + t.name + "\n") for t in ordered))
 
 
-@register("functionary_v3_2")
 def build(ctx: BuildContext) -> ParserDefinition:
     """Parsers for functionary v3.2 output (see the module docstring)."""
     req = ctx.request

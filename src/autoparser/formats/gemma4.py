@@ -29,7 +29,6 @@ from typing import Any
 
 from autoparser import tags
 from autoparser.definition import ParserDefinition
-from autoparser.formats import register
 from autoparser.gbnf_text import rule_name
 from autoparser.generate.assembly import lenient_body
 from autoparser.generate.context import (
@@ -360,7 +359,6 @@ def grammar_parser(ctx: BuildContext) -> tuple[Parser | None, bool]:
     return None, False
 
 
-@register("gemma4")
 def build(ctx: BuildContext) -> ParserDefinition:
     """Parsers for gemma-4 output (see the module docstring)."""
     req = ctx.request

@@ -28,7 +28,6 @@ from collections.abc import Sequence
 
 from autoparser import tags
 from autoparser.definition import ParserDefinition
-from autoparser.formats import register
 from autoparser.generate.context import BuildContext, longest_name_first
 from autoparser.generate.json_calls import json_args
 from autoparser.generate.request import ToolSpec
@@ -258,7 +257,6 @@ def preserved_tokens(ctx: BuildContext) -> tuple[str, ...]:
     return tuple(tokens)
 
 
-@register("harmony")
 def build(ctx: BuildContext) -> ParserDefinition:
     """Parsers for gpt-oss output (see the module docstring)."""
     req = ctx.request

@@ -11,7 +11,6 @@ from autoparser import tags
 from autoparser.analysis.model import CallIdPosition, ContentMode, ToolFormat
 from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError
-from autoparser.formats import STANDARD, register
 from autoparser.generate import json_calls, pythonic, tagged_calls
 from autoparser.generate.context import BuildContext, choice_of, seq_of
 from autoparser.generate.reasoning import reasoning_parser
@@ -81,7 +80,6 @@ def _with_call_openers(ctx: BuildContext) -> BuildContext:
     return ctx
 
 
-@register(STANDARD)
 def build_standard(ctx: BuildContext) -> ParserDefinition:
     """The generated parsers for an analysed template (no hand-written handler)."""
     ctx = _with_call_openers(ctx)
@@ -121,11 +119,28 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
     grammar_parser: Parser | None = None
     lazy = False
     c = ctx.analysis.content
+    wrapped = c.mode == ContentMode.ALWAYS_WRAPPED and bool(c.start)
+
+    def schema_content() -> Parser:
+        assert req.response_schema is not None
+        content = tag(tags.CONTENT, json_schema(dict(req.response_schema), "response"))
+        return seq_of(c.start if wrapped else None, content, c.end if wrapped else None)
+
     if can_call:
         strict_section = tool_section(
             ctx, req.grammar_tools, strict=True, parallel=req.parallel_tool_calls, opened=opened
         )
-        if opened:
+        if req.response_schema is not None and req.tool_choice != "required" and not opened:
+            # A response format with tools (as OpenAI and vLLM take it): the answer is the
+            # calls or content in the format, constrained as a whole from the first token.
+            grammar_parser = seq_of(
+                strict_reasoning,
+                space(),
+                choice_of([strict_section, schema_content()]),
+                space(),
+                end(),
+            )
+        elif opened:
             # The prompt committed the model to a call: no trigger can start the grammar,
             # so it applies from the first byte; text may follow the calls.
             after = until(triggers[0]) if req.tool_choice != "required" else None
@@ -143,17 +158,7 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
                 strict_reasoning, trigger(seq_of(strict_section, space(), after)), end()
             )
     elif req.response_schema is not None:
-        wrapped = c.mode == ContentMode.ALWAYS_WRAPPED and bool(c.start)
-        content = tag(tags.CONTENT, json_schema(dict(req.response_schema), "response"))
-        grammar_parser = seq_of(
-            strict_reasoning,
-            space(),
-            c.start if wrapped else None,
-            content,
-            c.end if wrapped else None,
-            space(),
-            end(),
-        )
+        grammar_parser = seq_of(strict_reasoning, space(), schema_content(), space(), end())
 
     cid = ctx.analysis.tools.call_id
     expects_ids = can_call and (

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from autoparser.analysis.model import TOOL_MARKER_FIELDS, TemplateAnalysis, ToolsAnalysis
@@ -114,10 +115,29 @@ def rule_part(text: str) -> str:
     return "".join(c if c.isascii() and c.isalnum() else "-" for c in text).strip("-") or "x"
 
 
+# (id(owner), what) -> (owner, how many names sanitise to each rule part): counted once per
+# request's tools (or tool's properties), not once per name, which was quadratic.
+_PART_COUNTS: dict[tuple[int, str], tuple[object, Counter[str]]] = {}
+
+
+def part_counts(owner: object, what: str, names: Iterable[str]) -> Counter[str]:
+    """How many of ``names`` (belonging to ``owner``) sanitise to each rule part."""
+    key = (id(owner), what)
+    hit = _PART_COUNTS.get(key)
+    if hit is not None and hit[0] is owner:
+        return hit[1]
+    if len(_PART_COUNTS) > 512:
+        _PART_COUNTS.clear()
+    counts = Counter(rule_part(name) for name in names)
+    _PART_COUNTS[key] = (owner, counts)
+    return counts
+
+
 def tool_rule(ctx: BuildContext, tool: ToolSpec) -> str:
     """The rule name prefix of a tool; distinct even when two names sanitise alike."""
     part = rule_part(tool.name)
-    if sum(rule_part(t.name) == part for t in ctx.request.tools) > 1:
+    tools = ctx.request.tools
+    if part_counts(tools, "tools", (t.name for t in tools))[part] > 1:
         part += f"-{zlib.crc32(tool.name.encode('utf-8')):08x}"
     return part
 

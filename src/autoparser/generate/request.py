@@ -202,11 +202,6 @@ def normalize_request(
             schema = _check_schema(raw, "response_format.json_schema.schema")
         elif kind != "text":
             raise RequestError(f"response_format.type: unsupported {kind!r}")
-    if schema is not None and specs and choice != "none":
-        raise RequestError(
-            "response_format: a JSON response format cannot be combined with tool calls "
-            "(use tool_choice='none' or drop the tools)"
-        )
 
     if enable_thinking is not None and not isinstance(enable_thinking, bool):
         raise RequestError("enable_thinking: must be a boolean or None")

@@ -18,6 +18,7 @@ from autoparser.generate.context import (
     BuildContext,
     choice_of,
     closing,
+    part_counts,
     rule_part,
     seq_of,
     tool_rule,
@@ -287,7 +288,7 @@ def _json_argument(
     suffix_p = choice_of([literal(x) for x in suffixes]) if len(suffixes) > 1 else suffixes[0]
     header = atomic(seq_of(a.name_prefix, name_p, suffix_p))
     part = rule_part(name or "arg")
-    if name and sum(rule_part(other) == part for other in tool.properties) > 1:
+    if name and part_counts(tool, "properties", tool.properties)[part] > 1:
         part += f"-{zlib.crc32(name.encode('utf-8')):08x}"
     rule = f"{tool_rule(ctx, tool)}-{part}"
     value = tag(tags.TOOL_ARG_JSON, json_schema(dict(schema), rule, document=dict(tool.parameters)))

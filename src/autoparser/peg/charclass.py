@@ -6,6 +6,7 @@ the grammar agree on exactly the same set of characters.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,17 +28,24 @@ class CharSet:
         return cls(tuple(merge_ranges(ranges)), negated)
 
     def regex(self) -> str:
-        """The set as a Python regex character class."""
-        body = "".join(_rx_range(lo, hi) for lo, hi in self.ranges)
-        if self.negated:
-            return f"[^{body}]" if body else r"[\s\S]"
-        return f"[{body}]" if body else r"[^\s\S]"
+        """The set as a Python regex character class (memoised: grammars for many tools
+        ask for the same few classes thousands of times)."""
+        return _class_regex(self.ranges, self.negated)
 
     def gbnf(self) -> str:
         """The set as a GBNF expression (a class, or a union when the set is everything)."""
         return gbnf_char_class(self.ranges, negated=self.negated)
 
 
+@functools.lru_cache(maxsize=4096)
+def _class_regex(ranges: tuple[tuple[int, int], ...], negated: bool) -> str:
+    body = "".join(_rx_range(lo, hi) for lo, hi in ranges)
+    if negated:
+        return f"[^{body}]" if body else r"[\s\S]"
+    return f"[{body}]" if body else r"[^\s\S]"
+
+
+@functools.lru_cache(maxsize=4096)
 def parse_class(spec: str) -> CharSet:
     """Parse a class spec such as ``a-zA-Z_``, ``^<`` or ``[0-9]`` (brackets optional)."""
     if len(spec) >= 2 and spec[0] == "[" and spec[-1] == "]" and not spec.endswith("\\]"):

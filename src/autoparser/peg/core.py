@@ -803,12 +803,15 @@ def _fuse_leaves(items: tuple[Parser, ...]) -> dict[int, tuple[int, re.Pattern[s
 class Seq(Parser):
     """All items in order."""
 
-    __slots__ = ("_fused", "items")
+    __slots__ = ("_fused", "_fused_done", "items")
 
     def __init__(self, items: tuple[Parser, ...]) -> None:
         super().__init__()
         self.items = items
-        self._fused = _fuse_leaves(items)
+        # Fused on first parse: a grammar-only sequence (a thousand tools' strict call
+        # parsers, emitted as GBNF and never run) never pays for it.
+        self._fused: dict[int, tuple[int, re.Pattern[str]]] | None = None
+        self._fused_done = False
 
     def children(self) -> tuple[Parser, ...]:
         return self.items
@@ -827,6 +830,9 @@ class Seq(Parser):
         hit = False
         items = self.items
         count = len(items)
+        if not self._fused_done:
+            self._fused = _fuse_leaves(items)
+            self._fused_done = True
         fused = self._fused
         while i < count:
             if fused is not None:

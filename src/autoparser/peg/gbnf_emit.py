@@ -532,22 +532,62 @@ class _SplitFinder:
         self._nullable: dict[int, bool] = {}
         self._starts: dict[int, bool] = {}
         self._ends: dict[tuple[int, bool], bool] = {}
+        self._before: dict[tuple[int, bool], tuple[tuple[Parser, ...], list[bool]]] = {}
+        self._after: dict[tuple[int, bool], tuple[tuple[Parser, ...], list[bool]]] = {}
+        self._alts: dict[int, tuple[tuple[Parser, ...], int, int]] = {}
         for root in roots or []:
             self.walk(root, _NOWHERE)
 
-    # Where the parts of a node are, given where the node is.
+    # Where the parts of a node are, given where the node is. Both are asked once per part,
+    # so each keeps its running values per sequence or choice (linear, not quadratic, in a
+    # choice of a thousand tools).
     def seq_where(self, items: tuple[Parser, ...], index: int, where: _Where) -> _Where:
-        running = where[0]
-        for item in items[:index]:
+        before = self._seq_before(items, where[0])
+        after = self._seq_after(items, where[1])
+        return before[index], after[index]
+
+    def _seq_before(self, items: tuple[Parser, ...], start: bool) -> list[bool]:
+        """Whether a free-text token may still run where each item (and the end) starts."""
+        key = (id(items), start)
+        cached = self._before.get(key)
+        if cached is not None and cached[0] is items:
+            return cached[1]
+        running, out = start, [start]
+        for item in items:
             running = self.ends_free(item, running) or (
                 self.nullable(item) and self.starts_free(item)
             )
-        return running, self._follows_free(items[index + 1 :], where[1])
+            out.append(running)
+        self._before[key] = (items, out)
+        return out
+
+    def _seq_after(self, items: tuple[Parser, ...], after: bool) -> list[bool]:
+        """Whether a free-text token may be read right after each item."""
+        key = (id(items), after)
+        cached = self._after.get(key)
+        if cached is not None and cached[0] is items:
+            return cached[1]
+        out = [after] * (len(items) + 1)
+        follows = after
+        for i in range(len(items) - 1, 0, -1):
+            item = items[i]
+            if self.starts_free(item):
+                follows = True
+            elif not self.nullable(item):
+                follows = False
+            out[i - 1] = follows
+        self._after[key] = (items, out)
+        return out
 
     def choice_where(self, alts: tuple[Parser, ...], index: int, where: _Where) -> _Where:
-        others = alts[:index] + alts[index + 1 :]
-        rival = any(self.starts_free(o) for o in others) or (
-            where[1] and any(self.nullable(o) for o in others)
+        cached = self._alts.get(id(alts))
+        if cached is None or cached[0] is not alts:
+            starts = sum(self.starts_free(a) for a in alts)
+            nulls = sum(self.nullable(a) for a in alts)
+            cached = self._alts[id(alts)] = (alts, starts, nulls)
+        alt = alts[index]
+        rival = cached[1] - self.starts_free(alt) > 0 or (
+            where[1] and cached[2] - self.nullable(alt) > 0
         )
         return where[0] or rival, where[1]
 

@@ -58,8 +58,8 @@ SUPPORTED_KEYWORDS = frozenset(
 """Keywords the converter turns into grammar."""
 
 INLINE_OPTIONAL_LIMIT = 16
-# Ends the message of an unsupported keyword; callers that cannot pass lenient (the CLI)
-# replace it with what they can offer.
+# Ends the message of an unsupported keyword (SchemaError.hint); callers that cannot pass
+# lenient (the CLI, the studio) show SchemaError.detail with what they can offer instead.
 LENIENT_HINT = " (pass lenient=True to drop it)"
 """Above this many optional keys next to additional properties, tails become named rules."""
 
@@ -244,7 +244,7 @@ class _Converter:
     def unsupported(self, keyword: str, pointer: str, why: str = "unsupported keyword") -> None:
         message = f"{why} {keyword!r} at {pointer or '#'}"
         if not self.lenient:
-            raise SchemaError(message + LENIENT_HINT)
+            raise SchemaError(message, LENIENT_HINT)
         warnings.warn(f"{message}: dropped, the grammar does not enforce it", stacklevel=4)
 
     def checked(self, schema: Mapping[str, Any], pointer: str) -> dict[str, Any]:

@@ -22,11 +22,26 @@ def create_app(config: ServeConfig) -> web.Application:
     return _create_app(config)
 
 
-def run(config: ServeConfig, **run_app_options: Any) -> None:
-    """Serve on ``config.host:config.port`` until interrupted."""
+def run(config: ServeConfig, log_level: str = "info", **run_app_options: Any) -> None:
+    """Serve on ``config.host:config.port`` until SIGINT/SIGTERM, which stop taking new
+    requests and give running ones ``config.limits.grace_period`` seconds to end."""
+    import logging
+
     from aiohttp import web
 
-    web.run_app(create_app(config), host=config.host, port=config.port, **run_app_options)
+    logging.basicConfig(level=log_level.upper(), format="%(message)s")
+    logging.getLogger("aiohttp.access").disabled = True
+    log = logging.getLogger("autoparser.serve")
+    options: dict[str, Any] = {
+        "host": config.host,
+        "port": config.port,
+        "access_log": None,
+        "handler_cancellation": True,
+        "shutdown_timeout": config.limits.grace_period,
+        "print": lambda text: log.info("%s", text.strip()),
+        **run_app_options,
+    }
+    web.run_app(create_app(config), **options)
 
 
 def __getattr__(name: str) -> Any:

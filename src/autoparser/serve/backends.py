@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 import aiohttp
 
-from autoparser.generate import GrammarTrigger
+from autoparser import GrammarTrigger, caller_pieces
 from autoparser.serve.openai_format import Usage
 
 BACKEND_KINDS = ("llama.cpp", "openai")
@@ -29,12 +30,30 @@ LLAMA_TRIGGER_TYPES = {"token": 1, "word": 1, "pattern": 2, "pattern_full": 3}
 
 
 class BackendError(Exception):
-    """The backend is unreachable or its answer is not what its API promises (HTTP 502)."""
+    """The engine failed. ``public`` is what a client is told (no URL, no exception repr);
+    ``kind`` says how (unreachable | timeout | http | invalid), ``timeout`` makes it a 504."""
+
+    def __init__(self, public: str, detail: str = "", kind: str = "invalid") -> None:
+        super().__init__(public)
+        self.public = public
+        self.detail = detail or public
+        self.kind = kind
+
+    @property
+    def status(self) -> int:
+        return 504 if self.kind == "timeout" else 502
+
+    def __str__(self) -> str:
+        return self.public
+
+
+Prompt = str | list[str | int]
 
 
 @dataclasses.dataclass(frozen=True)
 class Generation:
-    """One completion request, engine-neutral."""
+    """One completion request, engine-neutral. ``caller_spans``: where the caller's text is
+    in ``prompt`` (to be tokenized as plain text when the engine can be told so)."""
 
     prompt: str
     max_tokens: int | None = None
@@ -44,6 +63,7 @@ class Generation:
     grammar_lazy: bool = False
     grammar_triggers: tuple[GrammarTrigger, ...] = ()
     preserved_tokens: tuple[str, ...] = ()
+    caller_spans: tuple[tuple[int, int], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,97 +90,239 @@ class BackendInfo:
     model: str = ""
 
 
+@dataclasses.dataclass(frozen=True)
+class Timeouts:
+    """Seconds: to connect, to the answer's first byte (headers), between two pieces."""
+
+    connect: float = 10.0
+    first_byte: float = 300.0
+    idle: float = 60.0
+
+
+class Hooks:
+    """What a backend reports as it goes (the server counts it); no-ops by default."""
+
+    def retried(self) -> None:
+        """A request was sent again on a fresh connection."""
+
+    def cache(self, name: str, hit: bool) -> None:
+        """A cache lookup."""
+
+
 def _json(text: str, where: str) -> Any:
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise BackendError(f"{where}: the backend answered something that is not JSON") from exc
+        raise BackendError(
+            "the engine answered something that is not JSON", f"{where}: {exc}"
+        ) from exc
 
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-async def _sse_events(response: aiohttp.ClientResponse, where: str) -> AsyncIterator[Any]:
-    """The JSON payloads of a ``text/event-stream`` body, until ``[DONE]`` or its end."""
+# Failures of a pooled connection before any response byte: nothing was generated, so the
+# request is sent again once, on a fresh connection.
+_STALE = (
+    aiohttp.ServerDisconnectedError,
+    aiohttp.ClientOSError,
+    aiohttp.ClientPayloadError,
+)
+
+
+async def _lines(response: aiohttp.ClientResponse, idle: float) -> AsyncIterator[bytes]:
+    """The body's lines, each within ``idle`` seconds of the previous one. One timer per
+    stream, moved on at every line (a task per read would cost more than the parse)."""
+    loop = asyncio.get_running_loop()
+    expired = False
+
+    def expire() -> None:
+        nonlocal expired
+        expired = True
+        response.close()
+
+    timer = loop.call_later(idle, expire)
     try:
         async for raw in response.content:
+            timer.cancel()
+            timer = loop.call_later(idle, expire)
+            yield raw
+    except aiohttp.ClientError:
+        if not expired:
+            raise
+    finally:
+        timer.cancel()
+    if expired:
+        raise asyncio.TimeoutError
+
+
+async def _sse_events(
+    response: aiohttp.ClientResponse, where: str, idle: float
+) -> AsyncIterator[Any]:
+    """The JSON payloads of a ``text/event-stream`` body, until ``[DONE]`` or its end."""
+    try:
+        async for raw in _lines(response, idle):
             line = raw.decode("utf-8", errors="replace").strip()
             if not line or line.startswith(":"):
                 continue
             field, _, value = line.partition(":")
             value = value.strip()
             if field == "error":
-                raise BackendError(f"{where}: the backend reported an error: {value}")
+                raise BackendError("the engine reported an error", f"{where}: {value}", "http")
             if field != "data":
                 continue
             if value == "[DONE]":
                 return
             event = _json(value, where)
             if isinstance(event, Mapping) and "error" in event:
-                raise BackendError(f"{where}: the backend reported an error: {event['error']}")
+                raise BackendError(
+                    "the engine reported an error", f"{where}: {event['error']}", "http"
+                )
             yield event
-    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+    except asyncio.TimeoutError as exc:
+        raise BackendError(
+            f"the engine sent nothing for {idle:g} s", f"{where}: idle timeout", "timeout"
+        ) from exc
+    except (aiohttp.ClientError, ValueError) as exc:
         if isinstance(exc, BackendError):
             raise
-        raise BackendError(f"{where}: the backend stream broke off: {exc!r}") from exc
+        raise BackendError(
+            "the engine's stream broke off", f"{where}: {exc!r}", "unreachable"
+        ) from exc
 
 
 class Backend:
-    """Base: one shared HTTP session, JSON POSTs with every failure mapped to BackendError."""
+    """Base: one shared HTTP session (and a fresh-connection one for the single retry),
+    JSON POSTs with every failure mapped to BackendError, every wait bounded."""
 
     kind = ""
     path = ""
 
-    def __init__(self, url: str, session: aiohttp.ClientSession, model: str = "") -> None:
+    def __init__(
+        self,
+        url: str,
+        session: aiohttp.ClientSession,
+        model: str = "",
+        *,
+        fresh: aiohttp.ClientSession | None = None,
+        timeouts: Timeouts | None = None,
+        hooks: Hooks | None = None,
+    ) -> None:
         self.url = url.rstrip("/")
         self.session = session
+        self.fresh = fresh or session
         self.model = model
+        self.timeouts = timeouts or Timeouts()
+        self.hooks = hooks or Hooks()
 
     def payload(self, gen: Generation, stream: bool) -> dict[str, Any]:
         raise NotImplementedError
 
-    async def _post(self, body: Mapping[str, Any]) -> aiohttp.ClientResponse:
-        where = f"{self.url}{self.path}"
+    async def prepare(self, gen: Generation) -> Prompt:
+        """The prompt as sent (the text; engines that can tokenize spans as plain text take
+        pieces)."""
+        return gen.prompt
+
+    async def _send(
+        self, session: aiohttp.ClientSession, where: str, body: Mapping[str, Any]
+    ) -> aiohttp.ClientResponse:
+        t = self.timeouts
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=t.connect, connect=t.connect)
+        return await asyncio.wait_for(session.post(where, json=body, timeout=timeout), t.first_byte)
+
+    async def _post(
+        self, body: Mapping[str, Any], path: str | None = None
+    ) -> aiohttp.ClientResponse:
+        where = f"{self.url}{path or self.path}"
         try:
-            response = await self.session.post(where, json=body)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-            raise BackendError(f"{where}: backend unreachable: {exc!r}") from exc
+            try:
+                response = await self._send(self.session, where, body)
+            except _STALE:
+                # A kept-alive connection the engine had closed (llama.cpp's server closes
+                # them after a few requests): nothing was generated, send it again fresh.
+                self.hooks.retried()
+                response = await self._send(self.fresh, where, body)
+        except asyncio.TimeoutError as exc:
+            raise BackendError(
+                f"the engine did not answer within {self.timeouts.first_byte:g} s",
+                f"{where}: first-byte timeout",
+                "timeout",
+            ) from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            raise BackendError(
+                "the engine is unreachable", f"{where}: {exc!r}", "unreachable"
+            ) from exc
         if response.status != 200:
             try:
-                detail = (await response.text())[:500]
+                detail = (await asyncio.wait_for(response.text(), self.timeouts.idle))[:500]
             except (aiohttp.ClientError, asyncio.TimeoutError):
                 detail = ""
             finally:
                 response.release()
-            raise BackendError(f"{where}: the backend answered HTTP {response.status}: {detail}")
+            raise BackendError(
+                f"the engine answered HTTP {response.status}",
+                f"{where}: HTTP {response.status}: {detail}",
+                "http",
+            )
         return response
 
     async def complete(self, gen: Generation) -> tuple[str, Finished]:
         """The whole generated text and how it ended."""
-        response = await self._post(self.payload(gen, stream=False))
+        prompt = await self.prepare(gen)
+        response = await self._post(self.payload_for(gen, prompt, stream=False))
         where = f"{self.url}{self.path}"
         try:
-            text = await response.text()
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
-            raise BackendError(f"{where}: reading the answer failed: {exc!r}") from exc
+            text = await asyncio.wait_for(response.text(), self.timeouts.idle)
+        except asyncio.TimeoutError as exc:
+            raise BackendError(
+                f"the engine sent nothing for {self.timeouts.idle:g} s", where, "timeout"
+            ) from exc
+        except (aiohttp.ClientError, ValueError) as exc:
+            raise BackendError(
+                "reading the engine's answer failed", f"{where}: {exc!r}", "unreachable"
+            ) from exc
         finally:
             response.release()
         return self.read_whole(_json(text, where), where)
 
     async def stream(self, gen: Generation) -> AsyncGenerator[str | Finished, None]:
         """Pieces of generated text, then one ``Finished`` (always the last item)."""
-        response = await self._post(self.payload(gen, stream=True))
+        prompt = await self.prepare(gen)
+        response = await self._post(self.payload_for(gen, prompt, stream=True))
         where = f"{self.url}{self.path}"
         state: dict[str, Any] = {}
         try:
-            async for event in _sse_events(response, where):
+            async for event in _sse_events(response, where, self.timeouts.idle):
                 piece = self.read_event(event, state, where)
                 if piece:
                     yield piece
         finally:
             response.release()
         yield self.read_end(state, where)
+
+    def payload_for(self, gen: Generation, prompt: Prompt, stream: bool) -> dict[str, Any]:
+        body = self.payload(gen, stream)
+        body["prompt"] = prompt
+        return body
+
+    async def check(self) -> str | None:
+        """None when the engine answers its health route, else why not (for /health)."""
+        raise NotImplementedError
+
+    async def _check_get(self, path: str) -> str | None:
+        try:
+            status = await asyncio.wait_for(self._get_status(path), self.timeouts.connect)
+        except asyncio.TimeoutError:
+            return f"the engine's {path} did not answer within {self.timeouts.connect:g} s"
+        except (aiohttp.ClientError, OSError):
+            return "the engine is unreachable"
+        return None if status == 200 else f"the engine's {path} answered HTTP {status}"
+
+    async def _get_status(self, path: str) -> int:
+        async with self.session.get(f"{self.url}{path}") as response:
+            await response.read()
+            return response.status
 
     def read_whole(self, body: Any, where: str) -> tuple[str, Finished]:
         raise NotImplementedError
@@ -178,6 +340,73 @@ class LlamaCppBackend(Backend):
 
     kind = "llama.cpp"
     path = "/completion"
+    cache_size = 4096  # caller spans kept tokenized (earlier turns repeat in every request)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._tokens: OrderedDict[str, list[int]] = OrderedDict()
+
+    async def prepare(self, gen: Generation) -> Prompt:
+        """The prompt with the caller's spans as token ids, tokenized without special-token
+        parsing (so a user's ``<|im_start|>`` stays text), the template's text as strings
+        (which llama.cpp tokenizes with special tokens, as always). All the spans not
+        cached are tokenized in one ``/tokenize`` call, separated by a token id (-1) no
+        tokenization yields."""
+        if not gen.caller_spans:
+            return gen.prompt
+        parts = caller_pieces(gen.prompt, gen.caller_spans)
+        wanted = list(dict.fromkeys(t for t, caller in parts if caller and t not in self._tokens))
+        for text, caller in parts:
+            if caller and text not in wanted:
+                self._tokens.move_to_end(text)
+                self.hooks.cache("tokenize", True)
+        if wanted:
+            for _ in wanted:
+                self.hooks.cache("tokenize", False)
+            for text, tokens in zip(wanted, await self._tokenize(wanted), strict=True):
+                self._tokens[text] = tokens
+            while len(self._tokens) > self.cache_size:
+                self._tokens.popitem(last=False)
+        out: list[str | int] = [] if not parts or not parts[0][1] else [""]  # "" keeps BOS
+        for text, caller in parts:
+            if caller:
+                out.extend(self._tokens.get(text) or await self._tokenize_one(text))
+            else:
+                out.append(text)
+        return out
+
+    async def _tokenize_one(self, text: str) -> list[int]:
+        return (await self._tokenize([text]))[0]
+
+    async def _tokenize(self, texts: list[str]) -> list[list[int]]:
+        content: list[str | int] = []
+        for text in texts:
+            content.extend((text, -1))
+        body = {"content": content, "add_special": False, "parse_special": False}
+        response = await self._post(body, "/tokenize")
+        where = f"{self.url}/tokenize"
+        try:
+            raw = await asyncio.wait_for(response.text(), self.timeouts.idle)
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            raise BackendError("the engine's tokenizer failed", f"{where}: {exc!r}") from exc
+        finally:
+            response.release()
+        tokens = _json(raw, where)
+        ids = tokens.get("tokens") if isinstance(tokens, Mapping) else None
+        if not isinstance(ids, list) or not all(isinstance(t, int) for t in ids):
+            raise BackendError("the engine's tokenizer answered no token list", where)
+        out: list[list[int]] = [[]]
+        for token in ids:
+            if token == -1:
+                out.append([])
+            else:
+                out[-1].append(token)
+        if len(out) != len(texts) + 1:
+            raise BackendError("the engine's tokenizer answered an unexpected token list", where)
+        return out[:-1]
+
+    async def check(self) -> str | None:
+        return await self._check_get("/health")
 
     def payload(self, gen: Generation, stream: bool) -> dict[str, Any]:
         body: dict[str, Any] = {**gen.sampling, "prompt": gen.prompt, "stream": stream}
@@ -208,12 +437,12 @@ class LlamaCppBackend(Backend):
 
     def read_whole(self, body: Any, where: str) -> tuple[str, Finished]:
         if not isinstance(body, Mapping) or not isinstance(body.get("content"), str):
-            raise BackendError(f"{where}: expected an object with a 'content' string")
+            raise BackendError("the engine's answer has no 'content' string", where)
         return body["content"], self._finished(body)
 
     def read_event(self, event: Any, state: dict[str, Any], where: str) -> str:
         if not isinstance(event, Mapping) or not isinstance(event.get("content", ""), str):
-            raise BackendError(f"{where}: expected stream events with a 'content' string")
+            raise BackendError("the engine's stream events have no 'content' string", where)
         if event.get("stop"):
             state["end"] = self._finished(event)
         return str(event.get("content", ""))
@@ -221,7 +450,7 @@ class LlamaCppBackend(Backend):
     def read_end(self, state: dict[str, Any], where: str) -> Finished:
         end = state.get("end")
         if not isinstance(end, Finished):
-            raise BackendError(f"{where}: the stream ended without its final event")
+            raise BackendError("the engine's stream ended without its final event", where)
         return end
 
 
@@ -246,6 +475,11 @@ class OpenAIBackend(Backend):
         }
         if stream:
             body["stream_options"] = {"include_usage": True}
+        # The parser needs the markers (``[TOOL_CALLS]``, ``<|channel|>``...), which are
+        # special tokens these engines drop from the text by default, and exactly as
+        # written (no spaces added around them).
+        body["skip_special_tokens"] = False
+        body["spaces_between_special_tokens"] = False
         if gen.max_tokens is not None:
             body["max_tokens"] = gen.max_tokens
         if gen.stop:
@@ -264,19 +498,19 @@ class OpenAIBackend(Backend):
     @staticmethod
     def _choice(body: Any, where: str) -> Mapping[str, Any] | None:
         if not isinstance(body, Mapping) or not isinstance(body.get("choices"), list):
-            raise BackendError(f"{where}: expected an object with a 'choices' list")
+            raise BackendError("the engine's answer has no 'choices' list", where)
         choices = body["choices"]
         if not choices:
             return None
         choice = choices[0]
         if not isinstance(choice, Mapping) or not isinstance(choice.get("text", ""), str):
-            raise BackendError(f"{where}: expected choices with a 'text' string")
+            raise BackendError("the engine's choices have no 'text' string", where)
         return choice
 
     def read_whole(self, body: Any, where: str) -> tuple[str, Finished]:
         choice = self._choice(body, where)
         if choice is None:
-            raise BackendError(f"{where}: the answer has no choices")
+            raise BackendError("the engine's answer has no choices", where)
         finished = Finished(choice.get("finish_reason") == "length", self._usage(body))
         return str(choice.get("text", "")), finished
 
@@ -290,6 +524,9 @@ class OpenAIBackend(Backend):
             state["reason"] = choice["finish_reason"]
         return str(choice.get("text", ""))
 
+    async def check(self) -> str | None:
+        return await self._check_get("/v1/models")
+
     def read_end(self, state: dict[str, Any], where: str) -> Finished:
         usage = state.get("usage")
         return Finished(
@@ -297,16 +534,31 @@ class OpenAIBackend(Backend):
         )
 
 
-async def probe(url: str, session: aiohttp.ClientSession) -> BackendInfo | None:
+async def _get_json(session: aiohttp.ClientSession, where: str) -> tuple[int, Any]:
+    async with session.get(where) as response:
+        if response.status != 200:
+            return response.status, None
+        try:
+            return 200, await response.json(content_type=None)
+        except ValueError:
+            return 200, None
+
+
+async def probe(
+    url: str, session: aiohttp.ClientSession, timeout: float = 10.0
+) -> BackendInfo | None:
     """``GET /props``: llama.cpp's server answers with its chat template and special tokens;
-    anything else (404, not JSON, not an object) means "not llama.cpp" (None)."""
+    any other answer (404, not JSON, not an object) means "not llama.cpp" (None). An engine
+    that does not answer at all is a BackendError: the kind is not known yet."""
+    where = f"{url.rstrip('/')}/props"
     try:
-        async with session.get(f"{url.rstrip('/')}/props") as response:
-            if response.status != 200:
-                return None
-            body = await response.json(content_type=None)
-    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
-        return None
+        status, body = await asyncio.wait_for(_get_json(session, where), timeout)
+    except asyncio.TimeoutError as exc:
+        raise BackendError("the engine did not answer", f"{where}: timeout", "timeout") from exc
+    except (aiohttp.ClientError, OSError) as exc:
+        raise BackendError("the engine is unreachable", f"{where}: {exc!r}", "unreachable") from exc
+    if status == 503:
+        raise BackendError("the engine is still loading", f"{where}: HTTP 503", "http")
     if not isinstance(body, Mapping) or not (
         "chat_template" in body or "default_generation_settings" in body
     ):
@@ -321,25 +573,29 @@ async def probe(url: str, session: aiohttp.ClientSession) -> BackendInfo | None:
     )
 
 
-async def first_model(url: str, session: aiohttp.ClientSession) -> str:
+async def first_model(url: str, session: aiohttp.ClientSession, timeout: float = 10.0) -> str:
     """The first model id of an OpenAI-style ``GET /v1/models`` (the name to send)."""
     where = f"{url.rstrip('/')}/v1/models"
     try:
-        async with session.get(where) as response:
-            if response.status != 200:
-                raise BackendError(f"{where}: the backend answered HTTP {response.status}")
-            body = await response.json(content_type=None)
-    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
-        raise BackendError(f"{where}: cannot list the backend's models: {exc!r}") from exc
+        status, body = await asyncio.wait_for(_get_json(session, where), timeout)
+    except asyncio.TimeoutError as exc:
+        raise BackendError("the engine did not answer", f"{where}: timeout", "timeout") from exc
+    except (aiohttp.ClientError, OSError) as exc:
+        raise BackendError("the engine is unreachable", f"{where}: {exc!r}", "unreachable") from exc
+    if status != 200:
+        raise BackendError(f"the engine answered HTTP {status}", where, "http")
     data = body.get("data") if isinstance(body, Mapping) else None
     if not isinstance(data, list) or not data or not isinstance(data[0], Mapping):
-        raise BackendError(f"{where}: no model listed; pass --model")
+        raise BackendError("the engine lists no model; pass --model", where)
     return str(data[0].get("id", ""))
 
 
-def make_backend(kind: str, url: str, session: aiohttp.ClientSession, model: str = "") -> Backend:
+def make_backend(
+    kind: str, url: str, session: aiohttp.ClientSession, model: str = "", **kw: Any
+) -> Backend:
+    """The backend of ``kind``; ``kw``: ``fresh``, ``timeouts``, ``hooks`` (see Backend)."""
     if kind == "llama.cpp":
-        return LlamaCppBackend(url, session, model)
+        return LlamaCppBackend(url, session, model, **kw)
     if kind == "openai":
-        return OpenAIBackend(url, session, model)
+        return OpenAIBackend(url, session, model, **kw)
     raise ValueError(f"backend kind must be one of {BACKEND_KINDS}, got {kind!r}")

@@ -4,7 +4,44 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
+
+from autoparser.serve import limits as lim
+
+# flag -> (Limits field, type, help); defaults come from limits.py (documented in
+# docs/serving.md).
+LIMIT_FLAGS: dict[str, tuple[str, type, str]] = {
+    "--max-body-bytes": ("max_body_bytes", int, "largest request body (413 above)"),
+    "--max-depth": ("max_depth", int, "deepest JSON nesting of a request body"),
+    "--max-tools": ("max_tools", int, "most tools in one request"),
+    "--max-schema-bytes": ("max_schema_bytes", int, "largest tool definition, as JSON"),
+    "--max-messages": ("max_messages", int, "most messages in one request"),
+    "--max-schema-count": (
+        "max_schema_count",
+        int,
+        "largest minLength/maxLength/minItems/... in a tool schema",
+    ),
+    "--max-concurrent": ("max_concurrent", int, "requests answered at once (503 above)"),
+    "--connect-timeout": ("connect_timeout", float, "seconds to connect to the engine"),
+    "--first-byte-timeout": (
+        "first_byte_timeout",
+        float,
+        "seconds until the engine answers (for a whole answer: until it is generated)",
+    ),
+    "--idle-timeout": ("idle_timeout", float, "seconds the engine may be silent mid-stream"),
+    "--prepare-timeout": (
+        "prepare_timeout",
+        float,
+        "seconds to render the prompt and build the grammar",
+    ),
+    "--keepalive-interval": (
+        "keepalive_interval",
+        float,
+        "seconds between SSE keep-alive comments while the engine has sent nothing",
+    ),
+    "--grace-period": ("grace_period", float, "seconds SIGTERM waits for requests to end"),
+}
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -14,7 +51,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="OpenAI-compatible chat server in front of a completion engine",
         description=(
             "Serve /v1/chat/completions (tools, reasoning, response_format, streaming) in "
-            "front of llama.cpp's /completion or any OpenAI-style /v1/completions."
+            "front of llama.cpp's /completion or any OpenAI-style /v1/completions. "
+            "See docs/serving.md for operating it."
         ),
     )
     serve.add_argument("--backend", required=True, help="the engine's base URL")
@@ -40,30 +78,77 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "the library's default), or its name and arguments as they are generated "
         "(incremental: a call that then breaks cannot be taken back)",
     )
+    serve.add_argument(
+        "--reasoning-field",
+        choices=["reasoning", "reasoning_content", "both"],
+        default="reasoning",
+        help="the message field reasoning is returned under (default: reasoning, vLLM's "
+        "current name); both names are accepted on input",
+    )
+    serve.add_argument(
+        "--plain-user-text",
+        choices=["on", "off"],
+        default="on",
+        help="tokenize message contents as plain text, so user text never becomes control "
+        "tokens (default on; llama.cpp engines)",
+    )
+    serve.add_argument("--api-key", action="append", default=[], help="accepted Bearer key")
+    serve.add_argument("--api-key-file", help="file of accepted Bearer keys, one per line")
+    serve.add_argument(
+        "--allowed-origins",
+        default="",
+        help="comma-separated origins CORS answers (default none: CORS off; * for any)",
+    )
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument("--log-format", default="text", choices=["text", "json"])
+    for flag, (field, kind, text) in LIMIT_FLAGS.items():
+        default = getattr(lim.Limits(), field)
+        serve.add_argument(flag, type=kind, default=default, help=f"{text} (default {default})")
     serve.set_defaults(func=cmd_serve)
     return serve
+
+
+def _keys(args: argparse.Namespace) -> tuple[str, ...]:
+    keys = [k.strip() for k in args.api_key if k.strip()]
+    if args.api_key_file:
+        text = Path(args.api_key_file).read_text(encoding="utf-8")
+        keys += [line.strip() for line in text.splitlines() if line.strip()]
+    return tuple(keys)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
         import aiohttp  # noqa: F401
+        import prometheus_client  # noqa: F401
     except ImportError:
         print(
             "autoparser: error: serve needs the serve extra: pip install 'autoparser[serve]'",
             file=sys.stderr,
         )
         return 2
+    from autoparser import AutoparserError
     from autoparser.serve import run
     from autoparser.serve.app import ServeConfig
 
-    config = ServeConfig(
-        backend_url=args.backend,
-        backend_kind=args.backend_kind,
-        template=args.template,
-        model=args.model,
-        tool_call_deltas=args.tool_call_deltas,
-        host=args.host,
-        port=args.port,
-    )
-    run(config, print=lambda text: print(text, file=sys.stderr))
+    try:
+        limits = lim.Limits(**{field: getattr(args, field) for field, _, _ in LIMIT_FLAGS.values()})
+        config = ServeConfig(
+            backend_url=args.backend,
+            backend_kind=args.backend_kind,
+            template=args.template,
+            model=args.model,
+            tool_call_deltas=args.tool_call_deltas,
+            host=args.host,
+            port=args.port,
+            limits=limits,
+            api_keys=_keys(args),
+            allowed_origins=tuple(o.strip() for o in args.allowed_origins.split(",") if o.strip()),
+            log_format=args.log_format,
+            reasoning_field=args.reasoning_field,
+            plain_user_text=args.plain_user_text == "on",
+        )
+        run(config, log_level=args.log_level)
+    except (ValueError, OSError, AutoparserError) as exc:
+        print(f"autoparser: error: {exc}", file=sys.stderr)
+        return 2
     return 0

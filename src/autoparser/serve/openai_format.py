@@ -11,7 +11,7 @@ import time
 import uuid
 from typing import Any
 
-from autoparser.message import ChatMessage
+from autoparser import ChatMessage
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from autoparser.template.loading import TemplateSource
+    from autoparser import TemplateSource
 
 
 def create_app(initial: TemplateSource | None = None) -> web.Application:

@@ -16,19 +16,20 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from autoparser.chat import ChatTemplate
-from autoparser.errors import (
+from autoparser import (
+    DEFAULT_VARIANT,
     AutoparserError,
+    ChatParams,
+    ChatTemplate,
     ExportError,
     GrammarError,
     RequestError,
     SchemaError,
     TemplateError,
     TemplateLimitError,
+    TemplateSource,
+    load_text,
 )
-from autoparser.generate import ChatParams
-from autoparser.schema.convert import LENIENT_HINT
-from autoparser.template.loading import DEFAULT_VARIANT, TemplateSource, load_text
 
 MAX_TEMPLATE = 1_000_000  # characters of template source
 MAX_OUTPUT = 1_000_000  # characters of model output parsed or replayed
@@ -199,11 +200,9 @@ def _finish_reason(body: Mapping[str, Any]) -> str | None:
 
 def analyze(body: Mapping[str, Any]) -> dict[str, Any]:
     """Caps, quirks, the analysis (with its verification) and each marker's evidence."""
-    from autoparser.analysis.evidence import marker_evidence
-
     template = template_of(body)
     analysis = template.analyze()
-    evidence = marker_evidence(template.renderer, analysis)
+    evidence = template.marker_evidence()
     return {
         "caps": _plain(template.caps),
         "quirks": _plain(template.quirks),
@@ -293,14 +292,12 @@ def _transformers_render(
 
 def parse(body: Mapping[str, Any]) -> dict[str, Any]:
     """The output parsed into a message, and what each span of it was parsed as."""
-    from autoparser.stream.spans import labelled_spans
-
     template = template_of(body)
     params = params_of(template, body)
     text = _output(body)
     reason = _finish_reason(body)
     message = params.parse(text, finish_reason=reason)
-    spans = labelled_spans(params.parser, text)
+    spans = params.labelled_spans(text)
     finish = "length" if message.truncated or reason == "length" else None
     return {
         "message": message.to_openai(),
@@ -352,31 +349,9 @@ def grammar(body: Mapping[str, Any]) -> dict[str, Any]:
     params = params_of(template, body)
     text = _output(body)
     return {
-        "grammar": params.grammar,
-        "grammar_lazy": params.grammar_lazy,
-        "grammar_triggers": [t.to_dict() for t in params.grammar_triggers],
-        "preserved_tokens": params.preserved_tokens,
-        "additional_stops": params.additional_stops,
-        "thinking_forced_open": params.thinking_forced_open,
+        **params.grammar_fields(),
         "accepts": _acceptance(params, text) if text else None,
     }
-
-
-def trigger_start(params: ChatParams, text: str) -> int:
-    """Where a lazy grammar switches on in ``text`` (-1: no trigger fires): a word or token
-    where it appears, a pattern at its search match, a full pattern when the whole text
-    matches; from the first capture group when the pattern has one."""
-    starts: list[int] = []
-    for trig in params.grammar_triggers:
-        if trig.kind in ("word", "token"):
-            at = text.find(trig.value)
-        else:
-            rx = re.compile(trig.value)
-            m = rx.search(text) if trig.kind == "pattern" else rx.fullmatch(text)
-            at = -1 if m is None else (m.start(1) if rx.groups else m.start())
-        if at >= 0:
-            starts.append(at)
-    return min(starts, default=-1)
 
 
 def _acceptance(params: ChatParams, text: str) -> dict[str, Any]:
@@ -386,7 +361,7 @@ def _acceptance(params: ChatParams, text: str) -> dict[str, Any]:
         import llguidance
     except ImportError:
         return {"checked": False, "reason": "llguidance is not installed"}
-    start = trigger_start(params, text) if params.grammar_lazy else 0
+    start = params.trigger_start(text) if params.grammar_lazy else 0
     if start < 0:
         return {
             "checked": True,
@@ -515,7 +490,7 @@ def error_body(exc: AutoparserError) -> tuple[int, dict[str, Any]]:
         status, field = 422, ""
         pane = next((p for kind, p in _PANE_OF_ERROR if isinstance(exc, kind)), "template")
     # The studio, like apply(), converts schemas strictly: lenient=True is not on offer.
-    message = str(exc).replace(LENIENT_HINT, _SCHEMA_HINT)
+    message = SchemaError.message_with_hint(exc, _SCHEMA_HINT)
     line = None
     if isinstance(exc, TemplateError):
         found = _LINE.search(message)

@@ -16,9 +16,8 @@ from typing import Any
 
 from aiohttp import web
 
-from autoparser.errors import AutoparserError
+from autoparser import AutoparserError, TemplateSource, load_text
 from autoparser.studio import api
-from autoparser.template.loading import TemplateSource, load_text
 
 MAX_BODY = 8 * 1024 * 1024  # bytes of one request body (outputs are limited by api.MAX_OUTPUT)
 STATIC_FILES = {

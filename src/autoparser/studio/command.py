@@ -58,7 +58,7 @@ def _load(name: str, load_path: Any) -> Any:
     import os
 
     if not os.path.exists(name) and HUB_ID.fullmatch(name):
-        from autoparser.template.loading import load_pretrained
+        from autoparser import load_pretrained
 
         return load_pretrained(name)
     return load_path(name)
@@ -73,8 +73,8 @@ def cmd_studio(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    from autoparser import decode_text, load_path, load_text
     from autoparser.studio import run
-    from autoparser.template.loading import decode_text, load_path, load_text
 
     initial = None
     if args.template in ("-", "/dev/stdin"):

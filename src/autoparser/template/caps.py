@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from autoparser.errors import TemplateError, TemplateLimitError
-from autoparser.template.polyfill import named_call_id
+from autoparser.template.messages import named_call_id
 from autoparser.template.probe import (
     ALNUM9_IDS,
     ARG_FIRST,

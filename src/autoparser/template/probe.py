@@ -24,7 +24,7 @@ from typing import Any
 
 from autoparser.errors import TemplateError, TemplateLimitError
 from autoparser.message import REASONING_KEYS
-from autoparser.template.polyfill import named_call_id
+from autoparser.template.messages import named_call_id
 from autoparser.template.renderer import Renderer
 from autoparser.template.switches import ThinkingSwitch
 

@@ -23,7 +23,7 @@ from autoparser.template.conventions import (
     undefined_name,
 )
 from autoparser.template.environment import TemplateRaisedError, fixed_date_variables
-from autoparser.template.polyfill import plain_data, transformers_messages
+from autoparser.template.messages import plain_data, transformers_messages
 
 # A refusal of the immutable sandbox to change a container in place (``list.append`` ...).
 _MUTATION_REFUSED = re.compile(r"access to attribute '\w+' of '(?:list|dict|set|deque)' object")

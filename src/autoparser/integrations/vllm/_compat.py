@@ -13,7 +13,7 @@ import re
 from importlib import metadata
 from typing import Any
 
-from autoparser.errors import IntegrationError
+from autoparser import IntegrationError
 
 # The vLLM releases the plugin's tests ran against (tests/test_vllm_plugin.py).
 TESTED_MIN = (0, 33)

@@ -17,8 +17,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from autoparser import ChatParams, ChatTemplate, TemplateAnalysis
-from autoparser.errors import AutoparserError, IntegrationError
+from autoparser import (
+    AutoparserError,
+    ChatParams,
+    ChatTemplate,
+    IntegrationError,
+    TemplateAnalysis,
+)
 
 # A file holding the chat template, for servers started with --chat-template (vLLM does not
 # tell its parsers which template it renders with): a .jinja file, a tokenizer_config.json,

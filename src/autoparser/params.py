@@ -1,4 +1,9 @@
-"""``generate``: analysis + request -> ChatParams (prompt, parser, grammar, triggers)."""
+"""Analysis + request -> ChatParams (prompt, parser, grammar, triggers).
+
+Above ``generate`` (the builders), ``formats`` (the handlers, dispatched by name) and
+``stream`` (what ``ChatParams.parse`` and ``stream`` run): the one place that puts them
+together for a request.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,6 @@ from autoparser.analysis.model import ReasoningMode, TemplateAnalysis
 from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError, SchemaError
 from autoparser.formats import get_handler
-from autoparser.generate import assembly  # noqa: F401  (registers the STANDARD format)
 from autoparser.generate.context import BuildContext, normalize_markers
 from autoparser.generate.memo import BuildMemo, request_key
 from autoparser.generate.reasoning import should_extract_reasoning
@@ -21,6 +25,7 @@ from autoparser.generate.sections import call_opener
 from autoparser.message import ChatMessage
 from autoparser.peg import GrammarTrigger, Parser
 from autoparser.stream import CallIdPolicy, CallIds, StreamParser, parse_text
+from autoparser.stream.spans import LabelledSpan, labelled_spans
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -45,6 +50,9 @@ class ChatParams:
     analysis: TemplateAnalysis | None = dataclasses.field(default=None, repr=False)
     extract_reasoning: bool = True
     request: Request | None = dataclasses.field(default=None, repr=False)
+    # Where the caller's text (message contents, reasoning, tool results) is in ``prompt``,
+    # as sorted [start, end) spans; None unless ``apply(..., provenance=True)`` was asked.
+    caller_spans: tuple[tuple[int, int], ...] | None = dataclasses.field(default=None, repr=False)
 
     @property
     def parser(self) -> Parser:
@@ -76,6 +84,40 @@ class ChatParams:
         """
         return StreamParser(self.definition, self.call_ids, tool_call_deltas=tool_call_deltas)
 
+    def grammar_fields(self) -> dict[str, Any]:
+        """The grammar and what an engine needs with it (laziness, triggers, preserved tokens,
+        stops, reasoning forced open) as JSON-ready data: `autoparser grammar --json`."""
+        return {
+            "grammar": self.grammar,
+            "grammar_lazy": self.grammar_lazy,
+            "grammar_triggers": [t.to_dict() for t in self.grammar_triggers],
+            "preserved_tokens": self.preserved_tokens,
+            "additional_stops": self.additional_stops,
+            "thinking_forced_open": self.thinking_forced_open,
+        }
+
+    def trigger_start(self, text: str) -> int:
+        """Where a lazy grammar switches on in ``text`` as an engine applies each trigger
+        kind (word / token: where it appears; pattern: its search match; pattern_full: the
+        whole text must match), from the first capture group if any; -1: never. A grammar
+        checker feeds the engine's grammar the text from there."""
+        starts: list[int] = []
+        for trig in self.grammar_triggers:
+            if trig.kind in ("word", "token"):
+                at = text.find(trig.value)
+            else:
+                rx = re.compile(trig.value)
+                m = rx.search(text) if trig.kind == "pattern" else rx.fullmatch(text)
+                at = -1 if m is None else (m.start(1) if rx.groups else m.start())
+            if at >= 0:
+                starts.append(at)
+        return min(starts, default=-1)
+
+    def labelled_spans(self, text: str) -> tuple[LabelledSpan, ...]:
+        """What each span of ``text`` (a model output) is parsed as: reasoning, content, a
+        call's name or arguments, or markup; the studio colours an output with it."""
+        return labelled_spans(self.parser, text)
+
     def to_response_template(self) -> dict[str, Any]:
         """This request's output format as a transformers response template (version 1).
 
@@ -86,7 +128,7 @@ class ChatParams:
         """
         from autoparser.errors import ExportError
         from autoparser.generate.pythonic import is_pythonic
-        from autoparser.integrations.response_template import response_template
+        from autoparser.generate.response_template import response_template
 
         if self.analysis is None:
             raise ExportError("these params were built without an analysis to export")

@@ -1,0 +1,243 @@
+"""The one path from a validated request to the engine, shared by every route.
+
+``EngineLink`` finds out lazily what it serves (the engine's kind, the template from its
+``/props`` when none was given, the model name): startup never waits on the engine, and a
+request before the engine has answered gets a clear 503. ``prepare`` renders the prompt and
+builds the grammar off the event loop, bounded in time; ``Generation`` goes to the backend,
+whose calls are retried once on a fresh connection and bounded by the timeouts.
+``health`` says whether the engine answers and whether recent requests to it succeeded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import functools
+import logging
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import aiohttp
+
+from autoparser import ChatParams, ChatTemplate, RequestError, TemplateError
+from autoparser.serve.backends import (
+    Backend,
+    BackendError,
+    Generation,
+    Hooks,
+    Timeouts,
+    first_model,
+    make_backend,
+    probe,
+)
+from autoparser.serve.limits import InvalidRequest, Limits, Unavailable
+from autoparser.serve.options import SamplingOptions
+
+log = logging.getLogger("autoparser.serve")
+_FIELD_PREFIX = re.compile(r"^([A-Za-z_][\w.\[\]]*):")
+FAILING_AFTER = 3  # consecutive engine failures that make /health say "failing"
+
+
+class EngineUnavailable(Unavailable):
+    """The engine has not answered yet (kind or template unknown): HTTP 503."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Served:
+    """What the server serves once the engine is known."""
+
+    template: ChatTemplate
+    backend: Backend
+    model: str
+    verified: bool | None
+
+
+class EngineLink:
+    """The engine, found out lazily, and its health."""
+
+    def __init__(
+        self,
+        url: str,
+        kind: str,
+        template: str | ChatTemplate | None,
+        model: str | None,
+        limits: Limits,
+        session: aiohttp.ClientSession,
+        fresh: aiohttp.ClientSession,
+        hooks: Hooks,
+    ) -> None:
+        self.url = url
+        self.kind = kind
+        self.given_template = template
+        self.given_model = model
+        self.limits = limits
+        self.session = session
+        self.fresh = fresh
+        self.hooks = hooks
+        self.served: Served | None = None
+        self.last_problem: str | None = "the engine has not answered yet"
+        self.failures = 0
+        self._lock = asyncio.Lock()
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=4, thread_name_prefix="autoparser-prepare"
+        )
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    @property
+    def timeouts(self) -> Timeouts:
+        lim = self.limits
+        return Timeouts(lim.connect_timeout, lim.first_byte_timeout, lim.idle_timeout)
+
+    async def in_thread(self, fn: Callable[[], Any]) -> Any:
+        """Run CPU work in the server's bounded pool; awaiting it is cancelled with the
+        request (the thread's work, already bounded by the limits, is then discarded)."""
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+
+    async def load_template(self) -> ChatTemplate | None:
+        """The template given on the command line, loaded and analysed (at startup)."""
+        template = self.given_template
+        if template is None:
+            return None
+        if not isinstance(template, ChatTemplate):
+            path = template
+            template = await self.in_thread(lambda: ChatTemplate.from_file(path))
+            self.given_template = template
+        loaded: ChatTemplate = template
+        await self.in_thread(loaded.analyze)
+        return loaded
+
+    async def resolve(self) -> Served:
+        """What is served; EngineUnavailable until the engine has answered once."""
+        if self.served is not None:
+            return self.served
+        async with self._lock:
+            if self.served is None:
+                try:
+                    self.served = await self._resolve()
+                except BackendError as exc:
+                    self.last_problem = exc.public
+                    log.warning("engine not ready: %s", exc.detail)
+                    raise EngineUnavailable(
+                        f"the engine is not available yet: {exc.public}"
+                    ) from exc
+                self.last_problem = None
+                log.info(
+                    "serving template=%s backend=%s model=%s analysis_verified=%s",
+                    self.served.template.name.rsplit("/", 1)[-1],
+                    self.served.backend.kind,
+                    self.served.model,
+                    self.served.verified,
+                )
+        return self.served
+
+    async def _resolve(self) -> Served:
+        timeout = self.limits.connect_timeout
+        kind, info = self.kind, None
+        if kind == "auto" or self.given_template is None:
+            info = await probe(self.url, self.session, timeout)
+        if kind == "auto":
+            kind = info.kind if info is not None else "openai"
+        template = await self.load_template()
+        if template is None:
+            if info is None or not info.chat_template:
+                raise BackendError(
+                    "the engine reports no chat template (GET /props); start serve with --template",
+                    self.url,
+                    "invalid",
+                )
+            source = info
+            template = ChatTemplate(
+                source.chat_template,
+                bos_token=source.bos_token,
+                eos_token=source.eos_token,
+                name="props",
+            )
+            await self.in_thread(template.analyze)
+        model = self.given_model or (info.model if info is not None else "")
+        if not model and kind == "openai":
+            model = await first_model(self.url, self.session, timeout)
+        backend = make_backend(
+            kind, self.url, self.session, model, fresh=self.fresh, timeouts=self.timeouts,
+            hooks=self.hooks,
+        )  # fmt: skip
+        await self.in_thread(lambda: template.caps)  # probed once, off the event loop
+        check = template.analyze().verification
+        verified = None if check is None else check.verified
+        return Served(template, backend, model or "autoparser", verified)
+
+    def record(self, error: BackendError | None) -> None:
+        """A request's outcome with the engine (for /health)."""
+        if error is None:
+            self.failures = 0
+            self.last_problem = None
+        else:
+            self.failures += 1
+            self.last_problem = error.public
+
+    async def health(self) -> str | None:
+        """None when the engine answers and recent requests succeeded, else why not."""
+        if self.served is None:
+            try:
+                await self.resolve()
+            except EngineUnavailable as exc:
+                return str(exc)
+        assert self.served is not None
+        problem = await self.served.backend.check()
+        if problem is not None:
+            return problem
+        if self.failures >= FAILING_AFTER:
+            return f"the last {self.failures} engine requests failed: {self.last_problem}"
+        return None
+
+    async def prepare(
+        self,
+        served: Served,
+        messages: Sequence[Mapping[str, Any]],
+        options: Mapping[str, Any],
+    ) -> ChatParams:
+        """``template.apply`` off the event loop within ``prepare_timeout`` (a 400 naming
+        the field for a request the template refuses)."""
+        apply = functools.partial(served.template.apply, messages, **options)
+        try:
+            params = await asyncio.wait_for(self.in_thread(apply), self.limits.prepare_timeout)
+        except asyncio.TimeoutError as exc:
+            raise InvalidRequest(
+                f"the request takes longer than {self.limits.prepare_timeout:g} s to prepare "
+                "(too many or too large tools?)",
+                "tools",
+                413,
+            ) from exc
+        except RequestError as exc:
+            raise InvalidRequest(str(exc), param_of(str(exc))) from exc
+        except TemplateError as exc:
+            raise InvalidRequest(
+                f"the chat template cannot render this request: {exc}", "messages"
+            ) from exc
+        if not isinstance(params, ChatParams):  # pragma: no cover - apply's contract
+            raise TypeError(f"template.apply returned {type(params).__name__}")
+        return params
+
+
+def param_of(message: str) -> str | None:
+    """The request field a library error names (``tools[0].function.parameters: ...``)."""
+    found = _FIELD_PREFIX.match(message)
+    return found.group(1) if found else None
+
+
+def generation(params: ChatParams, sampling: SamplingOptions, plain_text: bool) -> Generation:
+    """The engine-neutral generation of one request."""
+    return Generation(
+        prompt=params.prompt,
+        max_tokens=sampling.max_tokens,
+        stop=tuple(dict.fromkeys((*params.additional_stops, *sampling.stop))),
+        sampling=sampling.engine_fields(),
+        grammar=params.grammar,
+        grammar_lazy=params.grammar_lazy,
+        grammar_triggers=tuple(params.grammar_triggers),
+        preserved_tokens=tuple(params.preserved_tokens),
+        caller_spans=(params.caller_spans or ()) if plain_text else (),
+    )

@@ -1,0 +1,175 @@
+"""The one place the server's limits and timeouts live, and the checks every endpoint runs
+on a request body before anything else reads it.
+
+Every route (chat completions today, responses and messages next) takes its body through
+``read_body`` and its options through ``options.SamplingOptions``, so the same bounds hold
+whatever the wire format: a client's mistake is a 400/413 naming the field, never a 5xx.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+# Defaults, documented in docs/serving.md ("Limits").
+MAX_BODY_BYTES = 8 * 1024 * 1024
+MAX_DEPTH = 64
+MAX_TOOLS = 512
+MAX_SCHEMA_BYTES = 256 * 1024
+MAX_MESSAGES = 2048
+MAX_SCHEMA_COUNT = 10_000  # largest minLength/maxItems/... a tool schema may ask for
+COUNT_KEYWORDS = frozenset(
+    {"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"}
+)
+MAX_CONCURRENT = 128
+CONNECT_TIMEOUT = 10.0
+FIRST_BYTE_TIMEOUT = 300.0
+IDLE_TIMEOUT = 60.0
+PREPARE_TIMEOUT = 30.0
+KEEPALIVE_INTERVAL = 15.0
+GRACE_PERIOD = 10.0
+
+
+class InvalidRequest(Exception):
+    """A request the server refuses (HTTP 400 unless ``status`` says 413), naming the field."""
+
+    def __init__(self, message: str, param: str | None = None, status: int = 400) -> None:
+        super().__init__(message)
+        self.param = param
+        self.status = status
+
+
+class Unavailable(Exception):
+    """The server cannot answer now (HTTP 503 with ``Retry-After``): the engine is not
+    known yet, or it is down."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Bounds on one request's size and work, the server's concurrency, and every timeout
+    (seconds). ``max_concurrent`` requests run at once; more are refused with 503 and
+    ``Retry-After`` rather than queued behind heavy ones."""
+
+    max_body_bytes: int = MAX_BODY_BYTES
+    max_depth: int = MAX_DEPTH
+    max_tools: int = MAX_TOOLS
+    max_schema_bytes: int = MAX_SCHEMA_BYTES
+    max_messages: int = MAX_MESSAGES
+    max_schema_count: int = MAX_SCHEMA_COUNT
+    max_concurrent: int = MAX_CONCURRENT
+    connect_timeout: float = CONNECT_TIMEOUT
+    first_byte_timeout: float = FIRST_BYTE_TIMEOUT
+    idle_timeout: float = IDLE_TIMEOUT
+    prepare_timeout: float = PREPARE_TIMEOUT
+    keepalive_interval: float = KEEPALIVE_INTERVAL
+    grace_period: float = GRACE_PERIOD
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{field.name} must be a positive number, got {value!r}")
+
+
+def _no_constant(name: str) -> Any:
+    raise InvalidRequest(f"the request body is not valid JSON: {name} is not a JSON number")
+
+
+def parse_json(raw: bytes) -> Any:
+    """The body as JSON; NaN and Infinity (which Python's json accepts) are refused, and so
+    is nesting deep enough to exhaust the parser."""
+    try:
+        return json.loads(raw, parse_constant=_no_constant)
+    except RecursionError as exc:
+        raise InvalidRequest("the request body is nested too deeply") from exc
+    except (ValueError, UnicodeDecodeError) as exc:
+        if isinstance(exc, InvalidRequest):
+            raise
+        raise InvalidRequest(f"the request body is not valid JSON: {exc}") from exc
+
+
+def check_depth(value: Any, limit: int) -> None:
+    """InvalidRequest when containers nest deeper than ``limit`` (checked without recursion:
+    the library's walks over schemas and messages are recursive)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, Mapping):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            raise InvalidRequest(f"the request body nests deeper than {limit} levels", None, 400)
+        stack.extend((child, depth + 1) for child in children)
+
+
+def check_tools(tools: Any, limits: Limits) -> None:
+    """The number of tools and the size of each tool's schema."""
+    if not isinstance(tools, list):
+        return
+    if len(tools) > limits.max_tools:
+        raise InvalidRequest(
+            f"tools: {len(tools)} tools, more than the server's limit of {limits.max_tools}",
+            "tools",
+        )
+    for i, tool in enumerate(tools):
+        size = len(json.dumps(tool, ensure_ascii=False))
+        if size > limits.max_schema_bytes:
+            raise InvalidRequest(
+                f"tools[{i}]: the tool definition is {size} bytes, more than the server's "
+                f"limit of {limits.max_schema_bytes}",
+                f"tools[{i}]",
+            )
+        _check_counts(tool, f"tools[{i}]", limits.max_schema_count)
+
+
+def _check_counts(schema: Any, where: str, limit: int) -> None:
+    """Length and count keywords a grammar would have to spell out one by one (an engine
+    refuses ``x{1000000000}``): bounded, or the tool is a 400."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                if (
+                    key in COUNT_KEYWORDS
+                    and isinstance(value, (int, float))
+                    and not isinstance(value, bool)
+                    and value > limit
+                ):
+                    raise InvalidRequest(
+                        f"{where}: {key} {value:g} is more than the server's limit of {limit}",
+                        where,
+                    )
+                stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+def read_body(raw: bytes, limits: Limits) -> Mapping[str, Any]:
+    """The JSON object of a request body, within the limits."""
+    if len(raw) > limits.max_body_bytes:
+        raise InvalidRequest(
+            f"the request body is {len(raw)} bytes, more than the server's limit of "
+            f"{limits.max_body_bytes}",
+            None,
+            413,
+        )
+    body = parse_json(raw)
+    if not isinstance(body, Mapping):
+        raise InvalidRequest("the request body must be a JSON object")
+    check_depth(body, limits.max_depth)
+    messages = body.get("messages")
+    if isinstance(messages, list) and len(messages) > limits.max_messages:
+        raise InvalidRequest(
+            f"messages: {len(messages)} messages, more than the server's limit of "
+            f"{limits.max_messages}",
+            "messages",
+        )
+    check_tools(body.get("tools"), limits)
+    return body

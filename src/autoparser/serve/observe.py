@@ -1,0 +1,349 @@
+"""What every route shares on the way in and out: request ids, API-key auth, CORS, the
+concurrency limit, OpenAI error bodies, one access-log line and the Prometheus metrics.
+
+Routes do not log or count themselves: they fill ``RequestInfo`` (``info(request)``) with
+what they learnt (tokens, tool calls, finish reason) and the middleware writes the line and
+the metrics once the response is done, whatever its status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hmac
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from autoparser.serve.limits import InvalidRequest, Unavailable
+
+log = logging.getLogger("autoparser.serve")
+access_log = logging.getLogger("autoparser.serve.access")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+if TYPE_CHECKING:
+    from aiohttp.typedefs import Middleware
+REQUEST_ID = "x-request-id"
+_ID_OK = re.compile(r"^[\w.:\-]{1,128}$")
+# Absolute paths and URLs never reach a client (they are in the log, under the request id).
+_URL = re.compile(r"\b[a-z][a-z0-9+.\-]*://[^\s'\"<>]+", re.IGNORECASE)
+_PATH = re.compile(r"(?<![\w.])(?:/[\w.\-~]+){2,}")
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+def public_text(message: str, limit: int = 1000) -> str:
+    """An error message fit for a client: no URLs, no absolute paths, bounded length."""
+    text = _URL.sub("<url>", message)
+    text = _PATH.sub(lambda m: m.group(0).rsplit("/", 1)[-1], text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def error_body(
+    message: str, kind: str, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
+    """The OpenAI error object."""
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def error_response(
+    status: int,
+    message: str,
+    kind: str,
+    param: str | None = None,
+    headers: dict[str, str] | None = None,
+    code: str | None = None,
+) -> web.Response:
+    return web.json_response(
+        error_body(public_text(message), kind, param, code), status=status, headers=headers
+    )
+
+
+@dataclasses.dataclass
+class RequestInfo:
+    """What one request learnt, for its access-log line and the metrics (mutable: a route
+    fills it as the response goes)."""
+
+    id: str
+    route: str
+    started: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tool_calls: int = 0
+    rejected_calls: int = 0
+    finish_reason: str = ""
+    stream: bool = False
+    truncated: bool = False
+    first_token: float | None = None
+    engine_error: str = ""
+    error: str = ""  # what went wrong, in full (the log only)
+
+
+INFO: web.RequestKey[RequestInfo] = web.RequestKey("autoparser_info", RequestInfo)
+
+
+def info(request: web.Request) -> RequestInfo:
+    return request[INFO]
+
+
+class Metrics:
+    """The server's Prometheus metrics, in a registry of its own (one per application)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "autoparser_requests", "Requests answered, by route and HTTP status.",
+            ["route", "status"], registry=r,
+        )  # fmt: skip
+        self.latency = Histogram(
+            "autoparser_request_duration_seconds", "Time from request to the response's end.",
+            ["route"], buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.ttft = Histogram(
+            "autoparser_time_to_first_token_seconds",
+            "Time from request to the engine's first generated piece.",
+            ["route"], buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.prompt_tokens = Counter(
+            "autoparser_prompt_tokens", "Prompt tokens, as the engine counted them.", registry=r
+        )
+        self.completion_tokens = Counter(
+            "autoparser_completion_tokens", "Generated tokens, as the engine counted them.",
+            registry=r,
+        )  # fmt: skip
+        self.tool_calls = Counter(
+            "autoparser_tool_calls",
+            "Tool calls in model output: parsed (returned) or rejected (malformed, cut off, "
+            "or beyond parallel_tool_calls=false).",
+            ["outcome"], registry=r,
+        )  # fmt: skip
+        self.truncated = Counter(
+            "autoparser_truncated_outputs", "Outputs the token limit cut off.", registry=r
+        )
+        self.engine_errors = Counter(
+            "autoparser_engine_errors",
+            "Engine failures: unreachable, timeout, http (an error status), invalid (an answer "
+            "not as its API promises).",
+            ["kind"], registry=r,
+        )  # fmt: skip
+        self.engine_retries = Counter(
+            "autoparser_engine_retries",
+            "Engine requests sent again on a fresh connection after the first failed before "
+            "any response byte.",
+            registry=r,
+        )
+        self.in_flight = Gauge(
+            "autoparser_requests_in_flight", "Requests being answered now.", registry=r
+        )
+        self.rejected = Counter(
+            "autoparser_requests_rejected",
+            "Requests refused before any work: saturated (concurrency limit), auth.",
+            ["reason"], registry=r,
+        )  # fmt: skip
+        self.cache = Counter(
+            "autoparser_cache_lookups",
+            "Cache lookups by cache and result (tokenize: the plain-text tokenization of "
+            "caller spans).",
+            ["cache", "result"], registry=r,
+        )  # fmt: skip
+
+
+METRICS: web.AppKey[Metrics] = web.AppKey("autoparser_metrics", Metrics)
+
+
+@dataclasses.dataclass(frozen=True)
+class Security:
+    """API keys (any of them is accepted) and the origins CORS answers (none by default)."""
+
+    api_keys: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    open_paths: tuple[str, ...] = ("/health", "/ready", "/metrics")
+
+    def key_ok(self, header: str | None) -> bool:
+        if not self.api_keys:
+            return True
+        scheme, _, token = (header or "").partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        given = token.strip().encode("utf-8")
+        ok = False
+        for key in self.api_keys:  # every key compared, in constant time each
+            ok |= hmac.compare_digest(given, key.encode("utf-8"))
+        return ok
+
+    def origin(self, request: web.Request) -> str | None:
+        origin = request.headers.get("Origin")
+        if origin is None or not self.allowed_origins:
+            return None
+        if "*" in self.allowed_origins:
+            return "*"
+        return origin if origin in self.allowed_origins else None
+
+
+SECURITY: web.AppKey[Security] = web.AppKey("autoparser_security", Security)
+
+
+@dataclasses.dataclass
+class Admission:
+    """The concurrency limit: at most ``limit`` requests at once; beyond it, 503 at once."""
+
+    limit: int
+    active: int = 0
+    draining: bool = False
+
+
+ADMISSION: web.AppKey[Admission] = web.AppKey("autoparser_admission", Admission)
+LIMITED_PATHS = ("/v1/",)
+
+
+def _request_id(request: web.Request) -> str:
+    given = request.headers.get(REQUEST_ID, "")
+    return given if _ID_OK.match(given) else uuid.uuid4().hex
+
+
+def _route(request: web.Request) -> str:
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "unmatched"
+
+
+async def on_prepare(request: web.Request, response: web.StreamResponse) -> None:
+    """Headers of every response, streamed or not, set before they are sent: the request
+    id, CORS when the origin is allowed, and a Server header that names no versions."""
+    response.headers["Server"] = "autoparser"
+    state = request.get(INFO)
+    if state is not None:
+        response.headers[REQUEST_ID] = state.id
+    origin = request.app[SECURITY].origin(request)
+    if origin is not None:
+        response.headers["Access-Control-Allow-Origin"] = origin
+        response.headers["Access-Control-Allow-Headers"] = "Authorization, Content-Type"
+        response.headers["Access-Control-Allow-Methods"] = "GET, POST, OPTIONS"
+
+
+def write_access_line(record: dict[str, Any], fmt: str) -> None:
+    if fmt == "json":
+        access_log.info(json.dumps(record, ensure_ascii=False))
+    else:
+        access_log.info(" ".join(f"{k}={v}" for k, v in record.items()))
+
+
+def make_middleware(log_format: str) -> Middleware:
+    """The one middleware: id, CORS, auth, admission, errors, access log, metrics."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        app = request.app
+        metrics, security, admission = app[METRICS], app[SECURITY], app[ADMISSION]
+        ident = _request_id(request)
+        route = _route(request)
+        state = RequestInfo(ident, route, time.perf_counter())
+        request[INFO] = state
+        origin = security.origin(request)
+        counted = request.path.startswith(LIMITED_PATHS)
+        admitted = False
+        response: web.StreamResponse
+        try:
+            if request.method == "OPTIONS" and origin is not None:
+                response = web.Response(status=204)
+            elif counted and not security.key_ok(request.headers.get("Authorization")):
+                metrics.rejected.labels("auth").inc()
+                response = error_response(
+                    401, "invalid or missing API key (Authorization: Bearer <key>)",
+                    "invalid_request_error", code="invalid_api_key",
+                )  # fmt: skip
+            elif counted and (admission.draining or admission.active >= admission.limit):
+                metrics.rejected.labels("saturated").inc()
+                why = "shutting down" if admission.draining else "at its concurrency limit"
+                response = error_response(
+                    503, f"the server is {why}; retry later", "server_overloaded",
+                    headers={"Retry-After": "1"},
+                )  # fmt: skip
+            else:
+                if counted:
+                    admission.active += 1
+                    admitted = True
+                    metrics.in_flight.inc()
+                try:
+                    response = await _answer(request, handler, state)
+                except asyncio.CancelledError:
+                    # The client left (aiohttp cancels the handler): logged as 499.
+                    _finish(metrics, state, 499, log_format, request)
+                    raise
+        finally:
+            if admitted:
+                admission.active -= 1
+                metrics.in_flight.dec()
+        _finish(metrics, state, response.status, log_format, request)
+        return response
+
+    return middleware
+
+
+async def _answer(request: web.Request, handler: Handler, state: RequestInfo) -> web.StreamResponse:
+    """The route's response; every failure becomes an OpenAI error body."""
+    try:
+        return await handler(request)
+    except InvalidRequest as exc:
+        return error_response(exc.status, str(exc), "invalid_request_error", exc.param)
+    except Unavailable as exc:
+        state.error = str(exc)
+        return error_response(503, str(exc), "server_unavailable", headers={"Retry-After": "2"})
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        kind = "not_found_error" if exc.status == 404 else "invalid_request_error"
+        return error_response(exc.status, f"{request.method} {request.path}: {exc.reason}", kind)
+    except (ConnectionResetError, asyncio.CancelledError):
+        state.error = "client disconnected"
+        raise
+    except Exception as exc:
+        state.error = f"{type(exc).__name__}: {exc}"
+        log.exception("request %s failed", state.id)
+        return error_response(500, f"internal error (request id {state.id})", "server_error")
+
+
+def _finish(
+    metrics: Metrics, state: RequestInfo, status: int, fmt: str, request: web.Request
+) -> None:
+    elapsed = time.perf_counter() - state.started
+    metrics.requests.labels(state.route, str(status)).inc()
+    metrics.latency.labels(state.route).observe(elapsed)
+    if state.first_token is not None:
+        metrics.ttft.labels(state.route).observe(state.first_token - state.started)
+    metrics.prompt_tokens.inc(state.prompt_tokens)
+    metrics.completion_tokens.inc(state.completion_tokens)
+    if state.tool_calls:
+        metrics.tool_calls.labels("parsed").inc(state.tool_calls)
+    if state.rejected_calls:
+        metrics.tool_calls.labels("rejected").inc(state.rejected_calls)
+    if state.truncated:
+        metrics.truncated.inc()
+    if state.engine_error:
+        metrics.engine_errors.labels(state.engine_error).inc()
+    if request.path in ("/health", "/ready", "/metrics") and status == 200:
+        return  # probes every few seconds would drown the log; failures are logged
+    record: dict[str, Any] = {
+        "request_id": state.id,
+        "method": request.method,
+        "path": request.path,
+        "status": status,
+        "latency_ms": round(elapsed * 1000, 1),
+        "stream": state.stream,
+        "prompt_tokens": state.prompt_tokens,
+        "completion_tokens": state.completion_tokens,
+        "tool_calls": state.tool_calls,
+        "finish_reason": state.finish_reason or None,
+    }
+    if state.first_token is not None:
+        record["ttft_ms"] = round((state.first_token - state.started) * 1000, 1)
+    if state.error:
+        record["error"] = state.error
+    write_access_line(record, fmt)
