@@ -282,12 +282,17 @@ def test_lfm2_pythonic_calls_workaround() -> None:
 def test_workarounds_applied_are_named_in_the_analysis() -> None:
     source = (
         "{{ bos_token }}{% for m in messages %}{{ m.content.split('</think>')[-1] }}{% endfor %}"
-        "{% if add_generation_prompt %}<|A|><think>\n{% endif %}"
+        "{% if add_generation_prompt %}<|A|>{% endif %}"
     )
     analysis = run_analysis(ChatTemplate(source))
     assert analysis.workarounds == ("stripped_think_history",)
-    assert analysis.reasoning.mode is ReasoningMode.FORCED_OPEN
+    assert analysis.reasoning.mode is ReasoningMode.TAG_BASED
     assert "<think>" in analysis.preserved_tokens
+    # A prompt ending in the conventional opener needs no workaround: the analysis itself
+    # assumes its closer (forced open).
+    forced = run_analysis(ChatTemplate(source.replace("<|A|>", "<|A|><think>\n")))
+    assert forced.workarounds == ()
+    assert forced.reasoning.mode is ReasoningMode.FORCED_OPEN
 
 
 def test_handlers_by_fingerprint() -> None:

@@ -287,7 +287,9 @@ def test_preserved_tokens_follow_the_analysis() -> None:
     params = build_params(without_return, prompt="<|start|>assistant", tools=TOOLS)
     assert RETURN not in params.preserved_tokens
     assert {"<|start|>", "<|end|>", "<|constrain|>", CALL} <= set(params.preserved_tokens)
-    assert params.additional_stops == ["<|end|>", CALL]
+    # <|end|> closes a channel, never the turn: it is no stop even where the analysis
+    # takes it for the end of turn (a template variant ending its history turns with it).
+    assert params.additional_stops == [RETURN, CALL]
 
 
 # --------------------------------------------------------------------------- corpus

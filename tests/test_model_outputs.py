@@ -781,13 +781,16 @@ def _reasoning_params(template: str, calls_in_reasoning: bool | None) -> ChatPar
 
 
 @pytest.mark.parametrize(("template", "text"), REASONING_CALLS)
-def test_calls_inside_reasoning_stay_reasoning_by_default(template: str, text: str) -> None:
-    """Default (as llama.cpp): a call written while thinking is reasoning text."""
+def test_a_call_inside_reasoning_ends_it_by_default(template: str, text: str) -> None:
+    """Default (as llama.cpp, vLLM and Ollama): a call written before the reasoning closes
+    ends the reasoning; the text after the call is content as written."""
     params = _reasoning_params(template, None)
-    message = params.parse(text)
-    assert message.tool_calls == [] and message.content == "Answer."
-    assert message.reasoning_content is not None and "get_weather" in message.reasoning_content
-    assert message.reasoning_content.startswith("Let me check.")
+    closer = text[text.index("Done thinking.") + 14 : text.index("\nAnswer.")]
+    assert _as_data(params.parse(text)) == {
+        "content": f"Done thinking.{closer}\nAnswer.",
+        "reasoning_content": "Let me check.",
+        "tool_calls": [weather()],
+    }
     assert params.parse(text) == _reasoning_params(template, False).parse(text)
     check_streaming(params, text, count=8, seed=1)
 
@@ -832,9 +835,11 @@ def test_calls_inside_think_on_qwen3_both_ways() -> None:
         '{"city": "Paris"}}\n</tool_call>\nok.</think>\n\nAnswer.'
     )
     default = template.apply(USER, tools=tools, enable_thinking=True, call_id_seed=1)
-    message = default.parse(text)
-    assert message.tool_calls == [] and message.content == "Answer."
-    assert "get_weather" in (message.reasoning_content or "")
+    assert _as_data(default.parse(text)) == {
+        "content": "ok.</think>\n\nAnswer.",
+        "reasoning_content": "Let me check.",
+        "tool_calls": [weather()],
+    }
     asked = template.apply(
         USER, tools=tools, enable_thinking=True, call_id_seed=1, calls_in_reasoning=True
     )

@@ -339,7 +339,8 @@ class ChatTemplate:
         anything is rendered; ``call_id_seed`` makes generated call ids reproducible;
         ``polyfills`` overrides the template's default as in :meth:`render`;
         ``calls_in_reasoning=True`` reads tool calls the model writes inside its reasoning
-        as calls (default: they stay reasoning text, as in llama.cpp; see
+        as calls and goes on with the reasoning after them (default: a whole call before
+        the reasoning closes ends the reasoning there; see
         docs/streaming.md); ``provenance=True`` fills ``caller_spans``, where the caller's
         text is in the prompt (see :mod:`autoparser.template.provenance`).
         """

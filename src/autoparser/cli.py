@@ -564,7 +564,8 @@ def build_argument_parser() -> argparse.ArgumentParser:
     parse.add_argument(
         "--calls-in-reasoning",
         action="store_true",
-        help="read tool calls written inside the reasoning as calls (default: reasoning text)",
+        help="read tool calls written inside the reasoning as calls and go on with the reasoning "
+        "(default: a call ends the reasoning)",
     )
     parse.add_argument(
         "--seed",

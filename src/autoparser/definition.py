@@ -29,6 +29,9 @@ class ParserDefinition:
     such a value whole once complete). ``call_openers``: the markers that open a call or
     a section of calls (default: ``trigger_markers``); output that ends with nothing but
     such markers after its last complete part stopped on an opener, which is dropped.
+    ``not_stops``: markers the analysis took for an end of turn that the format knows
+    close only a part of the turn (harmony's ``<|end|>`` closes a channel): never sent as
+    stop strings, or an engine would cut the answer that follows off.
     """
 
     parser: Parser
@@ -41,3 +44,4 @@ class ParserDefinition:
     additional_stops: tuple[str, ...] = ()
     value_converters: Mapping[str, ValueConverter] = dataclasses.field(default_factory=dict)
     call_openers: tuple[str, ...] = ()
+    not_stops: tuple[str, ...] = ()

@@ -357,7 +357,10 @@ def params_for_request(
         grammar_lazy=built.lazy,
         grammar_triggers=list(built.triggers),
         preserved_tokens=_merged(analysis.preserved_tokens, definition.preserved_tokens),
-        additional_stops=_merged(analysis.end_of_turn, definition.additional_stops),
+        additional_stops=_merged(
+            tuple(m for m in analysis.end_of_turn if m not in definition.not_stops),
+            definition.additional_stops,
+        ),
         thinking_forced_open=forced,
         definition=definition,
         call_ids=call_ids,

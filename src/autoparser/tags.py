@@ -14,6 +14,9 @@ TOOL = "tool"  # one tool call; its children below
 # The marker closing a section of calls: content when the call before it was not a call
 # (its text is content, and so is what closes it), dropped otherwise.
 TOOL_SECTION_END = "tool-section-end"
+# Markup the output ended inside (a message header cut off): neither content nor a call;
+# its presence makes the message truncated.
+CUT = "cut"
 
 # Children of a TOOL node.
 TOOL_NAME = "tool-name"  # the function name (tag it inside atomic() so it appears complete)
@@ -42,6 +45,7 @@ ALL = (
     CONTENT,
     TOOL,
     TOOL_SECTION_END,
+    CUT,
     TOOL_NAME,
     TOOL_ID,
     TOOL_ARGS,

@@ -8,6 +8,7 @@ answers in text with one that calls a tool (reasoning rendered only with tool ca
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from autoparser.analysis.diff import (
     attribute_start,
@@ -17,6 +18,7 @@ from autoparser.analysis.diff import (
     segmentize,
 )
 from autoparser.analysis.model import ReasoningAnalysis, ReasoningMode
+from autoparser.message import REASONING_KEYS
 from autoparser.template.probe import ASSISTANT_MSG, CALL_1, THINKING, Probe
 from autoparser.template.switches import VARIABLE
 
@@ -118,6 +120,25 @@ def _with_reopened_turn(end: str, after_end: str, header: str) -> tuple[str, str
     return end + after_end[:cut], after_end[cut:]
 
 
+# Reasoning openers by convention, and the closer each implies (``<think>`` -> ``</think>``).
+_CONVENTIONAL = re.compile(r"<(think|thinking|thought|reasoning)>|\[(THINK|THINKING)\]")
+
+
+def _conventional_block(prompt: str) -> tuple[str, str]:
+    """A reasoning block the generation prompt opens and nothing in the template closes
+    (history turns never render reasoning): the prompt ends in a conventional reasoning
+    opener, whose closer is then assumed (as llama.cpp does for ``<think>``)."""
+    segs = segmentize(prompt.rstrip())
+    if not segs or not segs[-1].is_marker:
+        return "", ""
+    m = _CONVENTIONAL.fullmatch(segs[-1].value.strip())
+    if m is None:
+        return "", ""
+    if m.group(1):
+        return m.group(0), f"</{m.group(1)}>"
+    return m.group(0), f"[/{m.group(2)}]"
+
+
 def _toggle_markers(enabled: str, disabled: str, common: str) -> tuple[str, str]:
     """Reasoning markers implied by what thinking on/off append to the generation prompt."""
     on, off = markers_in(enabled), markers_in(disabled)
@@ -167,10 +188,14 @@ def analyze_reasoning(
     if block is None and not renders_last and supports_tools:
         plain = probe.turn(ASSISTANT_MSG, THINKING, tools=True)
         calls_only = probe.turn("", None, (CALL_1,), tools=True)
-        calls_r = probe.turn("", THINKING, (CALL_1,), tools=True)
+        # Under whichever message key the template reads (``reasoning`` only, some do).
+        for key in REASONING_KEYS:
+            calls_r = probe.turn("", THINKING, (CALL_1,), tools=True, reasoning_key=key)
+            if calls_r and THINKING in calls_r:
+                break
         if plain is not None and THINKING not in plain and calls_r and THINKING in calls_r:
             renders_last = tools_only = True
-            field = "reasoning_content"
+            field = key
             if calls_only is not None:
                 block = _block_markers(calls_only, calls_r)
     if block is not None:
@@ -189,6 +214,8 @@ def analyze_reasoning(
         end = t_end  # the close only shows when thinking is switched off
     elif not start and t_start and t_start != end and (not t_end or t_end == end):
         start = t_start  # a delimiter whose opener only the generation prompt shows
+    if not start and not end:
+        start, end = _conventional_block(prompts.enabled or prompts.default)
     if start and not end:
         start = ""  # an opener with no known close cannot be parsed
 

@@ -161,11 +161,15 @@ def _fenced_section(probe: Probe, calls: tuple[CallSpec, ...]) -> tuple[str, str
             right=d.prefix[-key:] + d.right,
         )
     section, left = d.right, d.left.replace(ASSISTANT_MSG, "", 1).strip()
+    # What the text turn writes before its content only (a role header the call turn
+    # leaves out) closes nothing: the call turn's last marker is then the section's.
+    before, found, after = d.left.partition(ASSISTANT_MSG)
+    header_only = bool(found) and bool(before.strip()) and not after.strip()
     eot = ""
     if left and section.lstrip().startswith(left):
         # The content's closer, rendered after the empty content of the call turn too.
         section = section.lstrip()[len(left) :]
-    elif left and MARKER_RE.fullmatch(left):
+    elif left and MARKER_RE.fullmatch(left) and not header_only:
         # The text turn's closing marker is replaced by another one (e.g. <|eom_id|>),
         # or sits in the section only because whitespace kept the suffixes apart.
         segs = segmentize(section.rstrip())

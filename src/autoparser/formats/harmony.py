@@ -8,7 +8,13 @@ one opened by ``<|start|>assistant`` again:
 - ``<|channel|>final<|message|>...<|return|>``: the answer (content);
 - `` to=functions.NAME<|channel|>commentary json<|message|>{...}<|call|>``: a tool call; the
   recipient may also follow the channel (``<|channel|>commentary to=functions.NAME json``),
-  and the content type may be written ``<|constrain|>json``.
+  and the content type may be written ``<|constrain|>json``;
+- `` to=browser.search`` (any recipient but ``functions.*``): a call of the model's built-in
+  tool of that name, when its message is a JSON object.
+
+``<|end|>`` closes a message, never the turn (no stop string). A marker inside a message
+ends it only where the next message starts (or the output ends): quoted in reasoning
+(``the <|end|> token``) it is text.
 
 The name of the called function sits inside the message header rather than between markers
 of its own, which the tag families of the differential analysis cannot express. Messages
@@ -34,6 +40,7 @@ from autoparser.peg import (
     end,
     json_schema,
     literal,
+    negate,
     optional,
     peek,
     seq,
@@ -85,32 +92,83 @@ def _lenient_call(tool: ToolSpec) -> Parser:
     return tag(tags.TOOL, opened + tag(tags.TOOL_ARGS, json_args(tool)))
 
 
+# A built-in tool of the model (``to=python``, ``to=browser.search``): any recipient but
+# ``functions.*``; its call is named by the recipient.
+_BUILTIN_CHARS = "a-zA-Z0-9_.\\-"
+
+
+def _lenient_builtin_call() -> Parser:
+    """A call to a built-in recipient whose message is a JSON object (``browser.search``
+    with ``{"query": ...}``): a call with that name. Other bodies (python's code) are no
+    JSON object, so the message stays text."""
+    name = tag(tags.TOOL_NAME, negate(literal("functions.")) + chars(_BUILTIN_CHARS, 1, 64))
+    recipient = literal(" to=") + name
+    channel = literal(CHANNEL) + choice(literal("commentary"), literal("analysis"))
+    header = choice(recipient + optional(channel), channel + recipient) + _constraint()
+    opened = atomic(header + literal(MESSAGE) + space() + peek(literal("{")))
+    args = json_schema({"type": "object"}, "builtin-args")
+    return tag(tags.TOOL, opened + tag(tags.TOOL_ARGS, args))
+
+
 def _channel_header(channel: str) -> Parser:
     return literal(CHANNEL + channel) + _constraint() + literal(MESSAGE)
 
 
+# What a marker that really ends a message is followed by: the end of the output, or the
+# next message's header. A marker followed by anything else is quoted text of the body.
+_NEXT = choice(end(), literal(START), literal(CHANNEL))
+_HEADER_WORDS = ("analysis", "commentary", "final", "assistant")
+
+
+def _body_end() -> Parser:
+    """Where a message's body ends: an end marker followed by the next message (or the end
+    of output), or the next message's header itself (the end marker left out)."""
+    ends = [literal(m) + space() + _NEXT for m in (END, RETURN, CALL)]
+    heads = [literal(START + "assistant"), literal(START) + end()]
+    heads += [literal(CHANNEL + w) for w in _HEADER_WORDS]
+    return choice(*ends, *heads)
+
+
+def _body(tag_name: str) -> Parser:
+    """A message's text: a marker quoted inside it (``the <|end|> token``) is text."""
+    chunk = negate(_body_end()) + any_char() + until_one_of(*_BODY_STOPS)
+    return zero_or_more(tag(tag_name, chunk))
+
+
 def _analysis(extract: bool) -> Parser:
     header = _channel_header("analysis")
-    body = until_one_of(*_BODY_STOPS)
     if extract:
         close = tag(tags.REASONING_CLOSE, literal(END))
-        return header + tag(tags.REASONING, body) + optional(close)
+        return header + _body(tags.REASONING) + optional(close)
     # Reasoning kept as content: the message as written, markers included (atomic, so a
     # marker is never shown before it is complete).
     return (
         atomic(tag(tags.CONTENT, header))
-        + tag(tags.CONTENT, body)
+        + _body(tags.CONTENT)
         + optional(atomic(tag(tags.CONTENT, literal(END))))
     )
 
 
 def _text_message(channel: str) -> Parser:
-    return _channel_header(channel) + tag(tags.CONTENT, until_one_of(*_BODY_STOPS))
+    return _channel_header(channel) + _body(tags.CONTENT)
+
+
+def _cut_header() -> Parser:
+    """A message header the output ends inside (``<|channel|>fin``, ``to=functions.get_w``):
+    markup, neither content nor a call; the message is truncated."""
+    word = chars("a-zA-Z0-9_.= \\-", 1, 64)
+    header = zero_or_more(choice(word, literal(CONSTRAIN), literal(CHANNEL)))
+    opener = choice(literal(ASSISTANT), literal(START), literal(CHANNEL), literal(" to="))
+    return tag(tags.CUT, opener + header + end())
 
 
 def lenient_parser(tools: Sequence[ToolSpec], extract_reasoning: bool) -> Parser:
-    """``(message | marker | stray text)*``: never fails, keeps every character."""
-    items: list[Parser] = [_lenient_call(t) for t in longest_name_first(tools)]
+    """``(message | marker | stray text)*``: never fails, keeps every character (but for a
+    header the output ends inside)."""
+    items: list[Parser] = [_cut_header()]
+    items += [_lenient_call(t) for t in longest_name_first(tools)]
+    if tools:
+        items.append(_lenient_builtin_call())
     items += [_analysis(extract_reasoning), _text_message("final"), _text_message("commentary")]
     items += [literal(m) for m in _DROPPED]
     items.append(tag(tags.CONTENT, any_char() + until_one_of(*_BODY_STOPS)))
@@ -216,6 +274,9 @@ def build(ctx: BuildContext) -> ParserDefinition:
         if tools
         else (),
         preserved_tokens=preserved_tokens(ctx),
-        # A call message ends the turn: the tool's result comes next.
-        additional_stops=(CALL,),
+        # A call message ends the turn (the tool's result comes next), the final answer
+        # with <|return|>; <|end|> closes a channel only (a template variant ends its
+        # history turns with it, so the analysis may take it for the end of turn).
+        additional_stops=(RETURN, CALL),
+        not_stops=(END,),
     )

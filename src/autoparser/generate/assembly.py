@@ -100,7 +100,11 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
     inner = inner_opener(ctx) if can_call else ""
     openers = [*triggers, inner] if inner else list(triggers)
     lenient_reasoning = reasoning_parser(
-        ctx, strict=False, calls=section if req.calls_in_reasoning else None, openers=openers
+        ctx,
+        strict=False,
+        calls=section if req.calls_in_reasoning else None,
+        openers=openers,
+        ends_at=None if req.calls_in_reasoning else section,
     )
     body = lenient_body(ctx, section, openers)
     first: Parser | None = None

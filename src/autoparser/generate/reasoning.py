@@ -16,6 +16,7 @@ from autoparser.peg import (
     literal,
     negate,
     optional,
+    peek,
     space,
     tag,
     until,
@@ -25,7 +26,11 @@ from autoparser.peg import (
 
 
 def reasoning_parser(
-    ctx: BuildContext, strict: bool, calls: Parser | None = None, openers: Sequence[str] = ()
+    ctx: BuildContext,
+    strict: bool,
+    calls: Parser | None = None,
+    openers: Sequence[str] = (),
+    ends_at: Parser | None = None,
 ) -> Parser | None:
     """The reasoning block for the analysis' mode, or None when reasoning is not extracted.
 
@@ -39,6 +44,13 @@ def reasoning_parser(
     asked for calls written inside reasoning (``calls_in_reasoning``); the lenient body then
     reads them as calls between pieces of reasoning (a call that does not parse stays
     reasoning text).
+
+    ``ends_at`` (the lenient tool section, by default): a whole call the model writes
+    before it closes the block ends the reasoning there (``Let me think<tool_call>...``):
+    the reasoning is the text before the call's opener, and the call is read after it, as
+    llama.cpp, vLLM and Ollama do. An opener that does not start a valid call stays
+    reasoning text; while streaming, the text from an opener is held back until decided. A
+    closer written right after the calls is dropped; text after them is content.
     """
     r = ctx.analysis.reasoning
     if not ctx.extract_reasoning or not r.end:
@@ -52,6 +64,16 @@ def reasoning_parser(
         body = with_calls = zero_or_more(choice(calls, tag(tags.REASONING, text)))
     close = tag(tags.REASONING_CLOSE, literal(r.end))
     block = body + (close if strict else optional(close))
+    opened_block = ctx.thinking_forced_open or bool(r.start)
+    if ends_at is not None and with_calls is None and not strict and openers and opened_block:
+        # A whole call ends the block; the empty close node says it was not cut off. A
+        # closer right after the calls is the block's late end (not content).
+        delims = list(dict.fromkeys([*stops, *openers]))
+        not_text = negate(choice(*[literal(m) for m in stops], ends_at))
+        chunk = tag(tags.REASONING, not_text + any_char() + until_one_of(*delims))
+        late = optional(space() + literal(r.end))
+        ended = tag(tags.REASONING_CLOSE, peek(ends_at)) + ends_at + late
+        block = zero_or_more(chunk) + optional(choice(close, ended))
     if ctx.thinking_forced_open:
         # Some models repeat the start marker the prompt already wrote.
         return (optional(space() + literal(r.start)) + block) if r.start else block

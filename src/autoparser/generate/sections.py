@@ -18,9 +18,10 @@ from autoparser.generate.context import (
     seq_of,
 )
 from autoparser.generate.json_calls import json_native_call, tag_json_call
+from autoparser.generate.pythonic import is_pythonic
 from autoparser.generate.request import ToolSpec
 from autoparser.generate.tagged_calls import is_markup, tag_tagged_call
-from autoparser.peg import Parser, literal, optional, space, tag, zero_or_more
+from autoparser.peg import Parser, choice, literal, optional, space, tag, zero_or_more
 from autoparser.peg.gbnf_emit import GrammarTrigger
 
 
@@ -83,6 +84,13 @@ def call_trigger_markers(ctx: BuildContext) -> tuple[str, ...]:
         first = ctx.analysis.tools.function.name_prefix
     if not first and f.mode == ToolFormat.JSON_NATIVE:
         first = "[" if f.tools_array_wrapped else "{"
+    if not first and is_pythonic(ctx.analysis):
+        # Python calls with no opener at all (``get_weather(city="Paris")``): a call starts
+        # with a tool's name and the parenthesis, as llama.cpp's pythonic parser reads it.
+        # Models also write them as a Python list (``[get_weather(city="Paris")]``).
+        paren = ctx.analysis.tools.arguments.start.strip()
+        names = [t.name + paren for t in longest_name_first(ctx.request.tools)]
+        return (*names, *("[" + n for n in names))
     token = f.call_prefix_token
     markers = (first,) if first else ()
     return (*markers, token) if token and token not in markers else markers
@@ -183,6 +191,10 @@ def tool_section(
         calls = seq_of(
             open_b, space(), calls, space(), closing(close_b, strict) if close_b else None
         )
+    if not strict and not section_start and is_pythonic(ctx.analysis):
+        # No opener: the calls may also come as a Python list (see call_trigger_markers).
+        listed = literal("[") + space() + calls + space() + literal("]")
+        calls = choice(listed, calls)
     token = f.call_prefix_token
     section = seq_of(
         optional(literal(token) + space()) if token else None,

@@ -513,9 +513,12 @@ class Mapper:
 
     # ----------------------------------------------------------------- end of input
     def close(self, tree: Node) -> None:
-        """The end of generation: a reasoning block left open makes the message truncated."""
+        """The end of generation: a reasoning block left open, or markup cut off, makes the
+        message truncated."""
         found = {c.tag for c in tree.children}
         if tags.REASONING in found and tags.REASONING_CLOSE not in found:
+            self.truncated = True
+        if tags.CUT in found:
             self.truncated = True
 
     # ----------------------------------------------------------------- output

@@ -37,6 +37,7 @@ from autoparser.template.probe import (
     VALUE_SECOND,
     Probe,
     bare_functions,
+    markup_escaped,
     probe_for,
     tool_call,
 )
@@ -311,6 +312,8 @@ def _probe(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
         python_repr = f"'{ARG_FIRST}': '{VALUE_FIRST}'"
         double_encoded = f'\\"{ARG_FIRST}\\": \\"{VALUE_FIRST}\\"'
         object_ok = _has(as_obj, ARG_FIRST, VALUE_FIRST) and python_repr not in (as_obj or "")
+        # Objects whose Markup escaped the template's own quotes (`&#34;`) render badly.
+        object_ok = object_ok and not markup_escaped(as_obj, as_str)
         string_ok = _has(as_str, ARG_FIRST, VALUE_FIRST) and double_encoded not in (as_str or "")
         requires_object = object_ok and (not string_ok or as_obj != as_str)
         # Objects print as Python reprs or break the render, while JSON strings work.

@@ -70,6 +70,24 @@ NEEDLES = (
 )
 
 
+# What jinja2's Markup escaping makes of quotes: a render holding these where the same
+# conversation with string arguments does not escaped the template's own text.
+_ENTITIES = ("&#34;", "&#39;", "&quot;", "&#x27;")
+
+
+def has_entities(text: str) -> bool:
+    return any(e in text for e in _ENTITIES)
+
+
+def markup_escaped(render: str | None, other: str | None) -> bool:
+    """Whether ``render`` holds escaped quotes that ``other`` (the same conversation with
+    string arguments) does not: the object arguments made a Markup that escaped the
+    template's own quotes (``'{"name": "' + name`` where ``arguments|tojson|safe``)."""
+    if render is None or other is None:
+        return False
+    return any(e in render and e not in other for e in _ENTITIES)
+
+
 def needle_in(text: str) -> bool:
     """Whether text holds a probe placeholder (then it is no marker of the template)."""
     return any(needle in text for needle in NEEDLES)
@@ -312,13 +330,16 @@ class Probe:
         return self.turn(blocks)
 
     def calls(self, calls: tuple[CallSpec, ...], content: str | None = "") -> str | None:
-        """Render a tool-call turn, switching to string arguments if objects are refused."""
+        """Render a tool-call turn, switching to string arguments if objects are refused,
+        or render with their quotes HTML-escaped where strings do not (``str + Markup``)."""
         out = self.turn(content, None, calls, tools=True)
-        if out is None and not self.args_as_string:
-            self.args_as_string = True
-            out = self.turn(content, None, calls, tools=True)
-            if out is None:
-                self.args_as_string = False
+        if self.args_as_string or (out is not None and not has_entities(out)):
+            return out
+        self.args_as_string = True
+        as_string = self.turn(content, None, calls, tools=True)
+        if as_string is not None and (out is None or markup_escaped(out, as_string)):
+            return as_string
+        self.args_as_string = False
         return out
 
     # ------------------------------------------------------------------ questions
