@@ -12,6 +12,7 @@ to place in a sequence (unwrap() is for rule bodies).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -158,8 +159,12 @@ _PIECE = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|[()| ]|[^"\[()| ]+'
 _SIMPLE_ATOM = re.compile(r'[a-zA-Z0-9-]+|"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]', re.DOTALL)
 
 
+@functools.lru_cache(maxsize=8192)
 def _outline(expr: str) -> tuple[int, str]:
-    """(end of the first top-level group or -1, the separators outside groups: " " and "|")."""
+    """(end of the first top-level group or -1, the separators outside groups: " " and "|").
+
+    Memoised: a grammar for many tools asks about the same small expressions thousands of
+    times."""
     depth = 0
     first_end = -1
     separators = ""
