@@ -205,7 +205,8 @@ def sequence(parts: Iterable[str | None]) -> str:
     kept = [p for p in parts if p is not None and p != '""']
     if not kept:
         return '""'
-    return " ".join(f"( {p} )" if "|" in _outline(p)[1] else p for p in kept)
+    # No "|" anywhere means none at the top level: most parts never need their outline.
+    return " ".join(f"( {p} )" if "|" in p and "|" in _outline(p)[1] else p for p in kept)
 
 
 def alternatives(options: Sequence[str]) -> str:
@@ -230,7 +231,9 @@ def _quantified_group(atom: str) -> str | None:
     if not (atom.startswith("( ") and atom.endswith(" )")):
         return None
     inner = atom[2:-2]
-    if not inner.endswith(("+", "*", "?", "}")) or _outline(inner)[1]:  # not one atom
+    if not inner.endswith(("+", "*", "?", "}")):
+        return None
+    if (" " in inner or "|" in inner) and _outline(inner)[1]:  # not one atom
         return None
     return inner
 
