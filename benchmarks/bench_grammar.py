@@ -55,8 +55,9 @@ def _cold(template: ChatTemplate, n: int, prefix: str, choice: str) -> tuple[flo
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--max-tools", type=int, default=5000, help="largest tool count run")
     args = ap.parse_args()
-    sizes = (10, 100) if args.smoke else (10, 100, 1000, 5000)
+    sizes = [n for n in ((10, 100) if args.smoke else (10, 100, 1000, 5000)) if n <= args.max_tools]
     print("## grammar building vs number of tools (CPU time, same run)")
     print(
         "| template | tools | render alone | cold auto | collect after | cold required "
@@ -70,11 +71,13 @@ def main() -> None:
         for n in sizes:
             tools = many_tools(n, f"w{n}")
             repeats = 3 if n <= 1000 else 1
-            render = best_of(lambda: template.render(MESSAGES, tools=tools), repeats, CLOCK)
+            render = best_of(
+                lambda t=template, ts=tools: t.render(MESSAGES, tools=ts), repeats, CLOCK
+            )
             auto, after = _cold(template, n, f"a{n}", "auto")
             required, _ = _cold(template, n, f"r{n}", "required")
             template.apply(MESSAGES, tools=tools)
-            warm = best_of(lambda: template.apply(MESSAGES, tools=tools), repeats, CLOCK)
+            warm = best_of(lambda t=template, ts=tools: t.apply(MESSAGES, tools=ts), repeats, CLOCK)
             print(
                 f"| {label} | {n:,} | {render * 1e3:,.1f} ms | {auto * 1e3:,.1f} ms "
                 f"| {after * 1e3:,.1f} ms "

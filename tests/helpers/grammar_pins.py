@@ -16,11 +16,10 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent.parent / "src")]
 
-from helpers.many_tools import many_tools  # noqa: E402
-from helpers.paths import corpus_dir, own_path, own_templates  # noqa: E402
-
 from autoparser import ChatTemplate  # noqa: E402
 from autoparser.errors import AutoparserError  # noqa: E402
+from helpers.many_tools import many_tools  # noqa: E402
+from helpers.paths import corpus_dir, own_path, own_templates  # noqa: E402
 
 PINS = HERE.parent / "data" / "grammar_pins.json"
 FEW = 24  # tools for every own template and the corpus sample
