@@ -28,3 +28,36 @@ def test_grammar_unchanged(key: str, path: Path, n: int) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AnalysisWarning)
         assert digest(path, n) == PINNED[key]
+
+
+def test_builds_leave_the_collector_as_they_found_it() -> None:
+    """Builds pause the cyclic collector; it is on again after one, and a caller that had
+    turned it off finds it off, also when builds run in several threads at once."""
+    import gc
+    import threading
+
+    from helpers.many_tools import many_tools
+    from helpers.paths import own_path
+
+    from autoparser import ChatTemplate
+
+    template = ChatTemplate.from_file(own_path("chatml_hermes"))
+    messages = [{"role": "user", "content": "hi"}]
+    assert gc.isenabled()
+    template.apply(messages, tools=many_tools(5, "on"))
+    assert gc.isenabled()
+    threads = [
+        threading.Thread(target=template.apply, args=(messages, many_tools(20, f"t{i}")))
+        for i in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        template.apply(messages, tools=many_tools(5, "off"))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
