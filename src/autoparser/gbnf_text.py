@@ -12,6 +12,7 @@ to place in a sequence (unwrap() is for rule bodies).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -158,8 +159,12 @@ _PIECE = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|[()| ]|[^"\[()| ]+'
 _SIMPLE_ATOM = re.compile(r'[a-zA-Z0-9-]+|"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]', re.DOTALL)
 
 
+@functools.lru_cache(maxsize=8192)
 def _outline(expr: str) -> tuple[int, str]:
-    """(end of the first top-level group or -1, the separators outside groups: " " and "|")."""
+    """(end of the first top-level group or -1, the separators outside groups: " " and "|").
+
+    Memoised: a grammar for many tools asks about the same small expressions thousands of
+    times."""
     depth = 0
     first_end = -1
     separators = ""
@@ -200,7 +205,8 @@ def sequence(parts: Iterable[str | None]) -> str:
     kept = [p for p in parts if p is not None and p != '""']
     if not kept:
         return '""'
-    return " ".join(f"( {p} )" if "|" in _outline(p)[1] else p for p in kept)
+    # No "|" anywhere means none at the top level: most parts never need their outline.
+    return " ".join(f"( {p} )" if "|" in p and "|" in _outline(p)[1] else p for p in kept)
 
 
 def alternatives(options: Sequence[str]) -> str:
@@ -225,7 +231,9 @@ def _quantified_group(atom: str) -> str | None:
     if not (atom.startswith("( ") and atom.endswith(" )")):
         return None
     inner = atom[2:-2]
-    if not inner.endswith(("+", "*", "?", "}")) or _outline(inner)[1]:  # not one atom
+    if not inner.endswith(("+", "*", "?", "}")):
+        return None
+    if (" " in inner or "|" in inner) and _outline(inner)[1]:  # not one atom
         return None
     return inner
 

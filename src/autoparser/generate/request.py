@@ -85,7 +85,7 @@ def _check_schema(schema: Any, where: str) -> Mapping[str, Any]:
     except JsonSchemaError as exc:
         raise RequestError(f"{where}: invalid JSON schema: {exc.message}") from exc
     if key is not None:
-        if len(_VALID_SCHEMAS) >= 1024:
+        if len(_VALID_SCHEMAS) >= 8192:  # room for the schemas of thousands of tools
             _VALID_SCHEMAS.clear()
         _VALID_SCHEMAS.add(key)
     return schema

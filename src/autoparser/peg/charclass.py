@@ -33,8 +33,14 @@ class CharSet:
         return _class_regex(self.ranges, self.negated)
 
     def gbnf(self) -> str:
-        """The set as a GBNF expression (a class, or a union when the set is everything)."""
-        return gbnf_char_class(self.ranges, negated=self.negated)
+        """The set as a GBNF expression (a class, or a union when the set is everything);
+        memoised like ``regex``."""
+        return _class_gbnf(self.ranges, self.negated)
+
+
+@functools.lru_cache(maxsize=4096)
+def _class_gbnf(ranges: tuple[tuple[int, int], ...], negated: bool) -> str:
+    return gbnf_char_class(ranges, negated=negated)
 
 
 @functools.lru_cache(maxsize=4096)

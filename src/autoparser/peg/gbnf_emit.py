@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -268,6 +268,7 @@ class _Emitter:
 
     def seq(self, items: tuple[Parser, ...], tail: bool, where: _Where = _NOWHERE) -> str:
         parts: list[str] = []
+        before, after = self.finder.seq_wheres(items, where)
         i = 0
         last = len(items) - 1
         while i <= last:
@@ -284,8 +285,7 @@ class _Emitter:
                 parts.append(diff)
                 i += 2
                 continue
-            item_where = self.finder.seq_where(items, i, where)
-            parts.append(self.expr(item, tail and i == last, item_where))
+            parts.append(self.expr(item, tail and i == last, (before[i], after[i])))
             i += 1
         return sequence(parts)
 
@@ -542,9 +542,12 @@ class _SplitFinder:
     # so each keeps its running values per sequence or choice (linear, not quadratic, in a
     # choice of a thousand tools).
     def seq_where(self, items: tuple[Parser, ...], index: int, where: _Where) -> _Where:
-        before = self._seq_before(items, where[0])
-        after = self._seq_after(items, where[1])
+        before, after = self.seq_wheres(items, where)
         return before[index], after[index]
+
+    def seq_wheres(self, items: tuple[Parser, ...], where: _Where) -> tuple[list[bool], list[bool]]:
+        """``seq_where`` of every item at once: (before, after) lists indexed by item."""
+        return self._seq_before(items, where[0]), self._seq_after(items, where[1])
 
     def _seq_before(self, items: tuple[Parser, ...], start: bool) -> list[bool]:
         """Whether a free-text token may still run where each item (and the end) starts."""
@@ -602,9 +605,16 @@ class _SplitFinder:
         return self._refs.get((id(node.rules), node.name), _NOWHERE)
 
     # What a node can do, wherever it is.
+    # The three memos below are written out (no closure per call): the finder asks them
+    # hundreds of thousands of times for a thousand tools.
     def nullable(self, node: Parser) -> bool:
         """Whether the node can match the empty string."""
-        return self._memo(self._nullable, node._uid, lambda: self._nullable_of(node))
+        cache, key = self._nullable, node._uid
+        value = cache.get(key)
+        if value is None:
+            cache[key] = False  # a rule reached again through itself adds nothing
+            value = cache[key] = self._nullable_of(node)
+        return value
 
     def _nullable_of(self, node: Parser) -> bool:
         if isinstance(node, Literal):
@@ -625,7 +635,12 @@ class _SplitFinder:
 
     def starts_free(self, node: Parser) -> bool:
         """Whether the node's first token can be one of an ``until``'s (or ``rest()``'s)."""
-        return self._memo(self._starts, node._uid, lambda: self._starts_of(node))
+        cache, key = self._starts, node._uid
+        value = cache.get(key)
+        if value is None:
+            cache[key] = False
+            value = cache[key] = self._starts_of(node)
+        return value
 
     def _starts_of(self, node: Parser) -> bool:
         if _is_free_text(node):
@@ -639,8 +654,12 @@ class _SplitFinder:
     def ends_free(self, node: Parser, before: bool) -> bool:
         """Whether an ``until`` may still be running after the node (``before``: one may be
         running where the node starts)."""
-        key = (node._uid, before)
-        return self._memo(self._ends, key, lambda: self._ends_of(node, before))
+        cache, key = self._ends, (node._uid, before)
+        value = cache.get(key)
+        if value is None:
+            cache[key] = False
+            value = cache[key] = self._ends_of(node, before)
+        return value
 
     def _ends_of(self, node: Parser, before: bool) -> bool:
         if _is_free_text(node):
@@ -666,13 +685,6 @@ class _SplitFinder:
                 return False
         return after
 
-    @staticmethod
-    def _memo(cache: dict[Any, bool], key: Any, compute: Callable[[], bool]) -> bool:
-        if key not in cache:
-            cache[key] = False  # a rule reached again through itself adds nothing
-            cache[key] = compute()
-        return cache[key]
-
     # Walking the roots: where each rule is used, and which literals are split somewhere.
     def walk(self, node: Parser, where: _Where) -> None:
         key = (node._uid, *where)
@@ -683,8 +695,10 @@ class _SplitFinder:
             if where[0] and len(node.value) > 1:
                 self.split.add(node._uid)
         elif isinstance(node, Seq):
-            for i, item in enumerate(node.items):
-                self.walk(item, self.seq_where(node.items, i, where))
+            items = node.items
+            before, after = self.seq_wheres(items, where)
+            for i, item in enumerate(items):
+                self.walk(item, (before[i], after[i]))
         elif isinstance(node, Choice):
             for i, alt in enumerate(node.alternatives):
                 self.walk(alt, self.choice_where(node.alternatives, i, where))

@@ -1,0 +1,63 @@
+"""Grammars built for many tools are byte-identical to the pinned ones (tests/data/
+grammar_pins.json, written by tests/helpers/grammar_pins.py from the code before grammar
+building was made fast): every own template and every eighth corpus template with 24 tools,
+and the typical formats (Hermes JSON, Qwen3-Coder tagged arguments, GLM) with 300 tools,
+for tool_choice auto and required."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+from helpers.grammar_pins import PINS, cases, digest
+
+from autoparser.errors import AnalysisWarning
+
+PINNED = json.loads(PINS.read_text())
+CASES = cases()
+
+
+def test_every_case_is_pinned() -> None:
+    assert {key for key, _, _ in CASES} <= set(PINNED)
+
+
+@pytest.mark.parametrize(("key", "path", "n"), CASES, ids=[k for k, _, _ in CASES])
+def test_grammar_unchanged(key: str, path: Path, n: int) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AnalysisWarning)
+        assert digest(path, n) == PINNED[key]
+
+
+def test_builds_leave_the_collector_as_they_found_it() -> None:
+    """Builds pause the cyclic collector; it is on again after one, and a caller that had
+    turned it off finds it off, also when builds run in several threads at once."""
+    import gc
+    import threading
+
+    from helpers.many_tools import many_tools
+    from helpers.paths import own_path
+
+    from autoparser import ChatTemplate
+
+    template = ChatTemplate.from_file(own_path("chatml_hermes"))
+    messages = [{"role": "user", "content": "hi"}]
+    assert gc.isenabled()
+    template.apply(messages, tools=many_tools(5, "on"))
+    assert gc.isenabled()
+    threads = [
+        threading.Thread(target=template.apply, args=(messages, many_tools(20, f"t{i}")))
+        for i in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        template.apply(messages, tools=many_tools(5, "off"))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
