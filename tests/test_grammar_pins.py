@@ -31,8 +31,8 @@ def test_grammar_unchanged(key: str, path: Path, n: int) -> None:
 
 
 def test_builds_leave_the_collector_as_they_found_it() -> None:
-    """Builds pause the cyclic collector; it is on again after one, and a caller that had
-    turned it off finds it off, also when builds run in several threads at once."""
+    """Builds leave the cyclic collector as they found it, also when several threads build at
+    once: the library never switches it (a process-wide switch is the application's)."""
     import gc
     import threading
 

@@ -7,13 +7,10 @@ together for a request.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
-import gc
 import re
-import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from autoparser.analysis.model import TemplateAnalysis
@@ -275,43 +272,7 @@ def _context(
     return ctx, call_opener(ctx)
 
 
-_GC_LOCK = threading.Lock()
-_GC_PAUSES = 0  # builds running with the collector paused (threads may build at once)
-_GC_WAS_ON = False
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector paused while a build runs, and resumed (if it was on)
-    when the last concurrent build ends.
-
-    A build for many tools allocates hundreds of thousands of parser nodes and strings that
-    all live until it ends; collections triggered by those allocations scan them again and
-    again for nothing (a third of a cold build's time at 1,000 tools). Nothing is lost: what
-    becomes garbage meanwhile is collected after.
-    """
-    global _GC_PAUSES, _GC_WAS_ON
-    with _GC_LOCK:
-        if _GC_PAUSES == 0:
-            _GC_WAS_ON = gc.isenabled()
-            gc.disable()
-        _GC_PAUSES += 1
-    try:
-        yield
-    finally:
-        with _GC_LOCK:
-            _GC_PAUSES -= 1
-            if _GC_PAUSES == 0 and _GC_WAS_ON:
-                gc.enable()
-
-
 def _build(ctx: BuildContext, with_grammar: bool) -> _Built:
-    """Parser definition, grammar and triggers of one context (the collector paused)."""
-    with _gc_paused():
-        return _build_unpaused(ctx, with_grammar)
-
-
-def _build_unpaused(ctx: BuildContext, with_grammar: bool) -> _Built:
     from autoparser.peg import grammar as emit_grammar
 
     # The analysis names a hand-written format, or "" (STANDARD): the generated one.
