@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
+import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -58,13 +61,40 @@ def test_non_utf8_template_is_a_clean_error(tmp_path: Path) -> None:
     _clean_error(_run("render", str(config)), "not UTF-8")
 
 
-def test_serve_with_an_unreachable_backend_is_a_clean_error() -> None:
+def test_serve_with_an_unreachable_backend_starts_and_says_why() -> None:
+    """An engine that is down at start is no crash and no traceback (issue 22: startup never
+    waits on the engine): serve starts, names the engine in one startup line, answers
+    /health with 503 and the reason, and SIGTERM ends it with exit 0."""
     pytest.importorskip("aiohttp", reason="serve needs the serve extra (aiohttp)")
-    with socket.socket() as sock:  # a port nothing listens on once closed
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    done = _run("serve", "--backend", f"http://127.0.0.1:{port}", "--template", TEMPLATE)
-    _clean_error(done, f"127.0.0.1:{port}")
+    ports = []
+    for _ in range(2):  # ports nothing listens on once closed: the engine's, serve's
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+    engine, port = ports
+    command = [sys.executable, "-m", "autoparser.cli", "serve", "--backend"]
+    command += [f"http://127.0.0.1:{engine}", "--template", TEMPLATE, "--port", str(port)]
+    proc = subprocess.Popen(command, env=ENV, stderr=subprocess.PIPE, text=True)
+    try:
+        health = None
+        for _ in range(600):  # bounded: 60 s at most
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5):
+                    pass
+            except urllib.error.HTTPError as exc:
+                health = (exc.code, json.loads(exc.read()))
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert health is not None and health[0] == 503, health
+        assert "unreachable" in health[1]["reason"], health
+        assert f"127.0.0.1:{engine}" not in health[1]["reason"]  # no URL in a response
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr, stderr
+    assert f"engine=http://127.0.0.1:{engine}" in stderr.splitlines()[0], stderr
 
 
 @pytest.mark.parametrize("name", ["-", "/dev/stdin"])

@@ -78,6 +78,7 @@ class EngineLink:
         self.hooks = hooks
         self.served: Served | None = None
         self.last_problem: str | None = "the engine has not answered yet"
+        self._last_logged = ""  # the last "engine not ready" detail logged
         self.failures = 0
         self._lock = asyncio.Lock()
         self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -119,8 +120,10 @@ class EngineLink:
                 try:
                     self.served = await self._resolve()
                 except BackendError as exc:
+                    if exc.detail != self._last_logged:  # once per problem, not per request
+                        log.warning("engine not ready: %s", exc.detail)
+                        self._last_logged = exc.detail
                     self.last_problem = exc.public
-                    log.warning("engine not ready: %s", exc.detail)
                     raise EngineUnavailable(
                         f"the engine is not available yet: {exc.public}"
                     ) from exc
