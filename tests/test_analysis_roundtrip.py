@@ -193,6 +193,7 @@ def template_render(template: ChatTemplate, calls: list[tuple[str, dict[str, Any
     (``functions.NAME:IDX``), as requests through ``apply`` do."""
     if detect_quirks(template.renderer).tool_call_id_names_call:
         calls = [(n, a, named_call_id(n, i)) for i, (n, a, _) in enumerate(calls)]
+    escaped: str | None = None
     for as_string in (False, True):
         tool_calls = [
             {
@@ -217,9 +218,21 @@ def template_render(template: ChatTemplate, calls: list[tuple[str, dict[str, Any
                 rendered = template.render_raw(
                     {"messages": messages + results, "tools": TOOLS, "add_generation_prompt": False}
                 )
-            return rendered
         except TemplateError:
             continue
+        # A template whose object arguments come out HTML-escaped (``str + Markup`` turns its
+        # own quotes into &#34;) renders clean JSON from string arguments: the analysis reads
+        # that render (what a model writes), so the round trip does too.
+        entities = rendered.count("&#34;") + rendered.count("&#39;")
+        if not as_string and entities:
+            escaped = rendered
+            continue
+        if as_string and escaped is not None:
+            cleaner = entities < escaped.count("&#34;") + escaped.count("&#39;")
+            return rendered if cleaner else escaped
+        return rendered
+    if escaped is not None:
+        return escaped
     raise AssertionError("the template renders no tool-call turn")
 
 

@@ -328,6 +328,16 @@ def call_start_triggers(
         return ()
     start = re.escape(analysis.tools.arguments.start.strip())
     names = "|".join(re.escape(t.name) for t in sorted(tools, key=lambda t: -len(t.name)))
+    opener = analysis.tools.arguments.start.strip()
+    bare = {m.strip().lstrip("[").removesuffix(opener).strip() for m in markers}
+    if markers and bare <= {t.name for t in tools}:
+        # A bare call (no opener): the name alone is ordinary text ("get_weather is
+        # slow"); the pattern asks for a whole word and the call's parenthesis after it.
+        why = (
+            "a bare Python call has no opener: the tool's name alone also appears in prose, so "
+            "only a pattern can ask for the name as a whole word followed by the parenthesis"
+        )
+        return (GrammarTrigger("pattern", rf"\b(?:{names})\s*{start}", why),)
     found = []
     for marker in markers:
         if any(ch.isalnum() for ch in marker):

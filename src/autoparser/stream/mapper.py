@@ -493,11 +493,17 @@ class Mapper:
         """The output ended inside this call. A call was under way (its name is there, or
         a markup opener): it is neither a call nor content, its raw text is kept as the
         message's ``truncated_call`` (nothing of it when only call openers were written).
-        Otherwise (a bare ``{`` that may open a JSON call is as likely the end of
-        ordinary text) its text is content."""
+        Otherwise (a bare ``{`` that may open a JSON call, or a tool's name that opens a bare
+        Python call only with its parenthesis, is as likely the end of ordinary text) its
+        text is content."""
         rest = text[lead:]
         name = _child(node, tags.TOOL_NAME)
-        if (name is not None and name.complete) or any(m in rest for m in self.openers):
+        named = name is not None and name.complete
+        if named and name is not None and any(name.text(text) + m[-1:] == m for m in self.openers):
+            # The name is the opener's own text (bare Python calls open with NAME + "("):
+            # written alone, it is as likely a word of ordinary text.
+            named = False
+        if named or any(m in rest for m in self.openers):
             self.truncated = True
             if not self.only_openers(rest):
                 self.truncated_call = rest.strip()
