@@ -101,8 +101,18 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         default="",
         help="comma-separated origins CORS answers (default none: CORS off; * for any)",
     )
-    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    serve.add_argument("--log-format", default="text", choices=["text", "json"])
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="the least severe log lines printed (default: info, one access line per request)",
+    )
+    serve.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="access and event log lines as key=value text or one JSON object per line",
+    )
     for flag, (field, kind, text) in LIMIT_FLAGS.items():
         default = getattr(lim.Limits(), field)
         serve.add_argument(flag, type=kind, default=default, help=f"{text} (default {default})")
