@@ -599,7 +599,7 @@ def build_argument_parser() -> argparse.ArgumentParser:
 
     training = sub.add_parser(
         "training-template",
-        help="print the template with {% generation %} blocks for assistant-only training "
+        help="print the template with {%% generation %%} blocks for assistant-only training "
         "(transformers' return_assistant_tokens_mask, TRL's assistant_only_loss)",
     )
     _add_template_arguments(training)
