@@ -14,6 +14,7 @@ import json
 import random
 import re
 import threading
+import weakref
 import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -71,7 +72,7 @@ class StandIn:
         self.delay = 0.0  # seconds before answering a completion
         self.cancelled = 0  # completions whose client (the server) went away mid-wait
         self.dropped = 0  # reused connections dropped (mode drop_reused)
-        self._connections: dict[int, int] = {}
+        self._connections: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
     def add(self, key: str, text: str, hit_limit: bool = False, stop_word: str = "") -> str:
         self.replies[key] = Reply(text, hit_limit, stop_word)
@@ -153,9 +154,12 @@ class StandIn:
         if self.mode == "drop_reused":
             # An engine that cannot honour keep-alive: a connection's second request is
             # dropped unanswered (what llama.cpp's server does to connections it closed).
+            # Counted per connection object, weakly held: an id() of a closed connection
+            # can come back for a new one, which would then be dropped as "reused".
             transport = request.transport
-            seen = self._connections.setdefault(id(transport), 0)
-            self._connections[id(transport)] = seen + 1
+            seen = 0 if transport is None else self._connections.get(transport, 0)
+            if transport is not None:
+                self._connections[transport] = seen + 1
             if seen and transport is not None:
                 self.dropped += 1
                 transport.close()

@@ -126,10 +126,12 @@ def _int(value: Any) -> int:
 
 
 # Failures of a pooled connection before any response byte: nothing was generated, so the
-# request is sent again once, on a fresh connection.
+# request is sent again once, on a fresh connection. A connection the engine closed shows up
+# as a disconnect, an OS error, or a reset while the request is written
+# (ClientConnectionResetError, which is neither of the others): every connection-level
+# error counts, not one subclass.
 _STALE = (
-    aiohttp.ServerDisconnectedError,
-    aiohttp.ClientOSError,
+    aiohttp.ClientConnectionError,
     aiohttp.ClientPayloadError,
 )
 
