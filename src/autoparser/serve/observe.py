@@ -85,19 +85,6 @@ def error_reply(
     return web.json_response(body, status=status, headers=headers)
 
 
-def error_response(
-    status: int,
-    message: str,
-    kind: str,
-    param: str | None = None,
-    headers: dict[str, str] | None = None,
-    code: str | None = None,
-) -> web.Response:
-    return web.json_response(
-        error_body(public_text(message), kind, param, code), status=status, headers=headers
-    )
-
-
 @dataclasses.dataclass
 class RequestInfo:
     """What one request learnt, for its access-log line and the metrics (mutable: a route
