@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.paths import CORPUS_SKIP_REASON, corpus_params, corpus_templates
+from helpers.paths import CORPUS_SKIP_REASON, corpus_dir, corpus_params, corpus_templates
 from test_template_parity import CONVERSATIONS as PARITY_CONVERSATIONS
 from test_template_parity import fixed_clock, with_conventional_variables
 
@@ -40,9 +40,8 @@ transformers = pytest.importorskip("transformers")
 
 BOS, EOS = "<s>", "</s>"
 __all__ = ["fixed_clock"]  # the parity test's fixture: both engines see the same date
-TEMPLATES = Path("/work/shared/templates")
-if corpus_templates():
-    TEMPLATES = corpus_templates()[0].parent
+# The corpus folder (tests using it skip with CORPUS_SKIP_REASON when it is absent).
+TEMPLATES = corpus_dir() or Path("templates-not-found")
 
 
 def _call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
