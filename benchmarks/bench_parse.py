@@ -29,7 +29,7 @@ from typing import Any
 import timing
 from bench_stream import BENCH_DIRS, STAND_INS, TEMPLATE_DIRS, first_dir, load_template
 
-from autoparser.peg.oneshot import compiled
+from autoparser.peg.oneshot import Shared, compiled
 
 
 def best_us(fn: Callable[[], object], repeats: int) -> float:
@@ -51,7 +51,7 @@ def measure(params: Any, text: str, repeats: int) -> tuple[float, float, float, 
 
     def one_shot_trees() -> None:
         assert shot is not None
-        shared: dict[tuple[int, int], Any] = {}
+        shared = Shared()
         shot.parse(text, False, shared)
         shot.parse(text, True, shared)
 

@@ -27,7 +27,7 @@ from test_peg_props import SETTINGS, anchored, grammars, mutated
 
 from autoparser import ChatMessage, ChatParams
 from autoparser.peg import Parser, ParseStatus, Rules, literal, negate, peek, seq, tag
-from autoparser.peg.oneshot import compiled
+from autoparser.peg.oneshot import Shared, compiled
 from autoparser.peg.status import STATUSES
 from autoparser.stream.repair import json_object_text
 
@@ -42,7 +42,7 @@ def _same_trees(parser: Parser, text: str) -> None:
     shot = compiled(parser)
     assert shot is not None
     for order in ((False, True), (True, False)):
-        shared: dict[tuple[int, int], Any] = {}
+        shared = Shared()
         for partial in order:
             want = parser.parse(text, partial=partial)
             for got in (shot.parse(text, partial), shot.parse(text, partial, shared)):

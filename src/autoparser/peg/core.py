@@ -17,10 +17,10 @@ from __future__ import annotations
 import codecs
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import count
-from typing import Any, ClassVar, NamedTuple, Union
+from typing import Any, ClassVar, Generic, NamedTuple, TypeVar, Union
 
 from autoparser.errors import AutoparserError, GrammarError
 from autoparser.peg import json_scan
@@ -184,7 +184,7 @@ class Parser:
         self._oneshot: object = _NOT_YET
         self._resumable: bool | None = None
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         # The entry point a parent calls: the memoised wrapper, or (for nodes cheaper to
         # rerun than to look up) the node's own _match, one Python call less per node.
         super().__init_subclass__(**kwargs)
@@ -318,6 +318,64 @@ class Parser:
         return f"{type(self).__name__}#{self._uid}"
 
 
+class NodeKindError(GrammarError):
+    """A parser node of a kind outside ``NODE_TYPES``, or a kind a visitor does not handle."""
+
+
+R = TypeVar("R")
+
+
+class NodeVisitor(Generic[R]):
+    """Dispatch on the closed set of node kinds (``NODE_TYPES``), as jinja2's NodeVisitor.
+
+    ``visit(node, *args)`` calls ``visit_<Kind>(node, *args)``: the method named after the
+    node's class, else after the nearest node kind it derives from (a Token is handled as a
+    Literal unless ``visit_Token`` says otherwise). The method is looked up once per visitor
+    class and node class, then read from a dict: one lookup per call, as fast as a table of
+    builders. Every pass over a grammar (the one-shot compiler, the GBNF emitter, the leaf
+    regexes) is one of these, so tests/test_peg_node_kinds.py can check that each handles
+    every kind. A node class outside the set goes to ``foreign``.
+    """
+
+    __slots__ = ()
+    # Per visitor class: node class -> the function that handles it.
+    _methods: ClassVar[dict[type[Parser], Callable[..., Any]]] = {}
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._methods = {}
+
+    def visit(self, node: Parser, *args: object) -> R:
+        method = self._methods.get(node.__class__)
+        if method is None:
+            method = type(self).method_for(node.__class__)
+        result: R = method(self, node, *args)
+        return result
+
+    @classmethod
+    def method_for(cls, kind: type[Parser]) -> Callable[..., Any]:
+        """The function handling nodes of class `kind` (raises NodeKindError if none)."""
+        found = cls._methods.get(kind)
+        if found is not None:
+            return found
+        if kind not in _NODE_SET:
+            found = cls.foreign
+        else:
+            names = [f"visit_{base.__name__}" for base in kind.__mro__ if base in _NODE_SET]
+            found = next((getattr(cls, n) for n in names if hasattr(cls, n)), None)
+            if found is None:
+                raise NodeKindError(f"{cls.__name__} does not handle {kind.__name__} nodes")
+        cls._methods[kind] = found
+        return found
+
+    def foreign(self, node: Parser, *args: object) -> R:
+        """A node of a class outside ``NODE_TYPES`` (defined elsewhere): refused."""
+        raise NodeKindError(
+            f"{type(self).__name__}: {type(node).__name__} is not a parser node kind of "
+            "autoparser.peg (NODE_TYPES)"
+        )
+
+
 def _extended(last: ParseResult, end: int, closer: str) -> ParseResult:
     """`last` with the unfinished nodes (the path to the scan that needs more input, always
     the last node at each level) ending at `end` with `closer`."""
@@ -338,32 +396,11 @@ def _extended(last: ParseResult, end: int, closer: str) -> ParseResult:
 
 def _resumable(root: Parser) -> bool:
     """Is every node reachable from `root` one whose end dependence the feed shortcut
-    accounts for (the classes of this module; a subclass defined elsewhere is not)?"""
+    accounts for (a kind of NODE_TYPES; a subclass defined elsewhere is not)?"""
     known = root._resumable
     if known is not None:
         return known
-    kinds = (
-        Literal,
-        Token,
-        Chars,
-        CharClass,
-        AnyChar,
-        Space,
-        End,
-        Rest,
-        Until,
-        Json,
-        JsonSchema,
-        Seq,
-        Choice,
-        Repeat,
-        Peek,
-        Negate,
-        Tag,
-        Atomic,
-        TriggerMark,
-        Ref,
-    )
+    kinds = _NODE_SET
     seen: set[int] = set()
     stack = [root]
     ok = True
@@ -766,19 +803,45 @@ class JsonSchema(Json):
 # --- combinators ---------------------------------------------------------------------------
 
 
-def _leaf_regex(p: Parser, group: int) -> str | None:
+class LeafRegex(NodeVisitor["str | None"]):
     """A plain leaf as a regex that matches exactly where the leaf succeeds, consuming the
-    same text (a class run without backtracking, as Chars takes it), or None."""
-    kind = type(p)
-    if kind in (Literal, Token):
-        assert isinstance(p, Literal)
-        return re.escape(p.value)
-    if kind in (Chars, CharClass, AnyChar, Space):
-        assert isinstance(p, Chars)
-        bound = "" if p.max is None else str(p.max)
+    same text (a class run without backtracking, as Chars takes it), or None.
+
+    ``groups`` counts the capture groups used so far (a class run takes one; a regex of
+    several leaves numbers its backreferences by it). The one-shot compiler's run of plain
+    items extends this with optional literals and tags.
+    """
+
+    __slots__ = ("groups",)
+
+    def __init__(self) -> None:
+        self.groups = 0
+
+    def visit_Literal(self, node: Literal) -> str | None:
+        return re.escape(node.value)
+
+    def visit_Chars(self, node: Chars) -> str | None:
+        bound = "" if node.max is None else str(node.max)
+        self.groups += 1
         # (?=(X))\N: X matched greedily and never given back (an atomic group before 3.11).
-        return f"(?=({p.charset.regex()}{{{p.min},{bound}}}))\\{group}"
-    return None
+        return f"(?=({node.charset.regex()}{{{node.min},{bound}}}))\\{self.groups}"
+
+    def not_plain(self, node: Parser) -> str | None:
+        """Any other kind: not a plain leaf."""
+        return None
+
+    visit_End = visit_Rest = visit_Until = visit_Json = not_plain
+    visit_Seq = visit_Choice = visit_Peek = visit_Negate = not_plain
+    visit_Atomic = visit_TriggerMark = visit_Ref = not_plain
+
+    def visit_Repeat(self, node: Repeat) -> str | None:
+        return None  # a run of its own (the one-shot compiler takes an optional literal)
+
+    def visit_Tag(self, node: Tag) -> str | None:
+        return None  # a node to report (the one-shot compiler takes a tagged leaf)
+
+    def foreign(self, node: Parser, *args: object) -> str | None:
+        return None  # a kind of another module: not a plain leaf either
 
 
 def _fuse_leaves(items: tuple[Parser, ...]) -> dict[int, tuple[int, re.Pattern[str]]] | None:
@@ -789,12 +852,11 @@ def _fuse_leaves(items: tuple[Parser, ...]) -> dict[int, tuple[int, re.Pattern[s
     while i < len(items):
         j = i
         parts: list[str] = []
-        groups = 0
+        leaves = LeafRegex()
         while j < len(items):
-            rx = _leaf_regex(items[j], groups + 1)
+            rx = leaves.visit(items[j])
             if rx is None:
                 break
-            groups += isinstance(items[j], Chars)
             parts.append(rx)
             j += 1
         if j - i >= 2:
@@ -1144,6 +1206,33 @@ class Ref(Parser):
 
     def __repr__(self) -> str:
         return f"ref({self.name!r})"
+
+
+# The closed set of parser node kinds: every pass over a grammar (``NodeVisitor``) handles
+# each, the matcher is each one's ``_match``, and only these may resume a stream's feed.
+NODE_TYPES: tuple[type[Parser], ...] = (
+    Literal,
+    Token,
+    Chars,
+    CharClass,
+    AnyChar,
+    Space,
+    End,
+    Rest,
+    Until,
+    Json,
+    JsonSchema,
+    Seq,
+    Choice,
+    Repeat,
+    Peek,
+    Negate,
+    Tag,
+    Atomic,
+    TriggerMark,
+    Ref,
+)
+_NODE_SET = frozenset(NODE_TYPES)
 
 
 class Rules:

@@ -18,7 +18,7 @@ the input a full-mode choice answers from the grammar alone (``_at_end``).
 
 There is no memo within a run: the grammars a format builds are shallow, and the
 first-character dispatch keeps retries rare. Between the two runs of one text (full mode,
-then partial mode, as ``ChatParams.parse`` needs both) a ``shared`` dict carries what did
+then partial mode, as ``ChatParams.parse`` needs both) a ``Shared`` carries what did
 not depend on the end of the input, so the second run only redoes the end.
 
 The result is the same tree ``Parser.parse`` gives, in both modes, except that a failed
@@ -32,30 +32,27 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
 
 from autoparser.peg import json_scan
 from autoparser.peg.core import (
     _NOT_YET,
-    AnyChar,
     Atomic,
-    CharClass,
     Chars,
     Choice,
     End,
     Json,
-    JsonSchema,
+    LeafRegex,
     Literal,
     Negate,
     Node,
+    NodeVisitor,
     Parser,
     Peek,
+    Ref,
     Repeat,
     Rest,
     Seq,
-    Space,
     Tag,
-    Token,
     TriggerMark,
     Until,
 )
@@ -64,12 +61,30 @@ from autoparser.peg.status import FAIL, MORE, OK
 _new_node = tuple.__new__
 
 
+class Shared:
+    """What runs over one text found independently of the end of the input: kept for the
+    run in the other mode (full, then partial, as ``ChatParams.parse`` needs both).
+
+    One dict per kind of result, each typed: where a JSON value that the C decoder reads
+    ends (by node and position, and by position alone for ``json_value_end``), how far a
+    repetition got, and what a tagged node with structure inside matched.
+    """
+
+    __slots__ = ("json", "repeats", "tags", "values")
+
+    def __init__(self) -> None:
+        self.json: dict[tuple[int, int], int] = {}
+        self.values: dict[int, int] = {}
+        self.repeats: dict[tuple[int, int], tuple[int, int, tuple[Node, ...]]] = {}
+        self.tags: dict[tuple[int, int], tuple[int, Node | None]] = {}
+
+
 class _Run:
     """The state of one run: the text, the tagged nodes so far, end-dependence."""
 
-    __slots__ = ("closer", "hits", "n", "out", "shared", "text")
+    __slots__ = ("closer", "hits", "json", "n", "out", "repeats", "tags", "text", "values")
 
-    def __init__(self, text: str, shared: dict[tuple[int, int], Any]) -> None:
+    def __init__(self, text: str, shared: Shared) -> None:
         self.text = text
         self.n = len(text)
         self.out: list[Node] = []
@@ -79,9 +94,12 @@ class _Run:
         self.hits = 0
         # The closer of the unfinished JSON value a result that needs more input ends in.
         self.closer = ""
-        # Results kept for another run over the same text, in either mode: complete JSON
-        # values, and how far repetitions got before the end of the input mattered.
-        self.shared = shared
+        # Results kept for another run over the same text, in either mode (``Shared``'s
+        # dicts, held here directly: one attribute read less in every matcher using them).
+        self.json = shared.json
+        self.values = shared.values
+        self.repeats = shared.repeats
+        self.tags = shared.tags
 
 
 Match = Callable[[_Run, int], int]
@@ -101,16 +119,16 @@ class OneShot:
         self._partial = _Compiler(partial=True).compile(root)
 
     def parse(
-        self, text: str, partial: bool = False, shared: dict[tuple[int, int], Any] | None = None
+        self, text: str, partial: bool = False, shared: Shared | None = None
     ) -> tuple[int, Node]:
         """``(status, tree)`` of ``text`` as ``Parser.parse(text, partial)`` gives them
         (status: FAIL / OK / MORE of ``peg.status``; the tree of a failure is empty).
 
-        ``shared``: pass the same dict to the partial- and the full-mode run of one text
+        ``shared``: pass the same ``Shared`` to the partial- and the full-mode run of one text
         and the second skips what the first found independently of the end of the input.
         Raises RecursionError when the text nests deeper than the Python stack allows.
         """
-        run = _Run(text, {} if shared is None else shared)
+        run = _Run(text, Shared() if shared is None else shared)
         e = (self._partial if partial else self._full)(run, 0)
         if e >= 0:
             return OK, _new_node(Node, (None, 0, e, True, tuple(run.out), ""))
@@ -119,17 +137,13 @@ class OneShot:
         return MORE, _new_node(Node, (None, 0, -2 - e, False, tuple(run.out), run.closer))
 
 
-_JSON_VALUE = 0  # `shared` key (with a position) of a JSON value's end; node uids start at 1
-
-
-def json_value_end(shared: dict[tuple[int, int], Any], pos: int) -> int:
+def json_value_end(shared: Shared, pos: int) -> int:
     """Where a complete JSON value that a run with ``shared`` read at ``pos`` ends, or -1.
 
     Read by ``json.loads``' own C decoder (``json_scan.fast_complete``, which rejects NaN
     and Infinity besides): a span it read is JSON that ``json.loads`` takes as it is.
     """
-    end: int = shared.get((_JSON_VALUE, pos), -1)
-    return end
+    return shared.values.get(pos, -1)
 
 
 def compiled(root: Parser) -> OneShot | None:
@@ -137,7 +151,8 @@ def compiled(root: Parser) -> OneShot | None:
     it has node kinds this module does not compile."""
     found = root._oneshot
     if found is not _NOT_YET:
-        return found  # type: ignore[return-value]
+        assert found is None or isinstance(found, OneShot)
+        return found
     try:
         shot: OneShot | None = OneShot(root)
     except _Unsupported:
@@ -146,50 +161,10 @@ def compiled(root: Parser) -> OneShot | None:
     return shot
 
 
-class _Compiler:
-    """Turns parser nodes into matchers of one mode; shared nodes are compiled once."""
-
-    def __init__(self, partial: bool) -> None:
-        self.partial = partial
-        self.done: dict[int, Match] = {}
-        self._adds: dict[int, bool] = {}
-        self._ends: dict[int, int | None] = {}
-        self._starts: dict[int, tuple[frozenset[str] | None, bool]] = {}
-
-    def adds_nodes(self, node: Parser) -> bool:
-        """``_adds_nodes``, worked out once per node (the grammar is a DAG)."""
-        found = self._adds.get(node._uid)
-        if found is None:
-            found = self._adds[node._uid] = _adds_nodes(node, self.adds_nodes)
-        return found
-
-    def starts(self, node: Parser) -> tuple[frozenset[str] | None, bool]:
-        """``_starts``, worked out once per node."""
-        found = self._starts.get(node._uid)
-        if found is None:
-            found = self._starts[node._uid] = _starts(node, self.starts)
-        return found
-
-    def at_end(self, node: Parser) -> int | None:
-        """``_at_end``, worked out once per node."""
-        if node._uid not in self._ends:
-            self._ends[node._uid] = _at_end(node, self.at_end)
-        return self._ends[node._uid]
-
-    def compile(self, node: Parser) -> Match:
-        found = self.done.get(node._uid)
-        if found is None:
-            build = _BUILDERS.get(type(node))
-            if build is None:
-                raise _Unsupported(type(node).__name__)
-            found = self.done[node._uid] = build(self, node)
-        return found
-
-
 # --- leaves ----------------------------------------------------------------------------------
 
 
-def _literal(c: _Compiler, node: Any) -> Match:
+def _literal(c: _Compiler, node: Literal) -> Match:
     s: str = node.value
     size = len(s)
     if not c.partial:
@@ -218,7 +193,7 @@ def _literal(c: _Compiler, node: Any) -> Match:
     return literal_partial
 
 
-def _chars(c: _Compiler, node: Any) -> Match:
+def _chars(c: _Compiler, node: Chars) -> Match:
     rx_match = node._rx.match
     low: int = node.min
     high: int | None = node.max
@@ -245,7 +220,7 @@ def _chars(c: _Compiler, node: Any) -> Match:
     return chars_partial
 
 
-def _end(c: _Compiler, node: Any) -> Match:
+def _end(c: _Compiler, node: End) -> Match:
     def end(r: _Run, pos: int) -> int:
         if pos >= r.n:
             r.hits += 1
@@ -255,7 +230,7 @@ def _end(c: _Compiler, node: Any) -> Match:
     return end
 
 
-def _rest(c: _Compiler, node: Any) -> Match:
+def _rest(c: _Compiler, node: Rest) -> Match:
     if not c.partial:
 
         def rest_full(r: _Run, pos: int) -> int:
@@ -272,7 +247,7 @@ def _rest(c: _Compiler, node: Any) -> Match:
     return rest_partial
 
 
-def _until(c: _Compiler, node: Any) -> Match:
+def _until(c: _Compiler, node: Until) -> Match:
     delimiters: tuple[str, ...] = node.delimiters
     longest: int = node._longest
     hold = node._hold_rx
@@ -313,7 +288,7 @@ def _until(c: _Compiler, node: Any) -> Match:
     return until_partial
 
 
-def _json(c: _Compiler, node: Any) -> Match:
+def _json(c: _Compiler, node: Json) -> Match:
     kind: str = node.kind
     quotes: bool = node.single_quotes
     uid: int = node._uid
@@ -324,11 +299,11 @@ def _json(c: _Compiler, node: Any) -> Match:
         """End of a complete value the C decoder reads at pos (the same in both modes,
         so found once per text), or -1."""
         key = (uid, pos)
-        e: int | None = r.shared.get(key)
+        e = r.json.get(key)
         if e is None:
-            e = r.shared[key] = fast(r.text, pos, kind)
+            e = r.json[key] = fast(r.text, pos, kind)
             if e >= 0:
-                r.shared[(_JSON_VALUE, pos)] = e
+                r.values[pos] = e
         return e
 
     if not c.partial:
@@ -375,44 +350,45 @@ def _adds_nodes(node: Parser, adds: Callable[[Parser], bool]) -> bool:
     return any(adds(child) for child in node.children())
 
 
-class _Piece:
+class _Piece(LeafRegex):
     """One item of a run of plain items as regex text: a literal, a character run (taken
-    greedily, never given back: an atomic group), an optional literal (the same), or one
-    of those tagged (a group whose span becomes the node)."""
+    greedily, never given back: an atomic group), as ``LeafRegex`` writes them, an optional
+    literal (the same), or one of those tagged (a group whose span becomes the node)."""
+
+    __slots__ = ("margin", "parts", "tags")
 
     def __init__(self) -> None:
+        super().__init__()
         self.parts: list[str] = []
-        self.groups = 0  # groups used so far (backreferences number them)
         self.tags: list[tuple[str, int]] = []  # (tag name, group) in order
         self.margin = 0  # the longest optional literal: how far a skipped one may look
 
     def add(self, node: Parser) -> bool:
         """Append ``node`` if it is a plain item; False (nothing appended) if not."""
-        text = self._regex(node)
+        text = self.visit(node)
         if text is None:
             return False
         self.parts.append(text)
         return True
 
-    def _regex(self, node: Parser) -> str | None:
-        if isinstance(node, Literal):
-            return re.escape(node.value)
-        if isinstance(node, Chars):
-            bound = "" if node.max is None else str(node.max)
-            self.groups += 1
-            return f"(?=({node.charset.regex()}{{{node.min},{bound}}}))\\{self.groups}"
-        if isinstance(node, Repeat) and (node.min, node.max) == (0, 1):
-            child = node.child
-            if not isinstance(child, Literal):
-                return None
-            self.margin = max(self.margin, len(child.value))
-            self.groups += 1
-            return f"(?=((?:{re.escape(child.value)})?))\\{self.groups}"
-        if isinstance(node, Tag) and isinstance(node.child, (Literal, Chars)):
-            self.groups += 1
-            self.tags.append((node.name, self.groups))
-            return f"({self._regex(node.child)})"
-        return None
+    def visit_Repeat(self, node: Repeat) -> str | None:
+        child = node.child
+        if (node.min, node.max) != (0, 1) or not isinstance(child, Literal):
+            return None
+        self.margin = max(self.margin, len(child.value))
+        self.groups += 1
+        return f"(?=((?:{re.escape(child.value)})?))\\{self.groups}"
+
+    def visit_Tag(self, node: Tag) -> str | None:
+        if not isinstance(node.child, (Literal, Chars)):
+            return None
+        self.groups += 1
+        group = self.groups
+        inner = self.visit(node.child)
+        if inner is None:  # a leaf kind of another module
+            return None
+        self.tags.append((node.name, group))
+        return f"({inner})"
 
 
 def _plain_run(piece: _Piece, items: tuple[Match, ...]) -> Match:
@@ -439,7 +415,7 @@ def _plain_run(piece: _Piece, items: tuple[Match, ...]) -> Match:
     return plain_run
 
 
-def _seq(c: _Compiler, node: Any) -> Match:
+def _seq(c: _Compiler, node: Seq) -> Match:
     raw: tuple[Parser, ...] = node.items
     parts: list[Match] = []
     i = 0
@@ -503,94 +479,141 @@ def _in_turn(items: tuple[Match, ...]) -> Match:
     return seq
 
 
-def _at_end(node: Parser, at_end: Callable[[Parser], int | None]) -> int | None:
+class _AtEnd(NodeVisitor["int | None"]):
     """A full-mode match at the end of the input reads no character, so its outcome is
     the grammar's alone: 0 (matches, adding no nodes), -1 (fails), or None (it adds
-    nodes, or is not worked out here). ``at_end`` answers for its children."""
-    kind = type(node)
-    if kind in (Literal, Token):
-        return -1 if node.value else 0  # type: ignore[attr-defined]
-    if isinstance(node, Chars):
+    nodes, or is not worked out here). ``of`` answers once per node."""
+
+    def __init__(self) -> None:
+        self._ends: dict[int, int | None] = {}
+
+    def of(self, node: Parser) -> int | None:
+        ends = self._ends
+        if node._uid not in ends:
+            ends[node._uid] = self.visit(node)
+        return ends[node._uid]
+
+    def visit_Literal(self, node: Literal) -> int | None:
+        return -1 if node.value else 0
+
+    def visit_Chars(self, node: Chars) -> int | None:
         return 0 if node.min == 0 else -1
-    if kind in (End, Rest, Until):
+
+    def matches_nothing(self, node: Parser) -> int | None:
         return 0
-    if isinstance(node, Json):
+
+    visit_End = visit_Rest = visit_Until = matches_nothing
+
+    def visit_Json(self, node: Json) -> int | None:
         return -1
-    if kind is Seq:
-        for item in node.children():
-            outcome = at_end(item)
+
+    def visit_Seq(self, node: Seq) -> int | None:
+        for item in node.items:
+            outcome = self.of(item)
             if outcome != 0:
                 return outcome
         return 0
-    if kind is Choice:
-        for alt in node.children():
-            outcome = at_end(alt)
+
+    def visit_Choice(self, node: Choice) -> int | None:
+        for alt in node.alternatives:
+            outcome = self.of(alt)
             if outcome != -1:
                 return outcome
         return -1
-    if kind is Repeat:
-        outcome = at_end(node.child)  # type: ignore[attr-defined]
+
+    def visit_Repeat(self, node: Repeat) -> int | None:
+        outcome = self.of(node.child)
         if outcome == -1:
-            return 0 if node.min == 0 else -1  # type: ignore[attr-defined]
+            return 0 if node.min == 0 else -1
         return outcome  # an empty match satisfies the count
-    if kind is Negate:
-        outcome = at_end(node.child)  # type: ignore[attr-defined]
+
+    def visit_Negate(self, node: Negate) -> int | None:
+        outcome = self.of(node.child)
         return None if outcome is None else -1 - outcome
-    if kind in (Peek, Atomic, TriggerMark):
-        return at_end(node.child)  # type: ignore[attr-defined]
-    if kind is Tag:
-        return -1 if at_end(node.child) == -1 else None  # type: ignore[attr-defined]
-    return None
+
+    def as_child(self, node: Peek | Atomic | TriggerMark) -> int | None:
+        return self.of(node.child)
+
+    visit_Peek = visit_Atomic = visit_TriggerMark = as_child
+
+    def visit_Tag(self, node: Tag) -> int | None:
+        return -1 if self.of(node.child) == -1 else None
+
+    def visit_Ref(self, node: Ref) -> int | None:
+        return None
 
 
-def _starts(
-    node: Parser, starts: Callable[[Parser], tuple[frozenset[str] | None, bool]]
-) -> tuple[frozenset[str] | None, bool]:
+_Starts_ = tuple[frozenset[str] | None, bool]
+
+
+class _Starts(NodeVisitor[_Starts_]):
     """(the characters a non-empty match can start with or None when unknown, whether
-    it can match nothing). ``starts`` answers for its children.
+    it can match nothing). ``of`` answers once per node.
 
     At a character outside the set the node fails, or if it can match nothing matches
     nothing, reading no further (``Parser.first_chars``'s promise, which a sequence
     starting with optional parts keeps too: ``[SECTION]? space <call>`` starts with
     ``[``, ``<`` or a space, which the first character decides)."""
-    if isinstance(node, Literal):
+
+    def __init__(self) -> None:
+        self._starts: dict[int, _Starts_] = {}
+
+    def of(self, node: Parser) -> _Starts_:
+        found = self._starts.get(node._uid)
+        if found is None:
+            found = self._starts[node._uid] = self.visit(node)
+        return found
+
+    def visit_Literal(self, node: Literal) -> _Starts_:
         return frozenset(node.value[:1]), not node.value
-    if isinstance(node, Chars):
+
+    def visit_Chars(self, node: Chars) -> _Starts_:
         ranges = node.charset.ranges
         if node.charset.negated or sum(hi - lo + 1 for lo, hi in ranges) > 256:
             return None, node.min == 0
         return frozenset(chr(c) for lo, hi in ranges for c in range(lo, hi + 1)), node.min == 0
-    if isinstance(node, Json):
+
+    def visit_Json(self, node: Json) -> _Starts_:
         return json_scan.first_chars(node.kind, node.single_quotes), False
-    if isinstance(node, Seq):
+
+    def visit_Seq(self, node: Seq) -> _Starts_:
         found: set[str] = set()
         for item in node.items:
-            chars, empty = starts(item)
+            chars, empty = self.of(item)
             if chars is None:
                 return None, False
             found |= chars
             if not empty:
                 return frozenset(found), False
         return frozenset(found), True
-    if isinstance(node, Choice):
-        found = set()
+
+    def visit_Choice(self, node: Choice) -> _Starts_:
+        found: set[str] = set()
         empty = False
         for alt in node.alternatives:
-            chars, alt_empty = starts(alt)
+            chars, alt_empty = self.of(alt)
             if chars is None:
                 return None, False
             found |= chars
             empty = empty or alt_empty
         return frozenset(found), empty
-    if isinstance(node, Repeat):
-        chars, empty = starts(node.child)
+
+    def visit_Repeat(self, node: Repeat) -> _Starts_:
+        chars, empty = self.of(node.child)
         return chars, empty or node.min == 0
-    if isinstance(node, (Tag, Atomic, TriggerMark)):
-        return starts(node.child)
-    return None, False
+
+    def as_child(self, node: Tag | Atomic | TriggerMark) -> _Starts_:
+        return self.of(node.child)
+
+    visit_Tag = visit_Atomic = visit_TriggerMark = as_child
+
+    def unknown(self, node: Parser) -> _Starts_:
+        return None, False
+
+    visit_End = visit_Rest = visit_Until = visit_Peek = visit_Negate = visit_Ref = unknown
 
 
-def _choice(c: _Compiler, node: Any) -> Match:
+def _choice(c: _Compiler, node: Choice) -> Match:
     # Per next character, the alternatives worth trying (in order), with the text each
     # must start with when longer than one character (``Parser.first_text``): those that
     # can start with it, can match nothing, or whose first characters are unknown.
@@ -652,7 +675,7 @@ def _choice(c: _Compiler, node: Any) -> Match:
     return choice
 
 
-def _repeat(c: _Compiler, node: Any) -> Match:
+def _repeat(c: _Compiler, node: Repeat) -> Match:
     child = c.compile(node.child)
     low: int = node.min
     high: int | None = node.max
@@ -671,7 +694,7 @@ def _repeat(c: _Compiler, node: Any) -> Match:
         # Iterations that did not depend on the end of the input are the same in the
         # other mode's run: (position, count, nodes) after the last of them.
         key = (uid, pos)
-        known: tuple[int, int, tuple[Node, ...]] | None = r.shared.get(key)
+        known = r.repeats.get(key)
         if known is None:
             got = 0
         else:
@@ -694,7 +717,7 @@ def _repeat(c: _Compiler, node: Any) -> Match:
                 stable = len(out)
                 known = (pos, got, ())
         if stable >= 0 and known is not None:
-            r.shared[key] = (known[0], known[1], tuple(out[mark:stable]))
+            r.repeats[key] = (known[0], known[1], tuple(out[mark:stable]))
         if more < -1:
             return more
         if got < low:
@@ -706,7 +729,7 @@ def _repeat(c: _Compiler, node: Any) -> Match:
     return repeat
 
 
-def _peek(c: _Compiler, node: Any) -> Match:
+def _peek(c: _Compiler, node: Peek) -> Match:
     child = c.compile(node.child)
 
     def peek(r: _Run, pos: int) -> int:
@@ -725,7 +748,7 @@ def _peek(c: _Compiler, node: Any) -> Match:
     return peek
 
 
-def _negate(c: _Compiler, node: Any) -> Match:
+def _negate(c: _Compiler, node: Negate) -> Match:
     child = c.compile(node.child)
     if not c.partial:
 
@@ -756,7 +779,7 @@ def _negate(c: _Compiler, node: Any) -> Match:
     return negate_partial
 
 
-def _tag(c: _Compiler, node: Any) -> Match:
+def _tag(c: _Compiler, node: Tag) -> Match:
     child = c.compile(node.child)
     name: str = node.name
     if not c.adds_nodes(node.child):
@@ -777,7 +800,7 @@ def _tag(c: _Compiler, node: Any) -> Match:
         # A node with structure inside (a call, an argument): found once per text when
         # its outcome did not depend on the end of the input.
         key = (uid, pos)
-        known: tuple[int, Node | None] | None = r.shared.get(key)
+        known = r.tags.get(key)
         if known is not None:
             if known[1] is not None:
                 r.out.append(known[1])
@@ -788,14 +811,14 @@ def _tag(c: _Compiler, node: Any) -> Match:
         e = child(r, pos)
         if e == -1:
             if r.hits == hits:
-                r.shared[key] = (-1, None)
+                r.tags[key] = (-1, None)
             return -1
         children = tuple(out[mark:])
         del out[mark:]
         if e >= 0:
             found = _new_node(Node, (name, pos, e, True, children, ""))
             if r.hits == hits:
-                r.shared[key] = (e, found)
+                r.tags[key] = (e, found)
         else:
             found = _new_node(Node, (name, pos, -2 - e, False, children, r.closer))
         out.append(found)
@@ -804,7 +827,7 @@ def _tag(c: _Compiler, node: Any) -> Match:
     return tag
 
 
-def _atomic(c: _Compiler, node: Any) -> Match:
+def _atomic(c: _Compiler, node: Atomic) -> Match:
     child = c.compile(node.child)
     if not c.partial or not c.adds_nodes(node.child):
         return child  # it only holds back the nodes of an unfinished match
@@ -820,30 +843,54 @@ def _atomic(c: _Compiler, node: Any) -> Match:
     return atomic
 
 
-def _transparent(c: _Compiler, node: Any) -> Match:
+def _transparent(c: _Compiler, node: TriggerMark) -> Match:
     return c.compile(node.child)
 
 
-_BUILDERS: dict[type, Callable[[_Compiler, Any], Match]] = {
-    Literal: _literal,
-    Token: _literal,
-    Chars: _chars,
-    CharClass: _chars,
-    AnyChar: _chars,
-    Space: _chars,
-    End: _end,
-    Rest: _rest,
-    Until: _until,
-    Json: _json,
-    JsonSchema: _json,
-    Seq: _seq,
-    Choice: _choice,
-    Repeat: _repeat,
-    Peek: _peek,
-    Negate: _negate,
-    Tag: _tag,
-    Atomic: _atomic,
-    TriggerMark: _transparent,
-}
+class _Compiler(NodeVisitor[Match]):
+    """Turns parser nodes into matchers of one mode; shared nodes are compiled once."""
+
+    def __init__(self, partial: bool) -> None:
+        self.partial = partial
+        self.done: dict[int, Match] = {}
+        self._adds: dict[int, bool] = {}
+        self.at_end = _AtEnd().of
+        self.starts = _Starts().of
+
+    def adds_nodes(self, node: Parser) -> bool:
+        """``_adds_nodes``, worked out once per node (the grammar is a DAG)."""
+        found = self._adds.get(node._uid)
+        if found is None:
+            found = self._adds[node._uid] = _adds_nodes(node, self.adds_nodes)
+        return found
+
+    def compile(self, node: Parser) -> Match:
+        found = self.done.get(node._uid)
+        if found is None:
+            found = self.done[node._uid] = self.visit(node)
+        return found
+
+    visit_Literal = _literal  # and Token
+    visit_Chars = _chars  # and CharClass, AnyChar, Space
+    visit_End = _end
+    visit_Rest = _rest
+    visit_Until = _until
+    visit_Json = _json  # and JsonSchema
+    visit_Seq = _seq
+    visit_Choice = _choice
+    visit_Repeat = _repeat
+    visit_Peek = _peek
+    visit_Negate = _negate
+    visit_Tag = _tag
+    visit_Atomic = _atomic
+    visit_TriggerMark = _transparent
+
+    def visit_Ref(self, node: Ref) -> Match:
+        # Named rules: recursion, whose depth budget only the memoised driver keeps.
+        raise _Unsupported("Ref")
+
+    def foreign(self, node: Parser, *args: object) -> Match:
+        raise _Unsupported(type(node).__name__)
+
 
 __all__ = ["FAIL", "MORE", "OK", "OneShot", "compiled", "json_value_end"]

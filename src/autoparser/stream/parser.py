@@ -13,7 +13,7 @@ from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError
 from autoparser.message import ChatMessage
 from autoparser.peg import Node, ParseStatus
-from autoparser.peg.oneshot import FAIL, OK, compiled, json_value_end
+from autoparser.peg.oneshot import FAIL, OK, Shared, compiled, json_value_end
 from autoparser.stream.delta import StreamDelta
 from autoparser.stream.mapper import CallIdPolicy, Mapper, check_tool_call_deltas
 from autoparser.stream.whole import whole_message
@@ -299,7 +299,7 @@ def parse_text(
     # The full-mode run first: the partial-mode one then resumes from what the first
     # found independently of the end of the input, and stops at the first thing that
     # did depend on it, where the full-mode run tries every way the text could end.
-    shared: dict[tuple[int, int], Any] = {}
+    shared = Shared()
     try:
         final: Node | None = None
         if not partial:
