@@ -41,6 +41,7 @@ from autoparser.peg.core import (
     JsonSchema,
     Literal,
     Negate,
+    NodeVisitor,
     Parser,
     Peek,
     Ref,
@@ -178,7 +179,9 @@ _Where = tuple[bool, bool]
 _NOWHERE: _Where = (False, False)
 
 
-class _Emitter:
+class _Emitter(NodeVisitor[str]):
+    """Writes the GBNF rules of a parser: one method per node kind."""
+
     def __init__(self, finder: _SplitFinder | None = None) -> None:
         # Which literals to write one character per string, where (see _SplitFinder).
         self.finder = finder or _SplitFinder()
@@ -202,63 +205,86 @@ class _Emitter:
                 raise GrammarError(f"{origin}: rule {name!r} conflicts with another definition")
             self.rules[name] = body
 
-    # Expressions.
+    # Expressions: one visit_<Kind> per node kind (NodeVisitor), each given `tail` (the
+    # node ends the grammar) and `where` (see _SplitFinder).
     def expr(self, node: Parser, tail: bool, where: _Where = _NOWHERE) -> str:
-        if isinstance(node, Literal):  # also Token
-            return self.literal(node, where[0])
-        if isinstance(node, Space):
-            # Bounded in the grammar (the parser stays lenient): an engine must not be able
-            # to sample whitespace between markers forever, as a weak or random model will.
-            return gbnf_repeat(node.charset.gbnf(), 0, MAX_GRAMMAR_SPACE)
-        if isinstance(node, Chars):
-            return gbnf_repeat(node.charset.gbnf(), node.min, node.max)
-        if isinstance(node, Seq):
-            return self.seq(node.items, tail, where)
-        if isinstance(node, Choice):
-            alts = node.alternatives
-            return alternatives(
-                [
-                    self.expr(a, tail, self.finder.choice_where(alts, i, where))
-                    for i, a in enumerate(alts)
-                ]
-            )
-        if isinstance(node, Repeat):
-            body = _exclusion_body(node.child)
-            if body is not None and node.min == 0 and node.max is None:
-                return self.until(body)
-            inner = self.expr(node.child, False, self.finder.repeat_where(node, where))
-            times = node.max if node.max is not None else max(node.min, 1)
-            if _expanded_size(inner) * times > _MAX_EXPANSION and not _is_lexeme(node.child, set()):
-                # llama.cpp refuses to repeat a group that expands to too many rules (over
-                # 2000, counting each `{0,20}` as 20): a rule of its own counts as one.
-                tag = next((n.name for n in _walk(node.child) if isinstance(n, Tag)), "part")
-                name = self.fresh(f"{tag}s" if node.max != 1 else f"optional-{tag}")
-                self.rules[name] = unwrap(inner)
-                inner = name
-            return gbnf_repeat(inner, node.min, node.max)
-        if isinstance(node, _TRANSPARENT):
-            return self.expr(node.child, tail, where)
-        if isinstance(node, Ref):
-            return self.ref(node, where)
-        if isinstance(node, Until):
-            return self.until(node.delimiters)
-        if isinstance(node, JsonSchema):
-            return self.schema(node)
-        if isinstance(node, Json):
-            self.add_rules(_json_rules(node.single_quotes), repr(node))
-            prefix = "rfc-pyjson-" if node.single_quotes else "rfc-json-"
-            return prefix + node.kind
-        if isinstance(node, Rest):
-            return gbnf_repeat(ANY_CHAR, 0, None)
-        if isinstance(node, End):
-            if tail:
-                return '""'
-            raise GrammarError(f"{node!r} is only expressible in GBNF at the end of the grammar")
-        if isinstance(node, (Peek, Negate)):
-            raise GrammarError(
-                f"lookahead {node!r} cannot be expressed in GBNF; use until()/until_one_of() "
-                "or negate(...) + char_class(...) for a character exclusion"
-            )
+        return self.visit(node, tail, where)
+
+    def visit_Literal(self, node: Literal, tail: bool, where: _Where) -> str:  # and Token
+        return self.literal(node, where[0])
+
+    def visit_Space(self, node: Space, tail: bool, where: _Where) -> str:
+        # Bounded in the grammar (the parser stays lenient): an engine must not be able
+        # to sample whitespace between markers forever, as a weak or random model will.
+        return gbnf_repeat(node.charset.gbnf(), 0, MAX_GRAMMAR_SPACE)
+
+    def visit_Chars(self, node: Chars, tail: bool, where: _Where) -> str:
+        return gbnf_repeat(node.charset.gbnf(), node.min, node.max)
+
+    def visit_Seq(self, node: Seq, tail: bool, where: _Where) -> str:
+        return self.seq(node.items, tail, where)
+
+    def visit_Choice(self, node: Choice, tail: bool, where: _Where) -> str:
+        alts = node.alternatives
+        return alternatives(
+            [
+                self.expr(a, tail, self.finder.choice_where(alts, i, where))
+                for i, a in enumerate(alts)
+            ]
+        )
+
+    def visit_Repeat(self, node: Repeat, tail: bool, where: _Where) -> str:
+        body = _exclusion_body(node.child)
+        if body is not None and node.min == 0 and node.max is None:
+            return self.until(body)
+        inner = self.expr(node.child, False, self.finder.repeat_where(node, where))
+        times = node.max if node.max is not None else max(node.min, 1)
+        if _expanded_size(inner) * times > _MAX_EXPANSION and not _is_lexeme(node.child, set()):
+            # llama.cpp refuses to repeat a group that expands to too many rules (over
+            # 2000, counting each `{0,20}` as 20): a rule of its own counts as one.
+            tag = next((n.name for n in _walk(node.child) if isinstance(n, Tag)), "part")
+            name = self.fresh(f"{tag}s" if node.max != 1 else f"optional-{tag}")
+            self.rules[name] = unwrap(inner)
+            inner = name
+        return gbnf_repeat(inner, node.min, node.max)
+
+    def transparent(self, node: Tag | Atomic | TriggerMark, tail: bool, where: _Where) -> str:
+        """Wrappers that match exactly what their child does."""
+        return self.expr(node.child, tail, where)
+
+    visit_Tag = visit_Atomic = visit_TriggerMark = transparent
+
+    def visit_Ref(self, node: Ref, tail: bool, where: _Where) -> str:
+        return self.ref(node, where)
+
+    def visit_Until(self, node: Until, tail: bool, where: _Where) -> str:
+        return self.until(node.delimiters)
+
+    def visit_JsonSchema(self, node: JsonSchema, tail: bool, where: _Where) -> str:
+        return self.schema(node)
+
+    def visit_Json(self, node: Json, tail: bool, where: _Where) -> str:
+        self.add_rules(_json_rules(node.single_quotes), repr(node))
+        prefix = "rfc-pyjson-" if node.single_quotes else "rfc-json-"
+        return prefix + node.kind
+
+    def visit_Rest(self, node: Rest, tail: bool, where: _Where) -> str:
+        return gbnf_repeat(ANY_CHAR, 0, None)
+
+    def visit_End(self, node: End, tail: bool, where: _Where) -> str:
+        if tail:
+            return '""'
+        raise GrammarError(f"{node!r} is only expressible in GBNF at the end of the grammar")
+
+    def lookahead(self, node: Peek | Negate, tail: bool, where: _Where) -> str:
+        raise GrammarError(
+            f"lookahead {node!r} cannot be expressed in GBNF; use until()/until_one_of() "
+            "or negate(...) + char_class(...) for a character exclusion"
+        )
+
+    visit_Peek = visit_Negate = lookahead
+
+    def foreign(self, node: Parser, *args: object) -> str:
         raise GrammarError(f"no GBNF translation for {node!r}")
 
     def literal(self, node: Literal, before: bool) -> str:
