@@ -97,6 +97,25 @@ class ParseDepthError(AutoparserError):
     """Grammar recursion went deeper than the Python stack allows (reported as FAIL)."""
 
 
+Key = tuple[int, int]  # (node uid, position): what memo entries and hints are kept by
+
+
+class Hints:
+    """Where scans stopped, kept across the incremental runs of one stream: one typed dict
+    per kind of hint (a node's uid says which node a key belongs to)."""
+
+    __slots__ = ("json", "progress", "until")
+
+    def __init__(self) -> None:
+        # Sequences and repetitions: (index or count, position, nodes) after the items
+        # whose results were final.
+        self.progress: dict[Key, tuple[int, int, tuple[Node, ...]]] = {}
+        # Until: where to resume the search for a delimiter.
+        self.until: dict[Key, int] = {}
+        # JSON values: the scanner's state where the text ended.
+        self.json: dict[Key, json_scan.ScanState] = {}
+
+
 class _Ctx:
     """State of one parse run; memo and hints may be shared across incremental runs."""
 
@@ -105,11 +124,13 @@ class _Ctx:
         "frontier",
         "hints",
         "hits",
+        "json_hints",
         "max_depth",
         "memo",
         "n",
         "partial",
         "text",
+        "until_hints",
         "volatile",
     )
 
@@ -117,16 +138,19 @@ class _Ctx:
         self,
         text: str,
         partial: bool,
-        memo: dict[tuple[int, int], Res],
-        hints: dict[tuple[int, int], Any],
-        volatile: list[tuple[int, int]],
+        memo: dict[Key, Res],
+        hints: Hints,
+        volatile: list[Key],
         max_depth: int,
     ) -> None:
         self.text = text
         self.n = len(text)
         self.partial = partial
         self.memo = memo
-        self.hints = hints
+        # Hints' dicts, held directly: one attribute read less in the matchers.
+        self.hints = hints.progress
+        self.until_hints = hints.until
+        self.json_hints = hints.json
         self.volatile = volatile
         self.depth = 0
         self.max_depth = max_depth
@@ -278,7 +302,7 @@ class Parser:
 
     def parse(self, text: str, partial: bool = False) -> ParseResult:
         """Parse a prefix of `text` from position 0 (add `end()` to require all of it)."""
-        return self._run(text, partial, {}, {}, [])
+        return self._run(text, partial, {}, Hints(), [])
 
     def incremental(self) -> IncrementalParse:
         """A resumable parse that is fed text chunk by chunk."""
@@ -289,7 +313,7 @@ class Parser:
         text: str,
         partial: bool,
         memo: dict[tuple[int, int], Res],
-        hints: dict[tuple[int, int], Any],
+        hints: Hints,
         volatile: list[tuple[int, int]],
         max_depth: int = 0,
     ) -> ParseResult:
@@ -323,6 +347,8 @@ class NodeKindError(GrammarError):
 
 
 R = TypeVar("R")
+# A visit_<Kind> method as stored in a visitor's table (called with the visitor first).
+Handler = Callable[..., Any]
 
 
 class NodeVisitor(Generic[R]):
@@ -339,7 +365,7 @@ class NodeVisitor(Generic[R]):
 
     __slots__ = ()
     # Per visitor class: node class -> the function that handles it.
-    _methods: ClassVar[dict[type[Parser], Callable[..., Any]]] = {}
+    _methods: ClassVar[dict[type[Parser], Handler]] = {}
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -353,7 +379,7 @@ class NodeVisitor(Generic[R]):
         return result
 
     @classmethod
-    def method_for(cls, kind: type[Parser]) -> Callable[..., Any]:
+    def method_for(cls, kind: type[Parser]) -> Handler:
         """The function handling nodes of class `kind` (raises NodeKindError if none)."""
         found = cls._methods.get(kind)
         if found is not None:
@@ -429,7 +455,7 @@ class IncrementalParse:
         self._parser = parser
         self._text = ""
         self._memo: dict[tuple[int, int], Res] = {}
-        self._hints: dict[tuple[int, int], Any] = {}
+        self._hints = Hints()
         self._volatile: list[tuple[int, int]] = []
         self._decoder: codecs.IncrementalDecoder | None = None
         # The nesting budget of the first feed is kept: walking the caller's frames on
@@ -719,7 +745,7 @@ class Until(Parser):
         text = ctx.text
         n = ctx.n
         key = (self._uid, pos)
-        start = ctx.hints.get(key, pos)
+        start = ctx.until_hints.get(key, pos)
         if self._rx is None:
             i = text.find(self.delimiters[0], start)
         else:
@@ -727,7 +753,7 @@ class Until(Parser):
             i = m.start() if m else -1
         if i >= 0:
             return (OK, i, _NO_NODES, False, "")
-        ctx.hints[key] = max(pos, n - self._longest + 1)
+        ctx.until_hints[key] = max(pos, n - self._longest + 1)
         ctx.hits += 1
         if not ctx.partial:
             return (OK, max(pos, n), _NO_NODES, True, "")
@@ -756,7 +782,7 @@ class Json(Parser):
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         key = (self._uid, pos)
-        state = ctx.hints.get(key)
+        state = ctx.json_hints.get(key)
         if state is None:
             end = json_scan.fast_complete(ctx.text, pos, self.kind)
             if end >= 0:
@@ -765,7 +791,7 @@ class Json(Parser):
             ctx.text, pos, self.kind, ctx.partial, self.single_quotes, state
         )
         if state is not None:
-            ctx.hints[key] = state
+            ctx.json_hints[key] = state
         if hit_end:
             ctx.hits += 1
             if status == MORE:
@@ -786,10 +812,10 @@ class JsonSchema(Json):
 
     def __init__(
         self,
-        schema: dict[str, Any],
+        schema: dict[str, object],
         name: str,
         single_quotes: bool = False,
-        document: dict[str, Any] | None = None,
+        document: dict[str, object] | None = None,
     ) -> None:
         super().__init__("value", single_quotes)
         self.schema = schema
@@ -886,7 +912,7 @@ class Seq(Parser):
         # the hint holds (index, position, nodes) after the last of them, stored when the
         # first item whose outcome depends on the end of the input is reached.
         key = (self._uid, pos)
-        hint: tuple[int, int, tuple[Node, ...]] | None = ctx.hints.get(key)
+        hint = ctx.hints.get(key)
         if hint is None:
             i, p, nodes = 0, pos, []
         else:
@@ -1036,7 +1062,7 @@ class Repeat(_Wrapper):
         # Iterations whose results were final are not replayed on the next incremental
         # run: the hint holds (position, count, nodes) after the last of them.
         key = (self._uid, pos)
-        hint: tuple[int, int, tuple[Node, ...]] | None = ctx.hints.get(key)
+        hint = ctx.hints.get(key)
         if hint is None:
             p, got, nodes = pos, 0, []
         else:
@@ -1408,10 +1434,10 @@ def json_literal() -> Parser:
 
 
 def json_schema(
-    schema: dict[str, Any],
+    schema: dict[str, object],
     name: str,
     allow_single_quotes: bool = False,
-    document: dict[str, Any] | None = None,
+    document: dict[str, object] | None = None,
 ) -> Parser:
     """A JSON value typed by `schema`; its grammar comes from the schema converter.
 

@@ -128,7 +128,7 @@ def grammar(parser: Parser | str, lazy: bool = False) -> Grammar:
     return Grammar(emitter.render(), schemas=frozenset(emitter.schemas))
 
 
-def schema_key(schema: Any) -> str:
+def schema_key(schema: object) -> str:
     """A JSON Schema as canonical text, to recognise it again."""
     return json.dumps(schema, sort_keys=True, default=str)
 
