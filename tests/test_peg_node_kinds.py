@@ -110,7 +110,15 @@ def test_every_kind_has_its_own_matcher() -> None:
 def test_the_passes_are_visitors() -> None:
     names = {c.__qualname__ for c in visitors()}
     # The matcher aside (each kind's _match), the passes the issue names.
-    assert {"_Compiler", "_AtEnd", "_Starts", "_Emitter", "LeafRegex", "_Piece"} <= names
+    assert {
+        "_Compiler",
+        "_AddsNodes",
+        "_AtEnd",
+        "_Starts",
+        "_Emitter",
+        "LeafRegex",
+        "_Piece",
+    } <= names
 
 
 @pytest.mark.parametrize("visitor", visitors(), ids=lambda v: v.__qualname__)

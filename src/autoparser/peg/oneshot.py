@@ -13,8 +13,9 @@ needs none of it. Here each node of a definition becomes one closure
 Tagged nodes go onto one list shared by the run; a node that fails takes its own back off,
 so a failure costs nothing to report. A run of plain items in a sequence (literals,
 character runs, optional literals, any of those tagged) is one regex whose groups give the
-tagged nodes; ordered choices look at the next character (``_starts``), and at the end of
-the input a full-mode choice answers from the grammar alone (``_at_end``).
+tagged nodes; ordered choices look at the next character (``_Starts``), and at the end of
+the input a full-mode choice answers from the grammar alone (``_AtEnd``). The compiler and
+these analyses are ``NodeVisitor``s: one ``visit_<Kind>`` per node kind of ``NODE_TYPES``.
 
 There is no memo within a run: the grammars a format builds are shallow, and the
 first-character dispatch keeps retries rare. Between the two runs of one text (full mode,
@@ -339,15 +340,33 @@ def _json(c: _Compiler, node: Json) -> Match:
 # --- combinators -----------------------------------------------------------------------------
 
 
-def _adds_nodes(node: Parser, adds: Callable[[Parser], bool]) -> bool:
+class _AddsNodes(NodeVisitor[bool]):
     """Can a match of this node leave tagged nodes behind (so a parent that fails later
-    must take them back)? ``adds`` answers for its children."""
-    kind = type(node)
-    if kind is Tag:
+    must take them back)? ``of`` answers once per node (the grammar is a DAG)."""
+
+    def __init__(self) -> None:
+        self._adds: dict[int, bool] = {}
+
+    def of(self, node: Parser) -> bool:
+        found = self._adds.get(node._uid)
+        if found is None:
+            found = self._adds[node._uid] = self.visit(node)
+        return found
+
+    def visit_Tag(self, node: Tag) -> bool:
         return True
-    if kind in (Peek, Negate):
-        return False
-    return any(adds(child) for child in node.children())
+
+    def lookahead(self, node: Peek | Negate) -> bool:
+        return False  # whatever the child adds is taken back
+
+    visit_Peek = visit_Negate = lookahead
+
+    def by_children(self, node: Parser) -> bool:
+        return any(self.of(child) for child in node.children())
+
+    visit_Literal = visit_Chars = visit_End = visit_Rest = visit_Until = by_children
+    visit_Json = visit_Seq = visit_Choice = visit_Repeat = by_children
+    visit_Atomic = visit_TriggerMark = visit_Ref = by_children
 
 
 class _Piece(LeafRegex):
@@ -853,16 +872,10 @@ class _Compiler(NodeVisitor[Match]):
     def __init__(self, partial: bool) -> None:
         self.partial = partial
         self.done: dict[int, Match] = {}
-        self._adds: dict[int, bool] = {}
+        # The analyses the matchers are built from, each worked out once per node.
+        self.adds_nodes = _AddsNodes().of
         self.at_end = _AtEnd().of
         self.starts = _Starts().of
-
-    def adds_nodes(self, node: Parser) -> bool:
-        """``_adds_nodes``, worked out once per node (the grammar is a DAG)."""
-        found = self._adds.get(node._uid)
-        if found is None:
-            found = self._adds[node._uid] = _adds_nodes(node, self.adds_nodes)
-        return found
 
     def compile(self, node: Parser) -> Match:
         found = self.done.get(node._uid)
