@@ -118,6 +118,12 @@ def test_the_passes_are_visitors() -> None:
         "_Emitter",
         "LeafRegex",
         "_Piece",
+        "_SplitFinder",
+        "_Nullable",
+        "_StartsFree",
+        "_EndsFree",
+        "_Lexeme",
+        "_LeadingWords",
     } <= names
 
 
@@ -157,6 +163,14 @@ def test_each_kind_through_every_pass(kind: type[Parser]) -> None:
         raise
     except GrammarError as exc:
         assert kind in (core.Peek, core.Negate), exc
+    # Lazy: its trigger words, or the GrammarError of a node that has no leading literal.
+    try:
+        lazy = gbnf_emit.grammar(core.trigger(node), lazy=True)
+        assert lazy.triggers
+    except NodeKindError:  # pragma: no cover - the failure this test exists for
+        raise
+    except GrammarError as exc:
+        assert "trigger word" in str(exc) or kind in (core.Peek, core.Negate), exc
 
 
 class _Stray(Parser):

@@ -117,7 +117,7 @@ def grammar(parser: Parser | str, lazy: bool = False) -> Grammar:
         words: list[GrammarTrigger] = []
         for t in triggers:
             try:
-                words.extend(_leading_words(t.child, t))
+                words.extend(_LeadingWords(t).visit(t.child))
             except GrammarError:
                 pattern = _leading_pattern(t.child)
                 if pattern is None:
@@ -239,7 +239,7 @@ class _Emitter(NodeVisitor[str]):
             return self.until(body)
         inner = self.expr(node.child, False, self.finder.repeat_where(node, where))
         times = node.max if node.max is not None else max(node.min, 1)
-        if _expanded_size(inner) * times > _MAX_EXPANSION and not _is_lexeme(node.child, set()):
+        if _expanded_size(inner) * times > _MAX_EXPANSION and not _is_lexeme(node.child):
             # llama.cpp refuses to repeat a group that expands to too many rules (over
             # 2000, counting each `{0,20}` as 20): a rule of its own counts as one.
             tag = next((n.name for n in _walk(node.child) if isinstance(n, Tag)), "part")
@@ -320,7 +320,7 @@ class _Emitter(NodeVisitor[str]):
         name = self._ref_names.get(key)
         if name is None:
             target = node.target()
-            if _is_lexeme(target, set()) and self._has_split(target):
+            if _is_lexeme(target) and self._has_split(target):
                 # llguidance would turn an all-terminal rule back into one greedy token.
                 return group(self.expr(target, False, where))
             name = self.fresh(node.name)
@@ -535,7 +535,7 @@ def _walk(root: Parser, stop: type[Parser] | None = None) -> Iterator[Parser]:
             stack.extend(reversed(_successors(node)))
 
 
-class _SplitFinder:
+class _SplitFinder(NodeVisitor[None]):
     """Where to write a literal one character per string, so that llguidance reads it.
 
     llguidance lexes every string of a rule as one greedy token and can step back only one
@@ -561,6 +561,10 @@ class _SplitFinder:
         self._before: dict[tuple[int, bool], tuple[tuple[Parser, ...], list[bool]]] = {}
         self._after: dict[tuple[int, bool], tuple[tuple[Parser, ...], list[bool]]] = {}
         self._alts: dict[int, tuple[tuple[Parser, ...], int, int]] = {}
+        # What each node kind can do, wherever it is (memoised by the three methods below).
+        self._nullable_of = _Nullable(self).visit
+        self._starts_of = _StartsFree(self).visit
+        self._ends_of = _EndsFree(self).visit
         for root in roots or []:
             self.walk(root, _NOWHERE)
 
@@ -642,23 +646,6 @@ class _SplitFinder:
             value = cache[key] = self._nullable_of(node)
         return value
 
-    def _nullable_of(self, node: Parser) -> bool:
-        if isinstance(node, Literal):
-            return not node.value
-        if isinstance(node, Chars):
-            return node.min == 0
-        if isinstance(node, Json):
-            return False
-        if isinstance(node, (Until, Rest, End, Peek, Negate)):
-            return True
-        if isinstance(node, Seq):
-            return all(self.nullable(item) for item in node.items)
-        if isinstance(node, Choice):
-            return any(self.nullable(a) for a in node.alternatives)
-        if isinstance(node, Repeat):
-            return node.min == 0 or self.nullable(node.child)
-        return all(self.nullable(child) for child in _successors(node))
-
     def starts_free(self, node: Parser) -> bool:
         """Whether the node's first token can be one of an ``until``'s (or ``rest()``'s)."""
         cache, key = self._starts, node._uid
@@ -667,15 +654,6 @@ class _SplitFinder:
             cache[key] = False
             value = cache[key] = self._starts_of(node)
         return value
-
-    def _starts_of(self, node: Parser) -> bool:
-        if _is_free_text(node):
-            return True
-        if isinstance(node, (Literal, Chars, Json, End, Peek, Negate)):
-            return False
-        if isinstance(node, Seq):
-            return self._follows_free(node.items, False)
-        return any(self.starts_free(child) for child in _successors(node))
 
     def ends_free(self, node: Parser, before: bool) -> bool:
         """Whether an ``until`` may still be running after the node (``before``: one may be
@@ -686,21 +664,6 @@ class _SplitFinder:
             cache[key] = False
             value = cache[key] = self._ends_of(node, before)
         return value
-
-    def _ends_of(self, node: Parser, before: bool) -> bool:
-        if _is_free_text(node):
-            return True
-        if isinstance(node, (Literal, Chars, Json)):
-            return before and self.nullable(node)
-        if isinstance(node, (End, Peek, Negate)):
-            return before
-        if isinstance(node, Seq):
-            return self.seq_where(node.items, len(node.items), (before, False))[0]
-        if isinstance(node, Repeat):
-            once = self.ends_free(node.child, before)
-            again = self.ends_free(node.child, before or once)
-            return once or again or (before and node.min == 0)
-        return any(self.ends_free(child, before) for child in _successors(node))
 
     def _follows_free(self, rest: tuple[Parser, ...], after: bool) -> bool:
         """Whether a free-text token may be read where ``rest`` starts."""
@@ -717,29 +680,154 @@ class _SplitFinder:
         if key in self._seen:
             return
         self._seen.add(key)
-        if isinstance(node, Literal):
-            if where[0] and len(node.value) > 1:
-                self.split.add(node._uid)
-        elif isinstance(node, Seq):
-            items = node.items
-            before, after = self.seq_wheres(items, where)
-            for i, item in enumerate(items):
-                self.walk(item, (before[i], after[i]))
-        elif isinstance(node, Choice):
-            for i, alt in enumerate(node.alternatives):
-                self.walk(alt, self.choice_where(node.alternatives, i, where))
-        elif isinstance(node, Repeat):
-            if _exclusion_body(node.child) is None:
-                self.walk(node.child, self.repeat_where(node, where))
-        elif isinstance(node, Ref):
-            ref = (id(node.rules), node.name)
-            old = self._refs.get(ref, _NOWHERE)
-            merged = (old[0] or where[0], old[1] or where[1])
-            self._refs[ref] = merged
-            self.walk(node.target(), merged)
-        elif not isinstance(node, (Peek, Negate)):
-            for child in node.children():
-                self.walk(child, where)
+        self.visit(node, where)
+
+    def visit_Literal(self, node: Literal, where: _Where) -> None:
+        if where[0] and len(node.value) > 1:
+            self.split.add(node._uid)
+
+    def visit_Seq(self, node: Seq, where: _Where) -> None:
+        items = node.items
+        before, after = self.seq_wheres(items, where)
+        for i, item in enumerate(items):
+            self.walk(item, (before[i], after[i]))
+
+    def visit_Choice(self, node: Choice, where: _Where) -> None:
+        for i, alt in enumerate(node.alternatives):
+            self.walk(alt, self.choice_where(node.alternatives, i, where))
+
+    def visit_Repeat(self, node: Repeat, where: _Where) -> None:
+        if _exclusion_body(node.child) is None:
+            self.walk(node.child, self.repeat_where(node, where))
+
+    def visit_Ref(self, node: Ref, where: _Where) -> None:
+        ref = (id(node.rules), node.name)
+        old = self._refs.get(ref, _NOWHERE)
+        merged = (old[0] or where[0], old[1] or where[1])
+        self._refs[ref] = merged
+        self.walk(node.target(), merged)
+
+    def lookahead(self, node: Peek | Negate, where: _Where) -> None:
+        pass  # not emitted but as a character exclusion, which holds no literal
+
+    visit_Peek = visit_Negate = lookahead
+
+    def children_here(self, node: Parser, *args: object) -> None:
+        where = args[0]
+        assert isinstance(where, tuple)
+        for child in node.children():
+            self.walk(child, where)
+
+    visit_Chars = visit_End = visit_Rest = visit_Until = visit_Json = children_here
+    visit_Tag = visit_Atomic = visit_TriggerMark = foreign = children_here
+
+
+class _Nullable(NodeVisitor[bool]):
+    """Whether a node can match the empty string (``_SplitFinder.nullable`` answers for
+    its children, once per node)."""
+
+    def __init__(self, finder: _SplitFinder) -> None:
+        self.nullable = finder.nullable
+
+    def visit_Literal(self, node: Literal) -> bool:
+        return not node.value
+
+    def visit_Chars(self, node: Chars) -> bool:
+        return node.min == 0
+
+    def visit_Json(self, node: Json) -> bool:
+        return False
+
+    def always(self, node: Parser) -> bool:
+        return True
+
+    visit_Until = visit_Rest = visit_End = visit_Peek = visit_Negate = always
+
+    def visit_Seq(self, node: Seq) -> bool:
+        return all(self.nullable(item) for item in node.items)
+
+    def visit_Choice(self, node: Choice) -> bool:
+        return any(self.nullable(a) for a in node.alternatives)
+
+    def visit_Repeat(self, node: Repeat) -> bool:
+        return node.min == 0 or self.nullable(node.child)
+
+    def successors(self, node: Parser, *args: object) -> bool:
+        return all(self.nullable(child) for child in _successors(node))
+
+    visit_Tag = visit_Atomic = visit_TriggerMark = visit_Ref = foreign = successors
+
+
+class _StartsFree(NodeVisitor[bool]):
+    """Whether the node's first token can be one of an ``until``'s (or ``rest()``'s)
+    (``_SplitFinder.starts_free`` answers for its children, once per node)."""
+
+    def __init__(self, finder: _SplitFinder) -> None:
+        self.finder = finder
+
+    def free(self, node: Parser) -> bool:
+        return True
+
+    visit_Until = visit_Rest = free
+
+    def never(self, node: Parser) -> bool:
+        return False
+
+    visit_Literal = visit_Chars = visit_Json = visit_End = visit_Peek = visit_Negate = never
+
+    def visit_Seq(self, node: Seq) -> bool:
+        return self.finder._follows_free(node.items, False)
+
+    def visit_Repeat(self, node: Repeat) -> bool:
+        return _is_free_text(node) or self.successors(node)
+
+    def successors(self, node: Parser, *args: object) -> bool:
+        return any(self.finder.starts_free(child) for child in _successors(node))
+
+    visit_Choice = visit_Tag = visit_Atomic = visit_TriggerMark = visit_Ref = successors
+    foreign = successors
+
+
+class _EndsFree(NodeVisitor[bool]):
+    """Whether an ``until`` may still be running after the node, given whether one may be
+    running where it starts (``_SplitFinder.ends_free`` answers for its children)."""
+
+    def __init__(self, finder: _SplitFinder) -> None:
+        self.finder = finder
+
+    def free(self, node: Parser, before: bool) -> bool:
+        return True
+
+    visit_Until = visit_Rest = free
+
+    def if_empty(self, node: Literal | Chars | Json, before: bool) -> bool:
+        return before and self.finder.nullable(node)
+
+    visit_Literal = visit_Chars = visit_Json = if_empty
+
+    def reads_nothing(self, node: End | Peek | Negate, before: bool) -> bool:
+        return before
+
+    visit_End = visit_Peek = visit_Negate = reads_nothing
+
+    def visit_Seq(self, node: Seq, before: bool) -> bool:
+        return self.finder.seq_where(node.items, len(node.items), (before, False))[0]
+
+    def visit_Repeat(self, node: Repeat, before: bool) -> bool:
+        if _is_free_text(node):
+            return True
+        ends_free = self.finder.ends_free
+        once = ends_free(node.child, before)
+        again = ends_free(node.child, before or once)
+        return once or again or (before and node.min == 0)
+
+    def successors(self, node: Parser, *args: object) -> bool:
+        before = args[0]
+        assert isinstance(before, bool)
+        return any(self.finder.ends_free(child, before) for child in _successors(node))
+
+    visit_Choice = visit_Tag = visit_Atomic = visit_TriggerMark = visit_Ref = successors
+    foreign = successors
 
 
 def _is_free_text(node: Parser) -> bool:
@@ -749,22 +837,44 @@ def _is_free_text(node: Parser) -> bool:
     return isinstance(node, Repeat) and _exclusion_body(node.child) is not None
 
 
-def _is_lexeme(node: Parser, visiting: set[int]) -> bool:
+class _Lexeme(NodeVisitor[bool]):
     """Whether llguidance would make a rule with this body a single lexeme (all terminals)."""
-    if isinstance(node, (Literal, Chars, Rest, End)):
+
+    def __init__(self) -> None:
+        self.visiting: set[int] = set()  # rule references entered (a cycle is no lexeme)
+
+    def terminal(self, node: Parser) -> bool:
         return True
-    if isinstance(node, JsonSchema | Until):
+
+    visit_Literal = visit_Chars = visit_Rest = visit_End = terminal
+
+    def not_terminal(self, node: Parser) -> bool:
         return False
-    if isinstance(node, Json):
+
+    visit_JsonSchema = visit_Until = not_terminal
+
+    def visit_Json(self, node: Json) -> bool:
         return node.kind in ("string", "number", "literal")
-    if isinstance(node, Ref):
-        if node._uid in visiting:
+
+    def visit_Ref(self, node: Ref) -> bool:
+        if node._uid in self.visiting:
             return False
-        visiting.add(node._uid)
-        return _is_lexeme(node.target(), visiting)
-    if isinstance(node, Repeat) and _exclusion_body(node.child) is not None:
-        return False
-    return all(_is_lexeme(k, visiting) for k in node.children())
+        self.visiting.add(node._uid)
+        return self.visit(node.target())
+
+    def visit_Repeat(self, node: Repeat) -> bool:
+        return _exclusion_body(node.child) is None and self.children(node)
+
+    def children(self, node: Parser, *args: object) -> bool:
+        return all(self.visit(k) for k in node.children())
+
+    visit_Seq = visit_Choice = visit_Peek = visit_Negate = children
+    visit_Tag = visit_Atomic = visit_TriggerMark = foreign = children
+
+
+def _is_lexeme(node: Parser) -> bool:
+    """Whether llguidance would make a rule with this body a single lexeme (all terminals)."""
+    return _Lexeme().visit(node)
 
 
 # --- lazy triggers -------------------------------------------------------------------------
@@ -775,19 +885,32 @@ def _find_triggers(root: Parser) -> list[TriggerMark]:
     return [n for n in _walk(root, stop=TriggerMark) if isinstance(n, TriggerMark)]
 
 
-def _leading_words(node: Parser, trig: TriggerMark) -> list[GrammarTrigger]:
-    """The trigger words a match of `node` must start with."""
-    if isinstance(node, Token):
+class _LeadingWords(NodeVisitor[list[GrammarTrigger]]):
+    """The trigger words a match of a node must start with (for the trigger ``trig``)."""
+
+    def __init__(self, trig: TriggerMark) -> None:
+        self.trig = trig
+
+    def visit_Token(self, node: Token) -> list[GrammarTrigger]:
         return [GrammarTrigger("token", node.value)]
-    if isinstance(node, Literal) and node.value:
-        return [GrammarTrigger("word", node.value)]
-    if isinstance(node, _TRANSPARENT):
-        return _leading_words(node.child, trig)
-    if isinstance(node, Ref):
-        return _leading_words(node.target(), trig)
-    if isinstance(node, Choice):
-        return [w for a in node.alternatives for w in _leading_words(a, trig)]
-    if isinstance(node, Seq):
+
+    def visit_Literal(self, node: Literal) -> list[GrammarTrigger]:
+        if node.value:
+            return [GrammarTrigger("word", node.value)]
+        return self.none(node)
+
+    def through(self, node: Tag | Atomic | TriggerMark) -> list[GrammarTrigger]:
+        return self.visit(node.child)
+
+    visit_Tag = visit_Atomic = visit_TriggerMark = through
+
+    def visit_Ref(self, node: Ref) -> list[GrammarTrigger]:
+        return self.visit(node.target())
+
+    def visit_Choice(self, node: Choice) -> list[GrammarTrigger]:
+        return [w for a in node.alternatives for w in self.visit(a)]
+
+    def visit_Seq(self, node: Seq) -> list[GrammarTrigger]:
         optional_words: list[GrammarTrigger] = []
         for item in node.items:
             if isinstance(item, Chars) and item.min == 0:
@@ -795,12 +918,19 @@ def _leading_words(node: Parser, trig: TriggerMark) -> list[GrammarTrigger]:
             if isinstance(item, Repeat) and item.min == 0 and item.max == 1:
                 # An optional opener (a call prefix token): a match starts with it or
                 # with what follows.
-                optional_words += _leading_words(item.child, trig)
+                optional_words += self.visit(item.child)
                 continue
-            return optional_words + _leading_words(item, trig)
-    if isinstance(node, Repeat) and node.min > 0:
-        return _leading_words(node.child, trig)
-    raise GrammarError(f"{trig!r}: cannot find a leading literal to use as a trigger word")
+            return optional_words + self.visit(item)
+        return self.none(node)
+
+    def visit_Repeat(self, node: Repeat) -> list[GrammarTrigger]:
+        return self.visit(node.child) if node.min > 0 else self.none(node)
+
+    def none(self, node: Parser, *args: object) -> list[GrammarTrigger]:
+        raise GrammarError(f"{self.trig!r}: cannot find a leading literal to use as a trigger word")
+
+    visit_Chars = visit_End = visit_Rest = visit_Until = visit_Json = none
+    visit_Peek = visit_Negate = foreign = none
 
 
 def _leading_pattern(node: Parser) -> str | None:
