@@ -7,8 +7,11 @@ grammar (see docs/peg.md).
 from __future__ import annotations
 
 from autoparser.peg.core import (
+    NODE_TYPES,
     IncrementalParse,
     Node,
+    NodeKindError,
+    NodeVisitor,
     Parser,
     ParseResult,
     Rules,
@@ -45,10 +48,13 @@ from autoparser.peg.gbnf_emit import Grammar, GrammarTrigger, grammar
 from autoparser.peg.status import ParseStatus
 
 __all__ = [
+    "NODE_TYPES",
     "Grammar",
     "GrammarTrigger",
     "IncrementalParse",
     "Node",
+    "NodeKindError",
+    "NodeVisitor",
     "ParseResult",
     "ParseStatus",
     "Parser",

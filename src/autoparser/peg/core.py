@@ -346,21 +346,22 @@ class NodeKindError(GrammarError):
     """A parser node of a kind outside ``NODE_TYPES``, or a kind a visitor does not handle."""
 
 
-R = TypeVar("R")
+_R = TypeVar("_R")
 # A visit_<Kind> method as stored in a visitor's table (called with the visitor first).
 Handler = Callable[..., Any]
 
 
-class NodeVisitor(Generic[R]):
+class NodeVisitor(Generic[_R]):
     """Dispatch on the closed set of node kinds (``NODE_TYPES``), as jinja2's NodeVisitor.
 
     ``visit(node, *args)`` calls ``visit_<Kind>(node, *args)``: the method named after the
     node's class, else after the nearest node kind it derives from (a Token is handled as a
     Literal unless ``visit_Token`` says otherwise). The method is looked up once per visitor
     class and node class, then read from a dict: one lookup per call, as fast as a table of
-    builders. Every pass over a grammar (the one-shot compiler, the GBNF emitter, the leaf
-    regexes) is one of these, so tests/test_peg_node_kinds.py can check that each handles
-    every kind. A node class outside the set goes to ``foreign``.
+    builders. Every pass over a grammar but the matcher (each kind's ``_match``) is one of
+    these: the one-shot compiler and its analyses, the GBNF emitter and its analyses, the
+    leaf regexes; tests/test_peg_node_kinds.py checks that each handles every kind. A node
+    class outside the set goes to ``foreign`` (an error unless a visitor says otherwise).
     """
 
     __slots__ = ()
@@ -371,11 +372,11 @@ class NodeVisitor(Generic[R]):
         super().__init_subclass__(**kwargs)
         cls._methods = {}
 
-    def visit(self, node: Parser, *args: object) -> R:
+    def visit(self, node: Parser, *args: object) -> _R:
         method = self._methods.get(node.__class__)
         if method is None:
             method = type(self).method_for(node.__class__)
-        result: R = method(self, node, *args)
+        result: _R = method(self, node, *args)
         return result
 
     @classmethod
@@ -394,7 +395,7 @@ class NodeVisitor(Generic[R]):
         cls._methods[kind] = found
         return found
 
-    def foreign(self, node: Parser, *args: object) -> R:
+    def foreign(self, node: Parser, *args: object) -> _R:
         """A node of a class outside ``NODE_TYPES`` (defined elsewhere): refused."""
         raise NodeKindError(
             f"{type(self).__name__}: {type(node).__name__} is not a parser node kind of "
