@@ -290,7 +290,7 @@ def parse_text(
     the two trees a stream's feed and finish would (partial mode, then full mode). The
     final one is mapped straight to the message (``stream/whole.py``) when what the
     partial one maps is a prefix of it, as it is unless the two parses disagree; else
-    the mapper maps both, as the stream does.
+    the mapper maps both, as the stream does. Both by the one walk (``walk_tree``).
     """
     hit_limit = finish_reason_hit_limit(finish_reason)
     shot = compiled(definition.parser)
@@ -313,6 +313,7 @@ def parse_text(
         call_ids,
         definition.value_converters,
         openers=definition.call_openers or definition.trigger_markers,
+        json_end=lambda pos: json_value_end(shared, pos),
     )
     if partial:
         if last is not None:
@@ -320,7 +321,7 @@ def parse_text(
         return mapper.message()
     output = _output_tree(mapper, text, last, final, hit_limit)
     if output is not None and (last is None or _maps_prefix(last, output)):
-        return whole_message(mapper, output, text, lambda pos: json_value_end(shared, pos))
+        return whole_message(mapper, output, text)
     if last is not None:
         mapper.advance(last, text)
     _end_of_output(mapper, text, output)
