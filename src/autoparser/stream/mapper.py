@@ -80,8 +80,8 @@ class CallIdPolicy:
 _ENCODED_TAGS = (tags.TOOL_ARGS_STR,)
 _PYTHON_TAGS = (tags.TOOL_ARGS_PY,)
 _ARGS_TAGS = (tags.TOOL_ARGS, *_ENCODED_TAGS, *_PYTHON_TAGS)
-# Tags of a call's children that carry its arguments, in any encoding.
-_ALL_ARGS_TAGS = frozenset({*_ARGS_TAGS, tags.TOOL_ARG})
+ARGUMENT_TAGS = frozenset({*_ARGS_TAGS, tags.TOOL_ARG})
+"""Tags of a call's children that carry its arguments, in any encoding."""
 
 TOOL_CALL_DELTAS = ("whole", "incremental")
 """The streaming policies for tool calls (``tool_call_deltas``), the default first."""
@@ -495,7 +495,7 @@ class Mapper:
         """
         args: Node | None = None
         for child in node.children:
-            if child.tag in _ALL_ARGS_TAGS:
+            if child.tag in ARGUMENT_TAGS:
                 if args is not None or child.tag != tags.TOOL_ARGS:
                     args = None
                     break

@@ -15,10 +15,9 @@ from autoparser.message import ChatMessage
 from autoparser.peg import Node, ParseStatus
 from autoparser.peg.oneshot import FAIL, OK, compiled, json_value_end
 from autoparser.stream.delta import StreamDelta
-from autoparser.stream.mapper import CallIdPolicy, Mapper, check_tool_call_deltas
+from autoparser.stream.mapper import ARGUMENT_TAGS, CallIdPolicy, Mapper, check_tool_call_deltas
 from autoparser.stream.whole import whole_message
 
-_ARGS_TAGS = frozenset({tags.TOOL_ARGS, tags.TOOL_ARGS_STR, tags.TOOL_ARGS_PY, tags.TOOL_ARG})
 _TEXT_TAGS = frozenset({tags.CONTENT, tags.REASONING})
 
 
@@ -157,7 +156,7 @@ class StreamParser:
         node = final.children[-1]
         if node.tag != tags.TOOL or node.start != last.start or not node.complete:
             return True
-        if not any(c.tag in _ARGS_TAGS for c in node.children):
+        if not any(c.tag in ARGUMENT_TAGS for c in node.children):
             return True
         before = [c.tag for c in last.children]
         return before != [c.tag for c in node.children] or not all(
