@@ -58,6 +58,7 @@ from autoparser.peg import (
     until,
     zero_or_more,
 )
+from autoparser.peg.python_literal import WORD_VALUES
 
 QUOTE = '<|"|>'
 CALL_START = "<|tool_call>"
@@ -67,14 +68,6 @@ VALUE_TAG = "tool-arg-gemma4"  # a non-string argument value in the gemma notati
 
 _KEY_CHARS = "a-zA-Z0-9_.$@\\-"
 _JSON_OPENERS = '" \t\n\r'  # after "{": JSON arguments, not the notation
-_WORDS: dict[str, Any] = {
-    "true": True,
-    "false": False,
-    "null": None,
-    "None": None,
-    "True": True,
-    "False": False,
-}
 
 
 # --------------------------------------------------------------------------- notation -> JSON
@@ -94,8 +87,8 @@ def _unfinished_quote(text: str) -> str:
 
 
 def _word(word: str) -> Any:
-    if word in _WORDS:
-        return _WORDS[word]
+    if word in WORD_VALUES:
+        return WORD_VALUES[word]
     try:
         number = json.loads(word)
     except ValueError:

@@ -33,6 +33,7 @@ from autoparser.peg import (
     space,
     until,
 )
+from autoparser.peg.python_literal import WORD_VALUES
 from autoparser.schema.argument_types import json_type, value_types
 from autoparser.schema.refs import resolve_ref
 
@@ -111,9 +112,6 @@ def _items_schema(schema: Any, root: Any) -> Any:
 
 class _Invalid(ValueError):
     """The text is not elements the schema allows."""
-
-
-_PYTHON_WORDS = {"True": True, "False": False, "None": None}
 
 
 class _Reader:
@@ -203,7 +201,7 @@ class _Reader:
         try:
             value = json.loads(stripped)
         except ValueError:
-            value = _PYTHON_WORDS.get(stripped, text)
+            value = WORD_VALUES.get(stripped, text)
         if value is text or isinstance(value, str):
             if kinds is None or "string" in kinds:
                 return text

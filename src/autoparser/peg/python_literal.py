@@ -20,6 +20,8 @@ import ast
 import json
 import re
 import warnings
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from autoparser.peg.core import (
@@ -35,7 +37,13 @@ from autoparser.peg.core import (
     zero_or_more,
 )
 
-WORDS = ("True", "False", "None", "true", "false", "null")
+WORD_VALUES: Mapping[str, bool | None] = MappingProxyType(
+    {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
+)
+"""The words models write for booleans and null, Python's and JSON's, and their values:
+the one table every reader of argument values (Python literals, element text, Gemma's
+notation) takes them from."""
+WORDS = tuple(WORD_VALUES)
 _HEX = "0-9a-fA-F"
 
 
@@ -90,7 +98,7 @@ def python_literal(rules: Rules | None = None, name: str = "py-value") -> Parser
 _TOKENS = re.compile(
     r"""[rRuU]?(?:'(?:[^'\\\n]|\\[\s\S])*'|"(?:[^"\\\n]|\\[\s\S])*")|\b(true|false|null)\b"""
 )
-_AS_PYTHON = {"true": "True", "false": "False", "null": "None"}
+_AS_PYTHON = {w: repr(v) for w, v in WORD_VALUES.items() if w != repr(v)}
 
 
 def _python_word(m: re.Match[str]) -> str:
@@ -117,14 +125,21 @@ def _pair_surrogates(text: str) -> str:
         return text  # a lone half stays as written
 
 
+def literal_json(raw: str) -> str | None:
+    """A complete literal as JSON text; None when it is not one (or has no JSON form: a
+    set, a number beyond JSON's range)."""
+    try:
+        text = json.dumps(to_python(raw), ensure_ascii=False, allow_nan=False)
+    except (ValueError, TypeError, RecursionError):
+        return None
+    return _pair_surrogates(text) if re.search("[\ud800-\udfff]", text) else text
+
+
 def to_json(raw: str) -> str:
     """A complete literal as JSON text; the raw text as a JSON string if it is not one.
 
     The parser only completes a value it accepted, so the fallback is for text cut by the
     end of output (or a number beyond JSON's range), never silently different data.
     """
-    try:
-        text = json.dumps(to_python(raw), ensure_ascii=False, allow_nan=False)
-    except (ValueError, TypeError, RecursionError):
-        return json.dumps(raw.strip(), ensure_ascii=False)
-    return _pair_surrogates(text) if re.search("[\ud800-\udfff]", text) else text
+    text = literal_json(raw)
+    return json.dumps(raw.strip(), ensure_ascii=False) if text is None else text

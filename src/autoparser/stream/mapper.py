@@ -13,7 +13,7 @@ import functools
 import hashlib
 import random
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from autoparser import tags
 from autoparser.errors import RequestError
@@ -28,6 +28,7 @@ from autoparser.stream.arguments import (
     TaggedArguments,
     ValueConverters,
 )
+from autoparser.stream.repair import json_object_text
 
 _ID_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 _ID_TABLE = bytes(ord(_ID_ALPHABET[b % len(_ID_ALPHABET)]) for b in range(256))
@@ -79,6 +80,8 @@ class CallIdPolicy:
 _ENCODED_TAGS = (tags.TOOL_ARGS_STR,)
 _PYTHON_TAGS = (tags.TOOL_ARGS_PY,)
 _ARGS_TAGS = (tags.TOOL_ARGS, *_ENCODED_TAGS, *_PYTHON_TAGS)
+ARGUMENT_TAGS = frozenset({*_ARGS_TAGS, tags.TOOL_ARG})
+"""Tags of a call's children that carry its arguments, in any encoding."""
 
 TOOL_CALL_DELTAS = ("whole", "incremental")
 """The streaming policies for tool calls (``tool_call_deltas``), the default first."""
@@ -148,6 +151,8 @@ class _TextField:
 
 class _Call:
     """Streaming state of one tool call: announcement, then its arguments' streamer."""
+
+    __slots__ = ("args", "events", "id", "index", "name", "out", "start", "tagged")
 
     def __init__(self, start: int, events: list[tuple[str, int, str]]) -> None:
         self.start = start  # where the call's node starts in the output (its identity)
@@ -232,6 +237,65 @@ def _child(node: Node, tag: str) -> Node | None:
     return None
 
 
+class Walked(NamedTuple):
+    """What a tree's top-level nodes give the message (``walk_tree``): the spans of each
+    text field, and the call the tree ends inside, if any."""
+
+    reasoning: list[Span]
+    content: list[Span]
+    pending: Node | None  # a call node not complete yet (the walk stopped there)
+    lead: int  # where the pending call's text would start, as content
+    pending_spans: list[Span]  # the field that text would join (reasoning or content)
+    end: int  # where the last node walked ends (untagged text follows)
+
+
+def walk_tree(tree: Node, settle: Callable[[Node], bool]) -> Walked:
+    """The one tree -> message walk: which top-level node is reasoning, content or a call.
+
+    A stream runs it on every tree of its growing text (``Mapper.advance``), a one-shot
+    parse once on its final tree (``whole_message``): the rules cannot diverge.
+    ``settle(node)`` reads a complete call node: a call of the message (True), or not a
+    call (False), whose raw text then joins the field around it.
+    """
+    reasoning: list[Span] = []
+    content: list[Span] = []
+    prev_end = 0  # where the untagged text before the next node starts
+    after_call = False  # the previous node is a call of the message
+    in_reasoning = False  # the last text node was reasoning (calls_in_reasoning)
+    for child in tree.children:
+        tag = child.tag
+        if tag == tags.TOOL:
+            # The raw text of a call that is not one: with the markers before it,
+            # unless those close the call before it; where the call was written.
+            lead = child.start if after_call else prev_end
+            spans = reasoning if in_reasoning else content
+            if not child.complete:
+                return Walked(reasoning, content, child, lead, spans, prev_end)
+            if settle(child):
+                after_call = True
+            else:
+                spans.append((lead, child.end))
+                after_call = False
+            prev_end = child.end
+            continue
+        if tag == tags.TOOL_SECTION_END:
+            if not after_call and prev_end and spans_end(content, reasoning) == prev_end:
+                # It closes a call that is content: it is content too.
+                (reasoning if in_reasoning else content).append((prev_end, child.end))
+            prev_end = child.end
+            continue
+        if tag == tags.REASONING:
+            reasoning.append((child.start, child.end))
+            in_reasoning = True
+        else:
+            in_reasoning = False
+            if tag == tags.CONTENT:
+                content.append((child.start, child.end))
+        prev_end = child.end
+        after_call = False
+    return Walked(reasoning, content, None, prev_end, content, prev_end)
+
+
 @functools.lru_cache(maxsize=256)
 def _markup_openers(openers: tuple[str, ...]) -> tuple[str, ...]:
     """Call openers long enough to be markup, longest first (one alone at the end is
@@ -247,6 +311,11 @@ class Mapper:
     node is complete and its arguments valid. A call that turns out not to be one (its
     arguments invalid, or the output ended inside it) becomes content; if it was already
     announced, its delta index is listed in ``dropped``.
+
+    The one tree -> message walk: a stream maps each tree of its growing text, a one-shot
+    parse (``parse_text``) maps its final tree once, by the same ``advance``.
+    ``json_end(pos)``: where a JSON value the parse already read whole at ``pos`` ends (-1:
+    none), so that arguments written as such an object are not checked again.
     """
 
     def __init__(
@@ -256,8 +325,10 @@ class Mapper:
         *,
         incremental: bool = False,
         openers: Sequence[str] = (),
+        json_end: Callable[[int], int] = lambda pos: -1,
     ) -> None:
         self.policy = policy
+        self.json_end = json_end
         self.converters = converters
         self.incremental = incremental
         self.openers = _markup_openers(tuple(openers))
@@ -286,59 +357,24 @@ class Mapper:
     def advance(self, tree: Node, text: str, *, final: bool = False) -> None:
         """Map the tree of the text so far; ``final``: the output ended (a call still open
         in the tree was cut off: its text is content, or dropped if only openers)."""
-        reasoning: list[Span] = []
-        content: list[Span] = []
-        prev_end = 0  # where the untagged text before the next node starts
-        after_call = False  # the previous node is a call of the message
-        in_reasoning = False  # the last text node was reasoning (calls_in_reasoning)
-        pending: Node | None = None
-        for child in tree.children:
-            tag = child.tag
-            if tag == tags.TOOL:
-                # The raw text of a call that is not one: with the markers before it,
-                # unless those close the call before it; where the call was written.
-                lead = child.start if after_call else prev_end
-                spans = reasoning if in_reasoning else content
-                if not child.complete:
-                    pending = child
-                    if final:
-                        self._cut(child, lead, text, spans)
-                    break
-                if self._settle(child, text):
-                    after_call = True
-                else:
-                    spans.append((lead, child.end))
-                    after_call = False
-                prev_end = child.end
-                continue
-            if tag == tags.TOOL_SECTION_END:
-                if not after_call and prev_end and spans_end(content, reasoning) == prev_end:
-                    # It closes a call that is content: it is content too.
-                    (reasoning if in_reasoning else content).append((prev_end, child.end))
-                prev_end = child.end
-                continue
-            if tag == tags.REASONING:
-                reasoning.append((child.start, child.end))
-                in_reasoning = True
-            else:
-                in_reasoning = False
-                if tag == tags.CONTENT:
-                    content.append((child.start, child.end))
-            prev_end = child.end
-            after_call = False
+        walked = walk_tree(tree, lambda node: self._settle(node, text))
+        reasoning, content, pending = walked.reasoning, walked.content, walked.pending
         if self.open is not None and (final or pending is None or pending.start != self.open.start):
             self._drop(self.open)  # it vanished from the tree, or was cut off
-        if pending is not None and not final and self.incremental:
+        if final:
+            self.end_of_output(walked, text)
+        elif pending is not None and self.incremental:
             self._stream_open(pending, text)
-        if final and pending is None and self.only_openers(text[prev_end:]):
-            self.truncated = self.truncated or bool(text[prev_end:].strip())
         if reasoning:
             piece = self.reasoning.advance(reasoning, text)
             if piece:
                 self.events.append(("reasoning_content", -1, piece))
         if content:
             self.push_content(self.content.advance(content, text))
-        self._mark_tail(tree)
+        if final:
+            self.tail, self.tail_reparse = None, False  # nothing moves after the end
+        else:
+            self._mark_tail(tree)
 
     def _mark_tail(self, tree: Node) -> None:
         """Note what a move of the tree's unfinished path would change (see ``move``)."""
@@ -428,16 +464,15 @@ class Mapper:
         if self.open is not None and sent is None:
             self._drop(self.open)
         self.open = None
-        call = _Call(node.start, self.events)
-        self._identify(call, node, text)
-        call.advance(node, text, self.converters)
-        closing = call.complete()
-        self.verdicts[node.start] = not call.invalid
-        if call.invalid:
+        found = self.read_call(node, text)
+        self.verdicts[node.start] = found is not None
+        if found is None:
             if sent is not None:
                 self._drop(sent)
             return False
-        whole = call.out.text() + closing
+        call = _Call(node.start, self.events)
+        call.name, call.id, whole = found
+        call.out.emit(whole)  # not announced yet: nothing is sent
         if sent is not None and sent.announced:
             done = sent.out.text()
             if (sent.name, sent.id) == (call.name, call.id) and whole.startswith(done):
@@ -446,9 +481,43 @@ class Mapper:
                 return True
             self._drop(sent)
         self._announce(call)
-        call.out.emit(closing)
         self.calls.append(call)
         return True
+
+    def read_call(self, node: Node, text: str) -> tuple[str, str, str] | None:
+        """A complete call node read whole: its name, id and arguments (JSON object text),
+        or None when it is not a call (its arguments are not a JSON object). What both a
+        stream (``_settle``) and a one-shot parse (``whole_message``) make of it.
+
+        The commonest call, one JSON object as written (``tool-args``), is read without
+        its streamer: the object's text is the arguments, checked unless the parse
+        already read it whole as JSON (``json_end``).
+        """
+        args: Node | None = None
+        for child in node.children:
+            if child.tag in ARGUMENT_TAGS:
+                if args is not None or child.tag != tags.TOOL_ARGS:
+                    args = None
+                    break
+                args = child
+        else:
+            if args is not None:
+                identity = call_identity(self.policy, node, text)
+                name, call_id = identity if identity is not None else ("", "")
+                arguments = args.text(text)
+                if not arguments:
+                    return name, call_id, "{}"
+                whole = self.json_end(args.start) == args.end and arguments[0] == "{"
+                if not whole and not json_object_text(arguments):
+                    return None
+                return name, call_id, arguments
+        call = _Call(node.start, self.events)
+        self._identify(call, node, text)
+        call.advance(node, text, self.converters)
+        closing = call.complete()
+        if call.invalid:
+            return None
+        return call.name, call.id, call.out.text() + closing
 
     def _identify(self, call: _Call, node: Node, text: str) -> bool:
         """Read the call's name and id; False while they are not complete yet."""
@@ -488,6 +557,16 @@ class Mapper:
         if self.open is call:
             self.open = None
         call.index = -2  # nothing more of it is sent
+
+    def end_of_output(self, walked: Walked, text: str) -> None:
+        """The output ended after the walked tree: a call it ends inside was cut off
+        (``_cut``); call openers alone after the last node make the message truncated."""
+        if walked.pending is not None:
+            self._cut(walked.pending, walked.lead, text, walked.pending_spans)
+        else:
+            tail = text[walked.end :]
+            if self.only_openers(tail):
+                self.truncated = self.truncated or bool(tail.strip())
 
     def _cut(self, node: Node, lead: int, text: str, spans: list[Span]) -> None:
         """The output ended inside this call. A call was under way (its name is there, or

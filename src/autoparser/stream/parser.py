@@ -15,10 +15,9 @@ from autoparser.message import ChatMessage
 from autoparser.peg import Node, ParseStatus
 from autoparser.peg.oneshot import FAIL, OK, Shared, compiled, json_value_end
 from autoparser.stream.delta import StreamDelta
-from autoparser.stream.mapper import CallIdPolicy, Mapper, check_tool_call_deltas
+from autoparser.stream.mapper import ARGUMENT_TAGS, CallIdPolicy, Mapper, check_tool_call_deltas
 from autoparser.stream.whole import whole_message
 
-_ARGS_TAGS = frozenset({tags.TOOL_ARGS, tags.TOOL_ARGS_STR, tags.TOOL_ARGS_PY, tags.TOOL_ARG})
 _TEXT_TAGS = frozenset({tags.CONTENT, tags.REASONING})
 
 
@@ -157,7 +156,7 @@ class StreamParser:
         node = final.children[-1]
         if node.tag != tags.TOOL or node.start != last.start or not node.complete:
             return True
-        if not any(c.tag in _ARGS_TAGS for c in node.children):
+        if not any(c.tag in ARGUMENT_TAGS for c in node.children):
             return True
         before = [c.tag for c in last.children]
         return before != [c.tag for c in node.children] or not all(
@@ -290,7 +289,7 @@ def parse_text(
     the two trees a stream's feed and finish would (partial mode, then full mode). The
     final one is mapped straight to the message (``stream/whole.py``) when what the
     partial one maps is a prefix of it, as it is unless the two parses disagree; else
-    the mapper maps both, as the stream does.
+    the mapper maps both, as the stream does. Both by the one walk (``walk_tree``).
     """
     hit_limit = finish_reason_hit_limit(finish_reason)
     shot = compiled(definition.parser)
@@ -313,6 +312,7 @@ def parse_text(
         call_ids,
         definition.value_converters,
         openers=definition.call_openers or definition.trigger_markers,
+        json_end=lambda pos: json_value_end(shared, pos),
     )
     if partial:
         if last is not None:
@@ -320,7 +320,7 @@ def parse_text(
         return mapper.message()
     output = _output_tree(mapper, text, last, final, hit_limit)
     if output is not None and (last is None or _maps_prefix(last, output)):
-        return whole_message(mapper, output, text, lambda pos: json_value_end(shared, pos))
+        return whole_message(mapper, output, text)
     if last is not None:
         mapper.advance(last, text)
     _end_of_output(mapper, text, output)

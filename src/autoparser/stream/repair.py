@@ -1,5 +1,5 @@
 """Pure text helpers for argument text: JSON escaping and checks, the closer of a JSON
-prefix, and Python literals printed by a template turned into JSON text.
+prefix, and values printed by a template with Python's str() turned into JSON text.
 
 Nothing here keeps state. Nothing here repairs a call: arguments that are not a JSON
 object make the call content (see docs/streaming.md); ``json_closer`` is a public helper
@@ -8,7 +8,6 @@ for callers that want to display a prefix.
 
 from __future__ import annotations
 
-import ast
 import collections
 import json
 import re
@@ -18,6 +17,7 @@ from json.scanner import make_scanner
 from typing import Any, cast
 
 from autoparser.peg import end, json_object
+from autoparser.peg.python_literal import literal_json
 
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")  # what json.loads skips around a document
 # json.loads' own scanner (its default decoder's): the same verdicts, NaN included.
@@ -94,25 +94,6 @@ def safe_escape_cut(raw: str) -> int:
     return len(raw)
 
 
-_PY_TOKENS = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\b(?:True|False|None)\b")
-_PY_WORDS = {"True": "true", "False": "false", "None": "null"}
-
-
-def _py_token(m: re.Match[str]) -> str:
-    tok = m.group()
-    if tok[0] == "'":
-        return json.dumps(ast.literal_eval(tok), ensure_ascii=False)
-    return _PY_WORDS.get(tok, tok)
-
-
-def python_to_json_text(text: str) -> str:
-    """Python-literal text ('single quotes', True/None) with its tokens rewritten as JSON.
-
-    Raises ValueError / SyntaxError on a malformed single-quoted string.
-    """
-    return _PY_TOKENS.sub(_py_token, text)
-
-
 JSON_OBJECT_PROBE = json_object() + end()
 
 
@@ -133,22 +114,16 @@ def json_object_text(text: str) -> bool:
 
 def python_value_json(raw: str) -> str | None:
     """One value printed by a template with Python's str() -> JSON text (None if it is
-    neither JSON nor a Python literal)."""
+    neither JSON nor a Python literal). Python literals are read by the one reader of
+    them (``peg.python_literal``)."""
     text = raw.strip()
-    for candidate in (text, python_to_json_text(text) if text else text):
-        try:
-            return json.dumps(json.loads(candidate), ensure_ascii=False)
-        except (ValueError, SyntaxError, RecursionError):
-            continue
-    return None
+    try:
+        return json.dumps(json.loads(text), ensure_ascii=False)
+    except (ValueError, RecursionError):
+        return literal_json(text) if text else None
 
 
 def python_dict_json(raw: str) -> str | None:
     """A Python-style dict ('single quotes', True/None) -> JSON object text (None if not)."""
-    try:
-        parsed = json.loads(python_to_json_text(raw))
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return None
-    if not isinstance(parsed, dict):
-        return None
-    return json.dumps(parsed, ensure_ascii=False)
+    text = python_value_json(raw)
+    return text if text is not None and text.startswith("{") else None
