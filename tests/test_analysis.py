@@ -43,7 +43,6 @@ from autoparser.analysis.workarounds import (
 from autoparser.cli import main
 from autoparser.errors import TemplateError
 from autoparser.formats import detect_format
-from autoparser.template import environment
 
 DATA = Path(__file__).parent / "data" / "analysis"
 # The date templates print (from strftime_now), pinned: a template that writes it into a
@@ -51,14 +50,14 @@ DATA = Path(__file__).parent / "data" / "analysis"
 FIXED_NOW = dt.datetime(2025, 3, 14, 15, 9, 26)
 
 
-@pytest.fixture(autouse=True)
-def fixed_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every analysis here renders with the same date."""
-    monkeypatch.setattr(environment, "clock", lambda: FIXED_NOW)
+def fixed_clock() -> dt.datetime:
+    """The clock every analysis here renders with (injected: ``ChatTemplate(clock=...)``)."""
+    return FIXED_NOW
 
 
 def _load(path: Path) -> ChatTemplate:
-    return ChatTemplate(path.read_text(encoding="utf-8"), bos_token="<s>", eos_token="</s>")
+    source = path.read_text(encoding="utf-8")
+    return ChatTemplate(source, bos_token="<s>", eos_token="</s>", clock=fixed_clock)
 
 
 def _expected(path: Path) -> dict[str, Any]:

@@ -56,6 +56,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("params",),
     ("verify", "training"),
     ("chat",),
+    ("session",),
     ("autoparser",),
     ("serve", "integrations", "studio"),
     ("cli",),

@@ -12,7 +12,6 @@ from helpers.paths import CORPUS_SKIP_REASON, corpus_dir, own_path
 
 from autoparser import ChatTemplate
 from autoparser.errors import TemplateError
-from autoparser.template import environment
 
 WEATHER = {
     "type": "function",
@@ -42,11 +41,13 @@ def test_without_tools_the_tools_text_is_empty() -> None:
     assert "Functions:\n<|im_end|>" in rendered
 
 
-def test_dates_follow_the_replaceable_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(environment, "clock", lambda: dt.datetime(2027, 1, 2))
-    assert "Today is Jan 02 2027." in own().render(HELLO)
+def test_dates_follow_the_injected_clock() -> None:
+    source = own_path("conventional_variables").read_text(encoding="utf-8")
+    template = ChatTemplate(source, clock=lambda: dt.datetime(2027, 1, 2))
+    assert "Today is Jan 02 2027." in template.render(HELLO)
+    assert "Today is Jan 02 2027." in template.apply(HELLO).prompt
     # A pinned ``now`` wins over the clock.
-    assert "Today is May 06 2031." in own().render(HELLO, now=PINNED)
+    assert "Today is May 06 2031." in template.render(HELLO, now=PINNED)
 
 
 def test_the_callers_values_win() -> None:

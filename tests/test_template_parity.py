@@ -25,7 +25,6 @@ from hypothesis import strategies as st
 
 from autoparser import ChatTemplate
 from autoparser.errors import TemplateError
-from autoparser.template import environment
 from autoparser.template.conventions import conventional_values
 
 chat_template_utils = pytest.importorskip("transformers.utils.chat_template_utils")
@@ -139,10 +138,16 @@ class _FixedDatetime(dt.datetime):
         return cls.fromtimestamp(FIXED_NOW.timestamp(), tz)
 
 
+def our_clock() -> dt.datetime:
+    """The clock our renders are given (``ChatTemplate(clock=...)``)."""
+    return FIXED_NOW
+
+
 @pytest.fixture
 def fixed_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """transformers reads ``datetime.now()`` with no way to pass a clock: patched there
+    (ours is injected, ``our_clock``), so both engines see the same date."""
     monkeypatch.setattr(chat_template_utils, "datetime", _FixedDatetime)
-    monkeypatch.setattr(environment, "clock", lambda: FIXED_NOW)
     yield
 
 
@@ -175,7 +180,8 @@ def with_conventional_variables(template: ChatTemplate, case: dict[str, Any]) ->
     """The case with the conventional variables our renderer supplies this template passed
     explicitly (as a caller of transformers would have to)."""
     names = template.renderer.conventional_variables
-    supplied = conventional_values(names, {"tools": case.get("tools")})
+    dated = {"strftime_now": our_clock().strftime}  # the date our renders are given
+    supplied = conventional_values(names, {"tools": case.get("tools"), **dated})
     return {**case, "kwargs": {**supplied, **case.get("kwargs", {})}}
 
 
@@ -201,7 +207,13 @@ def test_render_parity(capsys: pytest.CaptureFixture[str]) -> None:
     for path in corpus_templates():
         source = path.read_text(encoding="utf-8")
         loaded, load_error = _outcome(
-            lambda: ChatTemplate(source, bos_token=BOS, eos_token=EOS, name=path.stem)  # noqa: B023
+            lambda: ChatTemplate(
+                source,  # noqa: B023
+                bos_token=BOS,
+                eos_token=EOS,
+                name=path.stem,  # noqa: B023
+                clock=our_clock,
+            )
         )
         for conv_name, case in CONVERSATIONS.items():
             key = f"{path.stem}/{conv_name}"
@@ -284,7 +296,8 @@ def _with_string_arguments(case: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.usefixtures("fixed_clock")
 def test_openai_string_arguments_render_like_objects(path: Path, conv_name: str) -> None:
     """OpenAI-shaped input (arguments as a JSON string) gives the prompt objects give."""
-    loaded, load_error = _outcome(lambda: ChatTemplate.from_file(path))
+    source = path.read_text(encoding="utf-8")
+    loaded, load_error = _outcome(lambda: ChatTemplate(source, name=path.stem, clock=our_clock))
     if loaded is None:
         # A template jinja2 cannot compile renders neither shape (listed in the parity file).
         assert load_error is not None and "syntax error" in load_error
@@ -337,10 +350,11 @@ def test_random_conversations_match_transformers(
     source = path.read_text(encoding="utf-8")
     with pytest.MonkeyPatch.context() as patch:  # both engines see the same date
         patch.setattr(chat_template_utils, "datetime", _FixedDatetime)
-        patch.setattr(environment, "clock", lambda: FIXED_NOW)
         want, _ = _outcome(lambda: oracle(source, case))
         if want is None:
             return  # transformers cannot render this one; covered by the expectations above
-        template = ChatTemplate(source, bos_token=BOS, eos_token=EOS, name=path.stem)
+        template = ChatTemplate(
+            source, bos_token=BOS, eos_token=EOS, name=path.stem, clock=our_clock
+        )
         got, error = _outcome(lambda: ours(template, case, False))
     assert got == want, error

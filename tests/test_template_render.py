@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from autoparser import ChatTemplate
 from autoparser.errors import TemplateError
 from autoparser.examples import example_path
-from autoparser.template import environment
 
 chat_template_utils = pytest.importorskip("transformers.utils.chat_template_utils")
 
@@ -25,10 +24,15 @@ class _FixedDatetime(dt.datetime):
         return cls.fromtimestamp(FIXED_NOW.timestamp(), tz)
 
 
+def fixed_clock() -> dt.datetime:
+    """The clock our renders are given (``ChatTemplate(clock=...)``)."""
+    return FIXED_NOW
+
+
 @pytest.fixture(autouse=True)
-def fixed_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+def fixed_oracle_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """transformers reads ``datetime.now()`` with no way to pass a clock: patched there."""
     monkeypatch.setattr(chat_template_utils, "datetime", _FixedDatetime)
-    monkeypatch.setattr(environment, "clock", lambda: FIXED_NOW)
 
 
 def transformers_render(
@@ -50,7 +54,7 @@ def transformers_render(
 
 
 def both(source: str, messages: list[dict[str, Any]], **kwargs: Any) -> tuple[str, str]:
-    ours = ChatTemplate(source, bos_token="<s>", eos_token="</s>").render(
+    ours = ChatTemplate(source, bos_token="<s>", eos_token="</s>", clock=fixed_clock).render(
         messages, polyfills=False, **kwargs
     )
     return ours, transformers_render(source, messages, **kwargs)
@@ -225,7 +229,7 @@ def test_now_pins_the_date_a_render_sees() -> None:
     """``now`` fixes strftime_now and date_string; without it the clock is read and
     date_string stays undefined (as in transformers)."""
     pinned = dt.datetime(2031, 5, 6, 7, 8, 9)
-    template = ChatTemplate(DATED)
+    template = ChatTemplate(DATED, clock=fixed_clock)
     assert template.render(HELLO) == f"{FIXED_NOW:%Y-%m-%d}|unset|{HELLO[0]['content']}"
     assert template.render(HELLO, now=pinned).startswith("2031-05-06|06 May 2031|")
     # An explicit date_string wins over the one derived from now.

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from helpers.paths import CORPUS_SKIP_REASON, corpus_dir, corpus_params, corpus_templates
 from test_template_parity import CONVERSATIONS as PARITY_CONVERSATIONS
-from test_template_parity import fixed_clock, with_conventional_variables
+from test_template_parity import fixed_clock, our_clock, with_conventional_variables
 
 from autoparser import ChatTemplate, RenderedPrompt, assistant_tokens_mask, tokenize_for_training
 from autoparser.cli import main as cli_main
@@ -330,7 +330,9 @@ EXPORT_REFUSED = {
 def test_training_template_renders_identically_with_our_spans(path: Path) -> None:
     source = strip_generation_blocks(path.read_text(encoding="utf-8"))
     try:
-        template = ChatTemplate(source, bos_token=BOS, eos_token=EOS, name=path.stem)
+        template = ChatTemplate(
+            source, bos_token=BOS, eos_token=EOS, name=path.stem, clock=our_clock
+        )
         wrapped = template.training_template()
     except (ExportError, TemplateError) as exc:
         assert path.stem in EXPORT_REFUSED, f"refused, not listed: {exc}"

@@ -1,5 +1,6 @@
-"""The vLLM plugin's parts that need no vLLM: the template lookup, the reasoning split,
-the version check, the entry point (tests/test_vllm_plugin.py drives the real vLLM)."""
+"""The vLLM plugin's parts that need no vLLM: the template lookup, the reasoning split (the
+session API's, which the plugin uses), the version check, the entry point
+(tests/test_vllm_plugin.py drives the real vLLM)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,9 @@ from typing import Any
 import pytest
 from helpers.paths import OWN_TEMPLATES, corpus_templates
 
-from autoparser import ChatTemplate
+from autoparser import ChatTemplate, ReasoningSplit, RequestOptions, Session
 from autoparser.errors import IntegrationError
 from autoparser.integrations.vllm import _compat, session
-from autoparser.integrations.vllm.session import ReasoningSplit
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -106,23 +106,18 @@ def test_reasoning_split_reads_a_block_whose_opener_was_left_out(
 def test_reasoning_split_matches_the_library_for_a_left_out_opener() -> None:
     """The split's rule is the library's: same reasoning as ChatParams.parse, thinking on."""
     path = _template("own_think_tag")
-    analysis = ChatTemplate(path.read_text(encoding="utf-8")).analyze()
+    chat = Session.for_source(path.read_text(encoding="utf-8"))
     params = ChatTemplate.from_file(path).apply(
         [{"role": "user", "content": "hi"}], None, enable_thinking=True
     )
+    assert not params.thinking_forced_open
     text = "The user wants X.</think>The answer."
-    start, end = session.reasoning_markers(analysis)
-    split = ReasoningSplit(
-        start,
-        end,
-        False,
-        opener_optional=session.opener_optional(analysis, True),
-        stops=session.wait_stops(analysis),
-    )
+    split = chat.reasoning_split(params.prompt, True)
+    assert split.opener_optional
     reasoning, rest = _split_all(split, [text])
     parsed = params.parse(text)
     assert (reasoning, rest) == (parsed.reasoning_content, parsed.content)
-    assert not session.opener_optional(analysis, None)
+    assert not chat.opener_optional(None)
 
 
 def test_reasoning_split_without_markers_passes_text_through() -> None:
@@ -133,7 +128,7 @@ def test_reasoning_split_without_markers_passes_text_through() -> None:
 
 def test_reasoning_closed_reads_the_turn_being_generated() -> None:
     """A closed block in the history does not close the new turn; thinking off does."""
-    analysis = ChatTemplate(_template("Qwen-Qwen3-0.6B").read_text(encoding="utf-8")).analyze()
+    chat = Session.for_source(_template("Qwen-Qwen3-0.6B").read_text(encoding="utf-8"))
     history = [
         {"role": "user", "content": "a"},
         {"role": "assistant", "content": "<think>\nx\n</think>\n\nb"},
@@ -142,9 +137,9 @@ def test_reasoning_closed_reads_the_turn_being_generated() -> None:
     template = ChatTemplate(_template("Qwen-Qwen3-0.6B").read_text(encoding="utf-8"))
     on = template.render(history, enable_thinking=True)
     off = template.render(history, enable_thinking=False)
-    assert not session.reasoning_closed(on, analysis)
-    assert session.reasoning_closed(off, analysis)
-    assert session.reasoning_closed(on + "<think>\nhm\n</think>\n\n", analysis)
+    assert not chat.reasoning_closed(on)
+    assert chat.reasoning_closed(off)
+    assert chat.reasoning_closed(on + "<think>\nhm\n</think>\n\n")
 
 
 @pytest.mark.parametrize(("stem", "opens"), [("own_forced_open", True), ("own_think_tag", False)])
@@ -154,10 +149,10 @@ def test_prompt_opens_reasoning(stem: str, opens: bool) -> None:
         _template(stem).read_text(encoding="utf-8"), bos_token="<s>", eos_token="</s>"
     )
     prompt = template.render([{"role": "user", "content": "Hi"}])
-    analysis = template.analyze()
-    assert session.prompt_opens_reasoning(analysis, prompt, None) is opens
+    chat = Session.for_source(template.source, bos_token="<s>", eos_token="</s>")
+    assert chat.opens_reasoning(prompt, None) is opens
     assert template.apply([{"role": "user", "content": "Hi"}]).thinking_forced_open is opens
-    assert session.reasoning_closed(prompt, analysis) is False
+    assert chat.reasoning_closed(prompt) is False
 
 
 def _tokenizer(chat_template: Any) -> Any:
@@ -210,9 +205,9 @@ def test_params_are_cached_per_request_content() -> None:
         chat_template_kwargs={"enable_thinking": False},
     )
     options = session.request_options(request, None)
-    first = session.params_for(template, options, reasoning=True)
-    assert session.params_for(template, dict(options), reasoning=True) is first
-    assert session.params_for(template, options, reasoning=False) is not first
+    first = template.params(options, reasoning=True)
+    assert template.params(dict(options), reasoning=True) is first
+    assert template.params(options, reasoning=False) is not first
     assert "</think>" in first.prompt  # enable_thinking reached the template
 
 
@@ -263,11 +258,11 @@ def test_request_options_reads_a_vllm_request() -> None:
         add_generation_prompt=True,
         chat_template_kwargs={"a": 1},
     )
-    options = session.request_options(request, {"b": 2})
-    assert options["tools"] == [
+    options = RequestOptions.from_openai(session.request_options(request, {"b": 2}))
+    assert options.tools == (
         {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}},
         {"type": "function", "function": {"name": "g"}},
-    ]
-    assert options["tool_choice"] == "auto"
-    assert options["parallel_tool_calls"] is False
-    assert options["template_kwargs"] == {"a": 1, "b": 2}
+    )
+    assert options.tool_choice == "auto"
+    assert options.parallel_tool_calls is False
+    assert options.template_kwargs == {"a": 1, "b": 2}

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from autoparser.generate import GrammarTrigger
     from autoparser.message import ChatMessage, ToolCall
     from autoparser.params import ChatParams
+    from autoparser.session import ReasoningSplit, Reply, RequestOptions, Session, merge_deltas
     from autoparser.stream import TOOL_CALL_DELTAS, StreamDelta, StreamParser, ToolCallDelta
     from autoparser.template import TemplateCaps
     from autoparser.template.loading import (
@@ -54,6 +55,11 @@ _WHERE = {
     "IntegrationError": "autoparser.errors",
     "RequestError": "autoparser.errors",
     "SchemaError": "autoparser.errors",
+    "ReasoningSplit": "autoparser.session",
+    "Reply": "autoparser.session",
+    "RequestOptions": "autoparser.session",
+    "Session": "autoparser.session",
+    "merge_deltas": "autoparser.session",
     "StreamParser": "autoparser.stream",
     "TOOL_CALL_DELTAS": "autoparser.stream",
     "StreamDelta": "autoparser.stream",
@@ -99,6 +105,10 @@ def _module(where: str) -> ModuleType:
         from autoparser import chat
 
         return chat
+    if where == "autoparser.session":
+        from autoparser import session
+
+        return session
     if where == "autoparser.generate":
         from autoparser import generate
 
@@ -160,9 +170,13 @@ __all__ = [
     "GrammarError",
     "GrammarTrigger",
     "IntegrationError",
+    "ReasoningSplit",
     "RenderedPrompt",
+    "Reply",
     "RequestError",
+    "RequestOptions",
     "SchemaError",
+    "Session",
     "Store",
     "StreamDelta",
     "StreamParser",
@@ -179,6 +193,7 @@ __all__ = [
     "load_path",
     "load_pretrained",
     "load_text",
+    "merge_deltas",
     "tokenize_for_training",
 ]
 

@@ -31,6 +31,7 @@ from autoparser.template import (
     render_as_apply,
     template_caps,
 )
+from autoparser.template.environment import Clock
 from autoparser.template.loading import (
     DEFAULT_VARIANT,
     TOOL_USE_VARIANT,
@@ -59,8 +60,9 @@ class ChatTemplate:
     adaptations of :mod:`autoparser.template.polyfill` on or off by default.
 
     ``now`` fixes the date templates see (``strftime_now`` and ``date_string``), for
-    reproducible prompts; by default they read the real clock and ``date_string`` is left
-    undefined, as in transformers. ``render(..., now=...)``/``apply(..., now=...)`` override it.
+    reproducible prompts; by default they read ``clock`` (a function returning the current
+    ``datetime``; the wall clock when None) and ``date_string`` is left undefined, as in
+    transformers. ``render(..., now=...)``/``apply(..., now=...)`` override it.
 
     A template that cannot render without a conventional variable nobody passes (the tools
     as ``functions`` JSON text, the date as ``datetime`` or ``current_date``) gets its
@@ -79,9 +81,11 @@ class ChatTemplate:
         polyfills: bool = True,
         special_tokens: Mapping[str, str] | None = None,
         now: datetime | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.source = source
         self.now = now
+        self.clock = clock
         self.special_tokens: dict[str, str] = dict(special_tokens or {})
         self.bos_token = bos_token
         self.eos_token = eos_token
@@ -96,6 +100,7 @@ class ChatTemplate:
             name=self.name,
             special_tokens=self.special_tokens,
             now=now,
+            clock=clock,
         )
         self._variant_templates: dict[str, ChatTemplate] = {}
         self._warned = False  # AnalysisWarning is emitted once per template, not per request
@@ -155,6 +160,7 @@ class ChatTemplate:
                 polyfills=self.polyfills,
                 special_tokens=self.special_tokens,
                 now=self.now,
+                clock=self.clock,
             )
             self._variant_templates[name] = found
         return found
@@ -265,6 +271,7 @@ class ChatTemplate:
                 name=self.name,
                 special_tokens=self.special_tokens,
                 now=self.now,
+                clock=self.clock,
             )
             return renderer.render(messages, tools, agp)
 

@@ -532,12 +532,12 @@ _VERIFIED: Store[TemplateAnalysis] = CACHES.store("verification", 512)
 
 
 def verified(renderer: Renderer, analysis: TemplateAnalysis) -> TemplateAnalysis:
-    """``analysis`` with its verification filled in, cached per (source, bos, eos).
+    """``analysis`` with its verification filled in, cached per (source, bos, eos, date).
 
     The same analysis object in gives the same verified object out, so the facade's
     cached analysis stays one object.
     """
-    key = (renderer.source, renderer.bos_token, renderer.eos_token)
+    key = (renderer.source, renderer.bos_token, renderer.eos_token, renderer.now, renderer.clock)
     return _VERIFIED.get_or_build(
         key,
         lambda: dataclasses.replace(analysis, verification=verify_analysis(renderer, analysis)),

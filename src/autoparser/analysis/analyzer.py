@@ -25,8 +25,9 @@ _ANALYSES: Store[TemplateAnalysis] = CACHES.store("analysis", 512)
 
 
 def analyze_template(template: Renderer) -> TemplateAnalysis:
-    """The differential analysis of a template, cached per (source, bos, eos)."""
-    key = (template.source, template.bos_token, template.eos_token)
+    """The differential analysis of a template, cached per (source, bos, eos) and the date
+    its renders read (a pinned ``now`` or an injected clock: a template may print the date)."""
+    key = (template.source, template.bos_token, template.eos_token, template.now, template.clock)
     return _ANALYSES.get_or_build(key, lambda: run_analysis(template))
 
 

@@ -21,7 +21,6 @@ letter or digit, the trigger is a pattern needing a call's start, ``[`` + a tool
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +28,7 @@ from typing import Any
 
 from autoparser import tags
 from autoparser.analysis.model import ArgumentsAnalysis, TemplateAnalysis, ToolFormat
+from autoparser.cache import CACHES, Store
 from autoparser.generate.request import ToolSpec
 from autoparser.peg import (
     GrammarTrigger,
@@ -219,10 +219,14 @@ def _double_quoted(text: str) -> str:
     return '"' + body.replace('"', '\\"').replace("\\x00", "'") + '"'
 
 
-@functools.cache
+# Keyed by a template's markers: bounded and owned by the one store, as every such cache.
+_VALUES: Store[_Values] = CACHES.store("pythonic_values", 64)
+
+
 def _values(bare_ends: tuple[str, ...], raw_quote: str, close: str, glued: bool) -> _Values:
     """One set of value rules per notation (parsers are immutable: shared by all tools)."""
-    return _Values(bare_ends, raw_quote, close, glued)
+    key = (bare_ends, raw_quote, close, glued)
+    return _VALUES.get_or_build(key, lambda: _Values(bare_ends, raw_quote, close, glued))
 
 
 def arguments(tool: ToolSpec, a: ArgumentsAnalysis, *, strict: bool) -> Parser:

@@ -38,12 +38,14 @@ class TemplateRaisedError(Exception):
     """Raised by a template's own ``raise_exception(...)`` call."""
 
 
-def _now() -> datetime:
+# Where a render reads the date and time from (``strftime_now``); a renderer takes one as
+# an argument (``Renderer(clock=...)``, ``ChatTemplate(clock=...)``), tests included.
+Clock = Callable[[], datetime]
+
+
+def real_clock() -> datetime:
+    """The wall clock: what ``strftime_now`` reads unless a render is given another."""
     return datetime.now()
-
-
-# The clock ``strftime_now`` reads; tests replace it to make renders reproducible.
-clock: Callable[[], datetime] = _now
 
 
 class GenerationTagExtension(jinja2.ext.Extension):
@@ -92,8 +94,9 @@ def _json_default(value: Any) -> Any:
 
 
 def strftime_now(fmt: str) -> str:
-    """Today's date (or time) formatted, read from :data:`clock`."""
-    return clock().strftime(fmt)
+    """Today's date (or time) formatted, read from the wall clock (the default global; a
+    render given a clock or a pinned date passes its own, see :func:`clock_variables`)."""
+    return real_clock().strftime(fmt)
 
 
 # ``date_string`` as Llama 3.x templates expect it ("26 Jul 2024").
@@ -112,6 +115,16 @@ def fixed_date_variables(now: datetime) -> dict[str, Any]:
         return now.strftime(fmt)
 
     return {"strftime_now": strftime_now, "date_string": now.strftime(DATE_STRING_FORMAT)}
+
+
+def clock_variables(clock: Clock) -> dict[str, Any]:
+    """Template variables that make ``strftime_now`` read ``clock`` (``date_string`` stays
+    undefined, as with the wall clock: templates print their own fallback)."""
+
+    def strftime_now(fmt: str) -> str:
+        return clock().strftime(fmt)
+
+    return {"strftime_now": strftime_now}
 
 
 class _TemplateDict:

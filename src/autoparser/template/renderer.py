@@ -22,7 +22,12 @@ from autoparser.template.conventions import (
     conventional_values,
     undefined_name,
 )
-from autoparser.template.environment import TemplateRaisedError, fixed_date_variables
+from autoparser.template.environment import (
+    Clock,
+    TemplateRaisedError,
+    clock_variables,
+    fixed_date_variables,
+)
 from autoparser.template.messages import plain_data, transformers_messages
 
 # A refusal of the immutable sandbox to change a container in place (``list.append`` ...).
@@ -51,10 +56,13 @@ class Renderer:
         name: str = "<template>",
         special_tokens: Mapping[str, str] | None = None,
         now: datetime | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.source = source
-        # A fixed clock for strftime_now/date_string (None: the real clock), see render().
+        # A fixed date for strftime_now/date_string (None: read ``clock``), see render().
         self.now = now
+        # Where strftime_now reads the date when ``now`` is not pinned (None: the wall clock).
+        self.clock = clock
         self.bos_token = bos_token
         self.eos_token = eos_token
         self.name = name
@@ -107,6 +115,7 @@ class Renderer:
         conventional values (see :mod:`autoparser.template.conventions`).
         """
         variables = {
+            **(clock_variables(self.clock) if self.clock is not None else {}),
             **self.special_tokens,
             "bos_token": self.bos_token,
             "eos_token": self.eos_token,

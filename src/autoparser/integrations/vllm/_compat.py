@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 from importlib import metadata
-from typing import Any
 
 from autoparser import IntegrationError
 
@@ -28,7 +27,8 @@ def _release(version: str) -> tuple[int, ...]:
 
 
 def check_version() -> str:
-    """vLLM's version, or IntegrationError when it is missing or outside the tested range."""
+    """vLLM's version, or IntegrationError when it is missing or outside the tested range
+    (the parsers module calls it before importing vLLM's parser API)."""
     try:
         version = metadata.version("vllm")
     except metadata.PackageNotFoundError as exc:
@@ -43,38 +43,3 @@ def check_version() -> str:
             f"set {ANY_VERSION_ENV}=1 to try it anyway"
         )
     return version
-
-
-def load() -> dict[str, Any]:
-    """The vLLM classes the parsers need, by name (IntegrationError if one has moved)."""
-    version = check_version()
-    try:
-        from vllm.entrypoints.generate.base.protocol import (
-            DeltaFunctionCall,
-            DeltaMessage,
-            DeltaToolCall,
-            ExtractedToolCallInformation,
-            FunctionCall,
-            ToolCall,
-        )
-        from vllm.reasoning import ReasoningParser, ReasoningParserManager
-        from vllm.sampling_params import StructuredOutputsParams
-        from vllm.tool_parsers import ToolParser, ToolParserManager
-    except ImportError as exc:
-        raise IntegrationError(
-            f"autoparser's vLLM plugin cannot import vLLM {version}'s parser API "
-            f"(tested: {TESTED_RANGE}): {exc}"
-        ) from exc
-    return {
-        "DeltaFunctionCall": DeltaFunctionCall,
-        "DeltaMessage": DeltaMessage,
-        "DeltaToolCall": DeltaToolCall,
-        "ExtractedToolCallInformation": ExtractedToolCallInformation,
-        "FunctionCall": FunctionCall,
-        "ToolCall": ToolCall,
-        "ReasoningParser": ReasoningParser,
-        "ReasoningParserManager": ReasoningParserManager,
-        "StructuredOutputsParams": StructuredOutputsParams,
-        "ToolParser": ToolParser,
-        "ToolParserManager": ToolParserManager,
-    }

@@ -1,4 +1,4 @@
-"""vLLM's ToolParser and ReasoningParser, both driven by the template's ChatParams.
+"""vLLM's ToolParser and ReasoningParser, both on autoparser's session API.
 
 vLLM composes the two (``vllm.parser.DelegatingParser``): the reasoning parser splits the
 output into reasoning and the text after it, the tool parser reads that text into content
@@ -8,42 +8,41 @@ so it reads the same text whether our reasoning parser, another one or none ran 
 Both stream with ``engine_based_streaming`` so vLLM calls ``finish_streaming`` at the end
 of the output, which flushes what the stream parser held back.
 
-Importing this module needs vLLM in the tested range (IntegrationError otherwise).
+Importing this module needs vLLM in the tested range (IntegrationError otherwise). vLLM is
+untyped here (its classes are whatever the installed release defines), so requests and
+messages are read by attribute, and the bases are vLLM's own.
 """
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, TypeAlias
 
-from autoparser import ChatParams, StreamDelta, StreamParser
-from autoparser.integrations.vllm._compat import load
-from autoparser.integrations.vllm.session import (
-    ReasoningSplit,
-    Template,
-    TokenizerLike,
-    opener_optional,
-    params_for,
-    prompt_opens_reasoning,
-    reasoning_closed,
-    reasoning_markers,
-    request_options,
-    resolve_template,
-    text_after_reasoning,
-    wait_stops,
+from autoparser import ChatParams, ReasoningSplit, Reply, Session, StreamDelta, merge_deltas
+from autoparser.integrations.vllm._compat import check_version
+from autoparser.integrations.vllm.session import TokenizerLike, request_options, resolve_template
+
+check_version()
+
+from vllm.entrypoints.generate.base.protocol import (  # noqa: E402 (after the version check)
+    DeltaFunctionCall,
+    DeltaMessage,
+    DeltaToolCall,
+    ExtractedToolCallInformation,
+    FunctionCall,
+    ToolCall,
 )
+from vllm.reasoning import ReasoningParser  # noqa: E402
+from vllm.sampling_params import StructuredOutputsParams  # noqa: E402
+from vllm.tool_parsers import ToolParser  # noqa: E402
 
-_V = load()
-DeltaMessage: Any = _V["DeltaMessage"]
-DeltaToolCall: Any = _V["DeltaToolCall"]
-DeltaFunctionCall: Any = _V["DeltaFunctionCall"]
-ExtractedToolCallInformation: Any = _V["ExtractedToolCallInformation"]
-FunctionCall: Any = _V["FunctionCall"]
-ToolCall: Any = _V["ToolCall"]
-StructuredOutputsParams: Any = _V["StructuredOutputsParams"]
-_ToolParserBase: Any = _V["ToolParser"]
-_ReasoningParserBase: Any = _V["ReasoningParser"]
+if TYPE_CHECKING:
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+    from vllm.entrypoints.openai.responses.protocol import ResponsesRequest
+
+    # The two request kinds vLLM hands its parsers (untyped here: vLLM is not installed
+    # where mypy runs).
+    Request: TypeAlias = ChatCompletionRequest | ResponsesRequest
 
 # How many trailing tokens are decoded to look for reasoning markers: a prompt's tail holds
 # the generation prompt, a decode step's tail the marker just written.
@@ -51,45 +50,30 @@ _PROMPT_TAIL = 512
 _STEP_TAIL = 16
 
 
-def _delta(deltas: Iterable[StreamDelta], call_id: Callable[[str], str]) -> Any:
-    """autoparser's stream deltas as one vLLM DeltaMessage (None when they hold nothing)."""
-    content: list[str] = []
-    reasoning: list[str] = []
-    calls: list[Any] = []
-    for d in deltas:
-        if d.content:
-            content.append(d.content)
-        if d.reasoning_content:
-            reasoning.append(d.reasoning_content)
-        for tc in d.tool_calls:
-            calls.append(
-                DeltaToolCall(
-                    index=tc.index,
-                    id=call_id(tc.id) if tc.id else None,
-                    type="function" if tc.name is not None else None,
-                    function=DeltaFunctionCall(name=tc.name, arguments=tc.arguments),
-                )
-            )
-    if not (content or reasoning or calls):
+def _message(delta: StreamDelta | None) -> DeltaMessage | None:
+    """A merged stream delta as vLLM's DeltaMessage."""
+    if delta is None:
         return None
-    return DeltaMessage(
-        content="".join(content) or None, reasoning="".join(reasoning) or None, tool_calls=calls
-    )
+    calls = [
+        DeltaToolCall(
+            index=tc.index,
+            id=tc.id,
+            type="function" if tc.name is not None else None,
+            function=DeltaFunctionCall(name=tc.name, arguments=tc.arguments),
+        )
+        for tc in delta.tool_calls
+    ]
+    return DeltaMessage(content=delta.content, reasoning=delta.reasoning_content, tool_calls=calls)
 
 
-def _split_delta(reasoning: str, rest: str) -> Any:
+def _split_message(reasoning: str, rest: str) -> DeltaMessage | None:
     """A piece of the reasoning split as a vLLM DeltaMessage (None when it holds nothing)."""
     if not (reasoning or rest):
         return None
     return DeltaMessage(reasoning=reasoning or None, content=rest or None)
 
 
-def _single_call(request: Any) -> bool:
-    """parallel_tool_calls=false: a response holds one call (vLLM's default is true)."""
-    return getattr(request, "parallel_tool_calls", None) is False
-
-
-def _named_or_required(choice: Any) -> bool:
+def _named_or_required(choice: object) -> bool:
     if choice == "required":
         return True
     return getattr(choice, "type", None) == "function" or (
@@ -97,7 +81,17 @@ def _named_or_required(choice: Any) -> bool:
     )
 
 
-class AutoparserToolParser(_ToolParserBase):  # type: ignore[misc]
+def _session(tokenizer: TokenizerLike, request: Request) -> Session:
+    return resolve_template(tokenizer, getattr(request, "chat_template", None))
+
+
+def _keep_special_tokens(request: Request) -> None:
+    """Markers are special tokens: the parsers must see them in the text."""
+    if hasattr(request, "skip_special_tokens"):
+        request.skip_special_tokens = False
+
+
+class AutoparserToolParser(ToolParser):  # type: ignore[misc]
     """Tool calls (and the content around them) for any template autoparser can analyse."""
 
     # Calls are read in the template's own format for every tool_choice; required and named
@@ -108,38 +102,29 @@ class AutoparserToolParser(_ToolParserBase):  # type: ignore[misc]
     # is what reasoning_format="none" gives anyway.
     skip_reasoning_parsing = False
 
-    def __init__(self, tokenizer: TokenizerLike, tools: Any = None) -> None:
+    def __init__(self, tokenizer: TokenizerLike, tools: object = None) -> None:
         super().__init__(tokenizer, tools)
         # No template, or one that cannot be analysed: fail when vLLM validates the parser
         # at startup, not in a request.
-        self._analysis = resolve_template(tokenizer).analysis
-        self._stream: StreamParser | None = None
-        self._text = ""
-        self._ids: dict[str, str] = {}
-        self._single = False
+        resolve_template(tokenizer).analysis  # noqa: B018 (analysed now, cached for later)
+        self._reply: Reply | None = None
 
-    def _call_id(self, given: str) -> str:
-        """The model's own call id, else a fresh one for this response.
+    def _params(self, request: Request, *, reasoning: bool = False) -> ChatParams:
+        options = request_options(request, None)
+        session = _session(self.model_tokenizer, request)
+        return session.params(options, reasoning=reasoning, any_history=True)
 
-        ChatParams are cached and shared by every request with the same content, so the ids
-        they generate would repeat between responses: each parser (one per response)
-        replaces them with its own.
-        """
-        if given in self._text:
-            return given
-        return self._ids.setdefault(given, "call_" + uuid.uuid4().hex[:24])
+    def _new_reply(self, request: Request) -> Reply:
+        parallel = getattr(request, "parallel_tool_calls", None)
+        self._reply = Reply(self._params(request), parallel_tool_calls=parallel)
+        return self._reply
 
-    def _params(self, request: Any, *, reasoning: bool = False) -> ChatParams:
-        template = resolve_template(self.model_tokenizer, getattr(request, "chat_template", None))
-        return params_for(template, request_options(request, None), reasoning=reasoning)
-
-    def adjust_request(self, request: Any) -> Any:
-        """Keep special tokens (markers are special tokens); constrain required/named calls."""
-        if hasattr(request, "skip_special_tokens"):
-            request.skip_special_tokens = False
+    def adjust_request(self, request: Request) -> Request:
+        """Keep special tokens; constrain required/named calls by the grammar."""
+        _keep_special_tokens(request)
         if not getattr(request, "tools", None) or not hasattr(request, "response_format"):
             return request
-        if not _named_or_required(request.tool_choice):
+        if not _named_or_required(getattr(request, "tool_choice", None)):
             return request
         # The whole output's grammar (reasoning included), applied from the first token.
         params = self._params(request, reasoning=True)
@@ -149,17 +134,15 @@ class AutoparserToolParser(_ToolParserBase):  # type: ignore[misc]
             request._grammar_from_parser = True
         return request
 
-    def extract_tool_calls(self, model_output: str, request: Any) -> Any:
-        message = self._params(request).parse(model_output)
-        self._text = model_output
-        found = message.tool_calls[:1] if _single_call(request) else message.tool_calls
+    def extract_tool_calls(
+        self, model_output: str, request: Request
+    ) -> ExtractedToolCallInformation:
+        message = self._new_reply(request).parse(model_output)
         calls = [
             ToolCall(
-                id=self._call_id(call.id),
-                type="function",
-                function=FunctionCall(name=call.name, arguments=call.arguments),
+                id=c.id, type="function", function=FunctionCall(name=c.name, arguments=c.arguments)
             )
-            for call in found
+            for c in message.tool_calls
         ]
         return ExtractedToolCallInformation(
             tools_called=bool(calls), tool_calls=calls, content=message.content
@@ -173,41 +156,28 @@ class AutoparserToolParser(_ToolParserBase):  # type: ignore[misc]
         previous_token_ids: Sequence[int],
         current_token_ids: Sequence[int],
         delta_token_ids: Sequence[int],
-        request: Any,
-    ) -> Any:
-        if self._stream is None:
-            self._stream = self._params(request).stream()
-            self._single = _single_call(request)
-        if not delta_text:
-            return None
-        self._text += delta_text
-        return self._message(self._stream.feed_deltas(delta_text))
+        request: Request,
+    ) -> DeltaMessage | None:
+        reply = self._reply or self._new_reply(request)
+        return _message(merge_deltas(reply.feed(delta_text))) if delta_text else None
 
-    def _message(self, deltas: list[StreamDelta]) -> Any:
-        if self._single:  # parallel_tool_calls=false: the first call only, as vLLM streams it
-            deltas = [d for d in deltas if all(tc.index == 0 for tc in d.tool_calls)]
-        return _delta(deltas, self._call_id)
-
-    def finish_streaming(self) -> Any:
+    def finish_streaming(self) -> DeltaMessage | None:
         """The deltas the stream held back until the output ended."""
-        if self._stream is None:
-            return None
-        return self._message(self._stream.finish_deltas())
+        return None if self._reply is None else _message(merge_deltas(self._reply.finish()))
 
 
-class AutoparserReasoningParser(_ReasoningParserBase):  # type: ignore[misc]
+class AutoparserReasoningParser(ReasoningParser):  # type: ignore[misc]
     """Reasoning for any template autoparser can analyse; the rest goes to the tool parser."""
 
     engine_based_streaming = True
 
-    def __init__(self, tokenizer: TokenizerLike, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, tokenizer: TokenizerLike, *args: object, **kwargs: object) -> None:
         super().__init__(tokenizer, *args, **kwargs)
-        self._template_kwargs: dict[str, Any] = dict(kwargs.get("chat_template_kwargs") or {})
-        self._template: Template = resolve_template(tokenizer)
+        given = kwargs.get("chat_template_kwargs")
+        self._template_kwargs = dict(given) if isinstance(given, Mapping) else {}
+        self._session = resolve_template(tokenizer)
         self._prompt = ""
         self._split: ReasoningSplit | None = None
-
-    # -- the prompt --------------------------------------------------------------------
 
     def _decode(self, ids: Sequence[int]) -> str:
         return str(self.model_tokenizer.decode(list(ids), skip_special_tokens=False))
@@ -223,36 +193,30 @@ class AutoparserReasoningParser(_ReasoningParserBase):  # type: ignore[misc]
     def adjust_initial_state_from_prompt(self, prompt_token_ids: Sequence[int]) -> None:
         self.set_prompt_token_ids(prompt_token_ids)
 
-    def _forced_open(self, prompt: str | None = None) -> bool:
-        return prompt_opens_reasoning(
-            self._template.analysis, self._prompt if prompt is None else prompt, self._thinking()
-        )
-
-    def adjust_request(self, request: Any) -> Any:
-        if hasattr(request, "skip_special_tokens"):
-            request.skip_special_tokens = False
+    def adjust_request(self, request: Request) -> Request:
+        _keep_special_tokens(request)
         return request
 
     # -- what the engine asks (structured outputs start after the reasoning) -----------
 
     def is_reasoning_end(self, input_ids: Sequence[int]) -> bool:
         text = self._decode(input_ids[-_PROMPT_TAIL:])
-        analysis = self._template.analysis
-        if reasoning_closed(text, analysis):
+        if self._session.reasoning_closed(text):
             return True
         # Thinking switched off and no block opened: nothing to wait for.
-        return self._thinking() is False and not self._forced_open(text)
+        thinking = self._thinking()
+        return thinking is False and not self._session.opens_reasoning(text, thinking)
 
     def is_reasoning_end_streaming(
         self, input_ids: Sequence[int], delta_ids: Iterable[int]
     ) -> bool:
         window = len(list(delta_ids)) + _STEP_TAIL
-        _, end = reasoning_markers(self._template.analysis)
+        _, end = self._session.reasoning_markers
         text = self._decode(input_ids[-window:])
-        return bool(end) and end in text and reasoning_closed(text, self._template.analysis)
+        return bool(end) and end in text and self._session.reasoning_closed(text)
 
     def extract_content_ids(self, input_ids: list[int]) -> list[int]:
-        _, end = reasoning_markers(self._template.analysis)
+        _, end = self._session.reasoning_markers
         end_id = self.vocab.get(end) if end else None
         if end_id is None or end_id not in input_ids:
             return input_ids
@@ -261,42 +225,30 @@ class AutoparserReasoningParser(_ReasoningParserBase):  # type: ignore[misc]
 
     # -- parsing -------------------------------------------------------------------------
 
-    def extract_reasoning(self, model_output: str, request: Any) -> tuple[str | None, str | None]:
-        template = resolve_template(self.model_tokenizer, getattr(request, "chat_template", None))
+    def _new_split(self) -> ReasoningSplit:
+        """A reasoning split for the prompt vLLM rendered."""
+        return self._session.reasoning_split(self._prompt, self._thinking())
+
+    def extract_reasoning(
+        self, model_output: str, request: Request
+    ) -> tuple[str | None, str | None]:
+        session = _session(self.model_tokenizer, request)
         options = request_options(request, self._template_kwargs)
-        params = params_for(template, options, reasoning=True)
-        forced = self._forced_open() if self._prompt else params.thinking_forced_open
+        params = session.params(options, reasoning=True, any_history=True)
+        forced = (
+            self._session.opens_reasoning(self._prompt, self._thinking())
+            if self._prompt
+            else params.thinking_forced_open
+        )
         if forced != params.thinking_forced_open:
             # vLLM rendered another prompt than apply() would (a reasoning switch the plugin
             # cannot map, docs/integrations.md): read the output by the prompt vLLM
             # rendered, as the stream does, so nothing is lost between the two.
-            split = self._new_split()
-            reasoning, rest = split.feed(model_output)
-            last_reasoning, last_rest = split.finish()
-            return (reasoning + last_reasoning) or None, (rest + last_rest) or None
+            reasoning, rest = self._new_split().split(model_output)
+            return reasoning or None, rest or None
         message = params.parse(model_output)
-        rest = text_after_reasoning(
-            model_output, message.reasoning_content, template.analysis, forced
-        )
+        rest = session.text_after_reasoning(model_output, message.reasoning_content, forced)
         return message.reasoning_content, rest or None
-
-    def _new_split(self) -> ReasoningSplit:
-        """A reasoning split for the prompt vLLM rendered."""
-        analysis = self._template.analysis
-        start, end = reasoning_markers(analysis)
-        forced = self._forced_open()
-        return ReasoningSplit(
-            start,
-            end,
-            forced,
-            opener_optional=not forced and opener_optional(analysis, self._thinking()),
-            stops=wait_stops(analysis),
-        )
-
-    def _splitter(self) -> ReasoningSplit:
-        if self._split is None:
-            self._split = self._new_split()
-        return self._split
 
     def extract_reasoning_streaming(
         self,
@@ -306,14 +258,14 @@ class AutoparserReasoningParser(_ReasoningParserBase):  # type: ignore[misc]
         previous_token_ids: Sequence[int],
         current_token_ids: Sequence[int],
         delta_token_ids: Sequence[int],
-    ) -> Any:
-        return _split_delta(*self._splitter().feed(delta_text))
+    ) -> DeltaMessage | None:
+        if self._split is None:
+            self._split = self._new_split()
+        return _split_message(*self._split.feed(delta_text))
 
     def has_engine_confirmed_reasoning_end(self) -> bool:
         return self._split is not None and self._split.done
 
-    def finish_streaming(self) -> Any:
+    def finish_streaming(self) -> DeltaMessage | None:
         """What the split held back when the output ended (an unclosed block)."""
-        if self._split is None:
-            return None
-        return _split_delta(*self._split.finish())
+        return None if self._split is None else _split_message(*self._split.finish())

@@ -1,0 +1,513 @@
+"""The engine-neutral session API: what an inference engine's adapter needs, in one place.
+
+An engine (vLLM, SGLang, a local runtime) renders prompts, samples tokens and hands text
+back; autoparser supplies the rest. An adapter only translates between the engine's objects
+and these:
+
+- :class:`Session`: one chat template, cached by content in ``autoparser.cache`` (the
+  analysis with it); ``session.params(request)`` turns an OpenAI chat-completion request
+  (a dict) into :class:`ChatParams` (prompt, stops, grammar, parser), cached per request
+  content, as an engine builds its parser objects several times per request.
+- :class:`Reply`: one response's output read whole (``parse``) or streamed (``feed`` /
+  ``finish``, typed :class:`StreamDelta` values with ``to_openai()``), with call ids fresh
+  for this response and one call only when ``parallel_tool_calls`` is false.
+- :class:`ReasoningSplit` and the session's reasoning rules (``opens_reasoning``,
+  ``reasoning_closed``, ``reasoning_split``, ``text_after_reasoning``), for engines that
+  separate reasoning from the rest of the raw text themselves (vLLM's reasoning parser).
+
+tests/test_session_adapter.py adapts a toy engine with this API alone; the vLLM plug-in
+(``autoparser.integrations.vllm``) is the real one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from autoparser.analysis.model import ReasoningMode, TemplateAnalysis
+from autoparser.cache import CACHES, Store
+from autoparser.chat import ChatTemplate, JsonObject, ToolChoice
+from autoparser.errors import AutoparserError, RequestError
+from autoparser.message import ChatMessage, ToolCall
+from autoparser.params import ChatParams
+from autoparser.stream import StreamDelta, StreamParser, ToolCallDelta
+
+# A conversation the template refuses stands in as this turn when only the parser is
+# needed (the output format does not depend on the history).
+_PROBE: tuple[JsonObject, ...] = ({"role": "user", "content": "Hi"},)
+
+_TEMPLATES: Store[Session] = CACHES.store("session_templates", 16)
+_PARAMS: Store[ChatParams] = CACHES.store("session_params", 256)
+
+
+def _hash(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()
+
+
+def _chat_tool(tool: object) -> object:
+    """A tool in the chat-completions shape (the Responses API writes function tools flat)."""
+    if isinstance(tool, Mapping) and "function" not in tool and "name" in tool:
+        fields = ("name", "description", "parameters")
+        return {"type": "function", "function": {k: tool[k] for k in fields if k in tool}}
+    return tool
+
+
+def _objects(value: object, field: str) -> list[JsonObject] | None:
+    """A request field that holds a list of JSON objects (None when absent)."""
+    if value is None:
+        return None
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        raise RequestError(f"'{field}' must be a list of objects")
+    items = [_chat_tool(v) if field == "tools" else v for v in value]
+    if not all(isinstance(v, Mapping) for v in items):
+        raise RequestError(f"'{field}' must be a list of objects")
+    return cast("list[JsonObject]", items)
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestOptions:
+    """The parts of an OpenAI chat-completion request that decide prompt and output format.
+
+    ``template_kwargs`` are the template's own variables (vLLM's ``chat_template_kwargs``),
+    ``enable_thinking`` among them.
+    """
+
+    messages: tuple[JsonObject, ...]
+    tools: tuple[JsonObject, ...] | None = None
+    tool_choice: ToolChoice = "auto"
+    parallel_tool_calls: bool | None = None
+    response_format: JsonObject | None = None
+    add_generation_prompt: bool = True
+    template_kwargs: Mapping[str, object] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_openai(cls, request: Mapping[str, object]) -> RequestOptions:
+        """Read the fields of an OpenAI request dict (``RequestError`` naming a bad one).
+
+        ``tool_choice`` defaults as OpenAI's does: ``auto`` with tools, ``none`` without.
+        """
+        messages = _objects(request.get("messages"), "messages") or []
+        tools = _objects(request.get("tools"), "tools") or None
+        choice = request.get("tool_choice")
+        if tools is None or choice is None:
+            choice = "auto" if tools else "none"
+        if not isinstance(choice, (str, Mapping)):
+            raise RequestError("'tool_choice' must be a string or an object")
+        parallel = request.get("parallel_tool_calls")
+        if parallel is not None and not isinstance(parallel, bool):
+            raise RequestError("'parallel_tool_calls' must be a boolean")
+        fmt = request.get("response_format")
+        if fmt is not None and not isinstance(fmt, Mapping):
+            raise RequestError("'response_format' must be an object")
+        agp = request.get("add_generation_prompt", True)
+        if not isinstance(agp, bool):
+            raise RequestError("'add_generation_prompt' must be a boolean")
+        kwargs = request.get("chat_template_kwargs") or {}
+        if not isinstance(kwargs, Mapping):
+            raise RequestError("'chat_template_kwargs' must be an object")
+        return cls(
+            tuple(messages),
+            tuple(tools) if tools else None,
+            cast("ToolChoice", choice),
+            parallel,
+            cast("JsonObject | None", fmt),
+            agp,
+            dict(kwargs),
+        )
+
+    @property
+    def enable_thinking(self) -> bool | None:
+        """The request's reasoning switch (``chat_template_kwargs.enable_thinking``)."""
+        value = self.template_kwargs.get("enable_thinking")
+        return value if isinstance(value, bool) else None
+
+    def key(self) -> str:
+        """The options' content as text (what the params cache is keyed by)."""
+        return json.dumps(dataclasses.asdict(self), sort_keys=True, default=str, ensure_ascii=False)
+
+
+class Session:
+    """One chat template as an engine serves it; make one with :meth:`for_source` or
+    :meth:`for_file` (cached, so every parser object an engine builds shares it)."""
+
+    def __init__(self, key: str, template: ChatTemplate) -> None:
+        self.key = key
+        self.template = template
+
+    def __repr__(self) -> str:
+        return f"Session({self.template!r})"
+
+    @classmethod
+    def for_source(
+        cls, source: str, *, bos_token: str = "", eos_token: str = "", name: str = "session"
+    ) -> Session:
+        """The session of a template's text and special tokens (one per content)."""
+        key = _hash("source", source, bos_token, eos_token)
+        return _TEMPLATES.get_or_build(
+            key,
+            lambda: cls(
+                key, ChatTemplate(source, bos_token=bos_token, eos_token=eos_token, name=name)
+            ),
+        )
+
+    @classmethod
+    def for_file(cls, path: str | Path) -> Session:
+        """The session of a template file, as ``ChatTemplate.from_file`` reads it (a
+        .jinja, a tokenizer_config.json, a model directory, a GGUF); a changed file is
+        read again."""
+        path = Path(path)
+        stat = path.stat()  # OSError for a missing file: the caller names the setting
+        key = _hash("file", str(path.resolve()), str(stat.st_mtime_ns), str(stat.st_size))
+        return _TEMPLATES.get_or_build(key, lambda: cls(key, ChatTemplate.from_file(path)))
+
+    @property
+    def analysis(self) -> TemplateAnalysis:
+        """The template's analysis (cached with the template)."""
+        return self.template.analyze()
+
+    # -- request -> params ---------------------------------------------------------------
+
+    def params(
+        self,
+        request: Mapping[str, object] | RequestOptions,
+        *,
+        reasoning: bool = True,
+        any_history: bool = False,
+    ) -> ChatParams:
+        """Prompt, stops, grammar and parser of an OpenAI request (cached by content).
+
+        ``reasoning=False`` reads the output with ``reasoning_format="none"`` (for a parser
+        that gets the text after the reasoning, or reasoning left in the content).
+        ``any_history``: the engine renders the prompt itself and needs only the parser, so
+        a conversation the template refuses is replaced by a probe turn.
+        """
+        if not isinstance(request, RequestOptions):
+            request = RequestOptions.from_openai(request)
+        options = request
+        key = _hash(self.key, options.key(), str(reasoning), str(any_history))
+        found = _PARAMS.get(key)
+        if found is not None:
+            return found
+        # The template's own variables (a name ``apply`` also takes goes to ``apply``, as
+        # with any caller's keywords).
+        kwargs: dict[str, Any] = dict(options.template_kwargs)
+        kwargs.pop("enable_thinking", None)
+
+        def apply(messages: Sequence[JsonObject]) -> ChatParams:
+            return self.template.apply(
+                messages,
+                list(options.tools) if options.tools else None,
+                options.tool_choice,
+                options.parallel_tool_calls,
+                options.response_format,
+                options.enable_thinking,
+                "auto" if reasoning else "none",
+                options.add_generation_prompt,
+                **kwargs,
+            )
+
+        try:
+            params = apply(options.messages)
+        except AutoparserError:
+            if not any_history:
+                raise
+            params = apply(_PROBE)
+        return _PARAMS.put(key, params)
+
+    # -- the reasoning rules -------------------------------------------------------------
+
+    @property
+    def reasoning_markers(self) -> tuple[str, str]:
+        """The reasoning block's start and end markers, without the template's whitespace."""
+        r = self.analysis.reasoning
+        if r.mode == ReasoningMode.NONE:
+            return "", ""
+        return r.start.strip(), r.end.strip()
+
+    def opens_reasoning(self, prompt: str, enable_thinking: bool | None) -> bool:
+        """Does the output of ``prompt`` start inside a reasoning block? (the library's one
+        rule, ``TemplateAnalysis.prompt_opens_reasoning``)."""
+        return self.analysis.prompt_opens_reasoning(prompt, enable_thinking)
+
+    def opener_optional(self, enable_thinking: bool | None) -> bool:
+        """Is text before the end marker reasoning even without the opener (the library's
+        lenient rule: reasoning on, a start marker to leave out, no hand-written format)?"""
+        start, end = self.reasoning_markers
+        return enable_thinking is True and bool(start and end) and not self.analysis.handler
+
+    def wait_stops(self) -> tuple[str, ...]:
+        """What ends the wait for an end marker after text with no opener: the end of the
+        turn and the markers that open tool calls."""
+        analysis = self.analysis
+        fmt, function = analysis.tools.format, analysis.tools.function
+        calls: tuple[str, ...] = ()
+        if fmt.mode.value != "none":
+            calls = (
+                fmt.call_prefix_token,
+                fmt.section_start,
+                fmt.per_call_start,
+                function.name_prefix,
+            )
+        markers = (*analysis.end_of_turn, *calls)
+        return tuple(dict.fromkeys(m.strip() for m in markers if m.strip()))
+
+    def reasoning_closed(self, text: str) -> bool:
+        """Is reasoning over at the end of ``text`` (an end marker after the last start)?
+
+        For a prompt, only the part after the last generation prompt counts: a history
+        turn's closed block does not close the turn being generated.
+        """
+        start, end = self.reasoning_markers
+        if not end:
+            return True
+        opener = self.analysis.generation_prompt.strip()
+        if opener:
+            at = text.rfind(opener)
+            if at >= 0:
+                text = text[at + len(opener) :]
+        last_end = text.rfind(end)
+        if last_end < 0:
+            return False
+        return not start or text.rfind(start) < last_end
+
+    def reasoning_split(self, prompt: str, enable_thinking: bool | None) -> ReasoningSplit:
+        """A split of the raw output of ``prompt`` into reasoning and the text after it."""
+        start, end = self.reasoning_markers
+        forced = self.opens_reasoning(prompt, enable_thinking)
+        return ReasoningSplit(
+            start,
+            end,
+            forced,
+            opener_optional=not forced and self.opener_optional(enable_thinking),
+            stops=self.wait_stops(),
+        )
+
+    def text_after_reasoning(self, output: str, reasoning: str | None, forced_open: bool) -> str:
+        """The raw output after its reasoning block (what a tool parser reads).
+
+        ``reasoning`` is what ``ChatParams.parse`` found: the text after it, less the end
+        marker. Without it, the split by markers decides (an empty block still goes).
+        """
+        start, end = self.reasoning_markers
+        if reasoning:
+            at = output.find(reasoning)
+            if at >= 0:
+                rest = output[at + len(reasoning) :]
+                head = rest.lstrip()
+                return head[len(end) :] if end and head.startswith(end) else rest
+        return ReasoningSplit(start, end, forced_open).split(output)[1]
+
+
+class Reply:
+    """One response's output, read whole or streamed, as the client should see it.
+
+    ``ChatParams`` are cached and shared by every request with the same content, so the
+    call ids they generate would repeat between responses: a reply gives each call the
+    model's own id (when the output holds it) or a fresh one. ``parallel_tool_calls=False``
+    keeps the first call only.
+    """
+
+    def __init__(
+        self,
+        params: ChatParams,
+        *,
+        parallel_tool_calls: bool | None = None,
+        tool_call_deltas: str = "whole",
+    ) -> None:
+        self.params = params
+        self.single = parallel_tool_calls is False
+        self._deltas = tool_call_deltas
+        self._stream: StreamParser | None = None
+        self._text = ""
+        self._ids: dict[str, str] = {}
+
+    def call_id(self, given: str) -> str:
+        """The model's own call id, else a fresh one for this response."""
+        if given in self._text:
+            return given
+        return self._ids.setdefault(given, "call_" + uuid.uuid4().hex[:24])
+
+    def parse(self, text: str, *, finish_reason: str | None = None) -> ChatMessage:
+        """The whole output as a message."""
+        self._text = text
+        message = self.params.parse(text, finish_reason=finish_reason)
+        found = message.tool_calls[:1] if self.single else message.tool_calls
+        calls = [ToolCall(self.call_id(c.id), c.name, c.arguments) for c in found]
+        return dataclasses.replace(message, tool_calls=calls)
+
+    def feed(self, chunk: str) -> list[StreamDelta]:
+        """The deltas that became certain with ``chunk``."""
+        if self._stream is None:
+            self._stream = self.params.stream(self._deltas)
+        self._text += chunk
+        return self._own(self._stream.feed_deltas(chunk))
+
+    def finish(self, *, finish_reason: str | None = None) -> list[StreamDelta]:
+        """The deltas held back until the output ended."""
+        if self._stream is None:
+            self._stream = self.params.stream(self._deltas)
+        return self._own(self._stream.finish_deltas(finish_reason=finish_reason))
+
+    def _own(self, deltas: Iterable[StreamDelta]) -> list[StreamDelta]:
+        out = []
+        for d in deltas:
+            calls = tuple(
+                dataclasses.replace(tc, id=self.call_id(tc.id) if tc.id else tc.id)
+                for tc in d.tool_calls
+                if not (self.single and tc.index)
+            )
+            if d.content or d.reasoning_content or calls:
+                out.append(dataclasses.replace(d, tool_calls=calls))
+        return out
+
+
+def merge_deltas(deltas: Iterable[StreamDelta]) -> StreamDelta | None:
+    """Deltas of one engine step as one (None when they hold nothing): the texts joined,
+    the call pieces in order."""
+    content: list[str] = []
+    reasoning: list[str] = []
+    calls: list[ToolCallDelta] = []
+    for d in deltas:
+        content.append(d.content or "")
+        reasoning.append(d.reasoning_content or "")
+        calls.extend(d.tool_calls)
+    text, thought = "".join(content), "".join(reasoning)
+    if not (text or thought or calls):
+        return None
+    return StreamDelta(text or None, thought or None, tuple(calls))
+
+
+SplitState = Literal["undecided", "opening", "unopened", "reasoning", "done"]
+
+
+class ReasoningSplit:
+    """Splits raw model output into reasoning and the text after it, chunk by chunk.
+
+    For engines that hand the text after the reasoning to another parser: the split is on
+    the raw text, by the reasoning block's markers, the block open from the start when the
+    prompt opened it (``forced_open``). Reasoning comes without the whitespace around it
+    (as ``ChatParams.parse`` returns it); text that may still become a marker is held back.
+
+    ``opener_optional`` (reasoning on, the prompt did not open the block): as the library's
+    lenient parser does, text that does not start with the opener is reasoning if the end
+    marker follows, before any of ``stops`` (a call opener, the end of the turn). It is held
+    back until one of them comes, or the output ends (then it is content).
+    """
+
+    def __init__(
+        self,
+        start: str,
+        end: str,
+        forced_open: bool,
+        *,
+        opener_optional: bool = False,
+        stops: tuple[str, ...] = (),
+    ) -> None:
+        self.start, self.end, self.stops = start, end, stops
+        self.opener_optional = opener_optional
+        # undecided -> (opening | unopened) -> reasoning -> done
+        self.state: SplitState = "done" if not end else "opening" if forced_open else "undecided"
+        self._pending = ""
+        self._emitted = False
+        self._scanned = 0  # how much of the pending text the wait for an end has searched
+
+    @property
+    def done(self) -> bool:
+        """Is the reasoning over (everything from now on is the text after it)?"""
+        return self.state == "done"
+
+    def split(self, text: str) -> tuple[str, str]:
+        """A whole output's (reasoning, text after it)."""
+        reasoning, rest = self.feed(text)
+        last_reasoning, last_rest = self.finish()
+        return reasoning + last_reasoning, rest + last_rest
+
+    def feed(self, text: str) -> tuple[str, str]:
+        """(reasoning, text after the reasoning) that became certain with ``text``."""
+        if self.state == "done":
+            return "", text
+        self._pending += text
+        if self.state in ("undecided", "opening"):
+            head = self._pending.lstrip()
+            if self.start and head.startswith(self.start):
+                self._pending = head[len(self.start) :]
+                self.state = "reasoning"
+            elif self.state == "undecided" and head.startswith(self.end):
+                # Only the end marker: an empty block whose opener the model left out
+                # (trained with the opener in the prompt).
+                self._pending, self.state = "", "done"
+                return "", head[len(self.end) :]
+            elif (self.start and self.start.startswith(head)) or (
+                self.state == "undecided" and self.end.startswith(head)
+            ):
+                return "", ""  # may still be a marker
+            elif self.state == "opening":
+                self.state = "reasoning"
+            elif self.opener_optional and self.start:
+                self.state = "unopened"
+            else:
+                return "", self._release()
+        if self.state == "unopened":
+            return self._unopened()
+        return self._reasoning()
+
+    def _release(self) -> str:
+        self.state = "done"
+        rest, self._pending = self._pending, ""
+        return rest
+
+    def _unopened(self) -> tuple[str, str]:
+        """Text with no opener: reasoning once the end marker comes, content once a stop
+        comes first; held back until then (each piece is searched once)."""
+        longest = max((len(m) for m in (self.end, *self.stops)), default=1)
+        since = max(0, self._scanned - longest + 1)
+        self._scanned = len(self._pending)
+        at = self._pending.find(self.end, since)
+        limit = at if at >= 0 else len(self._pending)
+        if any(self._pending.find(stop, since, limit) >= 0 for stop in self.stops):
+            return "", self._release()
+        if at < 0:
+            return "", ""
+        return self._reasoning()
+
+    def _reasoning(self) -> tuple[str, str]:
+        at = self._pending.find(self.end)
+        if at >= 0:
+            reasoning, rest = self._pending[:at], self._pending[at + len(self.end) :]
+            self._pending, self.state = "", "done"
+            return self._trim(reasoning, last=True), rest
+        keep = _marker_prefix_len(self._pending, self.end)
+        sure = self._pending[: len(self._pending) - keep].rstrip()
+        self._pending = self._pending[len(sure) :]
+        return self._trim(sure, last=False), ""
+
+    def _trim(self, text: str, *, last: bool) -> str:
+        if not self._emitted:
+            text = text.lstrip()
+        if last:
+            text = text.rstrip()
+        if text:
+            self._emitted = True
+        return text
+
+    def finish(self) -> tuple[str, str]:
+        """What is still held back when the output ends (a reasoning block never closed)."""
+        if self.state == "reasoning":
+            text = self._release()
+            return self._trim(text, last=True), ""
+        if self.state == "done":
+            return "", ""
+        return "", self._release()
+
+
+def _marker_prefix_len(text: str, marker: str) -> int:
+    """Length of the longest end of ``text`` that starts ``marker`` (may become it)."""
+    for n in range(min(len(marker) - 1, len(text)), 0, -1):
+        if marker.startswith(text[-n:]):
+            return n
+    return 0
