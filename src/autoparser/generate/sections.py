@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from autoparser import tags
 from autoparser.analysis.model import ToolFormat
+from autoparser.cancel import checkpoint
 from autoparser.generate.context import (
     BuildContext,
     choice_of,
@@ -143,7 +144,11 @@ def _one_call(ctx: BuildContext, tools: Sequence[ToolSpec], strict: bool) -> Par
     """One call to any of ``tools``, with its per-call markers."""
     _, _, call_start, call_end = effective_markers(ctx)
     ordered = longest_name_first(tools)
-    inner = choice_of([single_call(ctx, t, strict) for t in ordered])
+    calls: list[Parser] = []
+    for t in ordered:
+        checkpoint()  # a request with thousands of tools stops here once its client left
+        calls.append(single_call(ctx, t, strict))
+    inner = choice_of(calls)
     return tag(
         tags.TOOL,
         seq_of(
