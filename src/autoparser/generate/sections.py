@@ -5,10 +5,12 @@ separators, trigger markers).
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 
 from autoparser import tags
 from autoparser.analysis.model import ToolFormat
+from autoparser.cache import CACHES, Store
 from autoparser.cancel import checkpoint
 from autoparser.generate.context import (
     BuildContext,
@@ -17,6 +19,7 @@ from autoparser.generate.context import (
     effective_markers,
     longest_name_first,
     seq_of,
+    tool_rule,
 )
 from autoparser.generate.json_calls import json_native_call, tag_json_call
 from autoparser.generate.pythonic import is_pythonic
@@ -140,15 +143,66 @@ def _outer(marker: str, ctx: BuildContext, strict: bool) -> Parser | None:
     return optional(literal(marker) + space())
 
 
+# One tool's call parser, by (what the builders read of the context, strict, the tool's
+# rule name, the tool as canonical JSON): a request that adds a tool to a set seen before,
+# or sends a subset of it, builds only the calls it has not built yet. Parsers are
+# immutable, so two requests' definitions can share them.
+_CALLS: Store[Parser] = CACHES.store("tool_calls", 4096)
+
+
+def _context_key(ctx: BuildContext, strict: bool) -> str:
+    """Everything a call builder reads of ``ctx`` besides the tool itself, as text (the
+    analysis' dataclass repr spells every field): computed once per section, not per tool.
+    The request's tools count only through each tool's rule name (``tool_rule``) and,
+    for call openers made of tool names, through ``call_openers`` and the trigger markers."""
+    request = dataclasses.replace(ctx.request, tools=())
+    return repr(
+        (
+            ctx.analysis,
+            request,
+            ctx.thinking_forced_open,
+            ctx.extract_reasoning,
+            ctx.call_opened,
+            ctx.call_openers,
+            ctx.string_padding,
+            call_trigger_markers(ctx),
+            strict,
+        )
+    )
+
+
+def _tool_key(tool: ToolSpec) -> str | None:
+    """The tool as canonical JSON, or None when it holds a value JSON cannot spell (then
+    its call is not cached: a key must never equate two different tools)."""
+    fields = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+    try:
+        return json.dumps(fields, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+
+
+def _calls(ctx: BuildContext, tools: Sequence[ToolSpec], strict: bool) -> list[Parser]:
+    """Each tool's call parser, from the per-tool cache where it was built before."""
+    context = _context_key(ctx, strict)
+    calls: list[Parser] = []
+    for tool in tools:
+        checkpoint()  # a request with thousands of tools stops here once its client left
+        found = _tool_key(tool)
+        if found is None:
+            calls.append(single_call(ctx, tool, strict))
+            continue
+        key = (context, tool_rule(ctx, tool), found)
+        call = _CALLS.get(key)
+        if call is None:
+            call = _CALLS.put(key, single_call(ctx, tool, strict))
+        calls.append(call)
+    return calls
+
+
 def _one_call(ctx: BuildContext, tools: Sequence[ToolSpec], strict: bool) -> Parser:
     """One call to any of ``tools``, with its per-call markers."""
     _, _, call_start, call_end = effective_markers(ctx)
-    ordered = longest_name_first(tools)
-    calls: list[Parser] = []
-    for t in ordered:
-        checkpoint()  # a request with thousands of tools stops here once its client left
-        calls.append(single_call(ctx, t, strict))
-    inner = choice_of(calls)
+    inner = choice_of(_calls(ctx, longest_name_first(tools), strict))
     return tag(
         tags.TOOL,
         seq_of(
