@@ -12,6 +12,7 @@ from typing import Any
 
 from autoparser import tags
 from autoparser.analysis.model import ArgumentsAnalysis, CallIdPosition
+from autoparser.cache import CACHES, Store
 from autoparser.errors import SchemaError
 from autoparser.generate import elements, pythonic
 from autoparser.generate.context import (
@@ -119,7 +120,33 @@ def _unclosed_end(ctx: BuildContext) -> Parser | None:
     return _one_of(closers, at_end=False) + space() + _after_call(ctx)
 
 
+# Lenient raw values by what they read of the context and the tool's argument names: the
+# same for every string argument of tools with the same names, and the largest piece of a
+# tagged call (built again per argument of a thousand tools, it was a quarter of the build).
+_LENIENT_VALUES: Store[Parser] = CACHES.store("lenient_values", 1024)
+
+
 def _lenient_value(ctx: BuildContext, names: list[str]) -> Parser:
+    """``_build_lenient_value``, shared by every argument whose context reads the same."""
+    t = ctx.analysis.tools
+    a = t.arguments
+    key = (
+        a.value_suffix,
+        a.name_prefix,
+        a.name_suffix,
+        a.separator,
+        a.end,
+        t.function.close,
+        t.format.per_call_end,
+        t.format.section_end,
+        ctx.call_openers,
+        ctx.end_markers,
+        tuple(names),
+    )
+    return _LENIENT_VALUES.get_or_build(key, lambda: _build_lenient_value(ctx, names))
+
+
+def _build_lenient_value(ctx: BuildContext, names: list[str]) -> Parser:
     """A raw string value of the lenient parser, where the format writes a value suffix.
 
     A marker inside a value ("wrap each call in <tool_call> and </tool_call>") is text of
