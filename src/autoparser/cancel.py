@@ -46,6 +46,7 @@ class CancelToken:
 
     @property
     def cancelled(self) -> bool:
+        """Whether ``cancel`` was called."""
         return self._event.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:

@@ -25,7 +25,7 @@ from autoparser.generate.json_calls import json_native_call, tag_json_call
 from autoparser.generate.pythonic import is_pythonic
 from autoparser.generate.request import ToolSpec
 from autoparser.generate.tagged_calls import is_markup, tag_tagged_call
-from autoparser.peg import Parser, choice, literal, optional, space, tag, zero_or_more
+from autoparser.peg import Parser, Rules, choice, literal, optional, space, tag, zero_or_more
 from autoparser.peg.gbnf_emit import GrammarTrigger
 
 
@@ -240,6 +240,13 @@ def tool_section(
     section_start, section_end, _, _ = effective_markers(ctx)
     call = _one_call(ctx, tools, strict)
     first = _one_call(first_ctx, tools, strict) if first_ctx is not ctx else call
+    if strict and parallel:
+        # One grammar rule for a call to any tool, used by the first call and the next ones:
+        # written inline, every tool's alternative was emitted (and sent to the engine) twice.
+        rules = Rules()
+        one = rules.define("tool-call", call)
+        first = one if first is call else first
+        call = one
     array = f.mode == ToolFormat.JSON_NATIVE and f.tools_array_wrapped
     sep_text = "," if array else ctx.analysis.tools.call_separator.strip()
     sep: Parser = space() + literal(sep_text) + space() if sep_text else space()
