@@ -5,6 +5,7 @@ counting the tools built (a hook), never by timing."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import threading
@@ -29,6 +30,7 @@ from autoparser.serve.app import ServeConfig
 
 TOOLS = 500  # within the default limit (512)
 STOP_AT = 10  # the tool whose build waits for the client to leave
+_FRESH = itertools.count()  # tool names never built before in this process (no cache hit)
 
 
 @pytest.fixture(scope="module")
@@ -79,9 +81,8 @@ def test_client_leaving_stops_the_grammar_build(
     monkeypatch.setattr(sections, "single_call", counting_call)
     monkeypatch.setattr(params, "_build", watched_build)
 
-    body = json.dumps(
-        {"messages": [{"role": "user", "content": "[[k]]"}], "tools": many_tools(TOOLS, "leave")}
-    ).encode()
+    tools = many_tools(TOOLS, f"leave{next(_FRESH)}")
+    body = json.dumps({"messages": [{"role": "user", "content": "[[k]]"}], "tools": tools}).encode()
     head = (
         f"POST /v1/chat/completions HTTP/1.1\r\nHost: {url.netloc}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
