@@ -98,3 +98,15 @@ def test_building_for_many_tools_stops_midway(
     built.clear()
     params = hermes.apply(HI, tools=tools)
     assert params.grammar is not None and len(built) == 2 * 200 - 5
+
+
+def test_a_cancelled_analysis_raises_instead_of_failing_its_checks() -> None:
+    """The self-check builds parsers: cancelled, it must stop, not record failed checks."""
+    # A text no test analysed before (analyses are cached by text).
+    source = own_path("chatml_hermes").read_text() + f"{{# cancel {next(_FRESH)} #}}"
+    token = CancelToken()
+    token.cancel("the caller gave up")
+    with pytest.raises(Cancelled):
+        token.run(ChatTemplate(source).analyze)
+    analysis = ChatTemplate(source).analyze()  # under no token: the whole of it, verified
+    assert analysis.verification is not None and analysis.verification.verified
