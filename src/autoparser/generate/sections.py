@@ -155,20 +155,13 @@ def _context_key(ctx: BuildContext, strict: bool) -> str:
     analysis' dataclass repr spells every field): computed once per section, not per tool.
     The request's tools count only through each tool's rule name (``tool_rule``) and,
     for call openers made of tool names, through ``call_openers`` and the trigger markers."""
-    request = dataclasses.replace(ctx.request, tools=())
-    return repr(
-        (
-            ctx.analysis,
-            request,
-            ctx.thinking_forced_open,
-            ctx.extract_reasoning,
-            ctx.call_opened,
-            ctx.call_openers,
-            ctx.string_padding,
-            call_trigger_markers(ctx),
-            strict,
-        )
+    # Every field, read from the dataclass itself: one added to BuildContext later is in
+    # the key too (the request's by its repr, every field but the tools).
+    fields = tuple(
+        dataclasses.replace(ctx.request, tools=()) if f.name == "request" else getattr(ctx, f.name)
+        for f in dataclasses.fields(ctx)
     )
+    return repr((fields, call_trigger_markers(ctx), strict))
 
 
 def _tool_key(tool: ToolSpec) -> str | None:
