@@ -37,7 +37,7 @@ PACKAGE = "autoparser"
 # The package's layers, bottom first. Entries of one layer never import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "examples"),
-    ("tags", "message", "gbnf_text", "cache"),
+    ("tags", "message", "gbnf_text", "cache", "cancel"),
     ("schema",),
     ("peg",),
     ("definition",),

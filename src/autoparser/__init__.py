@@ -13,10 +13,12 @@ if TYPE_CHECKING:
 
     from autoparser.analysis.model import TemplateAnalysis
     from autoparser.cache import CACHES, Caches, CacheStats, Store
+    from autoparser.cancel import CancelToken
     from autoparser.chat import ChatTemplate
     from autoparser.errors import (
         AnalysisWarning,
         AutoparserError,
+        Cancelled,
         ExportError,
         GrammarError,
         IntegrationError,
@@ -46,6 +48,8 @@ if TYPE_CHECKING:
 _WHERE = {
     "AnalysisWarning": "autoparser.errors",
     "AutoparserError": "autoparser.errors",
+    "Cancelled": "autoparser.errors",
+    "CancelToken": "autoparser.cancel",
     "ChatMessage": "autoparser.message",
     "ChatParams": "autoparser.params",
     "ChatTemplate": "autoparser.chat",
@@ -129,6 +133,10 @@ def _module(where: str) -> ModuleType:
         from autoparser import cache
 
         return cache
+    if where == "autoparser.cancel":
+        from autoparser import cancel
+
+        return cancel
     if where == "autoparser.training":
         from autoparser import training
 
@@ -163,6 +171,8 @@ __all__ = [
     "AutoparserError",
     "CacheStats",
     "Caches",
+    "CancelToken",
+    "Cancelled",
     "ChatMessage",
     "ChatParams",
     "ChatTemplate",

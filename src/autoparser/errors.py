@@ -77,3 +77,8 @@ class AnalysisWarning(UserWarning):
     Emitted once per template by ``ChatTemplate.apply``; ``ChatTemplate.analyze().verification``
     lists the failed checks. Parsing still runs, but tool calls or reasoning may come back wrong.
     """
+
+
+class Cancelled(AutoparserError):
+    """Work was stopped because whoever asked for it no longer wants it (a server's client
+    left, a timeout passed): raised at the next checkpoint of a cancelled ``CancelToken``."""

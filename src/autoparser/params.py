@@ -144,6 +144,11 @@ class ChatParams:
         )
 
 
+# Tool schemas (canonical JSON) known to convert whole: formats that convert each argument
+# on its own would otherwise convert every tool's schema a second time, on every new set.
+_CONVERTIBLE: Store[bool] = CACHES.store("convertible_schemas", 8192)
+
+
 def _check_tool_schemas(request: Request, converted: frozenset[str] = frozenset()) -> None:
     """Each tool's (and the response format's) schema converts, or a RequestError names
     it; schemas the grammar already converted whole (``converted``) are not converted again."""
@@ -151,12 +156,14 @@ def _check_tool_schemas(request: Request, converted: frozenset[str] = frozenset(
     from autoparser.schema import schema_rules
 
     for i, tool in enumerate(request.tools):
-        if schema_key(dict(tool.parameters)) in converted:
+        key = schema_key(dict(tool.parameters))
+        if key in converted or _CONVERTIBLE.get(key) is not None:
             continue
         try:
             schema_rules(dict(tool.parameters), f"check-{i}")
         except SchemaError as exc:
             raise RequestError(f"tools[{i}].function.parameters: {exc}") from exc
+        _CONVERTIBLE.put(key, True)
     response = request.response_schema
     if response is not None and schema_key(dict(response)) not in converted:
         try:

@@ -26,7 +26,7 @@ from autoparser.analysis.model import (
     VerificationFailure,
 )
 from autoparser.cache import CACHES, Store
-from autoparser.errors import AutoparserError, TemplateLimitError
+from autoparser.errors import AutoparserError, Cancelled, TemplateLimitError
 from autoparser.generate import Request, normalize_request
 from autoparser.params import ChatParams, params_for_request
 from autoparser.template import Renderer, detect_caps, detect_quirks, render_as_apply
@@ -460,6 +460,8 @@ def _check_scenario(
             try:
                 params = renders.params(analysis, prompt, scenario, thinking)
                 parsed = params.parse(turn)
+            except Cancelled:
+                raise  # the caller stopped the work: no verdict on the analysis
             except AutoparserError as exc:
                 return "fail", f"building or running the parser failed: {exc}"
             diff = difference(message, parsed)
@@ -518,6 +520,8 @@ def _triggers(analysis: TemplateAnalysis, renders: _Renders) -> list[str]:
     request = renders.request(analysis)
     try:
         definition = params_for_request(analysis, request, with_grammar=False).definition
+    except Cancelled:
+        raise
     except AutoparserError:
         return []  # a failure to build shows in the call checks
     if definition.grammar_parser is None or not definition.grammar_lazy:

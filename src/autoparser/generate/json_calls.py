@@ -11,6 +11,7 @@ from typing import Any
 
 from autoparser import tags
 from autoparser.analysis.model import CallIdPosition, TemplateAnalysis, ToolFormat
+from autoparser.cache import CACHES, Store
 from autoparser.gbnf_text import rule_name
 from autoparser.generate.context import (
     BuildContext,
@@ -51,9 +52,18 @@ def json_args(tool: ToolSpec) -> Parser:
     return json_schema(dict(tool.parameters), f"{rule_name(tool.name)}-args")
 
 
+# Parser pieces that depend on the template's format alone (a member key, the lenient
+# call object's other members), built once and shared by every tool's call: parsers are
+# immutable, and building them again per tool was a good part of a thousand tools' build.
+_PIECES: Store[Parser] = CACHES.store("call_pieces", 512)
+
+
 def _json_key(key: str, quote: str = '"') -> Parser:
-    text = json.dumps(key, ensure_ascii=False) if quote == '"' else f"{quote}{key}{quote}"
-    return literal(text) + space() + literal(":") + space()
+    def build() -> Parser:
+        text = json.dumps(key, ensure_ascii=False) if quote == '"' else f"{quote}{key}{quote}"
+        return literal(text) + space() + literal(":") + space()
+
+    return _PIECES.get_or_build(("key", key, quote), build)
 
 
 # What the grammar lets a model write as a call id: id-like characters, bounded (an engine
@@ -184,9 +194,30 @@ def _loose_call_object(ctx: BuildContext, name_value: Parser, args_value: Parser
     """
     fmt = ctx.analysis.tools.format
     name_key = fmt.name_field or "name"
-    arg_keys = list(dict.fromkeys([fmt.args_field or "arguments", *ARGUMENT_KEYS]))
+    arg_keys = tuple(dict.fromkeys([fmt.args_field or "arguments", *ARGUMENT_KEYS]))
+    shape = (name_key, arg_keys, q)
     name_pair = _json_key(name_key, q) + name_value
-    args_pair = choice_of([_json_key(k, q) for k in arg_keys]) + args_value
+    args_pair = _PIECES.get_or_build(("args keys", *shape), lambda: _args_keys(arg_keys, q))
+    args_pair = args_pair + args_value
+    sep = _PIECES.get_or_build(("sep",), lambda: space() + literal(",") + space())
+    others = _PIECES.get_or_build(("others", *shape), lambda: _other_members(*shape, sep, True))
+    trailing = _PIECES.get_or_build(
+        ("trailing", *shape), lambda: _other_members(*shape, sep, False)
+    )
+    both = choice_of([name_pair + sep + others + args_pair, args_pair + sep + others + name_pair])
+    return literal("{") + space() + others + both + trailing + space() + literal("}")
+
+
+def _args_keys(arg_keys: Sequence[str], q: str) -> Parser:
+    """Any of the keys models write the arguments under."""
+    return choice_of([_json_key(k, q) for k in arg_keys])
+
+
+def _other_members(
+    name_key: str, arg_keys: Sequence[str], q: str, sep: Parser, before: bool
+) -> Parser:
+    """Members other than the name and the arguments, any number, each followed
+    (``before``) or preceded by the separator."""
     known = choice_of([literal(f"{q}{k}{q}") for k in (name_key, *arg_keys)])
     other_pair = (
         negate(known)
@@ -196,11 +227,7 @@ def _loose_call_object(ctx: BuildContext, name_value: Parser, args_value: Parser
         + space()
         + json_value(allow_single_quotes=q == "'")
     )
-    sep = space() + literal(",") + space()
-    others = zero_or_more(other_pair + sep)
-    trailing = zero_or_more(sep + other_pair)
-    both = choice_of([name_pair + sep + others + args_pair, args_pair + sep + others + name_pair])
-    return literal("{") + space() + others + both + trailing + space() + literal("}")
+    return zero_or_more(other_pair + sep) if before else zero_or_more(sep + other_pair)
 
 
 def _call_id(ctx: BuildContext, strict: bool = True) -> Parser:

@@ -5,10 +5,13 @@ separators, trigger markers).
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 
 from autoparser import tags
 from autoparser.analysis.model import ToolFormat
+from autoparser.cache import CACHES, Store
+from autoparser.cancel import checkpoint
 from autoparser.generate.context import (
     BuildContext,
     choice_of,
@@ -16,12 +19,13 @@ from autoparser.generate.context import (
     effective_markers,
     longest_name_first,
     seq_of,
+    tool_rule,
 )
 from autoparser.generate.json_calls import json_native_call, tag_json_call
 from autoparser.generate.pythonic import is_pythonic
 from autoparser.generate.request import ToolSpec
 from autoparser.generate.tagged_calls import is_markup, tag_tagged_call
-from autoparser.peg import Parser, choice, literal, optional, space, tag, zero_or_more
+from autoparser.peg import Parser, Rules, choice, literal, optional, space, tag, zero_or_more
 from autoparser.peg.gbnf_emit import GrammarTrigger
 
 
@@ -139,11 +143,59 @@ def _outer(marker: str, ctx: BuildContext, strict: bool) -> Parser | None:
     return optional(literal(marker) + space())
 
 
+# One tool's call parser, by (what the builders read of the context, strict, the tool's
+# rule name, the tool as canonical JSON): a request that adds a tool to a set seen before,
+# or sends a subset of it, builds only the calls it has not built yet. Parsers are
+# immutable, so two requests' definitions can share them.
+_CALLS: Store[Parser] = CACHES.store("tool_calls", 4096)
+
+
+def _context_key(ctx: BuildContext, strict: bool) -> str:
+    """Everything a call builder reads of ``ctx`` besides the tool itself, as text (the
+    analysis' dataclass repr spells every field): computed once per section, not per tool.
+    The request's tools count only through each tool's rule name (``tool_rule``) and,
+    for call openers made of tool names, through ``call_openers`` and the trigger markers."""
+    # Every field, read from the dataclass itself: one added to BuildContext later is in
+    # the key too (the request's by its repr, every field but the tools).
+    fields = tuple(
+        dataclasses.replace(ctx.request, tools=()) if f.name == "request" else getattr(ctx, f.name)
+        for f in dataclasses.fields(ctx)
+    )
+    return repr((fields, call_trigger_markers(ctx), strict))
+
+
+def _tool_key(tool: ToolSpec) -> str | None:
+    """The tool as canonical JSON, or None when it holds a value JSON cannot spell (then
+    its call is not cached: a key must never equate two different tools)."""
+    fields = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+    try:
+        return json.dumps(fields, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+
+
+def _calls(ctx: BuildContext, tools: Sequence[ToolSpec], strict: bool) -> list[Parser]:
+    """Each tool's call parser, from the per-tool cache where it was built before."""
+    context = _context_key(ctx, strict)
+    calls: list[Parser] = []
+    for tool in tools:
+        checkpoint()  # a request with thousands of tools stops here once its client left
+        found = _tool_key(tool)
+        if found is None:
+            calls.append(single_call(ctx, tool, strict))
+            continue
+        key = (context, tool_rule(ctx, tool), found)
+        call = _CALLS.get(key)
+        if call is None:
+            call = _CALLS.put(key, single_call(ctx, tool, strict))
+        calls.append(call)
+    return calls
+
+
 def _one_call(ctx: BuildContext, tools: Sequence[ToolSpec], strict: bool) -> Parser:
     """One call to any of ``tools``, with its per-call markers."""
     _, _, call_start, call_end = effective_markers(ctx)
-    ordered = longest_name_first(tools)
-    inner = choice_of([single_call(ctx, t, strict) for t in ordered])
+    inner = choice_of(_calls(ctx, longest_name_first(tools), strict))
     return tag(
         tags.TOOL,
         seq_of(
@@ -181,6 +233,13 @@ def tool_section(
     section_start, section_end, _, _ = effective_markers(ctx)
     call = _one_call(ctx, tools, strict)
     first = _one_call(first_ctx, tools, strict) if first_ctx is not ctx else call
+    if strict and parallel:
+        # One grammar rule for a call to any tool, used by the first call and the next ones:
+        # written inline, every tool's alternative was emitted (and sent to the engine) twice.
+        rules = Rules()
+        one = rules.define("tool-call", call)
+        first = one if first is call else first
+        call = one
     array = f.mode == ToolFormat.JSON_NATIVE and f.tools_array_wrapped
     sep_text = "," if array else ctx.analysis.tools.call_separator.strip()
     sep: Parser = space() + literal(sep_text) + space() if sep_text else space()

@@ -12,6 +12,7 @@ from typing import Any
 
 from autoparser import tags
 from autoparser.analysis.model import ArgumentsAnalysis, CallIdPosition
+from autoparser.cache import CACHES, Store
 from autoparser.errors import SchemaError
 from autoparser.generate import elements, pythonic
 from autoparser.generate.context import (
@@ -119,7 +120,33 @@ def _unclosed_end(ctx: BuildContext) -> Parser | None:
     return _one_of(closers, at_end=False) + space() + _after_call(ctx)
 
 
+# Lenient raw values by what they read of the context and the tool's argument names: the
+# same for every string argument of tools with the same names, and the largest piece of a
+# tagged call (built again per argument of a thousand tools, it was a quarter of the build).
+_LENIENT_VALUES: Store[Parser] = CACHES.store("lenient_values", 1024)
+
+
 def _lenient_value(ctx: BuildContext, names: list[str]) -> Parser:
+    """``_build_lenient_value``, shared by every argument whose context reads the same."""
+    t = ctx.analysis.tools
+    a = t.arguments
+    key = (
+        a.value_suffix,
+        a.name_prefix,
+        a.name_suffix,
+        a.separator,
+        a.end,
+        t.function.close,
+        t.format.per_call_end,
+        t.format.section_end,
+        ctx.call_openers,
+        ctx.end_markers,
+        tuple(names),
+    )
+    return _LENIENT_VALUES.get_or_build(key, lambda: _build_lenient_value(ctx, names))
+
+
+def _build_lenient_value(ctx: BuildContext, names: list[str]) -> Parser:
     """A raw string value of the lenient parser, where the format writes a value suffix.
 
     A marker inside a value ("wrap each call in <tool_call> and </tool_call>") is text of
@@ -354,20 +381,23 @@ def _string_argument(
     else:
         raw = until(ends[0]) if len(ends) == 1 else until_one_of(*ends)
     choices = _string_choices(schema) if strict else []
+    if not choices and not (a.value_suffix and _allows_null(schema, root)):
+        # The value after the header reads nothing of the tool: one parser for every such
+        # argument (``raw`` is shared already where it is the lenient value).
+        raw_key = raw._uid if a.value_suffix and not strict else tuple(ends)
+        wrapper = (a.value_wrapper_open, a.value_wrapper_close)
+        key = (raw_key, _string_tag(ctx), a.value_prefix, a.value_suffix, strict, wrapper)
+        shared = _STRING_VALUES.get(key)
+        if shared is None:
+            shared = _STRING_VALUES.put(key, _string_value(ctx, raw, [], strict))
+        return tag(tags.TOOL_ARG, header + shared)
     if choices:  # the grammar writes one of the allowed strings, raw as the template does
         # A newline either side, as templates write values on a line of their own (the
         # parser drops it); other whitespace would become part of the value.
         newline = optional(literal("\n"))
         raw = newline + choice_of([literal(word) for word in choices]) + newline
-    value: Parser = tag(_string_tag(ctx) if not choices else tags.TOOL_ARG_STRING, raw)
-    if a.value_wrapper_open and a.value_wrapper_close and not choices:
-        # A value holding markup, wrapped as the template wraps it (<![CDATA[...]]>).
-        close = a.value_wrapper_close
-        inner = tag(tags.TOOL_ARG_STRING, until(close))
-        value = choice_of([literal(a.value_wrapper_open) + inner + literal(close), value])
-    suffix = closing(a.value_suffix, strict) if a.value_suffix else None
+    string_arg = _string_value(ctx, raw, choices, strict)
     lead = space() if a.value_prefix else None  # whitespace between name and value markers
-    string_arg = seq_of(lead, a.value_prefix, value, suffix)
     if a.value_suffix and _allows_null(schema, root):
         # A nullable string: the bare word null (alone before the suffix) is JSON null.
         null: Parser = tag(tags.TOOL_ARG_JSON, literal("null"))
@@ -376,6 +406,24 @@ def _string_argument(
         null_arg = atomic(seq_of(lead, a.value_prefix, space(), null, space(), a.value_suffix))
         return tag(tags.TOOL_ARG, header + choice_of([null_arg, string_arg]))
     return tag(tags.TOOL_ARG, header + string_arg)
+
+
+# The part of a raw string argument after its header, by what it reads of the context.
+_STRING_VALUES: Store[Parser] = CACHES.store("string_values", 1024)
+
+
+def _string_value(ctx: BuildContext, raw: Parser, choices: list[str], strict: bool) -> Parser:
+    """``value_prefix RAW value_suffix`` of a raw string argument (``raw`` the text)."""
+    a = ctx.analysis.tools.arguments
+    value: Parser = tag(_string_tag(ctx) if not choices else tags.TOOL_ARG_STRING, raw)
+    if a.value_wrapper_open and a.value_wrapper_close and not choices:
+        # A value holding markup, wrapped as the template wraps it (<![CDATA[...]]>).
+        close = a.value_wrapper_close
+        inner = tag(tags.TOOL_ARG_STRING, until(close))
+        value = choice_of([literal(a.value_wrapper_open) + inner + literal(close), value])
+    suffix = closing(a.value_suffix, strict) if a.value_suffix else None
+    lead = space() if a.value_prefix else None  # whitespace between name and value markers
+    return seq_of(lead, a.value_prefix, value, suffix)
 
 
 def _json_argument(

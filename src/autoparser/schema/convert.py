@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
+from autoparser.cancel import checkpoint
 from autoparser.errors import SchemaError
 from autoparser.gbnf_text import (
     JSON_CHAR,
@@ -364,6 +365,7 @@ class _Converter:
     # ----------------------------------------------------------------- the walk
     def visit(self, schema: object, pointer: str, hint: str) -> str:
         """A GBNF expression (safe to place in a sequence) for values of `schema`."""
+        checkpoint()  # per schema node: a huge schema stops once its request is cancelled
         if schema is True:
             return self.any_value()
         if schema is False:

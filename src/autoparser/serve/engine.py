@@ -3,7 +3,8 @@
 ``EngineLink`` finds out lazily what it serves (the engine's kind, the template from its
 ``/props`` when none was given, the model name): startup never waits on the engine, and a
 request before the engine has answered gets a clear 503. ``prepare`` renders the prompt and
-builds the grammar off the event loop, bounded in time; ``Generation`` goes to the backend,
+builds the grammar off the event loop, bounded in time and stopped (``autoparser.cancel``) when
+the request is cancelled; ``Generation`` goes to the backend,
 whose calls are retried once on a fresh connection and bounded by the timeouts.
 ``health`` says whether the engine answers and whether recent requests to it succeeded.
 """
@@ -21,7 +22,7 @@ from typing import Any
 
 import aiohttp
 
-from autoparser import ChatParams, ChatTemplate, RequestError, TemplateError
+from autoparser import CancelToken, ChatParams, ChatTemplate, RequestError, TemplateError
 from autoparser.serve.backends import (
     Backend,
     BackendError,
@@ -93,10 +94,23 @@ class EngineLink:
         lim = self.limits
         return Timeouts(lim.connect_timeout, lim.first_byte_timeout, lim.idle_timeout)
 
-    async def in_thread(self, fn: Callable[[], Any]) -> Any:
-        """Run CPU work in the server's bounded pool; awaiting it is cancelled with the
-        request (the thread's work, already bounded by the limits, is then discarded)."""
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+    async def in_thread(self, fn: Callable[[], Any], cancellable: bool = False) -> Any:
+        """Run CPU work in the server's bounded pool.
+
+        ``cancellable`` work (one request's: its grammar and parser) runs under a
+        ``CancelToken`` set when the request is cancelled (its client left, its time is
+        up): the builders stop at their next checkpoint (per tool, per schema node)
+        instead of running to the end in a thread nobody waits for. Shared work (loading
+        and analysing the template) is never cut short by one request leaving."""
+        loop = asyncio.get_running_loop()
+        if not cancellable:
+            return await loop.run_in_executor(self._pool, fn)
+        token = CancelToken()
+        try:
+            return await loop.run_in_executor(self._pool, token.run, fn)
+        except asyncio.CancelledError:
+            token.cancel("the request was cancelled")
+            raise
 
     async def load_template(self) -> ChatTemplate | None:
         """The template given on the command line, loaded and analysed (at startup)."""
@@ -206,7 +220,9 @@ class EngineLink:
         the field for a request the template refuses)."""
         apply = functools.partial(served.template.apply, messages, **options)
         try:
-            params = await asyncio.wait_for(self.in_thread(apply), self.limits.prepare_timeout)
+            params = await asyncio.wait_for(
+                self.in_thread(apply, cancellable=True), self.limits.prepare_timeout
+            )
         except asyncio.TimeoutError as exc:
             raise InvalidRequest(
                 f"the request takes longer than {self.limits.prepare_timeout:g} s to prepare "

@@ -1,0 +1,112 @@
+"""Cooperative cancellation (issue 22 §2): work run under a ``CancelToken`` stops at the
+builders' next checkpoint once the token is set; work under no token is never stopped."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any
+
+import pytest
+from helpers.many_tools import many_tools
+from helpers.paths import own_path
+
+from autoparser import Cancelled, CancelToken, ChatTemplate
+from autoparser.cancel import checkpoint, current
+from autoparser.generate import sections
+from autoparser.schema import schema_to_gbnf
+
+HI = [{"role": "user", "content": "What is the weather in Paris?"}]
+# Tool names never built before in this process: the per-tool and per-request caches must
+# not answer for a build these tests need to watch.
+_FRESH = itertools.count()
+
+
+def _new_tools(n: int) -> list[dict[str, Any]]:
+    return many_tools(n, f"cancel{next(_FRESH)}")
+
+
+@pytest.fixture(scope="module")
+def hermes() -> ChatTemplate:
+    template = ChatTemplate.from_file(own_path("chatml_hermes"))
+    template.analyze()
+    return template
+
+
+def test_checkpoint_outside_any_token_does_nothing() -> None:
+    assert current() is None
+    checkpoint()
+
+
+def test_a_set_token_raises_at_the_next_checkpoint_and_is_reset_after_its_block() -> None:
+    token = CancelToken()
+    with token.active():
+        assert current() is token
+        checkpoint()
+        token.cancel("the client left")
+        with pytest.raises(Cancelled, match="the client left"):
+            checkpoint()
+    assert current() is None
+    assert token.cancelled and token.checks == 2
+    token.cancel("a second reason")
+    assert token.reason == "the client left"  # the first reason stays
+
+
+def test_the_token_is_local_to_its_thread() -> None:
+    token = CancelToken()
+    token.cancel()
+    seen: list[CancelToken | None] = []
+    with token.active():
+        worker = threading.Thread(target=lambda: seen.append(current()))
+        worker.start()
+        worker.join()
+    assert seen == [None]
+
+
+def test_schema_conversion_stops_when_cancelled() -> None:
+    token = CancelToken()
+    token.cancel()
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    with pytest.raises(Cancelled):
+        token.run(lambda: schema_to_gbnf(schema))
+    assert schema_to_gbnf(schema).startswith("root ::= ")  # no token: runs
+
+
+def test_building_for_many_tools_stops_midway(
+    hermes: ChatTemplate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The token is set while the fifth tool's call parser is built (as a server's event
+    loop sets it when the client leaves): no further tool is built, and apply raises."""
+    built: list[str] = []
+    real = sections.single_call
+
+    def counting(ctx: Any, tool: Any, strict: bool) -> Any:
+        built.append(tool.name)
+        token = current()
+        if len(built) == 5 and token is not None:
+            token.cancel("the client left")
+        return real(ctx, tool, strict)
+
+    monkeypatch.setattr(sections, "single_call", counting)
+    token = CancelToken()
+    tools = _new_tools(200)
+    with pytest.raises(Cancelled):
+        token.run(lambda: hermes.apply(HI, tools=tools))
+    assert len(built) == 5
+    # The same request under no token is built whole (but for the calls built before the
+    # cancellation, which the per-tool cache kept), and no half-built request was kept.
+    built.clear()
+    params = hermes.apply(HI, tools=tools)
+    assert params.grammar is not None and len(built) == 2 * 200 - 5
+
+
+def test_a_cancelled_analysis_raises_instead_of_failing_its_checks() -> None:
+    """The self-check builds parsers: cancelled, it must stop, not record failed checks."""
+    # A text no test analysed before (analyses are cached by text).
+    source = own_path("chatml_hermes").read_text() + f"{{# cancel {next(_FRESH)} #}}"
+    token = CancelToken()
+    token.cancel("the caller gave up")
+    with pytest.raises(Cancelled):
+        token.run(ChatTemplate(source).analyze)
+    analysis = ChatTemplate(source).analyze()  # under no token: the whole of it, verified
+    assert analysis.verification is not None and analysis.verification.verified
