@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -620,6 +621,36 @@ def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
         # makes it no call, and its text stays content.
         goes_on = peek(_after_call(ctx))
     body = seq_of(a.start, space(), args_seq, space(), goes_on, closing(a.end, strict))
-    return with_call_id(
+    call = with_call_id(
         ctx, name_part(ctx, tool, strict), body, closing(t.function.close, strict), strict
     )
+    empty = None if strict else _self_closed_call(ctx, tool)
+    return call if empty is None else choice_of([call, empty])
+
+
+# An XML element's opening up to its first attribute: ``<｜DSML｜invoke name="``.
+_ELEMENT_OPEN = re.compile(r"""<([^\s<>/="']+)\s+[\w.:-]+=(["'])\Z""")
+
+
+def _self_closed_call(ctx: BuildContext, tool: ToolSpec) -> Parser | None:
+    """A call with no arguments written as a self-closed element, for the lenient parser.
+
+    Where the template writes the call as an XML element whose attribute names the
+    function (``<｜DSML｜invoke name="NAME">`` ... ``</｜DSML｜invoke>``), XML lets a model
+    close an empty one at once: ``<｜DSML｜invoke name="submit"/>``, the call with ``{}``.
+    None for any other markup (or where a call id sits next to the name).
+    """
+    t = ctx.analysis.tools
+    fn = t.function
+    head = _ELEMENT_OPEN.search(fn.name_prefix.strip())
+    if head is None or t.call_id.position != CallIdPosition.NONE:
+        return None
+    if fn.close.strip() != f"</{head.group(1)}>" or not fn.name_suffix.strip().startswith(
+        head.group(2)
+    ):
+        return None
+    quote = head.group(2)
+    name = seq_of(
+        fn.name_prefix.strip(), tag(tags.TOOL_NAME, literal(tool.name)), quote, space(), "/>"
+    )
+    return atomic(name)
