@@ -112,7 +112,7 @@ def test_printed_object_reads_json_and_python_literals(call: str) -> None:
 
 def test_a_python_dict_that_breaks_is_no_call() -> None:
     params = _params(PRINTS_OBJECT)
-    text = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {'city': Paris}}\n</tool_call>"
+    text = '<tool_call>\n{"name": "get_weather", "arguments": {\'city\': Paris}}\n</tool_call>'
     assert _calls(params, text) == []
     assert params.parse(text).content == text
 
@@ -157,3 +157,75 @@ def test_the_grammar_of_a_broken_render_asks_for_valid_json() -> None:
     broken = '<tool_call>\n{"name": "get_weather, "arguments": {"city": "Paris"}"}\n</tool_call>'
     assert accepts(params.grammar, valid[lazy_start(params, valid) :])
     assert not accepts(params.grammar, broken[lazy_start(params, broken) :])
+
+
+# Kimi-K3-like: each argument an element whose name is an escaped attribute.
+ESCAPED_NAMES = """\
+{%- macro attr(v) %}{{ v | string | replace('&', '&amp;') | replace('"', '&quot;') }}{% endmacro %}
+{%- for message in messages %}
+{%- if message.role == 'assistant' %}<|bot|>
+{%- if message.content %}{{ message.content }}{% endif %}
+{%- for tc in message.tool_calls or [] %}
+{{- '<|open|>call tool="' + attr(tc.function.name) + '"<|sep|>' }}
+{%- for k, v in tc.function.arguments | items %}
+{{- '<|open|>arg key="' + attr(k) + '"<|sep|>' + (v if v is string else v | tojson) }}
+{{- '<|close|>arg<|sep|>' }}
+{%- endfor %}
+{{- '<|close|>call<|sep|>' }}
+{%- endfor %}<|eot|>
+{%- else %}<|{{ message.role }}|>{{ message.content }}<|eot|>{% endif %}
+{%- endfor %}
+{%- if tools %}<|tools|>{{ tools | tojson }}<|eot|>{% endif %}
+{%- if add_generation_prompt %}<|bot|>{% endif %}"""
+
+ASK = {
+    "type": "function",
+    "function": {
+        "name": "ask",
+        "description": "Ask.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "q&a": {"type": "string"},
+                'say "hi"': {"type": "integer"},
+                "a<b>": {"type": "string"},
+            },
+        },
+    },
+}
+
+
+def _arg(key: str, value: str) -> str:
+    return f'<|open|>arg key="{key}"<|sep|>{value}<|close|>arg<|sep|>'
+
+
+def test_the_analysis_finds_which_characters_the_template_escapes_in_names() -> None:
+    arguments = ChatTemplate(ESCAPED_NAMES, name="inline").analyze().tools.arguments
+    assert arguments.name_escapes == (("&", "&amp;"), ('"', "&quot;"))
+    # A template writing names as they are has none (and its pin leaves the field out).
+    plain = ChatTemplate(PRINTS_OBJECT, name="inline").analyze()
+    assert plain.tools.arguments.name_escapes == ()
+    assert "name_escapes" not in plain.to_dict()["tools"]["arguments"]
+
+
+def test_escaped_names_are_decoded_exactly() -> None:
+    params = ChatTemplate(ESCAPED_NAMES, name="inline").apply(USER, tools=[ASK], call_id_seed=5)
+    call = (
+        '<|open|>call tool="ask"<|sep|>'
+        + _arg("q&amp;a", "x &amp; y")  # the value is not escaped by the template: kept
+        + _arg("say &quot;hi&quot;", "3")
+        + _arg("a<b>", "z")  # "<" and ">" are not escaped by the template
+        + "<|close|>call<|sep|>"
+    )
+    assert _calls(params, call) == [("ask", {"q&a": "x &amp; y", 'say "hi"': 3, "a<b>": "z"})]
+    # A model writing the name unescaped is still read.
+    raw = '<|open|>call tool="ask"<|sep|>' + _arg("q&a", "v") + "<|close|>call<|sep|>"
+    assert _calls(params, raw) == [("ask", {"q&a": "v"})]
+
+
+def test_the_grammar_writes_names_as_the_template_escapes_them() -> None:
+    params = ChatTemplate(ESCAPED_NAMES, name="inline").apply(USER, tools=[ASK], call_id_seed=5)
+    own = '<|open|>call tool="ask"<|sep|>' + _arg("q&amp;a", "v") + "<|close|>call<|sep|>"
+    raw = '<|open|>call tool="ask"<|sep|>' + _arg("q&a", "v") + "<|close|>call<|sep|>"
+    assert accepts(params.grammar, own[lazy_start(params, own) :])
+    assert not accepts(params.grammar, raw[lazy_start(params, raw) :])

@@ -445,7 +445,7 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
         is_string = True
         schema: Any = {}
     else:
-        name_p = tag(tags.TOOL_ARG_NAME, literal(name))
+        name_p = tag(tags.TOOL_ARG_NAME, _name_literal(a, name, strict))
         schema = tool.properties.get(name, {})
         is_string = is_string_param(schema, tool.parameters)
     typed = json_name_suffix(a) != a.name_suffix
@@ -539,12 +539,41 @@ def _element_argument(
     return tag(tags.TOOL_ARG, header + seq_of(a.value_prefix, value, closing(close, strict)))
 
 
+def encode_name(a: ArgumentsAnalysis, name: str) -> str:
+    """An argument's name as the template writes it (its ``name_escapes`` applied)."""
+    for char, entity in sorted(a.name_escapes, key=lambda pair: pair[0] != "&"):
+        name = name.replace(char, entity)  # "&" first: the entities' own "&" stays
+    return name
+
+
+def _name_literal(a: ArgumentsAnalysis, name: str, strict: bool) -> Parser:
+    """The name as the template encodes it; the lenient parser also reads it as is."""
+    encoded = encode_name(a, name)
+    if strict or encoded == name:
+        return literal(encoded)
+    return choice_of([literal(encoded), literal(name)])
+
+
+def name_decoder(a: ArgumentsAnalysis) -> Callable[[str], str | None]:
+    """Decodes exactly the entities the template writes in names (one pass: ``&amp;lt;``
+    is ``&lt;``, never ``<``)."""
+    table = {entity: char for char, entity in a.name_escapes}
+    pattern = re.compile("|".join(re.escape(e) for e in sorted(table, key=len, reverse=True)))
+
+    def decode(text: str) -> str:
+        return pattern.sub(lambda m: table[m.group()], text)
+
+    return decode
+
+
 def element_converters(ctx: BuildContext) -> dict[str, Callable[[str], str | None]]:
-    """The converters of the element-valued arguments of the request's tools (by tag)."""
+    """The converters of the element-valued arguments of the request's tools (by tag),
+    and the decoder of argument names where the template escapes them."""
     a = ctx.analysis.tools.arguments
+    names = {tags.TOOL_ARG_NAME: name_decoder(a)} if a.name_escapes else {}
     if not a.value_item_name or pythonic.is_pythonic(ctx.analysis):
-        return {}
-    found: dict[str, Callable[[str], str | None]] = {}
+        return names
+    found: dict[str, Callable[[str], str | None]] = dict(names)
     for tool in ctx.request.tools:
         for name, schema in tool.properties.items():
             if elements.nests(schema, tool.parameters):
