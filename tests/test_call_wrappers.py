@@ -183,3 +183,41 @@ def test_the_builtin_call_token_is_found_and_read_before_any_call() -> None:
     assert _read(params, PARIS) == (None, [("get_weather", {"city": "Paris"})])
     # Not before a call: the token is left as the model wrote it.
     assert _read(params, "see <|python_tag|> here") == ("see <|python_tag|> here", [])
+
+
+# --- markup repeated right after the reasoning closes --------------------------------------
+
+# Gemma-4-like: reasoning in <|ch>thought ... <ch|>, then the answer.
+CHANNEL_REASONING = """\
+{%- for message in messages %}
+{%- if message.role == 'assistant' %}<|bot|>
+{%- if message.reasoning_content %}<|ch>thought\n{{ message.reasoning_content }}<ch|>{% endif %}
+{{- message.content }}<|eot|>
+{%- else %}<|{{ message.role }}|>{{ message.content }}<|eot|>{% endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|bot|>{% endif %}"""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<|ch>thought\nHmm.<ch|><|ch>thought\n<ch|>Answer.",  # a second, empty block
+        "<|ch>thought\nHmm.<ch|>\n<|ch>thought\n\n<ch|>\nAnswer.",
+        "<|ch>thought\nHmm.<ch|><ch|>Answer.",  # a stray closer
+        "<|ch>thought\nHmm.<ch|>\n<ch|>\n<|ch>thought<ch|>Answer.",
+    ],
+)
+def test_markup_repeated_after_the_reasoning_closes_is_dropped(text: str) -> None:
+    template = ChatTemplate(CHANNEL_REASONING, name="inline")
+    assert template.analyze().reasoning.end == "<ch|>"
+    params = template.apply(USER, enable_thinking=True)
+    check_streaming(params, text, count=6, seed=len(text))
+    message = params.parse(text)
+    assert (message.reasoning_content, message.content) == ("Hmm.", "Answer.")
+
+
+def test_a_closer_after_more_text_stays_content_as_written() -> None:
+    params = ChatTemplate(CHANNEL_REASONING, name="inline").apply(USER, enable_thinking=True)
+    text = "<|ch>thought\nHmm.<ch|>Answer.<ch|> more"
+    check_streaming(params, text, count=6, seed=3)
+    assert params.parse(text).content == "Answer.<ch|> more"
