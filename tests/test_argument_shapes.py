@@ -151,12 +151,17 @@ def test_a_broken_render_is_not_the_only_shape_read() -> None:
         assert _calls(params, text) == [("get_weather", {"city": "Paris"})]
 
 
-def test_the_grammar_of_a_broken_render_asks_for_valid_json() -> None:
+def test_the_grammar_of_a_broken_render_allows_valid_json_too() -> None:
+    """The template's own render stays allowed (what it trained on), never alone."""
     params = _params(BROKEN_JSON)
     valid = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
     broken = '<tool_call>\n{"name": "get_weather, "arguments": {"city": "Paris"}"}\n</tool_call>'
     assert accepts(params.grammar, valid[lazy_start(params, valid) :])
-    assert not accepts(params.grammar, broken[lazy_start(params, broken) :])
+    assert accepts(params.grammar, broken[lazy_start(params, broken) :])
+    # Where the template's skeleton is JSON, the grammar keeps to it.
+    own = _params(PRINTS_OBJECT)
+    odd = '<tool_call>\n{"arguments": {"city": "Paris"}, "name": "get_weather"}\n</tool_call>'
+    assert not accepts(own.grammar, odd[lazy_start(own, odd) :])
 
 
 # Kimi-K3-like: each argument an element whose name is an escaped attribute.

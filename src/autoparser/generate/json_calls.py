@@ -289,9 +289,9 @@ def tag_json_call(
         args = choice_of([args, tag(tags.TOOL_ARGS_PY, python_args)])
     body = seq_of(a.start, args, closing(a.end, strict))
     close = closing(ctx.analysis.tools.function.close, strict)
-    if strict and (fixed := _fixed_skeleton_call(ctx, tool, args)) is not None:
-        return fixed
     call = with_call_id(ctx, name_part(ctx, tool, strict), body, close, strict)
+    if strict and (fixed := _fixed_skeleton_call(ctx, tool, args)) is not None:
+        return choice_of([fixed, call])
     if strict or python_args is None:
         return call
     skeleton = _json_skeleton_call(ctx, tool, args)
@@ -322,9 +322,10 @@ def _skeleton_parts(ctx: BuildContext) -> tuple[str, str, str, str] | None:
 
 
 def _fixed_skeleton_call(ctx: BuildContext, tool: ToolSpec, args: Parser) -> Parser | None:
-    """The grammar's call where the template writes its JSON skeleton broken (xinference's
-    ``{"name": "NAME, "arguments": {...}"}``): the same object as valid JSON, which is what
-    a model writes. None where the template's own skeleton is JSON (it stays as written).
+    """The grammar's other call where the template writes its JSON skeleton broken
+    (xinference's ``{"name": "NAME, "arguments": {...}"}``): the same object as valid JSON,
+    which is what a model writes (the grammar allows both, the broken one never alone).
+    None where the template's own skeleton is JSON (it stays as written).
     """
     parts = _skeleton_parts(ctx)
     if parts is None:

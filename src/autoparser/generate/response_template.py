@@ -175,6 +175,16 @@ def _content_field(analysis: TemplateAnalysis) -> dict[str, Any]:
     if c.mode == ContentMode.ALWAYS_WRAPPED and c.start.strip() and c.end.strip():
         return {"open": c.start.strip(), "close": c.end.strip(), "content": "text"}
     field: dict[str, Any] = {"content": "text"}
+    fmt = analysis.tools.format
+    wrap_start, wrap_end = fmt.content_wrap_start.strip(), fmt.content_wrap_end.strip()
+    if c.mode == ContentMode.PLAIN and wrap_start and wrap_end:
+        # A call turn's content wrapper (Llama 4's <|python_start|>..<|python_end|>): the
+        # content is in it where the model writes it, else from the output's start.
+        field["open_pattern"] = f"{re.escape(wrap_start)}|\\A"
+        ends = [m for m in analysis.end_of_turn if m.strip()]
+        closers = [wrap_end, *ends]
+        field["close_pattern"] = _GAP + _alternatives(closers)
+        return field
     if c.mode == ContentMode.ALWAYS_WRAPPED and c.start.strip():
         # An opener and no closer of its own (a recipient header, "to=user<|message|>"):
         # the end of turn closes the content.
