@@ -14,7 +14,7 @@ import pytest
 from helpers.formats import check_streaming, lazy_start
 from helpers.gbnf_oracle import accepts
 
-from autoparser import ChatTemplate
+from autoparser import ChatTemplate, ExportError
 from autoparser.params import ChatParams
 
 # Hermes-like, but the arguments printed as they come: a dict prints as Python's str().
@@ -234,3 +234,13 @@ def test_the_grammar_writes_names_as_the_template_escapes_them() -> None:
     raw = '<|open|>call tool="ask"<|sep|>' + _arg("q&a", "v") + "<|close|>call<|sep|>"
     assert accepts(params.grammar, own[lazy_start(params, own) :])
     assert not accepts(params.grammar, raw[lazy_start(params, raw) :])
+
+
+def test_the_export_refuses_names_it_would_read_back_escaped() -> None:
+    params = ChatTemplate(ESCAPED_NAMES, name="inline").apply(USER, tools=[ASK], call_id_seed=5)
+    with pytest.raises(ExportError, match="escapes argument names"):
+        params.to_response_template()
+    plain = {**ASK, "function": {**ASK["function"], "parameters": {"type": "object"}}}
+    plain["function"]["parameters"]["properties"] = {"qa": {"type": "string"}}
+    ok = ChatTemplate(ESCAPED_NAMES, name="inline").apply(USER, tools=[plain], call_id_seed=5)
+    assert ok.to_response_template()["fields"]["tool_calls"]

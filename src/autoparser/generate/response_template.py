@@ -425,6 +425,16 @@ def _tagged_calls(analysis: TemplateAnalysis, request: Request | None) -> dict[s
     tools = analysis.tools
     fmt, fn, args = tools.format, tools.function, tools.arguments
     position = tools.call_id.position
+    escaped = {char for char, _ in args.name_escapes}
+    if escaped and request is not None:
+        for tool in request.tools:
+            for key in tool.properties:
+                if escaped & set(key):
+                    raise ExportError(
+                        f"the template escapes argument names ({key!r} of {tool.name!r} "
+                        "is written with entities), which a response template reads back "
+                        "undecoded"
+                    )
     name = _name_pattern(request, fn.name_suffix.strip() or args.start.strip())
     marked = fn.name_suffix or args.start or position == CallIdPosition.BETWEEN_FUNC_AND_ARGS
     if name == _NAME and not marked:
