@@ -106,6 +106,8 @@ def preserved_tokens(analysis: TemplateAnalysis) -> tuple[str, ...]:
         t.format.section_end,
         t.format.per_call_start,
         t.format.per_call_end,
+        t.format.content_wrap_start,
+        t.format.content_wrap_end,
         t.function.name_prefix,
         t.function.name_suffix,
         t.function.close,

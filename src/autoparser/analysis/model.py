@@ -146,6 +146,12 @@ class ToolFormatAnalysis:
     # its built-in tools): models may put it before any call, so the parser accepts it
     # there (optional) and it starts a call. "" = none declared.
     call_prefix_token: str = ""
+    # Added by the analyser: two markers a call turn writes around its content before the
+    # calls (Llama 4's ``<|python_start|>`` CONTENT ``<|python_end|>`` then the calls), ""
+    # when none. Markup, never content: the parser drops them where models write them,
+    # around the content or around the calls (left out of ``to_dict`` when empty).
+    content_wrap_start: str = ""
+    content_wrap_end: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,6 +201,11 @@ class ArgumentsAnalysis:
     # keys, array items as arguments named this; MiniMax-M3's ``<range><min>1.5</min>
     # </range>`` and ``<item>``), "" when such values are JSON (or Python literals).
     value_item_name: str = ""
+    # Added by the analyser: how the template encodes characters of an argument's name, as
+    # (character, entity) pairs (Kimi-K3 writes the name as an escaped attribute,
+    # ``key="q&amp;a"``: (("&", "&amp;"), ('"', "&quot;"))); () when names are written as
+    # they are (left out of ``to_dict`` then).
+    name_escapes: tuple[tuple[str, str], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,6 +230,8 @@ TOOL_MARKER_FIELDS: dict[str, tuple[str, ...]] = {
         "per_call_end",
         "array_open",
         "array_close",
+        "content_wrap_start",
+        "content_wrap_end",
     ),
     "function": ("name_prefix", "name_suffix", "close", "name_suffix_after_name"),
     "arguments": (
@@ -297,6 +310,12 @@ class TemplateAnalysis:
             del data["verification"]
         if not self.reasoning.switch_kind:
             del data["reasoning"]["switch_kind"]
+        if not self.tools.arguments.name_escapes:
+            del data["tools"]["arguments"]["name_escapes"]
+        fmt = data["tools"]["format"]
+        for name in ("content_wrap_start", "content_wrap_end"):
+            if not fmt[name]:
+                del fmt[name]
         return data
 
     def to_json(self, **kwargs: Any) -> str:

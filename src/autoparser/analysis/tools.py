@@ -457,6 +457,7 @@ def _analyze_tagged(
             arguments = dataclasses.replace(
                 arguments, name_suffix_by_type=by_type, values_as_python=_values_as_python(probe)
             )
+        arguments = dataclasses.replace(arguments, name_escapes=_name_escapes(probe))
 
     if id_token and id_token in name_suffix:
         before, prefix, suffix = _id_split(name_suffix, name_suffix.find(id_token), len(id_token))
@@ -654,6 +655,36 @@ _TYPED_VALUES: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
 )
 
 
+# The characters markup escaping encodes, each followed by a separator no escaping touches.
+_ESCAPABLE = "&<>\"'"
+_ESCAPE_SEP = "|"
+
+
+def _name_escapes(probe: Probe) -> tuple[tuple[str, str], ...]:
+    """How the template encodes the characters of an argument's name (an escaped XML
+    attribute, ``key="q&amp;a"``), as (character, entity) pairs; () when it writes them
+    as they are. Read from a render of the probe call whose first argument's name ends in
+    each escapable character, each followed by a separator."""
+    if probe.args_as_string:
+        return ()  # the arguments are JSON text: names are JSON's
+    probe_name = ARG_FIRST + "".join(c + _ESCAPE_SEP for c in _ESCAPABLE)
+    spec: CallSpec = (FUN_FIRST, ((probe_name, VALUE_FIRST), (ARG_SECOND, VALUE_SECOND)), CALL_ID)
+    # Rendered as it is (``Probe.calls`` would take the entities for str + Markup escaping).
+    turn = probe.turn("", None, (spec,), tools=True)
+    at = turn.find(ARG_FIRST) if turn is not None else -1
+    while turn is not None and at >= 0:
+        # The name also appears where the template lists the tools: the call's is the one
+        # followed by the five characters, each as itself or as an entity.
+        pieces = turn[at + len(ARG_FIRST) :].split(_ESCAPE_SEP)[: len(_ESCAPABLE)]
+        if len(pieces) == len(_ESCAPABLE) and all(
+            p == c or (p.startswith("&") and p.endswith(";") and 3 <= len(p) <= 8)
+            for c, p in zip(_ESCAPABLE, pieces, strict=True)
+        ):
+            return tuple((c, p) for c, p in zip(_ESCAPABLE, pieces, strict=True) if p != c)
+        at = turn.find(ARG_FIRST, at + 1)
+    return ()
+
+
 def _values_as_python(probe: Probe) -> bool:
     """Whether the template writes an object value as Python's str() does ({'n': 7})."""
     spec: CallSpec = (
@@ -800,11 +831,40 @@ def call_prefix_token(probe: Probe) -> str:
     builtin = probe.raw({**context, "builtin_tools": [FUN_FIRST]})
     if plain is None or builtin is None or builtin == plain:
         return ""
-    at = builtin.rfind(FUN_FIRST)
-    found = _PREFIX_TOKEN_RE.search(builtin, 0, at) if at > 0 else None
-    if found is None or found.group() in plain or needle_in(found.group()):
-        return ""
-    return found.group()
+    # The name also appears where the template lists the tools: the call is the place
+    # right after such a token.
+    at = builtin.find(FUN_FIRST)
+    while at > 0:
+        found = _PREFIX_TOKEN_RE.search(builtin, 0, at)
+        if found is not None:
+            token = found.group()
+            return "" if token in plain or needle_in(token) else token
+        at = builtin.find(FUN_FIRST, at + 1)
+    return ""
+
+
+# Two special tokens back to back, nothing but layout around them.
+_TOKEN_PAIR_RE = re.compile(
+    r"\s*(<\|[^\s<>|]{1,40}\|>|\[[A-Z_]{2,40}\])\s*(<\|[^\s<>|]{1,40}\|>|\[/?[A-Z_]{2,40}\])\s*"
+)
+
+
+def _content_wrapper(probe: Probe, section_start: str) -> tuple[str, str] | None:
+    """The markers a call turn writes around its content, where the section start found
+    with the probe's empty content is two tokens that enclose that content.
+
+    Llama 4 writes ``<|python_start|>`` CONTENT ``<|python_end|>`` and then the calls: with
+    no content the pair looks like a section opener, but a call turn with content shows
+    the content between the two. None for any other section start.
+    """
+    pair = _TOKEN_PAIR_RE.fullmatch(section_start)
+    if pair is None:
+        return None
+    turn = probe.calls((CALL_1,), content=ASSISTANT_MSG)
+    opened, closed = pair.group(1), pair.group(2)
+    if turn is None or f"{opened}{ASSISTANT_MSG}{closed}" not in turn:
+        return None
+    return opened, closed
 
 
 def analyze_tools(probe: Probe, reasoning: ReasoningAnalysis, text_eot: str = "") -> ToolFindings:
@@ -839,11 +899,14 @@ def analyze_tools(probe: Probe, reasoning: ReasoningAnalysis, text_eot: str = ""
     # Whitespace alone is layout, not a section marker (it would make a useless trigger).
     sec_start = without_role_header(fmt.section_start.lstrip(), generation_prompt(probe, None))
     sec_end = sec_end if sec_end.strip() else ""
+    wrap = _content_wrapper(probe, sec_start)
     fmt = dataclasses.replace(
         fmt,
-        section_start=sec_start,
+        section_start="" if wrap else sec_start,
         section_end=sec_end,
         call_prefix_token=call_prefix_token(probe),
+        content_wrap_start=wrap[0] if wrap else "",
+        content_wrap_end=wrap[1] if wrap else "",
     )
     result = dataclasses.replace(result, format=fmt)
     raw = _fenced_section(probe, (CALL_1,))

@@ -48,11 +48,17 @@ def content_markers(ctx: BuildContext) -> tuple[str, ...]:
 def lenient_body(ctx: BuildContext, section: Parser | None, triggers: Sequence[str]) -> Parser:
     """``(tool section | dropped marker | content chunk)*``: never fails, keeps all text.
 
-    Content-wrapper markers are dropped; an end-of-turn marker ends the message (the rest
-    is ignored); a trigger that does not start a valid call becomes content one character
-    at a time (then up to the next delimiter).
+    Content-wrapper markers (and a call turn's content wrapper) are dropped; an
+    end-of-turn marker ends the message (the rest is ignored); a trigger that does not
+    start a valid call becomes content one character at a time (then up to the next
+    delimiter).
     """
-    wrappers = [m for m in content_markers(ctx) if m not in ctx.end_markers]
+    f = ctx.analysis.tools.format
+    # A call turn's content wrapper (Llama 4's <|python_start|>..<|python_end|>) is markup
+    # wherever a model writes it: around the content or around the calls.
+    wrap = (f.content_wrap_start, f.content_wrap_end)
+    marks = dict.fromkeys(m for m in (*content_markers(ctx), *wrap) if m)
+    wrappers = [m for m in marks if m not in ctx.end_markers]
     dropped = [*wrappers, *ctx.end_markers]
     delims = list(dict.fromkeys([*triggers, *dropped]))
     alts: list[Parser] = []

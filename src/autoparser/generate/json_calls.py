@@ -185,16 +185,23 @@ def json_native_call(ctx: BuildContext, tool: ToolSpec, strict: bool = True) -> 
 ARGUMENT_KEYS = ("arguments", "parameters")
 
 
-def _loose_call_object(ctx: BuildContext, name_value: Parser, args_value: Parser, q: str) -> Parser:
+def _loose_call_object(
+    ctx: BuildContext,
+    name_value: Parser,
+    args_value: Parser,
+    q: str,
+    keys: tuple[str, str] = ("", ""),
+) -> Parser:
     """A flat call object as real models write it, for the lenient parser only.
 
     The name and the arguments in either order, ``parameters`` for ``arguments`` (and the
     reverse), other members (``"type": "function"``, an id) before, between or after them,
     and the arguments written as the template's own call writes them (``args_value``).
+    ``keys`` names the name and arguments keys where the format's fields do not.
     """
     fmt = ctx.analysis.tools.format
-    name_key = fmt.name_field or "name"
-    arg_keys = tuple(dict.fromkeys([fmt.args_field or "arguments", *ARGUMENT_KEYS]))
+    name_key = keys[0] or fmt.name_field or "name"
+    arg_keys = tuple(dict.fromkeys([keys[1] or fmt.args_field or "arguments", *ARGUMENT_KEYS]))
     shape = (name_key, arg_keys, q)
     name_pair = _json_key(name_key, q) + name_value
     args_pair = _PIECES.get_or_build(("args keys", *shape), lambda: _args_keys(arg_keys, q))
@@ -291,13 +298,104 @@ def with_call_id(
     return seq_of(*parts)
 
 
-def tag_json_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
-    """``<name markers>{json arguments}<close>``."""
+def tag_json_call(
+    ctx: BuildContext, tool: ToolSpec, strict: bool, python_args: Parser | None = None
+) -> Parser:
+    """``<name markers>{json arguments}<close>``.
+
+    The lenient parser (given ``python_args``, a Python-literal value) also reads the
+    arguments as a Python dict (``{'city': 'Paris'}``: templates that print the arguments
+    object rather than its JSON render it so), and, where the markers around the name are
+    a JSON object's skeleton (``{"name": "`` ... ``", "arguments": ``), the call as any
+    JSON object (``_json_skeleton_call``): a template that writes that skeleton broken or
+    with its own spacing is not the only shape read back.
+    """
     a = ctx.analysis.tools.arguments
     args = tag(tags.TOOL_ARGS, json_schema(dict(tool.parameters), f"{tool_rule(ctx, tool)}-args"))
+    if not strict and python_args is not None:
+        args = choice_of([args, tag(tags.TOOL_ARGS_PY, python_args)])
     body = seq_of(a.start, args, closing(a.end, strict))
     close = closing(ctx.analysis.tools.function.close, strict)
-    return with_call_id(ctx, name_part(ctx, tool, strict), body, close, strict)
+    call = with_call_id(ctx, name_part(ctx, tool, strict), body, close, strict)
+    if strict and (fixed := _fixed_skeleton_call(ctx, tool, args)) is not None:
+        return choice_of([fixed, call])
+    if strict or python_args is None:
+        return call
+    skeleton = _json_skeleton_call(ctx, tool, args)
+    return call if skeleton is None else choice_of([call, skeleton])
+
+
+# A JSON object's opening up to its first key's value: ``{"name": "`` (the name's quote
+# optional, for a skeleton whose value quotes are elsewhere).
+_SKELETON_HEAD = re.compile(r"""\{\s*(["'])(\w+)\1\s*:\s*["']?\Z""")
+# The key before the arguments value: ``", "arguments": ``.
+_SKELETON_ARGS = re.compile(r"""(["'])(\w+)\1\s*:\s*\Z""")
+
+
+def _skeleton_parts(ctx: BuildContext) -> tuple[str, str, str, str] | None:
+    """(markers before the brace, name key, arguments key, markers after the closing
+    brace) of a call whose name and arguments markers are a JSON object's skeleton."""
+    fn = ctx.analysis.tools.function
+    if ctx.analysis.tools.call_id.position != CallIdPosition.NONE:
+        return None
+    brace = fn.name_prefix.find("{")
+    end = fn.close.find("}")
+    head = _SKELETON_HEAD.search(fn.name_prefix, brace) if brace >= 0 else None
+    args_key = _SKELETON_ARGS.search(fn.name_suffix)
+    if head is None or head.start() != brace or args_key is None or end < 0:
+        return None
+    before, after = fn.name_prefix[:brace], fn.close[end + 1 :]
+    return before, head.group(2), args_key.group(2), after
+
+
+def _fixed_skeleton_call(ctx: BuildContext, tool: ToolSpec, args: Parser) -> Parser | None:
+    """The grammar's other call where the template writes its JSON skeleton broken
+    (xinference's ``{"name": "NAME, "arguments": {...}"}``): the same object as valid JSON,
+    which is what a model writes (the grammar allows both, the broken one never alone).
+    None where the template's own skeleton is JSON (it stays as written).
+    """
+    parts = _skeleton_parts(ctx)
+    if parts is None:
+        return None
+    fn = ctx.analysis.tools.function
+    brace, end = fn.name_prefix.find("{"), fn.close.find("}")
+    sample = fn.name_prefix[brace:] + "f" + fn.name_suffix + "{}" + fn.close[: end + 1]
+    try:
+        json.loads(sample.replace("'", '"'))
+        return None
+    except ValueError:
+        pass
+    before, name_key, args_key, after = parts
+    name = tag(tags.TOOL_NAME, literal(tool.name))
+    head = json.dumps({name_key: ""})[:-2]  # '{"name": "'
+    middle = '", ' + json.dumps(args_key) + ": "
+    return seq_of(before or None, head, name, middle, args, "}", after or None)
+
+
+def _json_skeleton_call(ctx: BuildContext, tool: ToolSpec, args: Parser) -> Parser | None:
+    """The call read as a JSON object, where the template writes its name and arguments
+    as the members of one (``{"name": "NAME", "arguments": {...}}`` between its markers).
+
+    None for any other markup, or when a call id sits in the skeleton. The markers before
+    the brace and after the closing brace stay (``<tool_call>``, ``</tool_call>``); the
+    object itself is read as ``_loose_call_object`` reads one, in double or single quotes.
+    """
+    parts = _skeleton_parts(ctx)
+    if parts is None:
+        return None
+    before, after = parts[0].strip(), parts[3].strip()
+    keys = (parts[1], parts[2])
+    objects = []
+    for q in ('"', "'"):
+        name = literal(q) + atomic(tag(tags.TOOL_NAME, literal(tool.name)) + literal(q))
+        objects.append(_loose_call_object(ctx, name, args, q, keys))
+    return seq_of(
+        before or None,
+        space() if before else None,
+        choice_of(objects),
+        space() if after else None,
+        after or None,
+    )
 
 
 def call_start_triggers(

@@ -63,6 +63,9 @@ def reasoning_parser(
         text = negate(choice(*[literal(m) for m in stops])) + any_char() + until_one_of(*delims)
         body = with_calls = zero_or_more(choice(calls, tag(tags.REASONING, text)))
     close = tag(tags.REASONING_CLOSE, literal(r.end))
+    repeated = None if strict else _repeated_markup(ctx)
+    if repeated is not None:
+        close = close + repeated
     block = body + (close if strict else optional(close))
     opened_block = ctx.thinking_forced_open or bool(r.start)
     if ends_at is not None and with_calls is None and not strict and openers and opened_block:
@@ -86,6 +89,21 @@ def reasoning_parser(
     if strict:
         return optional(opened)
     return optional(choice(opened, opener_left_out(ctx, with_calls)))
+
+
+def _repeated_markup(ctx: BuildContext) -> Parser | None:
+    """What models repeat right after the block closes, for the lenient parser: a second,
+    empty block or a stray closer (Gemma 4's ``<channel|><|channel>thought\n<channel|>``
+    or ``<channel|><channel|>``). Markup, neither content nor reasoning; only where the
+    markers are markup (a closer after more text stays content as written)."""
+    r = ctx.analysis.reasoning
+    end, start = r.end.strip(), r.start.strip()
+    if len(end) < 3 or end[0] not in "<[|":
+        return None
+    again: Parser = literal(end)
+    if len(start) >= 3 and start[0] in "<[|":
+        again = choice(literal(start) + space() + literal(end), again)
+    return zero_or_more(space() + again)
 
 
 def opener_left_out(ctx: BuildContext, with_calls: Parser | None = None) -> Parser:

@@ -175,6 +175,16 @@ def _content_field(analysis: TemplateAnalysis) -> dict[str, Any]:
     if c.mode == ContentMode.ALWAYS_WRAPPED and c.start.strip() and c.end.strip():
         return {"open": c.start.strip(), "close": c.end.strip(), "content": "text"}
     field: dict[str, Any] = {"content": "text"}
+    fmt = analysis.tools.format
+    wrap_start, wrap_end = fmt.content_wrap_start.strip(), fmt.content_wrap_end.strip()
+    if c.mode == ContentMode.PLAIN and wrap_start and wrap_end:
+        # A call turn's content wrapper (Llama 4's <|python_start|>..<|python_end|>): the
+        # content is in it where the model writes it, else from the output's start.
+        field["open_pattern"] = f"{re.escape(wrap_start)}|\\A"
+        ends = [m for m in analysis.end_of_turn if m.strip()]
+        closers = [wrap_end, *ends]
+        field["close_pattern"] = _GAP + _alternatives(closers)
+        return field
     if c.mode == ContentMode.ALWAYS_WRAPPED and c.start.strip():
         # An opener and no closer of its own (a recipient header, "to=user<|message|>"):
         # the end of turn closes the content.
@@ -415,6 +425,16 @@ def _tagged_calls(analysis: TemplateAnalysis, request: Request | None) -> dict[s
     tools = analysis.tools
     fmt, fn, args = tools.format, tools.function, tools.arguments
     position = tools.call_id.position
+    escaped = {char for char, _ in args.name_escapes}
+    if escaped and request is not None:
+        for tool in request.tools:
+            for key in tool.properties:
+                if escaped & set(key):
+                    raise ExportError(
+                        f"the template escapes argument names ({key!r} of {tool.name!r} "
+                        "is written with entities), which a response template reads back "
+                        "undecoded"
+                    )
     name = _name_pattern(request, fn.name_suffix.strip() or args.start.strip())
     marked = fn.name_suffix or args.start or position == CallIdPosition.BETWEEN_FUNC_AND_ARGS
     if name == _NAME and not marked:

@@ -24,7 +24,7 @@ from autoparser.generate.context import (
 from autoparser.generate.json_calls import json_native_call, tag_json_call
 from autoparser.generate.pythonic import is_pythonic
 from autoparser.generate.request import ToolSpec
-from autoparser.generate.tagged_calls import is_markup, tag_tagged_call
+from autoparser.generate.tagged_calls import is_markup, python_value, tag_tagged_call
 from autoparser.peg import Parser, Rules, choice, literal, optional, space, tag, zero_or_more
 from autoparser.peg.gbnf_emit import GrammarTrigger
 
@@ -34,7 +34,7 @@ def single_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
     if mode == ToolFormat.JSON_NATIVE:
         return json_native_call(ctx, tool, strict)
     if mode == ToolFormat.TAG_WITH_JSON:
-        return tag_json_call(ctx, tool, strict)
+        return tag_json_call(ctx, tool, strict, None if strict else python_value())
     if mode == ToolFormat.TAG_WITH_TAGGED:
         return tag_tagged_call(ctx, tool, strict)
     raise ValueError(f"no call parser for tool format {mode.value}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -492,7 +493,7 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
         is_string = True
         schema: Any = {}
     else:
-        name_p = tag(tags.TOOL_ARG_NAME, literal(name))
+        name_p = tag(tags.TOOL_ARG_NAME, _name_literal(a, name, strict))
         schema = tool.properties.get(name, {})
         is_string = is_string_param(schema, tool.parameters)
     typed = json_name_suffix(a) != a.name_suffix
@@ -586,12 +587,41 @@ def _element_argument(
     return tag(tags.TOOL_ARG, header + seq_of(a.value_prefix, value, closing(close, strict)))
 
 
+def encode_name(a: ArgumentsAnalysis, name: str) -> str:
+    """An argument's name as the template writes it (its ``name_escapes`` applied)."""
+    for char, entity in sorted(a.name_escapes, key=lambda pair: pair[0] != "&"):
+        name = name.replace(char, entity)  # "&" first: the entities' own "&" stays
+    return name
+
+
+def _name_literal(a: ArgumentsAnalysis, name: str, strict: bool) -> Parser:
+    """The name as the template encodes it; the lenient parser also reads it as is."""
+    encoded = encode_name(a, name)
+    if strict or encoded == name:
+        return literal(encoded)
+    return choice_of([literal(encoded), literal(name)])
+
+
+def name_decoder(a: ArgumentsAnalysis) -> Callable[[str], str | None]:
+    """Decodes exactly the entities the template writes in names (one pass: ``&amp;lt;``
+    is ``&lt;``, never ``<``)."""
+    table = {entity: char for char, entity in a.name_escapes}
+    pattern = re.compile("|".join(re.escape(e) for e in sorted(table, key=len, reverse=True)))
+
+    def decode(text: str) -> str:
+        return pattern.sub(lambda m: table[m.group()], text)
+
+    return decode
+
+
 def element_converters(ctx: BuildContext) -> dict[str, Callable[[str], str | None]]:
-    """The converters of the element-valued arguments of the request's tools (by tag)."""
+    """The converters of the element-valued arguments of the request's tools (by tag),
+    and the decoder of argument names where the template escapes them."""
     a = ctx.analysis.tools.arguments
+    names = {tags.TOOL_ARG_NAME: name_decoder(a)} if a.name_escapes else {}
     if not a.value_item_name or pythonic.is_pythonic(ctx.analysis):
-        return {}
-    found: dict[str, Callable[[str], str | None]] = {}
+        return names
+    found: dict[str, Callable[[str], str | None]] = dict(names)
     for tool in ctx.request.tools:
         for name, schema in tool.properties.items():
             if elements.nests(schema, tool.parameters):
@@ -668,6 +698,36 @@ def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
         # makes it no call, and its text stays content.
         goes_on = peek(_after_call(ctx))
     body = seq_of(a.start, space(), args_seq, space(), goes_on, closing(a.end, strict))
-    return with_call_id(
+    call = with_call_id(
         ctx, name_part(ctx, tool, strict), body, closing(t.function.close, strict), strict
     )
+    empty = None if strict else _self_closed_call(ctx, tool)
+    return call if empty is None else choice_of([call, empty])
+
+
+# An XML element's opening up to its first attribute: ``<｜DSML｜invoke name="``.
+_ELEMENT_OPEN = re.compile(r"""<([^\s<>/="']+)\s+[\w.:-]+=(["'])\Z""")
+
+
+def _self_closed_call(ctx: BuildContext, tool: ToolSpec) -> Parser | None:
+    """A call with no arguments written as a self-closed element, for the lenient parser.
+
+    Where the template writes the call as an XML element whose attribute names the
+    function (``<｜DSML｜invoke name="NAME">`` ... ``</｜DSML｜invoke>``), XML lets a model
+    close an empty one at once: ``<｜DSML｜invoke name="submit"/>``, the call with ``{}``.
+    None for any other markup (or where a call id sits next to the name).
+    """
+    t = ctx.analysis.tools
+    fn = t.function
+    head = _ELEMENT_OPEN.search(fn.name_prefix.strip())
+    if head is None or t.call_id.position != CallIdPosition.NONE:
+        return None
+    if fn.close.strip() != f"</{head.group(1)}>" or not fn.name_suffix.strip().startswith(
+        head.group(2)
+    ):
+        return None
+    quote = head.group(2)
+    name = seq_of(
+        fn.name_prefix.strip(), tag(tags.TOOL_NAME, literal(tool.name)), quote, space(), "/>"
+    )
+    return atomic(name)

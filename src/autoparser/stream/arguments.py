@@ -196,7 +196,9 @@ class TaggedArguments:
             if not self.named:
                 if name_node is None or not name_node.complete:
                     return
-                key = encode_basestring(name_node.text(text))
+                name = name_node.text(text)
+                decode = self.converters.get(tags.TOOL_ARG_NAME)  # escaped names
+                key = encode_basestring((decode(name) if decode else None) or name)
                 self.out.emit(f"{', ' if k else ''}{key}: ")
                 self.named = True
             self.value = value_node
