@@ -146,6 +146,12 @@ class ToolFormatAnalysis:
     # its built-in tools): models may put it before any call, so the parser accepts it
     # there (optional) and it starts a call. "" = none declared.
     call_prefix_token: str = ""
+    # A wrapper around the calls that the template's tool instructions describe but its
+    # renders never write (Phi-4-mini: ``functools[{"name": ..., "arguments": ...}, ...]``
+    # while a call turn renders the bare objects): models write it, so the parser accepts
+    # the calls inside it too and its opener starts a call. "" = none described.
+    described_start: str = ""
+    described_end: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,6 +303,9 @@ class TemplateAnalysis:
             del data["verification"]
         if not self.reasoning.switch_kind:
             del data["reasoning"]["switch_kind"]
+        fmt = data["tools"]["format"]
+        if not fmt["described_start"] and not fmt["described_end"]:
+            del fmt["described_start"], fmt["described_end"]
         return data
 
     def to_json(self, **kwargs: Any) -> str:

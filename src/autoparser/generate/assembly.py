@@ -184,7 +184,8 @@ def _grammar_triggers(ctx: BuildContext, triggers: Sequence[str]) -> tuple[Gramm
     """The format's own triggers (patterns, names) for its openers, plus the call prefix
     token as a word; empty when plain word triggers on ``triggers`` do."""
     token = ctx.analysis.tools.format.call_prefix_token
-    openers = [m for m in triggers if m != token]
+    described = ctx.analysis.tools.format.described_start
+    openers = [m for m in triggers if m not in (token, described)]
     tools = ctx.request.grammar_tools
     found = (
         pythonic.call_start_triggers(ctx.analysis, openers, tools)
@@ -194,4 +195,7 @@ def _grammar_triggers(ctx: BuildContext, triggers: Sequence[str]) -> tuple[Gramm
     if found and token:
         why = "the special token the template writes before a call"
         found = (*found, GrammarTrigger("word", token, why))
+    if found and described and described in triggers:
+        why = "the call list's opener the template's tool instructions describe"
+        found = (*found, GrammarTrigger("word", described, why))
     return found
