@@ -25,6 +25,7 @@ from autoparser.analysis.diff import (
     diff_split,
     ends_with_element,
     last_marker_end,
+    markers_in,
     safe_common_prefix,
     safe_common_suffix,
     segmentize,
@@ -807,6 +808,29 @@ def call_prefix_token(probe: Probe) -> str:
     return found.group()
 
 
+def _opener_in_separator(tools: ToolsAnalysis, probe: Probe) -> ToolsAnalysis:
+    """Each call's opener, where the generation prompt ends with it (functionary v2).
+
+    Functionary v2 writes every message as ``\n<|from|>ROLE\n<|recipient|>TO\n<|content|>``
+    and its generation prompt is ``\n<|from|>assistant\n<|recipient|>``: the first call's
+    opener is in the prompt, so the diffs see it only between calls, as the separator. That
+    separator is the per-call opener (its leading whitespace the separator): a call after
+    content opens with it too, and the prompt opened the first call (``call_opened``).
+    """
+    fmt, sep = tools.format, tools.call_separator
+    opener = sep.lstrip()
+    markers = markers_in(opener)
+    if fmt.section_start or fmt.per_call_start or not markers or not opener.startswith(markers[0]):
+        return tools
+    if not generation_prompt(probe, None).rstrip().endswith(opener.rstrip()):
+        return tools
+    return dataclasses.replace(
+        tools,
+        format=dataclasses.replace(fmt, per_call_start=opener),
+        call_separator=sep[: len(sep) - len(opener)],
+    )
+
+
 # The opener of a described call list: a word and its bracket (``functools[``) or a special
 # token (``<|calls|>``, ``<calls>``, optionally with the bracket), right before a call object.
 _DESCRIBED_OPENER = r"(?:(?<![\w\[])[A-Za-z_][\w-]{0,40}\[|<\|[^\s<>|]{1,40}\|>\[?|<[A-Za-z_][\w.-]{0,40}>\[?)"
@@ -891,6 +915,8 @@ def analyze_tools(probe: Probe, reasoning: ReasoningAnalysis, text_eot: str = ""
         section_end=sec_end,
         call_prefix_token=call_prefix_token(probe),
     )
+    result = _opener_in_separator(dataclasses.replace(result, format=fmt), probe)
+    fmt = result.format
     start, end = described_wrapper(probe, dataclasses.replace(result, format=fmt))
     fmt = dataclasses.replace(fmt, described_start=start, described_end=end)
     result = dataclasses.replace(result, format=fmt)

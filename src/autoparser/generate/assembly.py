@@ -144,9 +144,27 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
             # The prompt committed the model to a call: no trigger can start the grammar,
             # so it applies from the first byte; text may follow the calls.
             after = until(triggers[0]) if req.tool_choice != "required" else None
-            grammar_parser = seq_of(
-                strict_reasoning, space(), strict_section, space(), after, end()
-            )
+            answer: Parser = seq_of(strict_section, space(), after)
+            if wrapped and after is not None:
+                # Content has its own opener, which may take the call's place right after
+                # the prompt (functionary's recipient ``all\n<|content|>``): text, then any
+                # calls with their full opener.
+                full = tool_section(
+                    ctx, req.grammar_tools, strict=True, parallel=req.parallel_tool_calls
+                )
+                text = literal(c.end) if c.end else None
+                answer = choice_of(
+                    [
+                        answer,
+                        seq_of(
+                            c.start,
+                            until(c.end) if c.end else after,
+                            text,
+                            optional(seq_of(space(), full, space(), after)),
+                        ),
+                    ]
+                )
+            grammar_parser = seq_of(strict_reasoning, space(), answer, end())
         elif req.tool_choice == "required":
             grammar_parser = seq_of(strict_reasoning, space(), strict_section, space(), end())
         else:
