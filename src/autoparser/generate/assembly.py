@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 
 from autoparser import tags
@@ -12,9 +13,10 @@ from autoparser.analysis.model import CallIdPosition, ContentMode, ToolFormat
 from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError
 from autoparser.generate import json_calls, pythonic, tagged_calls
-from autoparser.generate.context import BuildContext, choice_of, seq_of
+from autoparser.generate.context import BuildContext, choice_of, longest_name_first, seq_of
 from autoparser.generate.reasoning import reasoning_parser
 from autoparser.generate.sections import (
+    call_opener,
     call_trigger_markers,
     inner_opener,
     name_prefix_triggers,
@@ -140,31 +142,28 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
                 space(),
                 end(),
             )
+        elif opened and wrapped and req.tool_choice != "required":
+            # Content has its own opener, which may take the first call's place right after
+            # the prompt (functionary's recipient: ``all\n<|content|>`` is text, a tool's
+            # name a call): the grammar stays lazy. It starts at the output's start only on a
+            # tool's name there (``opened_call_triggers``), or at a later call's full opener.
+            full = tool_section(
+                ctx, req.grammar_tools, strict=True, parallel=req.parallel_tool_calls
+            )
+            lazy = True
+            after = until(triggers[0])
+            grammar_parser = seq_of(
+                strict_reasoning,
+                trigger(seq_of(choice_of([strict_section, full]), space(), after)),
+                end(),
+            )
         elif opened:
             # The prompt committed the model to a call: no trigger can start the grammar,
             # so it applies from the first byte; text may follow the calls.
             after = until(triggers[0]) if req.tool_choice != "required" else None
-            answer: Parser = seq_of(strict_section, space(), after)
-            if wrapped and after is not None:
-                # Content has its own opener, which may take the call's place right after
-                # the prompt (functionary's recipient ``all\n<|content|>``): text, then any
-                # calls with their full opener.
-                full = tool_section(
-                    ctx, req.grammar_tools, strict=True, parallel=req.parallel_tool_calls
-                )
-                text = literal(c.end) if c.end else None
-                answer = choice_of(
-                    [
-                        answer,
-                        seq_of(
-                            c.start,
-                            until(c.end) if c.end else after,
-                            text,
-                            optional(seq_of(space(), full, space(), after)),
-                        ),
-                    ]
-                )
-            grammar_parser = seq_of(strict_reasoning, space(), answer, end())
+            grammar_parser = seq_of(
+                strict_reasoning, space(), strict_section, space(), after, end()
+            )
         elif req.tool_choice == "required":
             grammar_parser = seq_of(strict_reasoning, space(), strict_section, space(), end())
         else:
@@ -188,7 +187,7 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
         grammar_lazy=lazy,
         expects_call_ids=expects_ids,
         trigger_markers=tuple(triggers),
-        grammar_triggers=_grammar_triggers(ctx, triggers) if lazy else (),
+        grammar_triggers=_lazy_triggers(ctx, triggers, opened) if lazy else (),
         value_converters=(
             pythonic.value_converters(ctx.analysis, req.tools)
             if pythonic.is_pythonic(ctx.analysis)
@@ -196,6 +195,36 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
         ),
         call_openers=tuple(dict.fromkeys((*triggers, inner))) if inner else tuple(triggers),
     )
+
+
+def _lazy_triggers(
+    ctx: BuildContext, triggers: Sequence[str], opened: bool
+) -> tuple[GrammarTrigger, ...]:
+    """The lazy grammar's triggers: the format's own, and where the prompt opened a call,
+    the pattern for that call first (then the openers as words if the format has none)."""
+    found = _grammar_triggers(ctx, triggers)
+    first = opened_call_triggers(ctx) if opened else ()
+    if not first:
+        return found
+    return (*first, *(found or tuple(GrammarTrigger("word", m) for m in triggers)))
+
+
+def opened_call_triggers(ctx: BuildContext) -> tuple[GrammarTrigger, ...]:
+    """A pattern for a call the prompt opened: a tool's name (and what follows it) at the
+    output's very start, where the prompt's opener leaves off; empty when the call's
+    name is not what follows the opener."""
+    t = ctx.analysis.tools
+    tools = ctx.request.grammar_tools
+    if not tools or t.format.per_call_start != call_opener(ctx) or not t.function.name_suffix.strip():
+        return ()
+    names = "|".join(re.escape(tool.name) for tool in longest_name_first(tools))
+    prefix = re.escape(t.function.name_prefix)
+    why = (
+        "the prompt ends with the call's opener: a tool's name at the output's start opens a "
+        "call (other text there, such as content's own opener, does not)"
+    )
+    pattern = rf"^\s*{prefix}(?:{names})\s*{re.escape(t.function.name_suffix.strip())}"
+    return (GrammarTrigger("pattern", pattern, why),)
 
 
 def _grammar_triggers(ctx: BuildContext, triggers: Sequence[str]) -> tuple[GrammarTrigger, ...]:
