@@ -103,7 +103,9 @@ def test_the_tagged_array_is_the_section() -> None:
     assert fmt.tools_array_wrapped
 
 
-ARRAY = '[{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "ping", "arguments": {}}]'
+ARRAY = (
+    '[{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "ping", "arguments": {}}]'
+)
 
 
 @pytest.mark.parametrize(
@@ -132,7 +134,8 @@ def test_tagged_array_grammar() -> None:
     assert params.grammar is not None
     text = f"Sure.\n<tool_calls>{ARRAY}</tool_calls>"
     assert accepts(params.grammar, text[lazy_start(params, text) :])
-    assert not accepts(params.grammar, '<tool_calls>[{"name": "nope", "arguments": {}}]</tool_calls>')
+    unknown = '<tool_calls>[{"name": "nope", "arguments": {}}]</tool_calls>'
+    assert not accepts(params.grammar, unknown)
 
 
 @pytest.mark.parametrize(

@@ -44,7 +44,7 @@ PARIS = ("get_weather", {"city": "Paris"})
 PING = ("ping", {})
 CALL = 'get_weather\n<|content|>{"city": "Paris"}'
 TEXT = "all\n<|content|>Let me check."
-SECOND = f'\n{OPENER}ping\n<|content|>{{}}'
+SECOND = f"\n{OPENER}ping\n<|content|>{{}}"
 
 
 def _params(**options: object) -> ChatParams:

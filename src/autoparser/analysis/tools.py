@@ -833,7 +833,9 @@ def _opener_in_separator(tools: ToolsAnalysis, probe: Probe) -> ToolsAnalysis:
 
 # The opener of a described call list: a word and its bracket (``functools[``) or a special
 # token (``<|calls|>``, ``<calls>``, optionally with the bracket), right before a call object.
-_DESCRIBED_OPENER = r"(?:(?<![\w\[])[A-Za-z_][\w-]{0,40}\[|<\|[^\s<>|]{1,40}\|>\[?|<[A-Za-z_][\w.-]{0,40}>\[?)"
+_DESCRIBED_OPENER = (
+    r"(?:(?<![\w\[])[A-Za-z_][\w-]{0,40}\[|<\|[^\s<>|]{1,40}\|>\[?|<[A-Za-z_][\w.-]{0,40}>\[?)"
+)
 
 
 def _described_close(opener: str, after: str) -> str:

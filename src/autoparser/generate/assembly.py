@@ -151,10 +151,9 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
                 ctx, req.grammar_tools, strict=True, parallel=req.parallel_tool_calls
             )
             lazy = True
-            after = until(triggers[0])
             grammar_parser = seq_of(
                 strict_reasoning,
-                trigger(seq_of(choice_of([strict_section, full]), space(), after)),
+                trigger(seq_of(choice_of([strict_section, full]), space(), until(triggers[0]))),
                 end(),
             )
         elif opened:
@@ -215,16 +214,17 @@ def opened_call_triggers(ctx: BuildContext) -> tuple[GrammarTrigger, ...]:
     name is not what follows the opener."""
     t = ctx.analysis.tools
     tools = ctx.request.grammar_tools
-    if not tools or t.format.per_call_start != call_opener(ctx) or not t.function.name_suffix.strip():
+    suffix = re.escape(t.function.name_suffix.strip())
+    if not tools or not suffix or t.format.per_call_start != call_opener(ctx):
         return ()
     names = "|".join(re.escape(tool.name) for tool in longest_name_first(tools))
     prefix = re.escape(t.function.name_prefix)
     why = (
-        "the prompt ends with the call's opener: a tool's name at the output's start opens a "
-        "call (other text there, such as content's own opener, does not)"
+        "the prompt ends with the call's opener: a tool's name counts only at the output's "
+        "very start (anchored, full match), where content's own opener may stand instead"
     )
-    pattern = rf"^\s*{prefix}(?:{names})\s*{re.escape(t.function.name_suffix.strip())}"
-    return (GrammarTrigger("pattern", pattern, why),)
+    pattern = rf"^(\s*{prefix}(?:{names})\s*{suffix})[\s\S]*"
+    return (GrammarTrigger("pattern_full", pattern, why),)
 
 
 def _grammar_triggers(ctx: BuildContext, triggers: Sequence[str]) -> tuple[GrammarTrigger, ...]:
