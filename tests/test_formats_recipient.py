@@ -16,6 +16,7 @@ import json
 import pytest
 from helpers.formats import TOOLS, USER, check_streaming, corpus_template, trigger_start
 from helpers.gbnf_oracle import accepts
+from helpers.paths import own_path
 
 from autoparser import ChatParams, ChatTemplate
 
@@ -115,3 +116,32 @@ def test_functionary_v2_corpus_templates(filename: str) -> None:
     assert params.grammar is not None
     start = trigger_start(params, text)
     assert start > 0 and accepts(params.grammar, text[start:])
+
+
+@pytest.mark.parametrize(
+    ("text", "content", "calls"),
+    [
+        ('get_weather\n{"city": "Paris"}', None, [PARIS]),
+        ('get_weather\n{"city": "Paris"}\n>>>ping\n{}', None, [PARIS, PING]),
+        ("assistant: Let me check.", "Let me check.", []),
+        ('assistant: Let me check.\n>>>get_weather\n{"city": "Paris"}', "Let me check.", [PARIS]),
+    ],
+)
+def test_name_prefix_opener(
+    text: str, content: str | None, calls: list[tuple[str, object]]
+) -> None:
+    """The same idea where the name prefix is the opener the prompt wrote (``>>>NAME\n``)
+    and content has its own opener (the own template string_args: ``assistant: text``)."""
+    template = ChatTemplate.from_file(own_path("string_args"))
+    analysis = template.analyze()
+    assert (analysis.tools.function.name_prefix, analysis.generation_prompt) == (">>>", ">>>")
+    params = template.apply(USER, tools=TOOLS)
+    assert params.parse(text).content == content
+    assert _calls(params, text) == calls
+    check_streaming(params, text, count=6)
+    assert params.grammar is not None and params.grammar_lazy
+    start = trigger_start(params, text)
+    if not calls:
+        assert start == -1
+        return
+    assert start >= 0 and accepts(params.grammar, text[start:]), text[start:]

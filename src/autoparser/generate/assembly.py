@@ -142,7 +142,7 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
                 space(),
                 end(),
             )
-        elif opened and wrapped and req.tool_choice != "required":
+        elif opened and wrapped and req.tool_choice != "required" and opened_call_triggers(ctx):
             # Content has its own opener, which may take the first call's place right after
             # the prompt (functionary's recipient: ``all\n<|content|>`` is text, a tool's
             # name a call): the grammar stays lazy. It starts at the output's start only on a
@@ -209,22 +209,29 @@ def _lazy_triggers(
 
 
 def opened_call_triggers(ctx: BuildContext) -> tuple[GrammarTrigger, ...]:
-    """A pattern for a call the prompt opened: a tool's name (and what follows it) at the
-    output's very start, where the prompt's opener leaves off; empty when the call's
-    name is not what follows the opener."""
+    """A pattern for a call the prompt opened: a tool's name (and the name's suffix) at the
+    output's very start, where the prompt's opener (the per-call opener or the name
+    prefix) leaves off; empty when a tool's name is not what follows the opener."""
     t = ctx.analysis.tools
+    f = t.format
     tools = ctx.request.grammar_tools
-    suffix = re.escape(t.function.name_suffix.strip())
-    if not tools or not suffix or t.format.per_call_start != call_opener(ctx):
+    opener = call_opener(ctx)
+    if not tools or not opener or f.mode == ToolFormat.JSON_NATIVE or f.section_start:
+        return ()
+    if opener == f.per_call_start:
+        prefix = re.escape(t.function.name_prefix)
+    elif opener == t.function.name_prefix and not f.per_call_start:
+        prefix = ""
+    else:
         return ()
     names = "|".join(re.escape(tool.name) for tool in longest_name_first(tools))
-    prefix = re.escape(t.function.name_prefix)
+    suffix = re.escape(t.function.name_suffix.strip())
     why = (
         "the prompt ends with the call's opener: a tool's name counts only at the output's "
         "very start (anchored, full match), where content's own opener may stand instead"
     )
-    pattern = rf"^(\s*{prefix}(?:{names})\s*{suffix})[\s\S]*"
-    return (GrammarTrigger("pattern_full", pattern, why),)
+    name = rf"(?:{names})\s*{suffix}" if suffix else rf"(?:{names})\b"
+    return (GrammarTrigger("pattern_full", rf"^(\s*{prefix}{name})[\s\S]*", why),)
 
 
 def _grammar_triggers(ctx: BuildContext, triggers: Sequence[str]) -> tuple[GrammarTrigger, ...]:
