@@ -16,7 +16,7 @@ import pytest
 from helpers.formats import TOOLS, USER, check_streaming, corpus_template, lazy_start
 from helpers.gbnf_oracle import accepts
 
-from autoparser import ChatParams, ChatTemplate
+from autoparser import ChatParams, ChatTemplate, TemplateAnalysis
 
 INSTRUCTIONS = (
     "If you call functions, prefix them with the calls marker: "
@@ -72,7 +72,9 @@ def test_a_rendered_opener_is_not_replaced() -> None:
 def test_the_pin_is_absent_when_nothing_is_described() -> None:
     data = ChatTemplate(RENDERED_OPENER).analyze().to_dict()
     assert "described_start" not in data["tools"]["format"]
-    assert "described_start" in ChatTemplate(SOURCE).analyze().to_dict()["tools"]["format"]
+    analysis = ChatTemplate(SOURCE).analyze()
+    assert analysis.to_dict()["tools"]["format"]["described_start"] == "calls["
+    assert TemplateAnalysis.from_dict(analysis.to_dict()).tools.format == analysis.tools.format
 
 
 @pytest.mark.parametrize(
