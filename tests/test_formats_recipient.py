@@ -145,3 +145,47 @@ def test_name_prefix_opener(
         assert start == -1
         return
     assert start >= 0 and accepts(params.grammar, text[start:]), text[start:]
+
+
+# Functionary v3's layout: '>>>' opens every message, 'all' is the text recipient, and the
+# prompt ends with '>>>' (punctuation alone, no markup; it also follows the '>' of the
+# previous turn's '<|eot|>', which a search for the header must not take for its start).
+ARROWS = (
+    "{%- for message in messages -%}"
+    "{%- if message.role == 'assistant' -%}"
+    "{%- if message.content -%}>>>all\n{{ message.content }}{%- endif -%}"
+    "{%- for call in message.tool_calls or [] -%}"
+    ">>>{{ call.function.name }}\n{{ call.function.arguments | tojson }}"
+    "{%- endfor -%}<|eot|>"
+    "{%- else -%}<|{{ message.role }}|>{{ message.content }}<|eot|>{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if tools %}<|tools|>{{ tools | tojson }}<|eot|>{% endif -%}"
+    "{%- if add_generation_prompt -%}>>>{%- endif -%}"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "content", "calls"),
+    [
+        ('get_weather\n{"city": "Paris"}', None, [PARIS]),
+        ('get_weather\n{"city": "Paris"}>>>ping\n{}', None, [PARIS, PING]),
+        ("all\nLet me check.", "Let me check.", []),
+        ('all\nLet me check.>>>get_weather\n{"city": "Paris"}', "Let me check.", [PARIS]),
+    ],
+)
+def test_arrow_recipients(text: str, content: str | None, calls: list[tuple[str, object]]) -> None:
+    template = ChatTemplate(ARROWS)
+    analysis = template.analyze()
+    assert analysis.tools.format.per_call_start == ">>>"
+    assert analysis.content.start == "all"
+    assert analysis.verification is not None and not analysis.verification.failures
+    params = template.apply(USER, tools=TOOLS)
+    assert params.parse(text).content == content
+    assert _calls(params, text) == calls
+    check_streaming(params, text, count=6)
+    assert params.grammar is not None and params.grammar_lazy
+    start = trigger_start(params, text)
+    if not calls:
+        assert start == -1
+        return
+    assert start >= 0 and accepts(params.grammar, text[start:]), text[start:]

@@ -809,7 +809,7 @@ def call_prefix_token(probe: Probe) -> str:
 
 
 def _opener_in_separator(tools: ToolsAnalysis, probe: Probe) -> ToolsAnalysis:
-    """Each call's opener, where the generation prompt ends with it (functionary v2).
+    """Each call's opener, where the generation prompt ends with it (functionary v2, v3).
 
     Functionary v2 writes every message as ``\n<|from|>ROLE\n<|recipient|>TO\n<|content|>``
     and its generation prompt is ``\n<|from|>assistant\n<|recipient|>``: the first call's
@@ -820,7 +820,10 @@ def _opener_in_separator(tools: ToolsAnalysis, probe: Probe) -> ToolsAnalysis:
     fmt, sep = tools.format, tools.call_separator
     opener = sep.lstrip()
     markers = markers_in(opener)
-    if fmt.section_start or fmt.per_call_start or not markers or not opener.startswith(markers[0]):
+    markup = bool(markers) and opener.startswith(markers[0])
+    # Or punctuation alone, functionary v3's '>>>' (a word or a comma is no opener).
+    arrows = len(opener.strip()) >= 2 and not any(ch.isalnum() or ch in ",;" for ch in opener)
+    if fmt.section_start or fmt.per_call_start or not (markup or arrows):
         return tools
     if not generation_prompt(probe, None).rstrip().endswith(opener.rstrip()):
         return tools
