@@ -637,6 +637,44 @@ CORPUS_CASES = [
         options=ON,
         corpus=True,
     ),
+    # Issue 21 §5: the call list the system prompt describes (never rendered).
+    Case(
+        "tag-json",
+        "described-functools-list",
+        "vllm-tool_chat_template_phi4_mini.jinja",
+        'functools[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+        '{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}]',
+        calls=(weather(), weather(PARIS_C)),
+        corpus=True,
+    ),
+    Case(
+        "tag-json",
+        "described-functools-unclosed-after-text",
+        "vllm-phi4_mini-v0.8.5.jinja",
+        'I will check. functools[{"name": "get_weather", "arguments": {"city": "Paris"}}',
+        content="I will check.",
+        calls=(weather(),),
+        corpus=True,
+    ),
+    # Issue 21 §5: the prompt ends inside the recipient opener (functionary v2).
+    Case(
+        "tag-json",
+        "recipient-text-then-call",
+        "functionary-v2.jinja",
+        "all\n<|content|>Let me check.\n<|from|>assistant\n<|recipient|>get_weather\n"
+        '<|content|>{"city": "Paris"}',
+        content="Let me check.",
+        calls=(weather(),),
+        corpus=True,
+    ),
+    Case(
+        "tag-json",
+        "recipient-call-first",
+        "hfjs-meetkai-functionary-medium-v2.2.jinja",
+        'get_weather\n<|content|>{"city": "Paris"}',
+        calls=(weather(),),
+        corpus=True,
+    ),
 ]
 
 CASES = OWN_CASES + TRUNCATION_CASES + CORPUS_CASES

@@ -44,6 +44,10 @@ def assistant_turn(probe: Probe, render: str | None, tools: bool = False) -> str
     for header in headers:
         if header.strip():
             found = render.find(header, at)
+            # A header of repeated characters may overlap the marker before it ('>>>' after
+            # '<|eot|>' reads from the marker's own '>'): the header is the last such run.
+            while found >= 0 and render.startswith(header, found + 1):
+                found += 1
             if found >= 0:
                 return render[found + len(header) :]
     tail = render[at:]

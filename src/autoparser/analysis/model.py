@@ -152,6 +152,12 @@ class ToolFormatAnalysis:
     # around the content or around the calls (left out of ``to_dict`` when empty).
     content_wrap_start: str = ""
     content_wrap_end: str = ""
+    # A wrapper around the calls that the template's tool instructions describe but its
+    # renders never write (Phi-4-mini: ``functools[{"name": ..., "arguments": ...}, ...]``
+    # while a call turn renders the bare objects): models write it, so the parser accepts
+    # the calls inside it too and its opener starts a call. "" = none described.
+    described_start: str = ""
+    described_end: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -316,6 +322,8 @@ class TemplateAnalysis:
         for name in ("content_wrap_start", "content_wrap_end"):
             if not fmt[name]:
                 del fmt[name]
+        if not fmt["described_start"] and not fmt["described_end"]:
+            del fmt["described_start"], fmt["described_end"]
         return data
 
     def to_json(self, **kwargs: Any) -> str:

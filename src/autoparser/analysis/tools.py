@@ -25,6 +25,7 @@ from autoparser.analysis.diff import (
     diff_split,
     ends_with_element,
     last_marker_end,
+    markers_in,
     safe_common_prefix,
     safe_common_suffix,
     segmentize,
@@ -867,6 +868,80 @@ def _content_wrapper(probe: Probe, section_start: str) -> tuple[str, str] | None
     return opened, closed
 
 
+def _opener_in_separator(tools: ToolsAnalysis, probe: Probe) -> ToolsAnalysis:
+    """Each call's opener, where the generation prompt ends with it (functionary v2, v3).
+
+    Functionary v2 writes every message as ``\n<|from|>ROLE\n<|recipient|>TO\n<|content|>``
+    and its generation prompt is ``\n<|from|>assistant\n<|recipient|>``: the first call's
+    opener is in the prompt, so the diffs see it only between calls, as the separator. That
+    separator is the per-call opener (its leading whitespace the separator): a call after
+    content opens with it too, and the prompt opened the first call (``call_opened``).
+    """
+    fmt, sep = tools.format, tools.call_separator
+    opener = sep.lstrip()
+    markers = markers_in(opener)
+    markup = bool(markers) and opener.startswith(markers[0])
+    # Or punctuation alone, functionary v3's '>>>' (a word or a comma is no opener).
+    arrows = len(opener.strip()) >= 2 and not any(ch.isalnum() or ch in ",;" for ch in opener)
+    if fmt.section_start or fmt.per_call_start or not (markup or arrows):
+        return tools
+    if not generation_prompt(probe, None).rstrip().endswith(opener.rstrip()):
+        return tools
+    return dataclasses.replace(
+        tools,
+        format=dataclasses.replace(fmt, per_call_start=opener),
+        call_separator=sep[: len(sep) - len(opener)],
+    )
+
+
+# The opener of a described call list: a word and its bracket (``functools[``) or a special
+# token (``<|calls|>``, ``<calls>``, optionally with the bracket), right before a call object.
+_DESCRIBED_OPENER = (
+    r"(?:(?<![\w\[])[A-Za-z_][\w-]{0,40}\[|<\|[^\s<>|]{1,40}\|>\[?|<[A-Za-z_][\w.-]{0,40}>\[?)"
+)
+
+
+def _described_close(opener: str, after: str) -> str:
+    """The closer the description writes for ``opener``: ``]`` for a bracket, the closing
+    tag of a tag (``</x>``, ``<|/x|>``) if the text after the call shows it, "" if none."""
+    bracket = "]" if opener.endswith("[") else ""
+    tag = opener[:-1] if bracket and opener.startswith("<") else opener
+    if not tag.startswith("<"):
+        return bracket
+    closer = "<|/" + tag[2:] if tag.startswith("<|") else "</" + tag[1:]
+    return bracket + closer if closer in after else bracket
+
+
+def described_wrapper(probe: Probe, tools: ToolsAnalysis) -> tuple[str, str]:
+    """The wrapper the tool instructions describe around the calls, when renders write none.
+
+    Phi-4-mini's template tells the model to write ``functools[{"name": ..., "arguments":
+    ...}, ...]`` but renders a call turn as the bare objects: the rendered format has no
+    opener at all. Read from the render with tools (the instructions): an opener right
+    before an object whose first key is the call's name key. ("", "") when the rendered
+    format has an opener of its own or the instructions show none.
+    """
+    fmt = tools.format
+    if fmt.section_start or fmt.per_call_start or fmt.tools_array_wrapped:
+        return "", ""
+    if fmt.mode == ToolFormat.TAG_WITH_JSON:
+        key = re.match(r'\s*\{\s*"([^"]{1,40})"', tools.function.name_prefix)
+        field = key.group(1) if key else ""
+    elif fmt.mode == ToolFormat.JSON_NATIVE and not fmt.function_field:
+        field = fmt.field_order[0] if fmt.field_order else ""
+    else:
+        field = ""
+    described = probe.render(tools=True) if field else None
+    if not described:
+        return "", ""
+    pattern = _DESCRIBED_OPENER + r'(?=\s*\{\s*"' + re.escape(field) + r'"\s*:)'
+    found = re.search(pattern, described)
+    if found is None or needle_in(found.group()):
+        return "", ""
+    opener = found.group()
+    return opener, _described_close(opener, described[found.end() :])
+
+
 def analyze_tools(probe: Probe, reasoning: ReasoningAnalysis, text_eot: str = "") -> ToolFindings:
     """T1-T7 on a template; ToolFormat.NONE when it renders no tool calls.
 
@@ -908,6 +983,10 @@ def analyze_tools(probe: Probe, reasoning: ReasoningAnalysis, text_eot: str = ""
         content_wrap_start=wrap[0] if wrap else "",
         content_wrap_end=wrap[1] if wrap else "",
     )
+    result = _opener_in_separator(dataclasses.replace(result, format=fmt), probe)
+    fmt = result.format
+    start, end = described_wrapper(probe, dataclasses.replace(result, format=fmt))
+    fmt = dataclasses.replace(fmt, described_start=start, described_end=end)
     result = dataclasses.replace(result, format=fmt)
     raw = _fenced_section(probe, (CALL_1,))
     result = _with_fence(result, fence_of(raw[0]) if raw is not None else "")

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 
 from autoparser import tags
@@ -12,9 +13,10 @@ from autoparser.analysis.model import CallIdPosition, ContentMode, ToolFormat
 from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError
 from autoparser.generate import json_calls, pythonic, tagged_calls
-from autoparser.generate.context import BuildContext, choice_of, seq_of
+from autoparser.generate.context import BuildContext, choice_of, longest_name_first, seq_of
 from autoparser.generate.reasoning import reasoning_parser
 from autoparser.generate.sections import (
+    call_opener,
     call_trigger_markers,
     inner_opener,
     name_prefix_triggers,
@@ -146,6 +148,20 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
                 space(),
                 end(),
             )
+        elif opened and wrapped and req.tool_choice != "required" and opened_call_triggers(ctx):
+            # Content has its own opener, which may take the first call's place right after
+            # the prompt (functionary's recipient: ``all\n<|content|>`` is text, a tool's
+            # name a call): the grammar stays lazy. It starts at the output's start only on a
+            # tool's name there (``opened_call_triggers``), or at a later call's full opener.
+            full = tool_section(
+                ctx, req.grammar_tools, strict=True, parallel=req.parallel_tool_calls
+            )
+            lazy = True
+            grammar_parser = seq_of(
+                strict_reasoning,
+                trigger(seq_of(choice_of([strict_section, full]), space(), until(triggers[0]))),
+                end(),
+            )
         elif opened:
             # The prompt committed the model to a call: no trigger can start the grammar,
             # so it applies from the first byte; text may follow the calls.
@@ -176,7 +192,7 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
         grammar_lazy=lazy,
         expects_call_ids=expects_ids,
         trigger_markers=tuple(triggers),
-        grammar_triggers=_grammar_triggers(ctx, triggers) if lazy else (),
+        grammar_triggers=_lazy_triggers(ctx, triggers, opened) if lazy else (),
         value_converters=(
             pythonic.value_converters(ctx.analysis, req.tools)
             if pythonic.is_pythonic(ctx.analysis)
@@ -186,11 +202,50 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
     )
 
 
+def _lazy_triggers(
+    ctx: BuildContext, triggers: Sequence[str], opened: bool
+) -> tuple[GrammarTrigger, ...]:
+    """The lazy grammar's triggers: the format's own, and where the prompt opened a call,
+    the pattern for that call first (then the openers as words if the format has none)."""
+    found = _grammar_triggers(ctx, triggers)
+    first = opened_call_triggers(ctx) if opened else ()
+    if not first:
+        return found
+    return (*first, *(found or tuple(GrammarTrigger("word", m) for m in triggers)))
+
+
+def opened_call_triggers(ctx: BuildContext) -> tuple[GrammarTrigger, ...]:
+    """A pattern for a call the prompt opened: a tool's name (and the name's suffix) at the
+    output's very start, where the prompt's opener (the per-call opener or the name
+    prefix) leaves off; empty when a tool's name is not what follows the opener."""
+    t = ctx.analysis.tools
+    f = t.format
+    tools = ctx.request.grammar_tools
+    opener = call_opener(ctx)
+    if not tools or not opener or f.mode == ToolFormat.JSON_NATIVE or f.section_start:
+        return ()
+    if opener == f.per_call_start:
+        prefix = re.escape(t.function.name_prefix)
+    elif opener == t.function.name_prefix and not f.per_call_start:
+        prefix = ""
+    else:
+        return ()
+    names = "|".join(re.escape(tool.name) for tool in longest_name_first(tools))
+    suffix = re.escape(t.function.name_suffix.strip())
+    why = (
+        "the prompt ends with the call's opener: a tool's name counts only at the output's "
+        "very start (anchored, full match), where content's own opener may stand instead"
+    )
+    name = rf"(?:{names})\s*{suffix}" if suffix else rf"(?:{names})\b"
+    return (GrammarTrigger("pattern_full", rf"^(\s*{prefix}{name})[\s\S]*", why),)
+
+
 def _grammar_triggers(ctx: BuildContext, triggers: Sequence[str]) -> tuple[GrammarTrigger, ...]:
     """The format's own triggers (patterns, names) for its openers, plus the call prefix
     token as a word; empty when plain word triggers on ``triggers`` do."""
     token = ctx.analysis.tools.format.call_prefix_token
-    openers = [m for m in triggers if m != token]
+    described = ctx.analysis.tools.format.described_start
+    openers = [m for m in triggers if m not in (token, described)]
     tools = ctx.request.grammar_tools
     found = (
         pythonic.call_start_triggers(ctx.analysis, openers, tools)
@@ -200,4 +255,7 @@ def _grammar_triggers(ctx: BuildContext, triggers: Sequence[str]) -> tuple[Gramm
     if found and token:
         why = "the special token the template writes before a call"
         found = (*found, GrammarTrigger("word", token, why))
+    if found and described and described in triggers:
+        why = "the call list's opener the template's tool instructions describe"
+        found = (*found, GrammarTrigger("word", described, why))
     return found

@@ -97,7 +97,9 @@ def call_trigger_markers(ctx: BuildContext) -> tuple[str, ...]:
         return (*names, *("[" + n for n in names))
     token = f.call_prefix_token
     markers = (first,) if first else ()
-    return (*markers, token) if token and token not in markers else markers
+    markers = (*markers, token) if token and token not in markers else markers
+    described = f.described_start if not section_start else ""
+    return (*markers, described) if described and described not in markers else markers
 
 
 def name_prefix_triggers(
@@ -254,6 +256,17 @@ def tool_section(
         # No opener: the calls may also come as a Python list (see call_trigger_markers).
         listed = literal("[") + space() + calls + space() + literal("]")
         calls = choice(listed, calls)
+    if f.described_start and not section_start:
+        # The wrapper the tool instructions describe (``functools[...]``), which models
+        # write although the template renders bare calls: the calls inside it, or bare.
+        described = seq_of(
+            literal(f.described_start),
+            space(),
+            calls,
+            space(),
+            closing(f.described_end, strict),
+        )
+        calls = choice(described, calls)
     token = f.call_prefix_token
     section = seq_of(
         optional(literal(token) + space()) if token else None,
