@@ -43,7 +43,12 @@ def run_analysis(template: Renderer) -> TemplateAnalysis:
     # through a probe of its own, so a run is cold whatever ran before (benchmarks).
     caps = detect_caps(template)
     quirks = detect_quirks(template)
-    probe = Probe(template, caps.thinking_switch, quirks.tools_as_functions)
+    probe = Probe(
+        template,
+        caps.thinking_switch,
+        quirks.tools_as_functions,
+        call_turn_text=quirks.call_turn_text,
+    )
     prompts = generation_prompts(probe)
     supports_tools = caps.supports_tool_calls
     reasoning, after_reasoning = analyze_reasoning(

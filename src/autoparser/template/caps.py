@@ -19,7 +19,7 @@ from typing import Any
 
 from autoparser.cache import CACHES, Store
 from autoparser.errors import TemplateError, TemplateLimitError
-from autoparser.template.messages import named_call_id
+from autoparser.template.messages import CALL_TURN_TEXT, named_call_id
 from autoparser.template.probe import (
     ALNUM9_IDS,
     ARG_FIRST,
@@ -92,6 +92,10 @@ class TemplateQuirks:
     # The template writes a call's id where its name goes (Kimi-K2-Thinking): calls need
     # ids naming them, ``functions.NAME:IDX``, the ids models of that family write.
     tool_call_id_names_call: bool = False
+    # A call turn renders only with some content, which the template does not print
+    # (Command-A reads ``message.content[0]``): the polyfill gives such turns
+    # ``CALL_TURN_TEXT``.
+    call_turn_text: bool = False
 
 
 class _Prober:
@@ -152,6 +156,8 @@ class _CallProbe:
     # The call showed only with ids that carry its name (``functions.NAME:IDX``): the
     # template writes the id where the name goes (Kimi-K2-Thinking).
     named_ids: bool = False
+    # The content the call turn needed: None, "" or ``CALL_TURN_TEXT``.
+    content: str | None = None
 
 
 def _call_conversation(
@@ -192,7 +198,7 @@ def _find_call_shape(prober: _Prober) -> _CallProbe:
             (False, None),
         )
         for alnum9, ids in id_kinds:
-            for non_null, content in ((False, None), (True, "")):
+            for non_null, content in ((False, None), (True, ""), (True, CALL_TURN_TEXT)):
                 for as_object in (True, False):
                     messages = _call_conversation(prober, ids, content, as_object, with_result)
                     text = prober.render(messages, prober.tools(), with_result)
@@ -207,13 +213,15 @@ def _find_call_shape(prober: _Prober) -> _CallProbe:
                     other = prober.render(swapped, prober.tools(), with_result)
                     if _has(text, FUN_FIRST) and other is not None and other != text:
                         return _CallProbe(
-                            True, True, alnum9, non_null, with_result, text, ids is None
+                            True, True, alnum9, non_null, with_result, text, ids is None, content
                         )
                     # Else keep the first shape showing both the tools and the results: the
                     # template takes part in tool conversations without showing calls, and
                     # how it wants their messages (content, ids) still counts.
                     if not fallback.renders and with_result and _has(text, FUN_FIRST, TOOL_RESULT):
-                        fallback = _CallProbe(True, False, alnum9, non_null, with_result, text)
+                        fallback = _CallProbe(
+                            True, False, alnum9, non_null, with_result, text, content=content
+                        )
     return fallback
 
 
@@ -293,7 +301,7 @@ def _probe(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
     ids: Sequence[str] | None = ALNUM9_IDS if shape.alnum9 else OPENAI_IDS
     if shape.named_ids:
         ids = None
-    content = "" if shape.non_null else None
+    content = shape.content
     requires_object = arguments_as_string = parallel = False
     if shape.works:
         as_obj = prober.render(
@@ -376,6 +384,7 @@ def _probe(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
         requires_tool_fields=with_tools is not None and sparse_tools is None,
         reasoning_field=reasoning_field,
         tool_call_id_names_call=shape.works and shape.named_ids,
+        call_turn_text=shape.renders and shape.content == CALL_TURN_TEXT,
     )
     return caps, quirks
 

@@ -62,3 +62,19 @@ def named_call_id(name: str, index: int) -> str:
     """A call id that carries the call's name and position, ``functions.NAME:IDX``: the ids
     Kimi-K2 models write and templates of that family render in place of the name."""
     return f"functions.{name}:{index}"
+
+
+# The content a call turn gets when the template refuses an empty one and never prints it
+# (Command-A reads ``message.content[0].thinking``, which raises on "" and on None).
+CALL_TURN_TEXT = " "
+
+
+def with_call_turn_text(message: dict[str, Any]) -> dict[str, Any]:
+    """An assistant turn with calls and no content, given ``CALL_TURN_TEXT`` as content."""
+    if (
+        message.get("role") == "assistant"
+        and message.get("tool_calls")
+        and not message.get("content")
+    ):
+        return {**message, "content": CALL_TURN_TEXT}
+    return message

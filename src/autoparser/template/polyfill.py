@@ -20,7 +20,7 @@ from autoparser.errors import AutoparserError, TemplateError
 from autoparser.message import REASONING_KEYS
 from autoparser.schema.argument_types import value_types
 from autoparser.schema.refs import resolve_ref
-from autoparser.template.messages import named_call_id
+from autoparser.template.messages import named_call_id, with_call_turn_text
 from autoparser.template.renderer import Renderer
 
 if TYPE_CHECKING:
@@ -373,6 +373,8 @@ def apply_polyfills(
         messages = _map_arguments(messages, to_object=False)
     if caps.requires_non_null_content:
         messages = _non_null_content(messages)
+    if quirks.call_turn_text:
+        messages = [with_call_turn_text(m) for m in messages]
     if caps.requires_typed_content:
         messages = _typed_content(messages)
     if quirks.reasoning_as_thinking_block:

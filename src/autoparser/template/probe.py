@@ -24,7 +24,7 @@ from typing import Any
 from autoparser.cache import CACHES, Store
 from autoparser.errors import TemplateError, TemplateLimitError
 from autoparser.message import REASONING_KEYS
-from autoparser.template.messages import named_call_id
+from autoparser.template.messages import named_call_id, with_call_turn_text
 from autoparser.template.renderer import Renderer
 from autoparser.template.switches import ThinkingSwitch
 
@@ -183,10 +183,14 @@ class Probe:
         switch: ThinkingSwitch | None = None,
         tools_as_functions: bool = False,
         memo: dict[Any, str | None] | None = None,
+        call_turn_text: bool = False,
     ) -> None:
         self.template = template
         self.tools = bare_functions(TOOLS) if tools_as_functions else TOOLS
         self.switch = switch
+        # Call turns without content get ``CALL_TURN_TEXT`` (the template refuses an empty
+        # one and never prints it), as the polyfill gives them in ``apply``.
+        self.call_turn_text = call_turn_text
         self._settings = (switch, tools_as_functions)
         self._memo: dict[Any, str | None] = {} if memo is None else memo
         # Arguments are passed as objects (what most templates index into); a template
@@ -200,7 +204,9 @@ class Probe:
         self.follow_up = ""
 
     def _variant(self) -> Probe:
-        probe = Probe(self.template, *self._settings, memo=self._memo)
+        probe = Probe(
+            self.template, *self._settings, memo=self._memo, call_turn_text=self.call_turn_text
+        )
         probe.args_as_string = self.args_as_string
         probe.named_ids = self.named_ids
         probe.follow_up = self.follow_up
@@ -220,7 +226,7 @@ class Probe:
 
     def with_settings(self, switch: ThinkingSwitch | None, tools_as_functions: bool) -> Probe:
         """This template's probe with another switch / tool shape, sharing the memo."""
-        return Probe(self.template, switch, tools_as_functions, self._memo)
+        return Probe(self.template, switch, tools_as_functions, self._memo, self.call_turn_text)
 
     def _memoised(self, key: Any, render: Any, *args: Any) -> str | None:
         if key not in self._memo:
@@ -271,7 +277,7 @@ class Probe:
             ]
         if calls:
             msg["tool_calls"] = [tool_call(c, not self.args_as_string) for c in calls]
-        return msg
+        return with_call_turn_text(msg) if self.call_turn_text else msg
 
     def render(
         self,
