@@ -49,6 +49,9 @@ def run_analysis(template: Renderer) -> TemplateAnalysis:
         quirks.tools_as_functions,
         call_turn_text=quirks.call_turn_text,
     )
+    # Arguments as ``apply`` passes them: JSON text where objects would print as a Python
+    # repr (InternLM2 then writes a JSON call, ``{"name": ..., "arguments": {...}}``).
+    probe.args_as_string = quirks.arguments_as_json_string
     prompts = generation_prompts(probe)
     supports_tools = caps.supports_tool_calls
     reasoning, after_reasoning = analyze_reasoning(
