@@ -32,6 +32,7 @@ from autoparser.template.probe import (
     TOOL_RESULT,
     TOOL_RESULT_SECOND,
     TOOLS,
+    TOOLS_PARAMETER_DEFINITIONS,
     USER_MSG,
     VALUE_FIRST,
     VALUE_SECOND,
@@ -40,6 +41,7 @@ from autoparser.template.probe import (
     markup_escaped,
     probe_for,
     tool_call,
+    tools_shaped,
 )
 from autoparser.template.renderer import Renderer
 from autoparser.template.switches import (
@@ -96,6 +98,11 @@ class TemplateQuirks:
     # (Command-A reads ``message.content[0]``): the polyfill gives such turns
     # ``CALL_TURN_TEXT``.
     call_turn_text: bool = False
+    # Tools read in Cohere's own shape (``tool.name``, ``tool.parameter_definitions``, as
+    # Command-R v01 does): the polyfill passes them so.
+    tools_as_parameter_definitions: bool = False
+    # The template iterates ``tools`` unguarded (raises on none): an empty list is passed.
+    requires_tools_list: bool = False
 
 
 class _Prober:
@@ -108,9 +115,13 @@ class _Prober:
         self.default_tools: list[dict[str, Any]] | None = None
         # The template reads each tool as a bare function object.
         self.bare_tools = False
+        # The template reads tools in Cohere's ``parameter_definitions`` shape.
+        self.parameter_definitions = False
 
     def tools(self, count: int = 2) -> list[dict[str, Any]]:
         """The probe tools, in the shape the template reads."""
+        if self.parameter_definitions:
+            return tools_shaped(TOOLS[:count], TOOLS_PARAMETER_DEFINITIONS)
         return bare_functions(TOOLS[:count]) if self.bare_tools else TOOLS[:count]
 
     def content(self, text: str) -> Any:
@@ -274,6 +285,10 @@ def _probe(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
     if plain is None and prober.render([prober.user()], TOOLS[:1], True) is not None:
         prober.default_tools = TOOLS[:1]
         plain = prober.render([prober.user()], add_generation_prompt=True)
+    if plain is None and prober.render([prober.user()], [], True) is not None:
+        # ``tools`` iterated unguarded (Command-R v01): an empty list renders.
+        prober.default_tools = []
+        plain = prober.render([prober.user()], add_generation_prompt=True)
     prober.typed = True
     typed = prober.render([prober.user()], add_generation_prompt=True)
     if plain is None and typed is None:
@@ -295,7 +310,18 @@ def _probe(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
             with_tools = bare
         else:
             prober.bare_tools = False
-    sparse_tools = prober.render([prober.user()], SPARSE_TOOLS, True)
+    if not _has(with_tools, FUN_FIRST):
+        # Or in Cohere's own shape (``tool.parameter_definitions``, Command-R v01).
+        prober.parameter_definitions = True
+        cohere = prober.render([prober.user()], prober.tools(1), True)
+        if _has(cohere, FUN_FIRST):
+            with_tools = cohere
+        else:
+            prober.parameter_definitions = False
+    sparse = SPARSE_TOOLS
+    if prober.parameter_definitions:
+        sparse = tools_shaped(SPARSE_TOOLS, TOOLS_PARAMETER_DEFINITIONS)
+    sparse_tools = prober.render([prober.user()], sparse, True)
 
     shape = _find_call_shape(prober)
     ids: Sequence[str] | None = ALNUM9_IDS if shape.alnum9 else OPENAI_IDS
@@ -356,7 +382,10 @@ def _probe(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
         switch = find_directive(functools.partial(_directive_prompt_ends, prober))
     thinking_on = _switched(prober, switch, True)
     thinking_off = _switched(prober, switch, False)
-    reasoning_field = probe.with_settings(switch, prober.bare_tools).reasoning_field()
+    tools_shape = TOOLS_PARAMETER_DEFINITIONS if prober.parameter_definitions else ""
+    shaped = probe.with_settings(switch, prober.bare_tools, tools_shape)
+    shaped.tools_list = prober.default_tools == []
+    reasoning_field = shaped.reasoning_field()
 
     caps = TemplateCaps(
         supports_system_role=_has(system, SYSTEM_MSG),
@@ -385,6 +414,8 @@ def _probe(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
         reasoning_field=reasoning_field,
         tool_call_id_names_call=shape.works and shape.named_ids,
         call_turn_text=shape.renders and shape.content == CALL_TURN_TEXT,
+        tools_as_parameter_definitions=prober.parameter_definitions,
+        requires_tools_list=prober.default_tools == [],
     )
     return caps, quirks
 

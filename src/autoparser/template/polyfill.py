@@ -20,7 +20,11 @@ from autoparser.errors import AutoparserError, TemplateError
 from autoparser.message import REASONING_KEYS
 from autoparser.schema.argument_types import value_types
 from autoparser.schema.refs import resolve_ref
-from autoparser.template.messages import named_call_id, with_call_turn_text
+from autoparser.template.messages import (
+    named_call_id,
+    parameter_definitions_tool,
+    with_call_turn_text,
+)
 from autoparser.template.renderer import Renderer
 
 if TYPE_CHECKING:
@@ -358,7 +362,10 @@ def apply_polyfills(
         messages = _add_to_system(messages, describe_tools(tools))
     elif tools and quirks.tools_as_functions:
         tools = [_bare_function(tool) for tool in tools]
-
+    elif tools and quirks.tools_as_parameter_definitions:
+        tools = [parameter_definitions_tool(tool) for tool in tools]
+    if tools is None and quirks.requires_tools_list:
+        tools = []
     elif tools and quirks.requires_tool_fields:
         tools = complete_tools(tools, fill=fill_tool_fields)
     if not caps.supports_system_role:
