@@ -103,6 +103,9 @@ class TemplateQuirks:
     tools_as_parameter_definitions: bool = False
     # The template iterates ``tools`` unguarded (raises on none): an empty list is passed.
     requires_tools_list: bool = False
+    # Tools are listed only inside a system turn (FunctionGemma): an empty one is added
+    # when the conversation has none.
+    tools_in_system_turn: bool = False
 
 
 class _Prober:
@@ -318,10 +321,21 @@ def _probe(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
             with_tools = cohere
         else:
             prober.parameter_definitions = False
+    tools_in_system = False
+    if not _has(with_tools, FUN_FIRST):
+        # Or only inside a system turn (FunctionGemma lists them after its content).
+        system_first = {"role": "system", "content": prober.content(SYSTEM_MSG)}
+        in_system = prober.render([system_first, prober.user()], prober.tools(1), True)
+        tools_in_system = _has(in_system, FUN_FIRST) and not _has(
+            prober.render([system_first, prober.user()], [], True), FUN_FIRST
+        )
+        if tools_in_system:
+            with_tools = in_system
     sparse = SPARSE_TOOLS
     if prober.parameter_definitions:
         sparse = tools_shaped(SPARSE_TOOLS, TOOLS_PARAMETER_DEFINITIONS)
-    sparse_tools = prober.render([prober.user()], sparse, True)
+    lead = [{"role": "system", "content": prober.content(SYSTEM_MSG)}] if tools_in_system else []
+    sparse_tools = prober.render([*lead, prober.user()], sparse, True)
 
     shape = _find_call_shape(prober)
     ids: Sequence[str] | None = ALNUM9_IDS if shape.alnum9 else OPENAI_IDS
@@ -416,6 +430,7 @@ def _probe(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
         call_turn_text=shape.renders and shape.content == CALL_TURN_TEXT,
         tools_as_parameter_definitions=prober.parameter_definitions,
         requires_tools_list=prober.default_tools == [],
+        tools_in_system_turn=tools_in_system,
     )
     return caps, quirks
 

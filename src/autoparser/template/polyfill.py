@@ -168,6 +168,13 @@ def describe_tools(tools: list[dict[str, Any]]) -> str:
     )
 
 
+_SYSTEM_ROLES = ("system", "developer")
+
+
+def _leading_role(messages: list[dict[str, Any]]) -> Any:
+    return messages[0].get("role") if messages else None
+
+
 def _add_to_system(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
     if messages and messages[0].get("role") == "system":
         first = messages[0]
@@ -364,10 +371,12 @@ def apply_polyfills(
         tools = [_bare_function(tool) for tool in tools]
     elif tools and quirks.tools_as_parameter_definitions:
         tools = [parameter_definitions_tool(tool) for tool in tools]
-    if tools is None and quirks.requires_tools_list:
-        tools = []
     elif tools and quirks.requires_tool_fields:
         tools = complete_tools(tools, fill=fill_tool_fields)
+    if tools is None and quirks.requires_tools_list:
+        tools = []
+    if tools and quirks.tools_in_system_turn and _leading_role(messages) not in _SYSTEM_ROLES:
+        messages = [{"role": "system", "content": ""}, *messages]
     if not caps.supports_system_role:
         messages = _fold_system(messages)
     if quirks.tool_call_id_alnum9:
