@@ -243,11 +243,7 @@ def _plain_works(path: Path) -> bool:
 TEMPLATES = corpus_templates()
 # Corpus templates that render a plain tool but fail on some allowed tool (strict xfails:
 # fixing the gap flags them). Each reason says what goes wrong.
-ANY_SCHEMA_XFAIL: dict[str, str] = {
-    "vllm-functiongemma": "the template lists tools only in a system turn, so the probe never"
-    " sees them and misses the requires_tool_fields quirk; the polyfilled system turn then"
-    " renders a tool without 'parameters' as tojson(Undefined) and fails",
-}
+ANY_SCHEMA_XFAIL: dict[str, str] = {}
 
 
 def _any_schema_params() -> list[Any]:

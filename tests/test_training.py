@@ -317,11 +317,18 @@ EXPORT_REFUSED = {
     "vllm-tool_chat_template_deepseekv3": "cannot locate assistant turn",  # tool outputs move
     "xinference-deepseek-v3": "cannot locate assistant turn",  # whitespace moves with turns
     "MiroThinker-v1": "syntax error",
-    "hfjs-cohere-command-r-v01": "render failed",
     "hfjs-fireworks-firefunction-v1": "raised an exception",
     "llamacpp-test-gigachat-20b-a3b-instruct": "render failed",
     "vllm-template_vicuna": "syntax error",
     "vllm-tool_chat_template_deepseekv31": "syntax error",
+}
+
+
+# Templates whose training template exports, but that transformers renders for none of the
+# conversations (so nothing is compared), with why.
+NOTHING_COMPARABLE = {
+    "hfjs-cohere-command-r-v01": "reads Cohere's own tool shape and iterates tools unguarded:"
+    " transformers renders no OpenAI-shaped conversation",
 }
 
 
@@ -372,6 +379,9 @@ def test_training_template_renders_identically_with_our_spans(path: Path) -> Non
         assert [tuple(s) for s in spans if s[1] > s[0]] == ours.assistant_spans
         _assert_spans_cover_no_other_message(ours, messages)
         compared += 1
+    if path.stem in NOTHING_COMPARABLE:
+        assert not compared, "listed as not comparable but compared"
+        return
     assert compared, "no conversation compared"
 
 

@@ -19,7 +19,7 @@ from autoparser.analysis.workarounds import apply_workarounds
 from autoparser.cache import CACHES, Store
 from autoparser.template import Renderer
 from autoparser.template.caps import detect_caps, detect_quirks
-from autoparser.template.probe import Probe
+from autoparser.template.probe import TOOLS_PARAMETER_DEFINITIONS, Probe
 
 _ANALYSES: Store[TemplateAnalysis] = CACHES.store("analysis", 512)
 
@@ -44,7 +44,17 @@ def run_analysis(template: Renderer) -> TemplateAnalysis:
     # through a probe of its own, so a run is cold whatever ran before (benchmarks).
     caps = detect_caps(template)
     quirks = detect_quirks(template)
-    probe = Probe(template, caps.thinking_switch, quirks.tools_as_functions)
+    probe = Probe(
+        template,
+        caps.thinking_switch,
+        quirks.tools_as_functions,
+        call_turn_text=quirks.call_turn_text,
+        tools_shape=TOOLS_PARAMETER_DEFINITIONS if quirks.tools_as_parameter_definitions else "",
+        tools_list=quirks.requires_tools_list,
+    )
+    # Arguments as ``apply`` passes them: JSON text where objects would print as a Python
+    # repr (InternLM2 then writes a JSON call, ``{"name": ..., "arguments": {...}}``).
+    probe.args_as_string = quirks.arguments_as_json_string
     prompts = generation_prompts(probe)
     supports_tools = caps.supports_tool_calls
     reasoning, after_reasoning = analyze_reasoning(

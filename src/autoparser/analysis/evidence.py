@@ -15,7 +15,15 @@ from typing import Any
 
 from autoparser.analysis.model import TemplateAnalysis
 from autoparser.template.caps import detect_caps, detect_quirks
-from autoparser.template.probe import ASSISTANT_MSG, CALL_1, CALL_2, CALL_TYPED, THINKING, Probe
+from autoparser.template.probe import (
+    ASSISTANT_MSG,
+    CALL_1,
+    CALL_2,
+    CALL_TYPED,
+    THINKING,
+    TOOLS_PARAMETER_DEFINITIONS,
+    Probe,
+)
 from autoparser.template.renderer import Renderer
 
 
@@ -139,7 +147,15 @@ def marker_evidence(template: Renderer, analysis: TemplateAnalysis) -> tuple[Mar
     side. Raises what rendering raises past the probe (a render limit).
     """
     caps, quirks = detect_caps(template), detect_quirks(template)
-    probe = Probe(template, caps.thinking_switch, quirks.tools_as_functions)
+    probe = Probe(
+        template,
+        caps.thinking_switch,
+        quirks.tools_as_functions,
+        call_turn_text=quirks.call_turn_text,
+        tools_shape=TOOLS_PARAMETER_DEFINITIONS if quirks.tools_as_parameter_definitions else "",
+        tools_list=quirks.requires_tools_list,
+    )
+    probe.args_as_string = quirks.arguments_as_json_string
     pairs = _pairs(probe, analysis.reasoning.history_field)
     suffix = {
         "reasoning.disabled_prompt_suffix": False,

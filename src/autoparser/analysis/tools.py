@@ -43,6 +43,7 @@ from autoparser.analysis.model import (
     ToolsAnalysis,
 )
 from autoparser.analysis.reasoning import generation_prompt, without_role_header
+from autoparser.template.messages import with_call_turn_text
 from autoparser.template.probe import (
     ARG_FIRST,
     ARG_SECOND,
@@ -818,11 +819,13 @@ def call_prefix_token(probe: Probe) -> str:
     Read from a render of the probe call with its function declared built in: the marker
     right before the name, absent from the ordinary render. Any doubt gives "".
     """
-    call = {
+    call: dict[str, Any] = {
         "role": "assistant",
         "content": "",
         "tool_calls": [tool_call(CALL_1, not probe.args_as_string)],
     }
+    if probe.call_turn_text:
+        call = with_call_turn_text(call)
     context: dict[str, Any] = {
         "messages": [{"role": "user", "content": USER_MSG}, call],
         "tools": probe.tools,

@@ -116,6 +116,41 @@ def granite_tool_call_list(source: str, analysis: TemplateAnalysis) -> TemplateA
     )
 
 
+def command_r_action_list(source: str, analysis: TemplateAnalysis) -> TemplateAnalysis | None:
+    """Command-R v01 (tool use): the call format exists only in the closing instructions.
+
+    The template lists the tools (in Cohere's own ``parameter_definitions`` shape) and ends
+    every prompt with a system turn telling the model to "Write 'Action:' followed by a
+    json-formatted list of actions", with an example list of ``{"tool_name": ...,
+    "parameters": ...}`` objects in a json fence; its assistant turns print only their
+    content, so no diff can show a call. Set what Cohere's later tool-use template of the
+    same family renders and is analysed from (``Action:`` then the fenced, indented list).
+    Applied only when no format was found.
+    """
+    return _tools_if_none_found(
+        source,
+        analysis,
+        "followed by a json-formatted list of actions",
+        ToolsAnalysis(
+            format=ToolFormatAnalysis(
+                mode=ToolFormat.JSON_NATIVE,
+                section_start="Action:\n```json\n",
+                section_end="```",
+                name_field="tool_name",
+                args_field="parameters",
+                field_order=("tool_name", "parameters"),
+                tools_array_wrapped=True,
+                array_open="[\n    ",
+                array_close="\n]",
+                json_style="pretty",
+                json_indent=4,
+            ),
+            call_separator=",\n    ",
+            parallel_calls=True,
+        ),
+    )
+
+
 def lfm2_pythonic_calls(source: str, analysis: TemplateAnalysis) -> TemplateAnalysis | None:
     """LFM2: the template lists tools but never renders an assistant turn's tool_calls.
 
@@ -157,6 +192,7 @@ WORKAROUNDS: tuple[Workaround, ...] = (
     stripped_think_history,
     granite_tool_call_list,
     lfm2_pythonic_calls,
+    command_r_action_list,
 )
 
 

@@ -15,7 +15,7 @@ from autoparser import tags
 from autoparser.analysis.model import ArgumentsAnalysis, CallIdPosition
 from autoparser.cache import CACHES, Store
 from autoparser.errors import SchemaError
-from autoparser.generate import elements, pythonic
+from autoparser.generate import elements, notation, pythonic
 from autoparser.generate.context import (
     BuildContext,
     choice_of,
@@ -465,13 +465,30 @@ def _json_argument(
         if python:
             value = choice_of([value, tag(tags.TOOL_ARG_PY, choice_of(python))])
     json_arg = seq_of(lead, a.value_prefix, space(), value, space(), suffix)
+    bare = _bare_notation_argument(a, name_p)
     if strict or not a.value_suffix:
-        return tag(tags.TOOL_ARG, header + json_arg)
+        return _or_bare(tag(tags.TOOL_ARG, header + json_arg), bare)
     # Templates that print values with Python's str() write True / None / {'a': 1}: read
     # such a value as raw text up to the suffix and convert it once complete.
     py_value = tag(tags.TOOL_ARG_PY, until(a.value_suffix))
     py_arg = seq_of(lead, a.value_prefix, space(), py_value, suffix)
-    return tag(tags.TOOL_ARG, header + choice_of([json_arg, py_arg]))
+    return _or_bare(tag(tags.TOOL_ARG, header + choice_of([json_arg, py_arg])), bare)
+
+
+def _or_bare(argument: Parser, bare: Parser | None) -> Parser:
+    return argument if bare is None else choice_of([argument, bare])
+
+
+def _bare_notation_argument(a: ArgumentsAnalysis, name_p: Parser) -> Parser | None:
+    """Where a token quotes string values (``name:<escape>v<escape>``), a non-string value
+    written bare in the token-quoted notation (``n:5``, ``o:{a:<escape>x<escape>}``), as
+    models of such formats write them (``generate/notation.py``); None elsewhere."""
+    quote = notation.quote_token(a)
+    if not quote:
+        return None
+    header = atomic(seq_of(a.name_prefix, name_p, notation.bare_suffix(a)))
+    value = tag(notation.NOTATION_TAG, notation.notation_value(quote))
+    return tag(tags.TOOL_ARG, header + space() + value)
 
 
 def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict: bool) -> Parser:
@@ -618,10 +635,16 @@ def element_converters(ctx: BuildContext) -> dict[str, Callable[[str], str | Non
     """The converters of the element-valued arguments of the request's tools (by tag),
     and the decoder of argument names where the template escapes them."""
     a = ctx.analysis.tools.arguments
-    names = {tags.TOOL_ARG_NAME: name_decoder(a)} if a.name_escapes else {}
-    if not a.value_item_name or pythonic.is_pythonic(ctx.analysis):
-        return names
-    found: dict[str, Callable[[str], str | None]] = dict(names)
+    found: dict[str, Callable[[str], str | None]] = (
+        {tags.TOOL_ARG_NAME: name_decoder(a)} if a.name_escapes else {}
+    )
+    if pythonic.is_pythonic(ctx.analysis):
+        return found
+    quote = notation.quote_token(a)
+    if quote:
+        found[notation.NOTATION_TAG] = notation.converter(quote)
+    if not a.value_item_name:
+        return found
     for tool in ctx.request.tools:
         for name, schema in tool.properties.items():
             if elements.nests(schema, tool.parameters):

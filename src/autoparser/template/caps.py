@@ -19,7 +19,7 @@ from typing import Any
 
 from autoparser.cache import CACHES, Store
 from autoparser.errors import TemplateError, TemplateLimitError
-from autoparser.template.messages import named_call_id
+from autoparser.template.messages import CALL_TURN_TEXT, named_call_id
 from autoparser.template.probe import (
     ALNUM9_IDS,
     ARG_FIRST,
@@ -32,6 +32,7 @@ from autoparser.template.probe import (
     TOOL_RESULT,
     TOOL_RESULT_SECOND,
     TOOLS,
+    TOOLS_PARAMETER_DEFINITIONS,
     USER_MSG,
     VALUE_FIRST,
     VALUE_SECOND,
@@ -40,6 +41,7 @@ from autoparser.template.probe import (
     markup_escaped,
     probe_for,
     tool_call,
+    tools_shaped,
 )
 from autoparser.template.renderer import Renderer
 from autoparser.template.switches import (
@@ -92,6 +94,18 @@ class TemplateQuirks:
     # The template writes a call's id where its name goes (Kimi-K2-Thinking): calls need
     # ids naming them, ``functions.NAME:IDX``, the ids models of that family write.
     tool_call_id_names_call: bool = False
+    # A call turn renders only with some content, which the template does not print
+    # (Command-A reads ``message.content[0]``): the polyfill gives such turns
+    # ``CALL_TURN_TEXT``.
+    call_turn_text: bool = False
+    # Tools read in Cohere's own shape (``tool.name``, ``tool.parameter_definitions``, as
+    # Command-R v01 does): the polyfill passes them so.
+    tools_as_parameter_definitions: bool = False
+    # The template iterates ``tools`` unguarded (raises on none): an empty list is passed.
+    requires_tools_list: bool = False
+    # Tools are listed only inside a system turn (FunctionGemma): an empty one is added
+    # when the conversation has none.
+    tools_in_system_turn: bool = False
 
 
 class _Prober:
@@ -104,9 +118,13 @@ class _Prober:
         self.default_tools: list[dict[str, Any]] | None = None
         # The template reads each tool as a bare function object.
         self.bare_tools = False
+        # The template reads tools in Cohere's ``parameter_definitions`` shape.
+        self.parameter_definitions = False
 
     def tools(self, count: int = 2) -> list[dict[str, Any]]:
         """The probe tools, in the shape the template reads."""
+        if self.parameter_definitions:
+            return tools_shaped(TOOLS[:count], TOOLS_PARAMETER_DEFINITIONS)
         return bare_functions(TOOLS[:count]) if self.bare_tools else TOOLS[:count]
 
     def content(self, text: str) -> Any:
@@ -152,6 +170,8 @@ class _CallProbe:
     # The call showed only with ids that carry its name (``functions.NAME:IDX``): the
     # template writes the id where the name goes (Kimi-K2-Thinking).
     named_ids: bool = False
+    # The content the call turn needed: None, "" or ``CALL_TURN_TEXT``.
+    content: str | None = None
 
 
 def _call_conversation(
@@ -192,7 +212,7 @@ def _find_call_shape(prober: _Prober) -> _CallProbe:
             (False, None),
         )
         for alnum9, ids in id_kinds:
-            for non_null, content in ((False, None), (True, "")):
+            for non_null, content in ((False, None), (True, ""), (True, CALL_TURN_TEXT)):
                 for as_object in (True, False):
                     messages = _call_conversation(prober, ids, content, as_object, with_result)
                     text = prober.render(messages, prober.tools(), with_result)
@@ -207,13 +227,15 @@ def _find_call_shape(prober: _Prober) -> _CallProbe:
                     other = prober.render(swapped, prober.tools(), with_result)
                     if _has(text, FUN_FIRST) and other is not None and other != text:
                         return _CallProbe(
-                            True, True, alnum9, non_null, with_result, text, ids is None
+                            True, True, alnum9, non_null, with_result, text, ids is None, content
                         )
                     # Else keep the first shape showing both the tools and the results: the
                     # template takes part in tool conversations without showing calls, and
                     # how it wants their messages (content, ids) still counts.
                     if not fallback.renders and with_result and _has(text, FUN_FIRST, TOOL_RESULT):
-                        fallback = _CallProbe(True, False, alnum9, non_null, with_result, text)
+                        fallback = _CallProbe(
+                            True, False, alnum9, non_null, with_result, text, content=content
+                        )
     return fallback
 
 
@@ -266,6 +288,10 @@ def _probe(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
     if plain is None and prober.render([prober.user()], TOOLS[:1], True) is not None:
         prober.default_tools = TOOLS[:1]
         plain = prober.render([prober.user()], add_generation_prompt=True)
+    if plain is None and prober.render([prober.user()], [], True) is not None:
+        # ``tools`` iterated unguarded (Command-R v01): an empty list renders.
+        prober.default_tools = []
+        plain = prober.render([prober.user()], add_generation_prompt=True)
     prober.typed = True
     typed = prober.render([prober.user()], add_generation_prompt=True)
     if plain is None and typed is None:
@@ -287,13 +313,35 @@ def _probe(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
             with_tools = bare
         else:
             prober.bare_tools = False
-    sparse_tools = prober.render([prober.user()], SPARSE_TOOLS, True)
+    if not _has(with_tools, FUN_FIRST):
+        # Or in Cohere's own shape (``tool.parameter_definitions``, Command-R v01).
+        prober.parameter_definitions = True
+        cohere = prober.render([prober.user()], prober.tools(1), True)
+        if _has(cohere, FUN_FIRST):
+            with_tools = cohere
+        else:
+            prober.parameter_definitions = False
+    tools_in_system = False
+    if not _has(with_tools, FUN_FIRST):
+        # Or only inside a system turn (FunctionGemma lists them after its content).
+        system_first = {"role": "system", "content": prober.content(SYSTEM_MSG)}
+        in_system = prober.render([system_first, prober.user()], prober.tools(1), True)
+        tools_in_system = _has(in_system, FUN_FIRST) and not _has(
+            prober.render([system_first, prober.user()], [], True), FUN_FIRST
+        )
+        if tools_in_system:
+            with_tools = in_system
+    sparse = SPARSE_TOOLS
+    if prober.parameter_definitions:
+        sparse = tools_shaped(SPARSE_TOOLS, TOOLS_PARAMETER_DEFINITIONS)
+    lead = [{"role": "system", "content": prober.content(SYSTEM_MSG)}] if tools_in_system else []
+    sparse_tools = prober.render([*lead, prober.user()], sparse, True)
 
     shape = _find_call_shape(prober)
     ids: Sequence[str] | None = ALNUM9_IDS if shape.alnum9 else OPENAI_IDS
     if shape.named_ids:
         ids = None
-    content = "" if shape.non_null else None
+    content = shape.content
     requires_object = arguments_as_string = parallel = False
     if shape.works:
         as_obj = prober.render(
@@ -348,7 +396,10 @@ def _probe(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
         switch = find_directive(functools.partial(_directive_prompt_ends, prober))
     thinking_on = _switched(prober, switch, True)
     thinking_off = _switched(prober, switch, False)
-    reasoning_field = probe.with_settings(switch, prober.bare_tools).reasoning_field()
+    tools_shape = TOOLS_PARAMETER_DEFINITIONS if prober.parameter_definitions else ""
+    shaped = probe.with_settings(switch, prober.bare_tools, tools_shape)
+    shaped.tools_list = prober.default_tools == []
+    reasoning_field = shaped.reasoning_field()
 
     caps = TemplateCaps(
         supports_system_role=_has(system, SYSTEM_MSG),
@@ -376,6 +427,10 @@ def _probe(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
         requires_tool_fields=with_tools is not None and sparse_tools is None,
         reasoning_field=reasoning_field,
         tool_call_id_names_call=shape.works and shape.named_ids,
+        call_turn_text=shape.renders and shape.content == CALL_TURN_TEXT,
+        tools_as_parameter_definitions=prober.parameter_definitions,
+        requires_tools_list=prober.default_tools == [],
+        tools_in_system_turn=tools_in_system,
     )
     return caps, quirks
 

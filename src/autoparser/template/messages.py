@@ -62,3 +62,72 @@ def named_call_id(name: str, index: int) -> str:
     """A call id that carries the call's name and position, ``functions.NAME:IDX``: the ids
     Kimi-K2 models write and templates of that family render in place of the name."""
     return f"functions.{name}:{index}"
+
+
+# The content a call turn gets when the template refuses an empty one and never prints it
+# (Command-A reads ``message.content[0].thinking``, which raises on "" and on None).
+CALL_TURN_TEXT = " "
+
+
+def with_call_turn_text(message: dict[str, Any]) -> dict[str, Any]:
+    """An assistant turn with calls and no content, given ``CALL_TURN_TEXT`` as content."""
+    if (
+        message.get("role") == "assistant"
+        and message.get("tool_calls")
+        and not message.get("content")
+    ):
+        return {**message, "content": CALL_TURN_TEXT}
+    return message
+
+
+# JSON Schema types as the Python type names Cohere's tool definitions use.
+_PYTHON_TYPES = {
+    "string": "str",
+    "integer": "int",
+    "number": "float",
+    "boolean": "bool",
+    "array": "list",
+    "object": "dict",
+    "null": "None",
+}
+
+
+def _python_type(schema: Any) -> str:
+    """A parameter's JSON Schema type as a Python type name (``List[str]``, ``Any``)."""
+    if not isinstance(schema, Mapping):
+        return "Any"
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        names = [_PYTHON_TYPES.get(k, "Any") for k in kind if isinstance(k, str)]
+        return f"Union[{', '.join(names)}]" if len(names) > 1 else (names or ["Any"])[0]
+    if kind == "array" and isinstance(schema.get("items"), Mapping):
+        return f"List[{_python_type(schema['items'])}]"
+    return _PYTHON_TYPES.get(kind, "Any") if isinstance(kind, str) else "Any"
+
+
+def parameter_definitions_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """An OpenAI tool in Cohere's own shape, which Command-R v01's template reads:
+    ``{"name", "description", "parameter_definitions": {NAME: {"description", "type",
+    "required"}}}``, types as Python names (what Cohere's documentation writes)."""
+    function = tool.get("function")
+    if tool.get("type") != "function" or not isinstance(function, Mapping):
+        return dict(tool)
+    parameters = function.get("parameters")
+    if not isinstance(parameters, Mapping):
+        parameters = {}
+    properties = parameters.get("properties")
+    required = parameters.get("required")
+    required_names = set(required) if isinstance(required, list) else set()
+    definitions = {
+        name: {
+            "description": schema.get("description", "") if isinstance(schema, Mapping) else "",
+            "type": _python_type(schema),
+            "required": name in required_names,
+        }
+        for name, schema in (properties.items() if isinstance(properties, Mapping) else ())
+    }
+    return {
+        "name": function.get("name", ""),
+        "description": function.get("description", ""),
+        "parameter_definitions": definitions,
+    }

@@ -20,7 +20,11 @@ from autoparser.errors import AutoparserError, TemplateError
 from autoparser.message import REASONING_KEYS
 from autoparser.schema.argument_types import value_types
 from autoparser.schema.refs import resolve_ref
-from autoparser.template.messages import named_call_id
+from autoparser.template.messages import (
+    named_call_id,
+    parameter_definitions_tool,
+    with_call_turn_text,
+)
 from autoparser.template.renderer import Renderer
 
 if TYPE_CHECKING:
@@ -162,6 +166,13 @@ def describe_tools(tools: list[dict[str, Any]]) -> str:
     return "You can call the following tools. Each is described by a JSON schema:\n" + "\n".join(
         lines
     )
+
+
+_SYSTEM_ROLES = ("system", "developer")
+
+
+def _leading_role(messages: list[dict[str, Any]]) -> Any:
+    return messages[0].get("role") if messages else None
 
 
 def _add_to_system(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
@@ -358,9 +369,14 @@ def apply_polyfills(
         messages = _add_to_system(messages, describe_tools(tools))
     elif tools and quirks.tools_as_functions:
         tools = [_bare_function(tool) for tool in tools]
-
+    elif tools and quirks.tools_as_parameter_definitions:
+        tools = [parameter_definitions_tool(tool) for tool in tools]
     elif tools and quirks.requires_tool_fields:
         tools = complete_tools(tools, fill=fill_tool_fields)
+    if tools is None and quirks.requires_tools_list:
+        tools = []
+    if tools and quirks.tools_in_system_turn and _leading_role(messages) not in _SYSTEM_ROLES:
+        messages = [{"role": "system", "content": ""}, *messages]
     if not caps.supports_system_role:
         messages = _fold_system(messages)
     if quirks.tool_call_id_alnum9:
@@ -373,6 +389,8 @@ def apply_polyfills(
         messages = _map_arguments(messages, to_object=False)
     if caps.requires_non_null_content:
         messages = _non_null_content(messages)
+    if quirks.call_turn_text:
+        messages = [with_call_turn_text(m) for m in messages]
     if caps.requires_typed_content:
         messages = _typed_content(messages)
     if quirks.reasoning_as_thinking_block:

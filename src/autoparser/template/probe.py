@@ -24,7 +24,11 @@ from typing import Any
 from autoparser.cache import CACHES, Store
 from autoparser.errors import TemplateError, TemplateLimitError
 from autoparser.message import REASONING_KEYS
-from autoparser.template.messages import named_call_id
+from autoparser.template.messages import (
+    named_call_id,
+    parameter_definitions_tool,
+    with_call_turn_text,
+)
 from autoparser.template.renderer import Renderer
 from autoparser.template.switches import ThinkingSwitch
 
@@ -134,6 +138,22 @@ def bare_functions(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [dict(t["function"]) for t in tools]
 
 
+# The shapes a template may read tools in: OpenAI's, the bare function objects, Cohere's
+# ``parameter_definitions`` objects.
+TOOLS_OPENAI = ""
+TOOLS_BARE = "bare"
+TOOLS_PARAMETER_DEFINITIONS = "parameter_definitions"
+
+
+def tools_shaped(tools: Sequence[Mapping[str, Any]], shape: str) -> list[dict[str, Any]]:
+    """The probe tools in one of the shapes above."""
+    if shape == TOOLS_BARE:
+        return bare_functions(tools)
+    if shape == TOOLS_PARAMETER_DEFINITIONS:
+        return [parameter_definitions_tool(t) for t in tools]
+    return [dict(t) for t in tools]
+
+
 # A call is described by (function name, ((argument, value), ...), call id).
 CallSpec = tuple[str, tuple[tuple[str, Any], ...], str]
 ONE_ARG = ((ARG_FIRST, VALUE_FIRST),)
@@ -173,7 +193,8 @@ class Probe:
 
     ``switch`` is the variable that switches reasoning (``thinking`` in :meth:`render` is
     mapped onto it; ``enable_thinking`` is always passed too, as a request would);
-    ``tools_as_functions`` passes the tools as bare function objects. Probes of one
+    ``tools_as_functions`` passes the tools as bare function objects, ``tools_shape`` in
+    another shape of ``tools_shaped`` (Cohere's ``parameter_definitions``). Probes of one
     template with other settings share the memo (:meth:`with_settings`).
     """
 
@@ -183,11 +204,24 @@ class Probe:
         switch: ThinkingSwitch | None = None,
         tools_as_functions: bool = False,
         memo: dict[Any, str | None] | None = None,
+        call_turn_text: bool = False,
+        tools_shape: str = "",
+        tools_list: bool = False,
     ) -> None:
         self.template = template
-        self.tools = bare_functions(TOOLS) if tools_as_functions else TOOLS
+        if tools_as_functions and not tools_shape:
+            tools_shape = TOOLS_BARE
+        self.tools_shape = tools_shape
+        self.tools = tools_shaped(TOOLS, tools_shape)
         self.switch = switch
+        # Call turns without content get ``CALL_TURN_TEXT`` (the template refuses an empty
+        # one and never prints it), as the polyfill gives them in ``apply``.
+        self.call_turn_text = call_turn_text
         self._settings = (switch, tools_as_functions)
+        self._shape = tools_shape
+        # An empty tools list where a render passes no tools (the template iterates them
+        # unguarded), as the polyfill passes it in ``apply``.
+        self.tools_list = tools_list
         self._memo: dict[Any, str | None] = {} if memo is None else memo
         # Arguments are passed as objects (what most templates index into); a template
         # that concatenates them as strings gets JSON strings instead.
@@ -200,7 +234,14 @@ class Probe:
         self.follow_up = ""
 
     def _variant(self) -> Probe:
-        probe = Probe(self.template, *self._settings, memo=self._memo)
+        probe = Probe(
+            self.template,
+            *self._settings,
+            memo=self._memo,
+            call_turn_text=self.call_turn_text,
+            tools_shape=self._shape,
+            tools_list=self.tools_list,
+        )
         probe.args_as_string = self.args_as_string
         probe.named_ids = self.named_ids
         probe.follow_up = self.follow_up
@@ -218,9 +259,19 @@ class Probe:
         probe.follow_up = follow_up
         return probe
 
-    def with_settings(self, switch: ThinkingSwitch | None, tools_as_functions: bool) -> Probe:
+    def with_settings(
+        self, switch: ThinkingSwitch | None, tools_as_functions: bool, tools_shape: str = ""
+    ) -> Probe:
         """This template's probe with another switch / tool shape, sharing the memo."""
-        return Probe(self.template, switch, tools_as_functions, self._memo)
+        return Probe(
+            self.template,
+            switch,
+            tools_as_functions,
+            self._memo,
+            self.call_turn_text,
+            tools_shape,
+            self.tools_list,
+        )
 
     def _memoised(self, key: Any, render: Any, *args: Any) -> str | None:
         if key not in self._memo:
@@ -271,7 +322,7 @@ class Probe:
             ]
         if calls:
             msg["tool_calls"] = [tool_call(c, not self.args_as_string) for c in calls]
-        return msg
+        return with_call_turn_text(msg) if self.call_turn_text else msg
 
     def render(
         self,
@@ -295,6 +346,8 @@ class Probe:
         context: dict[str, Any] = {"messages": messages, "add_generation_prompt": gen_prompt}
         if tools:
             context["tools"] = self.tools
+        elif self.tools_list:
+            context["tools"] = []
         if thinking is not None:
             context["enable_thinking"] = thinking
             if self.switch is not None:
