@@ -26,6 +26,18 @@ if TYPE_CHECKING:
         TemplateLimitError,
     )
     from autoparser.generate import GrammarTrigger
+    from autoparser.jsontypes import (
+        FinishReason,
+        FunctionDict,
+        JsonMapping,
+        JsonObject,
+        JsonSchema,
+        JsonValue,
+        MessageDict,
+        Role,
+        ToolCallDict,
+        ToolDict,
+    )
     from autoparser.message import ChatMessage, ToolCall
     from autoparser.params import ChatParams
     from autoparser.stream import TOOL_CALL_DELTAS, StreamDelta, StreamParser, ToolCallDelta
@@ -74,6 +86,16 @@ _WHERE = {
     "load_pretrained": "autoparser.template.loading",
     "load_text": "autoparser.template.loading",
     "ToolCall": "autoparser.message",
+    "FinishReason": "autoparser.jsontypes",
+    "FunctionDict": "autoparser.jsontypes",
+    "JsonMapping": "autoparser.jsontypes",
+    "JsonObject": "autoparser.jsontypes",
+    "JsonSchema": "autoparser.jsontypes",
+    "JsonValue": "autoparser.jsontypes",
+    "MessageDict": "autoparser.jsontypes",
+    "Role": "autoparser.jsontypes",
+    "ToolCallDict": "autoparser.jsontypes",
+    "ToolDict": "autoparser.jsontypes",
     "RenderedPrompt": "autoparser.training",
     "assistant_tokens_mask": "autoparser.training",
     "tokenize_for_training": "autoparser.training",
@@ -87,6 +109,10 @@ def _module(where: str) -> ModuleType:
         from autoparser import errors
 
         return errors
+    if where == "autoparser.jsontypes":
+        from autoparser import jsontypes
+
+        return jsontypes
     if where == "autoparser.message":
         from autoparser import message
 
@@ -157,11 +183,19 @@ __all__ = [
     "ChatParams",
     "ChatTemplate",
     "ExportError",
+    "FinishReason",
+    "FunctionDict",
     "GrammarError",
     "GrammarTrigger",
     "IntegrationError",
+    "JsonMapping",
+    "JsonObject",
+    "JsonSchema",
+    "JsonValue",
+    "MessageDict",
     "RenderedPrompt",
     "RequestError",
+    "Role",
     "SchemaError",
     "Store",
     "StreamDelta",
@@ -173,6 +207,8 @@ __all__ = [
     "TemplateSource",
     "ToolCall",
     "ToolCallDelta",
+    "ToolCallDict",
+    "ToolDict",
     "assistant_tokens_mask",
     "caller_pieces",
     "decode_text",

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import overload
 
 from autoparser.message import REASONING_KEYS
 
 
-def plain_data(value: Any) -> Any:
+@overload
+def plain_data(value: Mapping[str, object]) -> dict[str, object]: ...
+@overload
+def plain_data(value: object) -> object: ...
+def plain_data(value: object) -> object:
     """A fresh copy made of plain JSON-like types, as transformers gives templates.
 
     Templates never see (or mutate) the caller's objects; subclasses of str/int/float are
@@ -46,9 +50,9 @@ def plain_data(value: Any) -> Any:
     return f"<{type(value).__name__}>"
 
 
-def transformers_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def transformers_messages(messages: list[dict[str, object]]) -> list[dict[str, object]]:
     """Messages as transformers hands them to the template (see apply_chat_template)."""
-    result: list[dict[str, Any]] = []
+    result: list[dict[str, object]] = []
     for message in messages:
         plain = {k: plain_data(v) for k, v in message.items() if v is not None}
         reasoning = next((plain[k] for k in REASONING_KEYS if plain.get(k) is not None), None)

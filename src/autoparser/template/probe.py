@@ -18,11 +18,11 @@ reads.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping, Sequence
 
 from autoparser.cache import CACHES, Store
 from autoparser.errors import TemplateError, TemplateLimitError
+from autoparser.jsontypes import ToolDict
 from autoparser.message import REASONING_KEYS
 from autoparser.template.messages import named_call_id
 from autoparser.template.renderer import Renderer
@@ -101,7 +101,7 @@ _PARAMS = {
     },
     "required": [],
 }
-TOOLS: list[dict[str, Any]] = [
+TOOLS: list[ToolDict] = [
     {
         "type": "function",
         "function": {"name": FUN_FIRST, "description": "Test function foo", "parameters": _PARAMS},
@@ -113,7 +113,7 @@ TOOLS: list[dict[str, Any]] = [
 ]
 # Tools as OpenAI allows them and Pydantic writes them: no description, no parameters; a
 # parameter with neither description nor type (``Optional[str]`` is an ``anyOf``).
-SPARSE_TOOLS: list[dict[str, Any]] = [
+SPARSE_TOOLS: list[ToolDict] = [
     {"type": "function", "function": {"name": FUN_FIRST}},
     {
         "type": "function",
@@ -129,13 +129,13 @@ SPARSE_TOOLS: list[dict[str, Any]] = [
 ]
 
 
-def bare_functions(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def bare_functions(tools: Sequence[ToolDict]) -> list[dict[str, object]]:
     """Tools as the bare function objects some templates read (``tool.name``)."""
     return [dict(t["function"]) for t in tools]
 
 
 # A call is described by (function name, ((argument, value), ...), call id).
-CallSpec = tuple[str, tuple[tuple[str, Any], ...], str]
+CallSpec = tuple[str, tuple[tuple[str, object], ...], str]
 ONE_ARG = ((ARG_FIRST, VALUE_FIRST),)
 TWO_ARGS = ((ARG_FIRST, VALUE_FIRST), (ARG_SECOND, VALUE_SECOND))
 CALL_1: CallSpec = (FUN_FIRST, TWO_ARGS, CALL_ID)
@@ -148,16 +148,16 @@ CALL_TYPED: CallSpec = (
 )
 
 
-def tool_call(spec: CallSpec, as_object: bool = True) -> dict[str, Any]:
+def tool_call(spec: CallSpec, as_object: bool = True) -> dict[str, object]:
     """An OpenAI ``tool_calls`` entry; arguments as an object or as JSON text."""
     name, args, call_id = spec
-    arguments: Any = dict(args)
+    arguments: object = dict(args)
     if not as_object:
         arguments = json.dumps(arguments, ensure_ascii=False)
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
-def _quiet(render: Any, *args: Any, **kwargs: Any) -> str | None:
+def _quiet(render: Callable[..., str], *args: object, **kwargs: object) -> str | None:
     """A render, or ``None`` when the template refuses it (never for a hostile template)."""
     try:
         out: str = render(*args, **kwargs)
@@ -182,13 +182,13 @@ class Probe:
         template: Renderer,
         switch: ThinkingSwitch | None = None,
         tools_as_functions: bool = False,
-        memo: dict[Any, str | None] | None = None,
+        memo: dict[Hashable, str | None] | None = None,
     ) -> None:
         self.template = template
         self.tools = bare_functions(TOOLS) if tools_as_functions else TOOLS
         self.switch = switch
         self._settings = (switch, tools_as_functions)
-        self._memo: dict[Any, str | None] = {} if memo is None else memo
+        self._memo: dict[Hashable, str | None] = {} if memo is None else memo
         # Arguments are passed as objects (what most templates index into); a template
         # that concatenates them as strings gets JSON strings instead.
         self.args_as_string = False
@@ -222,7 +222,7 @@ class Probe:
         """This template's probe with another switch / tool shape, sharing the memo."""
         return Probe(self.template, switch, tools_as_functions, self._memo)
 
-    def _memoised(self, key: Any, render: Any, *args: Any) -> str | None:
+    def _memoised(self, key: Hashable, render: Callable[..., str], *args: object) -> str | None:
         if key not in self._memo:
             self._memo[key] = _quiet(render, *args)
         return self._memo[key]
@@ -231,10 +231,10 @@ class Probe:
 
     def messages(
         self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None = None,
+        messages: Sequence[Mapping[str, object]],
+        tools: Sequence[Mapping[str, object]] | None = None,
         add_generation_prompt: bool = False,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> str | None:
         """A conversation rendered as ``apply`` renders it, or ``None`` if refused."""
         key = (
@@ -243,11 +243,11 @@ class Probe:
         )
 
         def run() -> str:
-            return self.template.render(messages, tools, add_generation_prompt, **kwargs)
+            return self.template.render(messages, tools, add_generation_prompt, now=None, **kwargs)
 
         return self._memoised(key, run)
 
-    def raw(self, context: dict[str, Any]) -> str | None:
+    def raw(self, context: dict[str, object]) -> str | None:
         """Exactly these template variables, or ``None`` if refused."""
         return self._memoised(
             ("raw", json.dumps(context, sort_keys=True)), self.template.render_raw, context
@@ -257,12 +257,12 @@ class Probe:
 
     def _assistant(
         self,
-        content: Any,
+        content: object,
         reasoning: str | None,
         calls: Sequence[CallSpec],
         reasoning_key: str = "reasoning_content",
-    ) -> dict[str, Any]:
-        msg: dict[str, Any] = {"role": "assistant", "content": content}
+    ) -> dict[str, object]:
+        msg: dict[str, object] = {"role": "assistant", "content": content}
         if reasoning is not None:
             msg[reasoning_key] = reasoning
         if self.named_ids:
@@ -276,7 +276,7 @@ class Probe:
     def render(
         self,
         *,
-        assistant: tuple[Any, str | None, tuple[CallSpec, ...]] | None = None,
+        assistant: tuple[object, str | None, tuple[CallSpec, ...]] | None = None,
         tools: bool = False,
         gen_prompt: bool = False,
         thinking: bool | None = True,
@@ -285,27 +285,27 @@ class Probe:
     ) -> str | None:
         """Render [user] or [user, assistant(content, reasoning, calls)], optionally followed
         by a "user" or a "tool" message, with the variables untouched."""
-        messages: list[dict[str, Any]] = [{"role": "user", "content": USER_MSG}]
+        messages: list[dict[str, object]] = [{"role": "user", "content": USER_MSG}]
         if assistant is not None:
             messages.append(self._assistant(*assistant, reasoning_key=reasoning_key))
             if follow_up == "user":
                 messages.append({"role": "user", "content": USER_MSG})
             elif follow_up == "tool":
                 messages.append({"role": "tool", "tool_call_id": CALL_ID, "content": TOOL_RESULT})
-        context: dict[str, Any] = {"messages": messages, "add_generation_prompt": gen_prompt}
+        context: dict[str, object] = {"messages": messages, "add_generation_prompt": gen_prompt}
         if tools:
             context["tools"] = self.tools
         if thinking is not None:
             context["enable_thinking"] = thinking
             if self.switch is not None:
-                switched: dict[str, Any] = {}  # the switch's value overrides enable_thinking
+                switched: dict[str, object] = {}  # the switch's value overrides enable_thinking
                 context["messages"] = self.switch.switch(messages, switched, thinking)
                 context.update(switched)
         return self.raw(context)
 
     def turn(
         self,
-        content: Any,
+        content: object,
         reasoning: str | None = None,
         calls: tuple[CallSpec, ...] = (),
         *,
@@ -324,7 +324,7 @@ class Probe:
     def block_turn(self, with_thinking: bool) -> str | None:
         """An assistant turn whose content is typed blocks, optionally with a thinking block
         first (templates that take reasoning only that way, e.g. Mistral's [THINK])."""
-        blocks: list[dict[str, Any]] = [{"type": "text", "text": ASSISTANT_MSG}]
+        blocks: list[dict[str, object]] = [{"type": "text", "text": ASSISTANT_MSG}]
         if with_thinking:
             blocks.insert(0, {"type": "thinking", "thinking": THINKING})
         return self.turn(blocks)
