@@ -36,7 +36,7 @@ class MarkerEvidence:
     with_: str | None
     found: bool
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """Plain JSON-ready data (``with_`` under the key ``with``)."""
         return {
             "field": self.field,
@@ -51,7 +51,7 @@ class MarkerEvidence:
 _Pair = tuple[str, str | None, str | None]  # (question, without, with)
 
 
-def _markers(data: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, str]]:
+def _markers(data: dict[str, object], prefix: str = "") -> Iterator[tuple[str, str]]:
     """(dotted field, marker) for every non-empty string (or string list item) that is a
     marker: enum values, switch values and JSON key names are not."""
     skip = {"mode", "position", "json_style", "history_field", "switch_variable", "switch_kind"}
