@@ -10,8 +10,7 @@ studio's Analysis pane) can see the two texts side by side and where the marker 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
 
 from autoparser.analysis.model import TemplateAnalysis
 from autoparser.template.caps import detect_caps, detect_quirks
@@ -118,7 +117,7 @@ def _pairs(probe: Probe, history_field: str) -> dict[str, list[_Pair]]:
     }
 
 
-def _two(render: Any) -> tuple[str | None, str | None]:
+def _two(render: Callable[..., str | None]) -> tuple[str | None, str | None]:
     return render(False), render(True)
 
 
