@@ -1,5 +1,5 @@
 """Shared types of the data that crosses the package's boundaries: JSON, OpenAI messages and
-tools, JSON Schema, and the kinds that are otherwise bare strings.
+tools, JSON Schema.
 
 The bottom layer: every other module may import it, it imports nothing of the package. The
 types say what flows where ``Any`` said nothing: a value only passed through is ``object``, a
@@ -19,9 +19,6 @@ JsonValue: TypeAlias = JsonScalar | list["JsonValue"] | dict[str, "JsonValue"]
 JsonObject: TypeAlias = dict[str, JsonValue]
 # A read-only object from a caller: keys are strings, values are checked where they are read.
 JsonMapping: TypeAlias = Mapping[str, object]
-
-Role = Literal["system", "user", "assistant", "tool", "developer"]
-FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
 
 
 class FunctionCallDict(TypedDict):
