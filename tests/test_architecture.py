@@ -36,6 +36,7 @@ PACKAGE = "autoparser"
 
 # The package's layers, bottom first. Entries of one layer never import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
+    ("jsontypes",),
     ("errors", "examples"),
     ("tags", "message", "gbnf_text", "cache", "cancel"),
     ("schema",),

@@ -28,6 +28,16 @@ if TYPE_CHECKING:
         TemplateLimitError,
     )
     from autoparser.generate import GrammarTrigger
+    from autoparser.jsontypes import (
+        FunctionDict,
+        JsonMapping,
+        JsonObject,
+        JsonSchema,
+        JsonValue,
+        MessageDict,
+        ToolCallDict,
+        ToolDict,
+    )
     from autoparser.message import ChatMessage, ToolCall
     from autoparser.params import ChatParams
     from autoparser.session import ReasoningSplit, Reply, RequestOptions, Session, merge_deltas
@@ -84,6 +94,14 @@ _WHERE = {
     "load_pretrained": "autoparser.template.loading",
     "load_text": "autoparser.template.loading",
     "ToolCall": "autoparser.message",
+    "FunctionDict": "autoparser.jsontypes",
+    "JsonMapping": "autoparser.jsontypes",
+    "JsonObject": "autoparser.jsontypes",
+    "JsonSchema": "autoparser.jsontypes",
+    "JsonValue": "autoparser.jsontypes",
+    "MessageDict": "autoparser.jsontypes",
+    "ToolCallDict": "autoparser.jsontypes",
+    "ToolDict": "autoparser.jsontypes",
     "RenderedPrompt": "autoparser.training",
     "assistant_tokens_mask": "autoparser.training",
     "tokenize_for_training": "autoparser.training",
@@ -97,6 +115,10 @@ def _module(where: str) -> ModuleType:
         from autoparser import errors
 
         return errors
+    if where == "autoparser.jsontypes":
+        from autoparser import jsontypes
+
+        return jsontypes
     if where == "autoparser.message":
         from autoparser import message
 
@@ -177,9 +199,15 @@ __all__ = [
     "ChatParams",
     "ChatTemplate",
     "ExportError",
+    "FunctionDict",
     "GrammarError",
     "GrammarTrigger",
     "IntegrationError",
+    "JsonMapping",
+    "JsonObject",
+    "JsonSchema",
+    "JsonValue",
+    "MessageDict",
     "ReasoningSplit",
     "RenderedPrompt",
     "Reply",
@@ -197,6 +225,8 @@ __all__ = [
     "TemplateSource",
     "ToolCall",
     "ToolCallDelta",
+    "ToolCallDict",
+    "ToolDict",
     "assistant_tokens_mask",
     "caller_pieces",
     "decode_text",

@@ -20,6 +20,7 @@ from autoparser.analysis.evidence import MarkerEvidence, marker_evidence
 from autoparser.errors import AnalysisWarning, TemplateError
 from autoparser.generate import normalize_request
 from autoparser.generate.request import check_messages
+from autoparser.jsontypes import JsonMapping
 from autoparser.params import ChatParams, params_for_request
 from autoparser.template import (
     Renderer,
@@ -46,10 +47,8 @@ from autoparser.training import (
 )
 from autoparser.verify import verified
 
-# An OpenAI-shaped message or tool: a JSON object, read (never mutated) by the library.
-JsonObject = Mapping[str, object]
 # ``"none" | "auto" | "required"`` or ``{"type": "function", "function": {"name": ...}}``.
-ToolChoice = str | JsonObject | None
+ToolChoice = str | JsonMapping | None
 
 
 class ChatTemplate:
@@ -179,8 +178,8 @@ class ChatTemplate:
 
     def render(
         self,
-        messages: Sequence[JsonObject],
-        tools: Sequence[JsonObject] | None = None,
+        messages: Sequence[JsonMapping],
+        tools: Sequence[JsonMapping] | None = None,
         add_generation_prompt: bool = True,
         *,
         polyfills: bool | None = None,
@@ -197,8 +196,8 @@ class ChatTemplate:
 
     def _render(
         self,
-        messages: Sequence[JsonObject],
-        tools: Sequence[JsonObject] | None,
+        messages: Sequence[JsonMapping],
+        tools: Sequence[JsonMapping] | None,
         add_generation_prompt: bool,
         polyfills: bool | None,
         template_kwargs: Mapping[str, object],
@@ -227,8 +226,8 @@ class ChatTemplate:
 
     def render_spans(
         self,
-        messages: Sequence[JsonObject],
-        tools: Sequence[JsonObject] | None = None,
+        messages: Sequence[JsonMapping],
+        tools: Sequence[JsonMapping] | None = None,
         add_generation_prompt: bool = False,
         *,
         polyfills: bool | None = None,
@@ -241,7 +240,7 @@ class ChatTemplate:
         :mod:`autoparser.training` and docs/training.md.
         """
 
-        def render(part: Sequence[JsonObject], agp: bool) -> str:
+        def render(part: Sequence[JsonMapping], agp: bool) -> str:
             return self._render(part, tools, agp, polyfills, template_kwargs, now)
 
         text = render(messages, add_generation_prompt)
@@ -260,8 +259,8 @@ class ChatTemplate:
 
         def render(
             source: str,
-            messages: Sequence[JsonObject],
-            tools: Sequence[JsonObject] | None,
+            messages: Sequence[JsonMapping],
+            tools: Sequence[JsonMapping] | None,
             agp: bool,
         ) -> str:
             renderer = Renderer(
@@ -324,11 +323,11 @@ class ChatTemplate:
 
     def apply(
         self,
-        messages: Sequence[JsonObject],
-        tools: Sequence[JsonObject] | None = None,
+        messages: Sequence[JsonMapping],
+        tools: Sequence[JsonMapping] | None = None,
         tool_choice: ToolChoice = "auto",
         parallel_tool_calls: bool | None = None,
-        response_format: JsonObject | None = None,
+        response_format: JsonMapping | None = None,
         enable_thinking: bool | None = None,
         reasoning_format: str = "auto",
         add_generation_prompt: bool = True,
@@ -388,7 +387,7 @@ class ChatTemplate:
         if not provenance:
             return params
 
-        def render(marked: Sequence[JsonObject]) -> str:
+        def render(marked: Sequence[JsonMapping]) -> str:
             return self._render(
                 marked, render_tools, add_generation_prompt, polyfills, template_kwargs, now
             )

@@ -17,10 +17,14 @@ from autoparser.errors import AutoparserError
 
 TYPE_CHECKING = False  # not typing's: importing typing costs --help more than the rest
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Callable, Mapping
+    from typing import Any, TypeVar
 
     from autoparser.analysis.model import AnalysisVerification
     from autoparser.chat import ChatTemplate
+    from autoparser.params import ChatParams
+
+    _T = TypeVar("_T")
 
 STDIN_NAMES = ("-", "/dev/stdin")
 
@@ -81,7 +85,7 @@ def _template_from(path: str, args: argparse.Namespace) -> ChatTemplate:
     return ChatTemplate.from_source(loaded)
 
 
-def _load_json_file(path: str | None, shape: type | None = None) -> Any:
+def _load_json_file(path: str | None, shape: type[_T]) -> _T | None:
     """The JSON in ``path``; UsageError naming the file and the position or the shape."""
     if path is None:
         return None
@@ -94,15 +98,15 @@ def _load_json_file(path: str | None, shape: type | None = None) -> Any:
         raise UsageError(
             f"{path}: a whole chat-completions request body; pass it with --request {path}"
         )
-    if shape is not None and not isinstance(data, shape):
+    if not isinstance(data, shape):
         want = "a list" if shape is list else "an object"
         raise UsageError(f"{path}: expected {want}, got a JSON {type(data).__name__}")
     return data
 
 
-def _template_vars(args: argparse.Namespace) -> dict[str, Any]:
+def _template_vars(args: argparse.Namespace) -> dict[str, object]:
     """``--var KEY=VALUE`` pairs: the value as JSON, else as a plain string."""
-    found: dict[str, Any] = {}
+    found: dict[str, object] = {}
     for item in getattr(args, "var", None) or []:
         key, sep, raw = item.partition("=")
         if not sep or not key.isidentifier():
@@ -128,7 +132,7 @@ def _load_request(path: str | None) -> dict[str, Any]:
     """The fields autoparser uses from an OpenAI chat-completions request body."""
     if path is None:
         return {}
-    body = _load_json_file(path, dict)
+    body = _load_json_file(path, dict) or {}
     if not isinstance(body.get("messages"), list):
         raise UsageError(f"{path}: messages: expected a list of messages")
     kwargs = body.get("chat_template_kwargs", {})
@@ -202,7 +206,7 @@ def _verification_text(check: AnalysisVerification) -> str:
     return "\n".join(lines)
 
 
-def _analysis_lines(data: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+def _analysis_lines(data: Mapping[str, object], prefix: str = "") -> list[tuple[str, str]]:
     """Flatten an analysis dict into (dotted key, shown value); strings repr-quoted so that
     whitespace and escapes in markers are visible, empty markers shown as -."""
     rows: list[tuple[str, str]] = []
@@ -276,7 +280,7 @@ def _analyze_many(args: argparse.Namespace) -> int:
     or the error; exit 2 when any template failed (after reporting every one)."""
     failed = 0
     for path in args.template:
-        row: dict[str, Any] = {"template": path}
+        row: dict[str, object] = {"template": path}
         try:
             analysis = _template_from(path, args).analyze()
         except (AutoparserError, OSError) as exc:
@@ -329,7 +333,7 @@ def _request_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
-def _apply(template: ChatTemplate, args: argparse.Namespace) -> Any:
+def _apply(template: ChatTemplate, args: argparse.Namespace) -> ChatParams:
     options = _request_options(args)
     kwargs = options.pop("template_kwargs")
     if getattr(args, "seed", None) is not None:
@@ -369,10 +373,10 @@ def cmd_parse(args: argparse.Namespace) -> int:
     return 0
 
 
-def _chunk_printer(style: str) -> Any:
+def _chunk_printer(style: str) -> Callable[[Mapping[str, object], str | None], None]:
     """Print one delta per line: bare (``deltas``) or in an OpenAI chunk envelope."""
 
-    def show(delta: dict[str, Any], finish_reason: str | None) -> None:
+    def show(delta: Mapping[str, object], finish_reason: str | None) -> None:
         if style == "deltas":
             print(json.dumps(delta, ensure_ascii=False))
             return

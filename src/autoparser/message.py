@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+
+from autoparser.jsontypes import MessageDict, ToolCallDict
 
 # The message keys an assistant turn's reasoning may come under (OpenAI-compatible servers
 # use all three), in order of preference when a message carries several.
@@ -18,7 +19,7 @@ class ToolCall:
     name: str
     arguments: str
 
-    def to_openai(self) -> dict[str, Any]:
+    def to_openai(self) -> ToolCallDict:
         """The call as an OpenAI ``tool_calls`` entry (``type: function``)."""
         return {
             "id": self.id,
@@ -50,9 +51,9 @@ class ChatMessage:
     # part of OpenAI's message (``to_openai`` leaves it out).
     truncated_call: str | None = None
 
-    def to_openai(self) -> dict[str, Any]:
+    def to_openai(self) -> MessageDict:
         """The message as OpenAI's ``choices[].message`` (absent fields left out)."""
-        message: dict[str, Any] = {"role": self.role, "content": self.content}
+        message: MessageDict = {"role": self.role, "content": self.content}
         if self.reasoning_content is not None:
             message["reasoning_content"] = self.reasoning_content
         if self.tool_calls:

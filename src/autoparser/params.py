@@ -11,7 +11,6 @@ import copy
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from autoparser.analysis.model import TemplateAnalysis
 from autoparser.cache import CACHES, Store
@@ -85,7 +84,7 @@ class ChatParams:
         """
         return StreamParser(self.definition, self.call_ids, tool_call_deltas=tool_call_deltas)
 
-    def grammar_fields(self) -> dict[str, Any]:
+    def grammar_fields(self) -> dict[str, object]:
         """The grammar and what an engine needs with it (laziness, triggers, preserved tokens,
         stops, reasoning forced open) as JSON-ready data: `autoparser grammar --json`."""
         return {
@@ -119,7 +118,7 @@ class ChatParams:
         call's name or arguments, or markup; the studio colours an output with it."""
         return labelled_spans(self.parser, text)
 
-    def to_response_template(self) -> dict[str, Any]:
+    def to_response_template(self) -> dict[str, object]:
         """This request's output format as a transformers response template (version 1).
 
         Raises :class:`autoparser.errors.ExportError` naming why when the format cannot be
@@ -219,10 +218,10 @@ def build_params(
     *,
     prompt: str = "",
     generation_prompt: str = "",
-    tools: Sequence[Mapping[str, Any]] | None = None,
-    tool_choice: Any = "auto",
+    tools: Sequence[Mapping[str, object]] | None = None,
+    tool_choice: object = "auto",
     parallel_tool_calls: bool | None = None,
-    response_format: Mapping[str, Any] | None = None,
+    response_format: Mapping[str, object] | None = None,
     enable_thinking: bool | None = None,
     reasoning_format: str = "auto",
     call_id_seed: int | None = None,

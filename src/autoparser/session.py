@@ -31,8 +31,9 @@ from typing import Any, Literal, cast
 
 from autoparser.analysis.model import ReasoningMode, TemplateAnalysis
 from autoparser.cache import CACHES, Store
-from autoparser.chat import ChatTemplate, JsonObject, ToolChoice
+from autoparser.chat import ChatTemplate, ToolChoice
 from autoparser.errors import AutoparserError, RequestError
+from autoparser.jsontypes import JsonMapping as JsonObject
 from autoparser.message import ChatMessage, ToolCall
 from autoparser.params import ChatParams
 from autoparser.stream import StreamDelta, StreamParser, ToolCallDelta

@@ -28,6 +28,7 @@ from autoparser.analysis.model import (
 from autoparser.cache import CACHES, Store
 from autoparser.errors import AutoparserError, Cancelled, TemplateLimitError
 from autoparser.generate import Request, normalize_request
+from autoparser.message import ChatMessage
 from autoparser.params import ChatParams, params_for_request
 from autoparser.template import Renderer, detect_caps, detect_quirks, render_as_apply
 from autoparser.template.probe import (
@@ -70,7 +71,7 @@ _TYPED = {
     "properties": {ARG_FIRST: {"type": "integer"}, ARG_SECOND: {"type": "object"}},
     "required": [],
 }
-TOOLS: tuple[dict[str, Any], ...] = (
+TOOLS: tuple[dict[str, object], ...] = (
     {
         "type": "function",
         "function": {
@@ -91,7 +92,7 @@ TOOLS: tuple[dict[str, Any], ...] = (
 _NESTED = {VALUE_FIRST: [True, None, 1.5, VALUE_SECOND], "inner": {"key": VALUE_SECOND}}
 
 
-def _call(call_id: str, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+def _call(call_id: str, name: str, arguments: Mapping[str, object]) -> dict[str, object]:
     return {
         "id": call_id,
         "type": "function",
@@ -99,7 +100,7 @@ def _call(call_id: str, name: str, arguments: Mapping[str, Any]) -> dict[str, An
     }
 
 
-def scenario_message(scenario: str) -> dict[str, Any]:
+def scenario_message(scenario: str) -> dict[str, object]:
     """The assistant message of one probe conversation (OpenAI shape)."""
     strings = {ARG_FIRST: VALUE_FIRST, ARG_SECOND: VALUE_SECOND}
     if scenario == "content":
@@ -125,7 +126,7 @@ def scenario_message(scenario: str) -> dict[str, Any]:
 # ------------------------------------------------------------------------ the needle check
 
 
-def _marker_strings(value: Any, path: str) -> list[tuple[str, str]]:
+def _marker_strings(value: object, path: str) -> list[tuple[str, str]]:
     """Every (field path, string) in an analysis, markers and preserved tokens alike."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         found: list[tuple[str, str]] = []
@@ -166,10 +167,10 @@ class _Renders:
 
     def render(
         self,
-        messages: list[dict[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None,
+        messages: list[dict[str, object]],
+        tools: Sequence[Mapping[str, object]] | None,
         gen: bool,
-        kwargs: Mapping[str, Any],
+        kwargs: Mapping[str, object],
     ) -> str:
         """The render, or the template's refusal raised (both remembered)."""
         key = json.dumps([messages, tools, gen, kwargs], sort_keys=True)
@@ -188,10 +189,10 @@ class _Renders:
 
     def _render(
         self,
-        messages: list[dict[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None,
+        messages: list[dict[str, object]],
+        tools: Sequence[Mapping[str, object]] | None,
         gen: bool,
-        kwargs: Mapping[str, Any],
+        kwargs: Mapping[str, object],
     ) -> str:
         variables = dict(kwargs)
         if self.switch is not None and "enable_thinking" in kwargs:
@@ -201,7 +202,7 @@ class _Renders:
             messages = [dict(m) for m in self.switch.switch(messages, variables, enabled)]
         # As apply renders (the same rule, the sparse-tools retry included).
         return render_as_apply(
-            self.renderer, self.caps, self.quirks, messages, tools, gen, **variables
+            self.renderer, self.caps, self.quirks, messages, tools, gen, now=None, **variables
         )
 
     def request(self, analysis: TemplateAnalysis) -> Request:
@@ -337,7 +338,7 @@ def content_as_reasoning(turn: str, content: str, reasoning_start: str) -> bool:
     )
 
 
-def _missing(message: Mapping[str, Any], turn: str, reasoning_start: str = "") -> str:
+def _missing(message: Mapping[str, object], turn: str, reasoning_start: str = "") -> str:
     """Why the rendered turn cannot show the message (a part dropped), or ""."""
     if message.get("reasoning_content") and THINKING not in turn:
         return "template drops the reasoning of the last assistant turn"
@@ -347,7 +348,8 @@ def _missing(message: Mapping[str, Any], turn: str, reasoning_start: str = "") -
         )
     if message.get("tool_calls") and content_as_reasoning(turn, ASSISTANT_MSG, reasoning_start):
         return "template writes the content of a turn with tool calls as reasoning"
-    for call in message.get("tool_calls", ()):
+    calls = _tool_calls(message)
+    for call in calls:
         if call["function"]["name"] not in turn:
             return "template does not render the assistant's tool calls"
     if message.get("tool_calls") and VALUE_FIRST not in turn and str(VALUE_NUMBER) not in turn:
@@ -358,7 +360,7 @@ def _missing(message: Mapping[str, Any], turn: str, reasoning_start: str = "") -
     glued = f"(?:{re.escape(VALUE_FIRST)}|{VALUE_NUMBER})(?!{names})[A-Za-z0-9]"
     if message.get("tool_calls") and re.search(glued, turn):
         return "template alters the argument values (text glued to each value)"
-    if len(message.get("tool_calls", ())) > 1 and turn.count(VALUE_FIRST) < 2:
+    if len(calls) > 1 and turn.count(VALUE_FIRST) < 2:
         return "template renders only one tool call per turn"
     return ""
 
@@ -366,11 +368,22 @@ def _missing(message: Mapping[str, Any], turn: str, reasoning_start: str = "") -
 # ----------------------------------------------------------------------------- comparing
 
 
+def _tool_calls(message: Mapping[str, object]) -> list[Any]:
+    """The message's ``tool_calls`` (its entries are this module's own, see ``_call``)."""
+    calls = message.get("tool_calls", [])
+    return calls if isinstance(calls, list) else []
+
+
+def _text(message: Mapping[str, object], key: str) -> str | None:
+    value = message.get(key)
+    return value if isinstance(value, str) else None
+
+
 def _norm(text: str | None) -> str | None:
     return " ".join(text.split()) or None if text is not None else None
 
 
-def _args(arguments: str | Mapping[str, Any]) -> str:
+def _args(arguments: str | Mapping[str, object]) -> str:
     try:
         value = json.loads(arguments) if isinstance(arguments, str) else arguments
     except ValueError:
@@ -378,11 +391,10 @@ def _args(arguments: str | Mapping[str, Any]) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
-def difference(expected: Mapping[str, Any], parsed: Any) -> str:
+def difference(expected: Mapping[str, object], parsed: ChatMessage) -> str:
     """How the parsed message differs from the rendered one ("" = the same)."""
     want = [
-        (c["function"]["name"], _args(c["function"]["arguments"]))
-        for c in expected.get("tool_calls", ())
+        (c["function"]["name"], _args(c["function"]["arguments"])) for c in _tool_calls(expected)
     ]
     got = [(c.name, _args(c.arguments)) for c in parsed.tool_calls]
     if len(got) != len(want):
@@ -395,13 +407,11 @@ def difference(expected: Mapping[str, Any], parsed: Any) -> str:
             return f"call {index} named {g[0]!r} instead of {w[0]!r}"
         if g[1] != w[1]:
             return f"call {index} arguments {_short(g[1])} instead of {_short(w[1])}"
-    if _norm(parsed.content) != _norm(expected.get("content")):
-        return f"content {_short(parsed.content)} instead of {_short(expected.get('content'))}"
-    if _norm(parsed.reasoning_content) != _norm(expected.get("reasoning_content")):
-        return (
-            f"reasoning {_short(parsed.reasoning_content)} instead of "
-            f"{_short(expected.get('reasoning_content'))}"
-        )
+    content, reasoning = _text(expected, "content"), _text(expected, "reasoning_content")
+    if _norm(parsed.content) != _norm(content):
+        return f"content {_short(parsed.content)} instead of {_short(content)}"
+    if _norm(parsed.reasoning_content) != _norm(reasoning):
+        return f"reasoning {_short(parsed.reasoning_content)} instead of {_short(reasoning)}"
     return ""
 
 
@@ -424,14 +434,14 @@ def _check_scenario(
     """("", "") when the message comes back; ("fail", reason) or ("skip", reason)."""
     message = scenario_message(scenario)
     supports_tools = renders.caps.supports_tool_calls
-    tool_options: list[Sequence[Mapping[str, Any]] | None] = (
+    tool_options: list[Sequence[Mapping[str, object]] | None] = (
         [TOOLS, None] if supports_tools else [None]
     )
     reasons: list[str] = []
     for tools in tool_options:
         for thinking in _thinking_variants(scenario):
             kwargs = {} if thinking is None else {"enable_thinking": thinking}
-            user = {"role": "user", "content": USER_MSG}
+            user: dict[str, object] = {"role": "user", "content": USER_MSG}
             try:
                 prompt = renders.render([user], tools, True, kwargs)
                 full = renders.render([user, dict(message)], tools, False, kwargs)

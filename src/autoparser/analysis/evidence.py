@@ -10,8 +10,7 @@ studio's Analysis pane) can see the two texts side by side and where the marker 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
 
 from autoparser.analysis.model import TemplateAnalysis
 from autoparser.template.caps import detect_caps, detect_quirks
@@ -44,7 +43,7 @@ class MarkerEvidence:
     with_: str | None
     found: bool
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """Plain JSON-ready data (``with_`` under the key ``with``)."""
         return {
             "field": self.field,
@@ -59,7 +58,7 @@ class MarkerEvidence:
 _Pair = tuple[str, str | None, str | None]  # (question, without, with)
 
 
-def _markers(data: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, str]]:
+def _markers(data: dict[str, object], prefix: str = "") -> Iterator[tuple[str, str]]:
     """(dotted field, marker) for every non-empty string (or string list item) that is a
     marker: enum values, switch values and JSON key names are not."""
     skip = {"mode", "position", "json_style", "history_field", "switch_variable", "switch_kind"}
@@ -126,7 +125,7 @@ def _pairs(probe: Probe, history_field: str) -> dict[str, list[_Pair]]:
     }
 
 
-def _two(render: Any) -> tuple[str | None, str | None]:
+def _two(render: Callable[..., str | None]) -> tuple[str | None, str | None]:
     return render(False), render(True)
 
 

@@ -84,14 +84,14 @@ def _json_quote(needle: str, text: str) -> str:
     return m.group(1) if m else ""
 
 
-def _decode_at(text: str, pos: int) -> tuple[Any, int] | None:
+def _decode_at(text: str, pos: int) -> tuple[object, int] | None:
     try:
         return _DECODER.raw_decode(text, pos)
     except ValueError:
         return None
 
 
-def _json_span(text: str, needle_at: int) -> tuple[int, int, Any] | None:
+def _json_span(text: str, needle_at: int) -> tuple[int, int, object] | None:
     """The outermost JSON value in ``text`` that starts before and spans ``needle_at``."""
     for m in re.finditer(r"[\[{]", text[:needle_at]):
         got = _decode_at(text, m.start())
@@ -261,7 +261,7 @@ def _analyze_json_native(
         return None
     j_start, j_end, value = span
     wrapped = isinstance(value, list)
-    call = value[0] if wrapped and value else value
+    call = value[0] if isinstance(value, list) and value else value
     if not isinstance(call, dict):
         return None
 
@@ -320,7 +320,7 @@ def _analyze_json_native(
         text2 = s2.replace("'", '"') if quote == "'" else s2
         span2 = _json_span(text2, text2.find(FUN_FIRST))
         if span2 is not None:
-            second: Any = None
+            second: object = None
             if wrapped and isinstance(span2[2], list) and len(span2[2]) == 2:
                 parallel = True
                 inner = s2[span2[0] : span2[1]]
@@ -366,7 +366,7 @@ def _generated_id(
             constants[:] = [c for c in constants if c[0] != key]
 
 
-def _json_indent(value: Any, text: str, quote: str) -> int:
+def _json_indent(value: object, text: str, quote: str) -> int:
     """The ``indent`` that json.dumps needs to write the whole value as the template does."""
     if quote == "'":
         text = text.replace("'", '"')
@@ -376,7 +376,7 @@ def _json_indent(value: Any, text: str, quote: str) -> int:
     return 0
 
 
-def _json_style(call: Any, text: str, quote: str) -> str:
+def _json_style(call: object, text: str, quote: str) -> str:
     if quote == "'":
         text = text.replace("'", '"')
     if json.dumps(call, ensure_ascii=False) == text:
@@ -632,14 +632,14 @@ def _json_name_suffix(section: str, arguments: ArgumentsAnalysis) -> str:
     return suffix
 
 
-class _FrozenDict(dict[str, Any]):
+class _FrozenDict(dict[str, object]):
     """A dict the probe can memoise renders by (its key must be hashable)."""
 
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(tuple(self.items()))
 
 
-class _FrozenList(list[Any]):
+class _FrozenList(list[object]):
     """A list the probe can memoise renders by."""
 
     def __hash__(self) -> int:  # type: ignore[override]
@@ -647,7 +647,7 @@ class _FrozenList(list[Any]):
 
 
 # A value of each JSON type for the second argument, with the ways templates write it.
-_TYPED_VALUES: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
+_TYPED_VALUES: tuple[tuple[str, object, tuple[str, ...]], ...] = (
     ("integer", VALUE_NUMBER, (str(VALUE_NUMBER),)),
     ("number", 9182.5, ("9182.5",)),
     ("boolean", True, ("true", "True")),
@@ -744,7 +744,7 @@ def element_closer(a: ArgumentsAnalysis, name: str) -> str:
     return a.value_suffix + name + a.value_suffix_after_name
 
 
-def _as_elements(value: Any, a: ArgumentsAnalysis, item: str) -> str:
+def _as_elements(value: dict[str, object] | list[object], a: ArgumentsAnalysis, item: str) -> str:
     """An object or array value written in the argument markup itself: members as
     arguments named by their keys, items as arguments named ``item``."""
     pairs = value.items() if isinstance(value, dict) else ((item, v) for v in value)
@@ -768,7 +768,7 @@ def _value_item_name(probe: Probe, a: ArgumentsAnalysis) -> str:
         return ""
     header = ARG_SECOND + a.name_suffix + a.value_prefix
 
-    def written(value: Any) -> str | None:
+    def written(value: object) -> str | None:
         spec: CallSpec = (FUN_FIRST, ((ARG_FIRST, VALUE_FIRST), (ARG_SECOND, value)), CALL_ID)
         section = _fenced_section(probe, (spec,))
         at = section[0].find(header) if section is not None else -1
@@ -826,7 +826,7 @@ def call_prefix_token(probe: Probe) -> str:
     }
     if probe.call_turn_text:
         call = with_call_turn_text(call)
-    context: dict[str, Any] = {
+    context: dict[str, object] = {
         "messages": [{"role": "user", "content": USER_MSG}, call],
         "tools": probe.tools,
         "add_generation_prompt": False,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from autoparser.errors import RequestError
 
@@ -27,11 +26,11 @@ class ToolSpec:
     """One function the model may call, with its parameter schema (always an object schema)."""
 
     name: str
-    parameters: Mapping[str, Any]
+    parameters: Mapping[str, object]
     description: str = ""
 
     @property
-    def properties(self) -> Mapping[str, Any]:
+    def properties(self) -> Mapping[str, object]:
         props = self.parameters.get("properties")
         return props if isinstance(props, Mapping) else {}
 
@@ -44,7 +43,7 @@ class Request:
     tool_choice: str = "auto"  # "none" | "auto" | "required" (a named function -> "required")
     forced_tool: str | None = None  # the only tool the grammar allows, if tool_choice names one
     parallel_tool_calls: bool = True
-    response_schema: Mapping[str, Any] | None = None  # constrains content when set
+    response_schema: Mapping[str, object] | None = None  # constrains content when set
     enable_thinking: bool | None = None
     reasoning_format: str = "auto"
     calls_in_reasoning: bool = False  # read calls written inside reasoning as calls
@@ -66,7 +65,7 @@ class Request:
 _VALID_SCHEMAS: set[str] = set()
 
 
-def _check_schema(schema: Any, where: str) -> Mapping[str, Any]:
+def _check_schema(schema: object, where: str) -> Mapping[str, object]:
     if not isinstance(schema, Mapping):
         raise RequestError(f"{where}: a JSON schema must be an object, got {type(schema).__name__}")
     try:
@@ -91,7 +90,7 @@ def _check_schema(schema: Any, where: str) -> Mapping[str, Any]:
     return schema
 
 
-def check_messages(messages: Any) -> None:
+def check_messages(messages: object) -> None:
     """RequestError naming ``messages[i]`` unless ``messages`` is a list of message objects."""
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
         raise RequestError(
@@ -102,7 +101,7 @@ def check_messages(messages: Any) -> None:
             raise RequestError(f"messages[{i}]: must be an object, got {type(message).__name__}")
 
 
-def normalize_tools(tools: Sequence[Mapping[str, Any]] | None) -> tuple[ToolSpec, ...]:
+def normalize_tools(tools: Sequence[Mapping[str, object]] | None) -> tuple[ToolSpec, ...]:
     """OpenAI-style tools -> ToolSpecs; RequestError naming ``tools[i]...`` when malformed."""
     if tools is None:
         return ()
@@ -145,10 +144,10 @@ def normalize_tools(tools: Sequence[Mapping[str, Any]] | None) -> tuple[ToolSpec
 
 def normalize_request(
     *,
-    tools: Sequence[Mapping[str, Any]] | None,
-    tool_choice: Any,
+    tools: Sequence[Mapping[str, object]] | None,
+    tool_choice: object,
     parallel_tool_calls: bool | None,
-    response_format: Mapping[str, Any] | None,
+    response_format: Mapping[str, object] | None,
     enable_thinking: bool | None,
     reasoning_format: str,
     template_supports_parallel: bool,
@@ -186,7 +185,7 @@ def normalize_request(
         raise RequestError("parallel_tool_calls: must be a boolean")
     parallel = template_supports_parallel if parallel_tool_calls is None else parallel_tool_calls
 
-    schema: Mapping[str, Any] | None = None
+    schema: Mapping[str, object] | None = None
     if response_format is not None:
         if not isinstance(response_format, Mapping):
             raise RequestError("response_format: must be an object")

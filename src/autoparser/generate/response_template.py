@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from autoparser.analysis.model import (
     CallIdPosition,
@@ -58,7 +58,7 @@ def response_template(
     thinking_forced_open: bool = False,
     pythonic_calls: bool = False,
     request: Request | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The response template (transformers' version 1) of an analysed template's output.
 
     ``generation_prompt`` is what the request's prompt ends with (the analysis' own when
@@ -77,7 +77,7 @@ def response_template(
             f"the format is the hand-written {analysis.handler!r} one, whose structure "
             "(channels, nested sections or special value syntax) a response template cannot express"
         )
-    fields: dict[str, Any] = {}
+    fields: dict[str, object] = {}
     reasoning = _reasoning_field(analysis, extract_reasoning, thinking_forced_open, request)
     if reasoning is not None:
         fields[REASONING_FIELD] = reasoning
@@ -119,7 +119,7 @@ def _start_anchor(analysis: TemplateAnalysis, generation_prompt: str) -> dict[st
 
 def _reasoning_field(
     analysis: TemplateAnalysis, extract_reasoning: bool, forced_open: bool, request: Request | None
-) -> dict[str, Any] | None:
+) -> dict[str, object] | None:
     """The reasoning region, opened as autoparser's parser opens it (generate/reasoning.py)."""
     r = analysis.reasoning
     start, end = r.start.strip(), r.end.strip()
@@ -165,7 +165,7 @@ def _ahead_of(analysis: TemplateAnalysis, end: str, *, calls: bool = False) -> s
     return r"\A(?=(?:" + guard + r"[\s\S])*?" + re.escape(end) + ")"
 
 
-def _content_field(analysis: TemplateAnalysis) -> dict[str, Any]:
+def _content_field(analysis: TemplateAnalysis) -> dict[str, object]:
     c = analysis.content
     if c.mode == ContentMode.WRAPPED_WITH_REASONING:
         raise ExportError(
@@ -174,7 +174,7 @@ def _content_field(analysis: TemplateAnalysis) -> dict[str, Any]:
         )
     if c.mode == ContentMode.ALWAYS_WRAPPED and c.start.strip() and c.end.strip():
         return {"open": c.start.strip(), "close": c.end.strip(), "content": "text"}
-    field: dict[str, Any] = {"content": "text"}
+    field: dict[str, object] = {"content": "text"}
     fmt = analysis.tools.format
     wrap_start, wrap_end = fmt.content_wrap_start.strip(), fmt.content_wrap_end.strip()
     if c.mode == ContentMode.PLAIN and wrap_start and wrap_end:
@@ -214,7 +214,9 @@ def _name_pattern(request: Request | None, follows: str) -> str:
     return "(?P<name>" + "|".join(re.escape(n) for n in names) + ")" + end
 
 
-def _tool_calls_field(analysis: TemplateAnalysis, request: Request | None) -> dict[str, Any] | None:
+def _tool_calls_field(
+    analysis: TemplateAnalysis, request: Request | None
+) -> dict[str, object] | None:
     fmt = analysis.tools.format
     if fmt.mode == ToolFormat.NONE:
         return None
@@ -225,27 +227,25 @@ def _tool_calls_field(analysis: TemplateAnalysis, request: Request | None) -> di
     return _tagged_calls(analysis, request)
 
 
-def _json_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
+def _json_calls(analysis: TemplateAnalysis) -> dict[str, object]:
     fmt = analysis.tools.format
     if fmt.fun_name_is_key:
         raise ExportError('calls write the function name as a key ({"name": {args}}), not a value')
     if not fmt.name_field or not fmt.args_field:
         raise ExportError("the JSON call object's name and arguments keys are unknown")
     prefix = fmt.function_field + "." if fmt.function_field else ""
-    transform = {
-        "type": "function",
-        "function": {
-            "name": "{" + prefix + fmt.name_field + "}",
-            "arguments": "{" + prefix + fmt.args_field + "}",
-        },
+    function = {
+        "name": "{" + prefix + fmt.name_field + "}",
+        "arguments": "{" + prefix + fmt.args_field + "}",
     }
+    transform = {"type": "function", "function": function}
     if fmt.tools_array_wrapped:
         if fmt.section_start.strip():
             array_opener = _lit(fmt.section_start)
         else:
             # A bare array of calls opens where '[' starts an object on the call's first key.
             array_opener = _GAP + r"(?=\[\s*" + _first_key(analysis) + ")"
-        field: dict[str, Any] = {
+        field: dict[str, object] = {
             "open_pattern": array_opener,
             "content": "json",
             "transform": transform,
@@ -256,7 +256,7 @@ def _json_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
         elif ends := [m for m in analysis.end_of_turn if m.strip()]:
             field["close_pattern"] = _after_json(f"(?={_GAP}{_alternatives(ends)})|\\Z")
         return field
-    field = {"repeats": True, "content": "json", "transform": _scoped(transform)}
+    field = {"repeats": True, "content": "json", "transform": _scoped(function)}
     if fmt.per_call_start.strip():
         opener = _opener(analysis, fmt.per_call_start)
         closer = _closer(analysis, fmt.per_call_end)
@@ -297,7 +297,7 @@ def _json_value(group: str) -> str:
     )
 
 
-def _object_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
+def _object_calls(analysis: TemplateAnalysis) -> dict[str, object]:
     """Calls written as bare JSON objects one after the other (``{...}{...}``, in a section
     or not): one region per call, holding the call's arguments value only.
 
@@ -366,9 +366,9 @@ def _object_calls(analysis: TemplateAnalysis) -> dict[str, Any]:
     }
 
 
-def _scoped(transform: dict[str, Any]) -> dict[str, Any]:
-    """The transform reading the parsed object from ``content`` (a single, not each, call)."""
-    function = transform["function"]
+def _scoped(function: Mapping[str, str]) -> dict[str, object]:
+    """The transform reading the parsed object from ``content`` (a single, not each, call):
+    ``function`` is the each-call transform's, its paths moved under ``content``."""
     return {
         "type": "function",
         "function": {key: "{content." + value[1:] for key, value in function.items()},
@@ -421,7 +421,7 @@ def _call_id(analysis: TemplateAnalysis, where: CallIdPosition) -> str:
     return _GAP + re.escape(cid.prefix.strip()) + r".*?" + re.escape(cid.suffix.strip()) + _GAP
 
 
-def _tagged_calls(analysis: TemplateAnalysis, request: Request | None) -> dict[str, Any]:
+def _tagged_calls(analysis: TemplateAnalysis, request: Request | None) -> dict[str, object]:
     tools = analysis.tools
     fmt, fn, args = tools.format, tools.function, tools.arguments
     position = tools.call_id.position
@@ -460,7 +460,7 @@ def _tagged_calls(analysis: TemplateAnalysis, request: Request | None) -> dict[s
     # Whitespace after a call joins its close, so that it never opens an empty content
     # region whose close would overwrite the real content.
     closer = f"(?:{closer}){_GAP}"
-    field: dict[str, Any] = {
+    field: dict[str, object] = {
         "open_pattern": opener,
         "repeats": True,
         "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}},
@@ -545,7 +545,7 @@ def _untyped_parameter(request: Request | None) -> str:
     return ""
 
 
-def _declares_type(schema: Any) -> bool:
+def _declares_type(schema: object) -> bool:
     if not isinstance(schema, Mapping):
         return False
     if any(key in schema for key in ("type", "enum", "const")):
@@ -557,7 +557,7 @@ def _declares_type(schema: Any) -> bool:
     )
 
 
-def _may_be_structured(schema: Any) -> bool:
+def _may_be_structured(schema: object) -> bool:
     if not isinstance(schema, Mapping):
         return False
     if "$ref" in schema:

@@ -34,7 +34,7 @@ def run(config: ServeConfig, log_level: str = "info", **run_app_options: Any) ->
     logging.basicConfig(level=log_level.upper(), format="%(message)s")
     logging.getLogger("aiohttp.access").disabled = True
     log = logging.getLogger("autoparser.serve")
-    options: dict[str, Any] = {
+    options: dict[str, Any] = {  # aiohttp.web.run_app's keywords, each its own type
         "host": config.host,
         "port": config.port,
         "access_log": None,

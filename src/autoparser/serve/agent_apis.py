@@ -15,7 +15,6 @@ is always in the final answer.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
 from aiohttp import web
 
@@ -38,7 +37,7 @@ def _renamed(exc: InvalidRequest, rename: Rename) -> InvalidRequest:
 
 
 async def _prepare(
-    chat: Chat, request: web.Request, body: Mapping[str, Any], rename: Rename
+    chat: Chat, request: web.Request, body: Mapping[str, object], rename: Rename
 ) -> Prepared:
     try:
         return await chat.prepare(request, body)
@@ -94,7 +93,7 @@ class Responses:
             return done
         message, end = done
         answer = responses_api.response(ident, mapped.echo, message, end.hit_limit, end.usage)
-        self.chat.account(request, message, end, answer["status"])
+        self.chat.account(request, message, end, str(answer["status"]))
         return web.json_response(answer)
 
 
@@ -105,7 +104,7 @@ class _MessagesSink:
         self.stops = stops
 
     @staticmethod
-    def _sse(events: list[tuple[str, dict[str, Any]]]) -> bytes:
+    def _sse(events: list[tuple[str, dict[str, object]]]) -> bytes:
         return b"".join(messages_api.sse(name, data) for name, data in events)
 
     def start(self) -> bytes:

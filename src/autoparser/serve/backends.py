@@ -14,7 +14,6 @@ import dataclasses
 import json
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import Any
 
 import aiohttp
 
@@ -60,7 +59,7 @@ class Generation:
     prompt: str
     max_tokens: int | None = None
     stop: tuple[str, ...] = ()
-    sampling: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    sampling: Mapping[str, object] = dataclasses.field(default_factory=dict)
     grammar: str | None = None
     grammar_lazy: bool = False
     grammar_triggers: tuple[GrammarTrigger, ...] = ()
@@ -112,7 +111,7 @@ class Hooks:
         """A cache lookup."""
 
 
-def _json(text: str, where: str) -> Any:
+def _json(text: str, where: str) -> object:
     try:
         return json.loads(text)
     except ValueError as exc:
@@ -121,7 +120,7 @@ def _json(text: str, where: str) -> Any:
         ) from exc
 
 
-def _int(value: Any) -> int:
+def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
@@ -164,7 +163,7 @@ async def _lines(response: aiohttp.ClientResponse, idle: float) -> AsyncIterator
 
 async def _sse_events(
     response: aiohttp.ClientResponse, where: str, idle: float
-) -> AsyncIterator[Any]:
+) -> AsyncIterator[object]:
     """The JSON payloads of a ``text/event-stream`` body, until ``[DONE]`` or its end."""
     try:
         async for raw in _lines(response, idle):
@@ -221,7 +220,7 @@ class Backend:
         self.timeouts = timeouts or Timeouts()
         self.hooks = hooks or Hooks()
 
-    def payload(self, gen: Generation, stream: bool) -> dict[str, Any]:
+    def payload(self, gen: Generation, stream: bool) -> dict[str, object]:
         raise NotImplementedError
 
     async def prepare(self, gen: Generation) -> Prompt:
@@ -230,14 +229,14 @@ class Backend:
         return gen.prompt
 
     async def _send(
-        self, session: aiohttp.ClientSession, where: str, body: Mapping[str, Any]
+        self, session: aiohttp.ClientSession, where: str, body: Mapping[str, object]
     ) -> aiohttp.ClientResponse:
         t = self.timeouts
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=t.connect, connect=t.connect)
         return await asyncio.wait_for(session.post(where, json=body, timeout=timeout), t.first_byte)
 
     async def _post(
-        self, body: Mapping[str, Any], path: str | None = None
+        self, body: Mapping[str, object], path: str | None = None
     ) -> aiohttp.ClientResponse:
         where = f"{self.url}{path or self.path}"
         try:
@@ -297,7 +296,7 @@ class Backend:
         prompt = await self.prepare(gen)
         response = await self._post(self.payload_for(gen, prompt, stream=True))
         where = f"{self.url}{self.path}"
-        state: dict[str, Any] = {}
+        state: dict[str, object] = {}
         try:
             async for event in _sse_events(response, where, self.timeouts.idle):
                 piece = self.read_event(event, state, where)
@@ -307,12 +306,12 @@ class Backend:
             response.release()
         yield self.read_end(state, where)
 
-    def payload_for(self, gen: Generation, prompt: Prompt, stream: bool) -> dict[str, Any]:
+    def payload_for(self, gen: Generation, prompt: Prompt, stream: bool) -> dict[str, object]:
         body = self.payload(gen, stream)
         body["prompt"] = prompt
         return body
 
-    def tokenize_body(self, prompt: Prompt) -> dict[str, Any]:
+    def tokenize_body(self, prompt: Prompt) -> dict[str, object]:
         """The ``POST /tokenize`` body that counts ``prompt`` as a generation would."""
         raise NotImplementedError
 
@@ -359,13 +358,13 @@ class Backend:
             await response.read()
             return response.status
 
-    def read_whole(self, body: Any, where: str) -> tuple[str, Finished]:
+    def read_whole(self, body: object, where: str) -> tuple[str, Finished]:
         raise NotImplementedError
 
-    def read_event(self, event: Any, state: dict[str, Any], where: str) -> str:
+    def read_event(self, event: object, state: dict[str, object], where: str) -> str:
         raise NotImplementedError
 
-    def read_end(self, state: dict[str, Any], where: str) -> Finished:
+    def read_end(self, state: dict[str, object], where: str) -> Finished:
         raise NotImplementedError
 
 
@@ -377,8 +376,17 @@ class LlamaCppBackend(Backend):
     path = "/completion"
     cache_size = 4096  # caller spans kept tokenized (earlier turns repeat in every request)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        url: str,
+        session: aiohttp.ClientSession,
+        model: str = "",
+        *,
+        fresh: aiohttp.ClientSession | None = None,
+        timeouts: Timeouts | None = None,
+        hooks: Hooks | None = None,
+    ) -> None:
+        super().__init__(url, session, model, fresh=fresh, timeouts=timeouts, hooks=hooks)
         self._tokens: OrderedDict[str, list[int]] = OrderedDict()
 
     async def prepare(self, gen: Generation) -> Prompt:
@@ -443,12 +451,12 @@ class LlamaCppBackend(Backend):
     async def check(self) -> str | None:
         return await self._check_get("/health")
 
-    def tokenize_body(self, prompt: Prompt) -> dict[str, Any]:
+    def tokenize_body(self, prompt: Prompt) -> dict[str, object]:
         # as /completion takes a prompt: special tokens added and parsed in template text
         return {"content": prompt, "add_special": True, "parse_special": True}
 
-    def payload(self, gen: Generation, stream: bool) -> dict[str, Any]:
-        body: dict[str, Any] = {**gen.sampling, "prompt": gen.prompt, "stream": stream}
+    def payload(self, gen: Generation, stream: bool) -> dict[str, object]:
+        body: dict[str, object] = {**gen.sampling, "prompt": gen.prompt, "stream": stream}
         if gen.max_tokens is not None:
             body["n_predict"] = gen.max_tokens
         if gen.stop:
@@ -470,26 +478,26 @@ class LlamaCppBackend(Backend):
         return body
 
     @staticmethod
-    def _finished(body: Mapping[str, Any]) -> Finished:
+    def _finished(body: Mapping[str, object]) -> Finished:
         usage = Usage(_int(body.get("tokens_evaluated")), _int(body.get("tokens_predicted")))
         word = body.get("stopping_word") if body.get("stop_type") == "word" else ""
         return Finished(
             body.get("stop_type") == "limit", usage, word if isinstance(word, str) else ""
         )
 
-    def read_whole(self, body: Any, where: str) -> tuple[str, Finished]:
+    def read_whole(self, body: object, where: str) -> tuple[str, Finished]:
         if not isinstance(body, Mapping) or not isinstance(body.get("content"), str):
             raise BackendError("the engine's answer has no 'content' string", where)
         return body["content"], self._finished(body)
 
-    def read_event(self, event: Any, state: dict[str, Any], where: str) -> str:
+    def read_event(self, event: object, state: dict[str, object], where: str) -> str:
         if not isinstance(event, Mapping) or not isinstance(event.get("content", ""), str):
             raise BackendError("the engine's stream events have no 'content' string", where)
         if event.get("stop"):
             state["end"] = self._finished(event)
         return str(event.get("content", ""))
 
-    def read_end(self, state: dict[str, Any], where: str) -> Finished:
+    def read_end(self, state: dict[str, object], where: str) -> Finished:
         end = state.get("end")
         if not isinstance(end, Finished):
             raise BackendError("the engine's stream ended without its final event", where)
@@ -508,8 +516,8 @@ class OpenAIBackend(Backend):
     kind = "openai"
     path = "/v1/completions"
 
-    def payload(self, gen: Generation, stream: bool) -> dict[str, Any]:
-        body: dict[str, Any] = {
+    def payload(self, gen: Generation, stream: bool) -> dict[str, object]:
+        body: dict[str, object] = {
             **gen.sampling,
             "model": self.model,
             "prompt": gen.prompt,
@@ -531,14 +539,14 @@ class OpenAIBackend(Backend):
         return body
 
     @staticmethod
-    def _usage(body: Mapping[str, Any]) -> Usage:
-        usage = body.get("usage")
+    def _usage(body: object) -> Usage:
+        usage = body.get("usage") if isinstance(body, Mapping) else None
         if not isinstance(usage, Mapping):
             return Usage()
         return Usage(_int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens")))
 
     @staticmethod
-    def _choice(body: Any, where: str) -> Mapping[str, Any] | None:
+    def _choice(body: object, where: str) -> Mapping[str, object] | None:
         if not isinstance(body, Mapping) or not isinstance(body.get("choices"), list):
             raise BackendError("the engine's answer has no 'choices' list", where)
         choices = body["choices"]
@@ -549,7 +557,7 @@ class OpenAIBackend(Backend):
             raise BackendError("the engine's choices have no 'text' string", where)
         return choice
 
-    def read_whole(self, body: Any, where: str) -> tuple[str, Finished]:
+    def read_whole(self, body: object, where: str) -> tuple[str, Finished]:
         choice = self._choice(body, where)
         if choice is None:
             raise BackendError("the engine's answer has no choices", where)
@@ -561,7 +569,7 @@ class OpenAIBackend(Backend):
         )
         return str(choice.get("text", "")), finished
 
-    def read_event(self, event: Any, state: dict[str, Any], where: str) -> str:
+    def read_event(self, event: object, state: dict[str, object], where: str) -> str:
         choice = self._choice(event, where)
         if isinstance(event, Mapping) and isinstance(event.get("usage"), Mapping):
             state["usage"] = self._usage(event)
@@ -576,10 +584,10 @@ class OpenAIBackend(Backend):
     async def check(self) -> str | None:
         return await self._check_get("/v1/models")
 
-    def tokenize_body(self, prompt: Prompt) -> dict[str, Any]:
+    def tokenize_body(self, prompt: Prompt) -> dict[str, object]:
         return {"model": self.model, "prompt": prompt}  # vLLM's /tokenize
 
-    def read_end(self, state: dict[str, Any], where: str) -> Finished:
+    def read_end(self, state: dict[str, object], where: str) -> Finished:
         usage = state.get("usage")
         return Finished(
             state.get("reason") == "length",
@@ -588,7 +596,7 @@ class OpenAIBackend(Backend):
         )
 
 
-async def _get_json(session: aiohttp.ClientSession, where: str) -> tuple[int, Any]:
+async def _get_json(session: aiohttp.ClientSession, where: str) -> tuple[int, object]:
     async with session.get(where) as response:
         if response.status != 200:
             return response.status, None
@@ -645,7 +653,14 @@ async def first_model(url: str, session: aiohttp.ClientSession, timeout: float =
 
 
 def make_backend(
-    kind: str, url: str, session: aiohttp.ClientSession, model: str = "", **kw: Any
+    kind: str,
+    url: str,
+    session: aiohttp.ClientSession,
+    model: str = "",
+    *,
+    fresh: aiohttp.ClientSession | None = None,
+    timeouts: Timeouts | None = None,
+    hooks: Hooks | None = None,
 ) -> Backend:
     """The backend of ``kind``, as the registry in ``serve/kinds.py`` names it; ``kw``:
     ``fresh``, ``timeouts``, ``hooks`` (see Backend)."""
@@ -653,4 +668,4 @@ def make_backend(
     if name is None:
         raise ValueError(f"backend kind must be one of {', '.join(BACKEND_KINDS)}, got {kind!r}")
     backend: type[Backend] = globals()[name]
-    return backend(url, session, model, **kw)
+    return backend(url, session, model, fresh=fresh, timeouts=timeouts, hooks=hooks)

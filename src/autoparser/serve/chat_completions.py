@@ -15,7 +15,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Mapping
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 from aiohttp import web
 
@@ -49,6 +49,8 @@ RESERVED_TEMPLATE_KWARGS = frozenset(
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 HEADERS_AFTER = 1.0  # seconds of engine silence before SSE headers go out anyway
 
+_T = TypeVar("_T")
+
 
 @dataclasses.dataclass(frozen=True)
 class ChatSettings:
@@ -63,26 +65,38 @@ class ChatSettings:
 class ChatRequest:
     """A validated chat-completion request."""
 
-    messages: list[dict[str, Any]]
-    options: Mapping[str, Any]  # keyword arguments of template.apply
+    messages: list[dict[str, object]]
+    options: Mapping[str, object]  # keyword arguments of template.apply
     stream: bool
     include_usage: bool
     sampling: SamplingOptions
     parallel_tool_calls: bool | None
 
 
-def _field(body: Mapping[str, Any], name: str, kinds: type | tuple[type, ...], what: str) -> Any:
+def _field(body: Mapping[str, object], name: str, kind: type[_T], what: str) -> _T | None:
     value = body.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) and bool not in (kinds if isinstance(kinds, tuple) else (kinds,)):
+    if isinstance(value, bool) and kind is not bool:
         raise InvalidRequest(f"{name}: must be {what}", name)
-    if not isinstance(value, kinds):
+    if not isinstance(value, kind):
         raise InvalidRequest(f"{name}: must be {what}, got {type(value).__name__}", name)
     return value
 
 
-def _content(content: Any, where: str, typed: bool) -> Any:
+def _object_field(body: Mapping[str, object], name: str) -> Mapping[str, object] | None:
+    """``_field`` for a JSON object (``Mapping`` is abstract: no ``type[T]`` for it)."""
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise InvalidRequest(f"{name}: must be an object", name)
+    if not isinstance(value, Mapping):
+        raise InvalidRequest(f"{name}: must be an object, got {type(value).__name__}", name)
+    return value
+
+
+def _content(content: object, where: str, typed: bool) -> str | list[dict[str, str]] | None:
     """A message's content: a string, null, or content parts. Text parts are joined with
     newlines for templates that take strings (as vLLM does), kept for templates that read
     parts; image, audio and file parts are refused (no engine path carries them)."""
@@ -108,11 +122,11 @@ def _content(content: Any, where: str, typed: bool) -> Any:
     return "\n".join(texts)
 
 
-def check_messages(messages: Any, typed_content: bool) -> list[dict[str, Any]]:
+def check_messages(messages: object, typed_content: bool) -> list[dict[str, object]]:
     """Roles and contents checked; content parts made what the template takes."""
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("messages: must be a non-empty list of message objects", "messages")
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
         if not isinstance(message, Mapping):
@@ -138,7 +152,7 @@ def check_messages(messages: Any, typed_content: bool) -> list[dict[str, Any]]:
     return out
 
 
-def parse_request(body: Mapping[str, Any], typed_content: bool, provenance: bool) -> ChatRequest:
+def parse_request(body: Mapping[str, object], typed_content: bool, provenance: bool) -> ChatRequest:
     """Check the body's fields (types, ranges, refused features); the template checks the
     rest (tools, tool_choice, response_format) naming the field too."""
     for name, why in REFUSED_FIELDS.items():
@@ -153,28 +167,27 @@ def parse_request(body: Mapping[str, Any], typed_content: bool, provenance: bool
     messages = check_messages(body.get("messages"), typed_content)
 
     stream = _field(body, "stream", bool, "a boolean") or False
-    stream_options = _field(body, "stream_options", Mapping, "an object") or {}
+    stream_options = _object_field(body, "stream_options") or {}
     include_usage = stream_options.get("include_usage", False)
     if not isinstance(include_usage, bool):
         raise InvalidRequest("stream_options.include_usage: must be a boolean", "stream_options")
     sampling = SamplingOptions.from_fields(body, ("max_completion_tokens", "max_tokens"))
 
-    kwargs = _field(body, "chat_template_kwargs", Mapping, "an object") or {}
+    kwargs = _object_field(body, "chat_template_kwargs") or {}
     clash = sorted(RESERVED_TEMPLATE_KWARGS & set(kwargs))
     if clash:
         raise InvalidRequest(
             f"chat_template_kwargs: {', '.join(clash)} must be given as request fields",
             "chat_template_kwargs",
         )
-    parallel = body.get("parallel_tool_calls")
-    if parallel is not None:
-        boolean(parallel, "parallel_tool_calls")
-    options: dict[str, Any] = {
+    given = body.get("parallel_tool_calls")
+    parallel = None if given is None else boolean(given, "parallel_tool_calls")
+    options: dict[str, object] = {
         **kwargs,
         "tools": _field(body, "tools", list, "a list of tools"),
         "tool_choice": body.get("tool_choice", "auto"),
         "parallel_tool_calls": parallel,
-        "response_format": _field(body, "response_format", Mapping, "an object"),
+        "response_format": _object_field(body, "response_format"),
         "provenance": provenance,
     }
     effort = _field(body, "reasoning_effort", str, "a string")
@@ -186,7 +199,7 @@ def parse_request(body: Mapping[str, Any], typed_content: bool, provenance: bool
     return ChatRequest(messages, options, stream, include_usage, sampling, parallel)
 
 
-def _reasoning_keys(obj: dict[str, Any], field: str) -> dict[str, Any]:
+def _reasoning_keys(obj: dict[str, object], field: str) -> dict[str, object]:
     """The message or delta with reasoning under the configured field name(s)."""
     if "reasoning_content" not in obj or field == "reasoning_content":
         return obj
@@ -274,11 +287,13 @@ class Chat:
         reason = oai.finish_reason(message, end.hit_limit)
         self.account(request, message, end, reason)
         answer = oai.completion(ident, message, reason, end.usage)
-        choice = answer["choices"][0]
-        choice["message"] = _reasoning_keys(choice["message"], self.settings.reasoning_field)
+        choices = answer["choices"]
+        if isinstance(choices, list):  # always: completion() writes one choice
+            choice = choices[0]
+            choice["message"] = _reasoning_keys(choice["message"], self.settings.reasoning_field)
         return web.json_response(answer)
 
-    async def prepare(self, request: web.Request, body: Mapping[str, Any]) -> Prepared:
+    async def prepare(self, request: web.Request, body: Mapping[str, object]) -> Prepared:
         """A chat body (already through ``read_body``) validated, rendered and turned into
         the engine's generation; a client's mistake is an InvalidRequest naming the field."""
         served = await self.link.resolve()
@@ -427,5 +442,5 @@ class Chat:
         return response
 
 
-def _sse(obj: Any) -> bytes:
+def _sse(obj: object) -> bytes:
     return b"data: " + json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n\n"

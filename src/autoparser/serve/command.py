@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from autoparser.serve import limits as lim
 from autoparser.serve.kinds import KIND_CHOICES
+
+_P = TypeVar("_P", bound=argparse.ArgumentParser)
 
 # flag -> (Limits field, type, help); defaults come from limits.py (documented in
 # docs/serving.md).
@@ -45,9 +47,9 @@ LIMIT_FLAGS: dict[str, tuple[str, type, str]] = {
 }
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
+def register(subparsers: argparse._SubParsersAction[_P]) -> _P:
     """Add ``autoparser serve`` to the CLI's subparsers."""
-    serve: argparse.ArgumentParser = subparsers.add_parser(
+    serve = subparsers.add_parser(
         "serve",
         help="OpenAI- and Anthropic-compatible chat server in front of a completion engine",
         description=(

@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import NoReturn
 
 # Defaults, documented in docs/serving.md ("Limits").
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -74,11 +74,11 @@ class Limits:
                 raise ValueError(f"{field.name} must be a positive number, got {value!r}")
 
 
-def _no_constant(name: str) -> Any:
+def _no_constant(name: str) -> NoReturn:
     raise InvalidRequest(f"the request body is not valid JSON: {name} is not a JSON number")
 
 
-def parse_json(raw: bytes) -> Any:
+def parse_json(raw: bytes) -> object:
     """The body as JSON; NaN and Infinity (which Python's json accepts) are refused, and so
     is nesting deep enough to exhaust the parser."""
     try:
@@ -91,14 +91,14 @@ def parse_json(raw: bytes) -> Any:
         raise InvalidRequest(f"the request body is not valid JSON: {exc}") from exc
 
 
-def check_depth(value: Any, limit: int) -> None:
+def check_depth(value: object, limit: int) -> None:
     """InvalidRequest when containers nest deeper than ``limit`` (checked without recursion:
     the library's walks over schemas and messages are recursive)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
         if isinstance(node, Mapping):
-            children: Any = node.values()
+            children: Iterable[object] = node.values()
         elif isinstance(node, list):
             children = node
         else:
@@ -108,7 +108,7 @@ def check_depth(value: Any, limit: int) -> None:
         stack.extend((child, depth + 1) for child in children)
 
 
-def check_tools(tools: Any, limits: Limits) -> None:
+def check_tools(tools: object, limits: Limits) -> None:
     """The number of tools and the size of each tool's schema."""
     if not isinstance(tools, list):
         return
@@ -128,7 +128,7 @@ def check_tools(tools: Any, limits: Limits) -> None:
         _check_counts(tool, f"tools[{i}]", limits.max_schema_count)
 
 
-def _check_counts(schema: Any, where: str, limit: int) -> None:
+def _check_counts(schema: object, where: str, limit: int) -> None:
     """Length and count keywords a grammar would have to spell out one by one (an engine
     refuses ``x{1000000000}``): bounded, or the tool is a 400."""
     stack = [schema]
@@ -151,7 +151,7 @@ def _check_counts(schema: Any, where: str, limit: int) -> None:
             stack.extend(node)
 
 
-def read_body(raw: bytes, limits: Limits) -> Mapping[str, Any]:
+def read_body(raw: bytes, limits: Limits) -> Mapping[str, object]:
     """The JSON object of a request body, within the limits."""
     if len(raw) > limits.max_body_bytes:
         raise InvalidRequest(

@@ -13,7 +13,6 @@ import dataclasses
 import json
 import uuid
 from collections.abc import Mapping
-from typing import Any
 
 from autoparser import ChatMessage
 from autoparser.serve.limits import InvalidRequest
@@ -38,19 +37,19 @@ ERROR_TYPES = {
 class MessagesRequest:
     """A Messages request mapped onto chat completions, and the user's stop sequences."""
 
-    chat: dict[str, Any]
+    chat: dict[str, object]
     stop_sequences: tuple[str, ...]
     stream: bool
 
 
-def error_body(status: int, message: str) -> dict[str, Any]:
+def error_body(status: int, message: str) -> dict[str, object]:
     kind = ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
 def error_shape(
     status: int, message: str, kind: str, param: str | None, code: str | None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Every error of the Messages routes (the server's ``ERROR_SHAPES`` entry): Anthropic's
     shape, its type from the status (Anthropic's clients pick the exception by status)."""
     return error_body(status, message)
@@ -60,7 +59,7 @@ def _fail(message: str, param: str) -> InvalidRequest:
     return InvalidRequest(f"{param}: {message}", param)
 
 
-def _blocks(content: Any, where: str) -> list[Mapping[str, Any]]:
+def _blocks(content: object, where: str) -> list[Mapping[str, object]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     if not isinstance(content, list):
@@ -71,19 +70,21 @@ def _blocks(content: Any, where: str) -> list[Mapping[str, Any]]:
     return content
 
 
-def _text(block: Mapping[str, Any], where: str) -> str:
+def _text(block: Mapping[str, object], where: str) -> str:
     if not isinstance(block.get("text"), str):
         raise _fail("must be a string", f"{where}.text")
     return str(block["text"])
 
 
-def _joined(texts: list[str]) -> str | list[dict[str, Any]]:
+def _joined(texts: list[str]) -> str | list[dict[str, object]]:
     if len(texts) == 1:
         return texts[0]
     return [{"type": "text", "text": t} for t in texts]
 
 
-def _tool_result(block: Mapping[str, Any], where: str, names: Mapping[str, str]) -> dict[str, Any]:
+def _tool_result(
+    block: Mapping[str, object], where: str, names: Mapping[str, str]
+) -> dict[str, object]:
     call_id = block.get("tool_use_id")
     if not isinstance(call_id, str):
         raise _fail("must be a string", f"{where}.tool_use_id")
@@ -99,17 +100,17 @@ def _tool_result(block: Mapping[str, Any], where: str, names: Mapping[str, str])
         raise _fail("must be a string or a list of text blocks", f"{where}.content")
     if block.get("is_error"):
         content = f"Error: {content}"
-    tool: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "content": content}
+    tool: dict[str, object] = {"role": "tool", "tool_call_id": call_id, "content": content}
     if call_id in names:
         tool["name"] = names[call_id]
     return tool
 
 
-def chat_messages(system: Any, messages: Any) -> list[dict[str, Any]]:
+def chat_messages(system: object, messages: object) -> list[dict[str, object]]:
     """``system`` + ``messages`` as chat messages: ``tool_result`` blocks become tool
     messages (before the user's text), ``thinking`` the assistant's reasoning, ``tool_use``
     its tool calls (``is_error`` results are prefixed "Error: ")."""
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     if system is not None:
         if isinstance(system, list):
             texts: list[str] = []
@@ -146,16 +147,17 @@ def chat_messages(system: Any, messages: Any) -> list[dict[str, Any]]:
                 out.append({"role": "user", "content": _joined(texts)})
             continue
         reasoning: list[str] = []
-        calls: list[dict[str, Any]] = []
+        calls: list[dict[str, object]] = []
         for j, block in enumerate(blocks):
             at = f"{where}.content[{j}]"
             kind = block["type"]
             if kind == "text":
                 texts.append(_text(block, at))
             elif kind == "thinking":
-                if not isinstance(block.get("thinking"), str):
+                thought = block.get("thinking")
+                if not isinstance(thought, str):
                     raise _fail("must be a string", f"{at}.thinking")
-                reasoning.append(block["thinking"])
+                reasoning.append(thought)
             elif kind == "redacted_thinking":
                 continue  # opaque to any model but the one that wrote it
             elif kind == "tool_use":
@@ -174,7 +176,10 @@ def chat_messages(system: Any, messages: Any) -> list[dict[str, Any]]:
                 )
             else:
                 raise _fail(f"unsupported block type {kind!r}", f"{at}.type")
-        turn: dict[str, Any] = {"role": "assistant", "content": _joined(texts) if texts else None}
+        turn: dict[str, object] = {
+            "role": "assistant",
+            "content": _joined(texts) if texts else None,
+        }
         if reasoning:
             turn["reasoning_content"] = "\n".join(reasoning)
         if calls:
@@ -183,12 +188,12 @@ def chat_messages(system: Any, messages: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _tools(tools: Any) -> list[dict[str, Any]] | None:
+def _tools(tools: object) -> list[dict[str, object]] | None:
     if tools is None:
         return None
     if not isinstance(tools, list):
         raise _fail("must be a list of tools", "tools")
-    out = []
+    out: list[dict[str, object]] = []
     for i, tool in enumerate(tools):
         if not isinstance(tool, Mapping):
             raise _fail("must be an object", f"tools[{i}]")
@@ -201,7 +206,7 @@ def _tools(tools: Any) -> list[dict[str, Any]] | None:
             raise _fail("must be a string", f"tools[{i}].name")
         if not isinstance(tool.get("input_schema"), Mapping):
             raise _fail("must be an object", f"tools[{i}].input_schema")
-        function: dict[str, Any] = {"name": tool["name"]}
+        function: dict[str, object] = {"name": tool["name"]}
         if isinstance(tool.get("description"), str):
             function["description"] = tool["description"]
         function["parameters"] = tool["input_schema"]
@@ -209,7 +214,7 @@ def _tools(tools: Any) -> list[dict[str, Any]] | None:
     return out or None
 
 
-def _tool_choice(choice: Any, chat: dict[str, Any]) -> None:
+def _tool_choice(choice: object, chat: dict[str, object]) -> None:
     if choice is None:
         return
     if not isinstance(choice, Mapping):
@@ -234,7 +239,7 @@ def _tool_choice(choice: Any, chat: dict[str, Any]) -> None:
         chat["parallel_tool_calls"] = not disable
 
 
-def _thinking(thinking: Any, chat: dict[str, Any]) -> None:
+def _thinking(thinking: object, chat: dict[str, object]) -> None:
     """``thinking`` turns the template's reasoning switch on or off (unset: the template's
     default). ``budget_tokens`` is checked but not enforced: the engine cannot end a
     reasoning block at a budget."""
@@ -253,7 +258,7 @@ def _thinking(thinking: Any, chat: dict[str, Any]) -> None:
     chat["chat_template_kwargs"] = {"enable_thinking": kind != "disabled"}
 
 
-def to_chat(body: Any) -> MessagesRequest:
+def to_chat(body: object) -> MessagesRequest:
     """Map a Messages request body onto a chat-completions body (a 400 names the field)."""
     if not isinstance(body, Mapping):
         raise InvalidRequest("the request body must be a JSON object")
@@ -266,7 +271,7 @@ def to_chat(body: Any) -> MessagesRequest:
     stops = body.get("stop_sequences") or []
     if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
         raise _fail("must be a list of non-empty strings", "stop_sequences")
-    chat: dict[str, Any] = {
+    chat: dict[str, object] = {
         "messages": chat_messages(body.get("system"), body.get("messages")),
         "tools": _tools(body.get("tools")),
         "max_tokens": limit,
@@ -317,11 +322,11 @@ def stop_reason(
     return "end_turn", None
 
 
-def _input(arguments: str) -> Any:
+def _input(arguments: str) -> object:
     return json.loads(arguments) if arguments else {}
 
 
-def usage(counts: Usage) -> dict[str, Any]:
+def usage(counts: Usage) -> dict[str, object]:
     return {
         "input_tokens": counts.prompt_tokens,
         "output_tokens": counts.completion_tokens,
@@ -336,9 +341,9 @@ def message(
     parsed: ChatMessage,
     reason: tuple[str, str | None],
     counts: Usage,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The whole answer: thinking, text, tool_use blocks (in that order)."""
-    content: list[dict[str, Any]] = []
+    content: list[dict[str, object]] = []
     if parsed.reasoning_content:
         content.append({"type": "thinking", "thinking": parsed.reasoning_content, "signature": ""})
     if parsed.content:
@@ -370,8 +375,8 @@ class MessageEvents:
         self.index = -1
         self.open: str | None = None  # "text" / "thinking" while a block is open
 
-    def start(self) -> list[tuple[str, dict[str, Any]]]:
-        shell: dict[str, Any] = {
+    def start(self) -> list[tuple[str, dict[str, object]]]:
+        shell: dict[str, object] = {
             "id": self.ident,
             "type": "message",
             "role": "assistant",
@@ -383,25 +388,25 @@ class MessageEvents:
         }
         return [("message_start", {"type": "message_start", "message": shell}), ping()]
 
-    def _close(self) -> list[tuple[str, dict[str, Any]]]:
+    def _close(self) -> list[tuple[str, dict[str, object]]]:
         if self.open is None:
             return []
         self.open = None
         return [("content_block_stop", {"type": "content_block_stop", "index": self.index})]
 
-    def _begin(self, block: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    def _begin(self, block: dict[str, object]) -> list[tuple[str, dict[str, object]]]:
         events = self._close()
         self.index += 1
         self.open = str(block["type"])
         start = {"type": "content_block_start", "index": self.index, "content_block": block}
         return [*events, ("content_block_start", start)]
 
-    def _delta(self, delta: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    def _delta(self, delta: dict[str, object]) -> tuple[str, dict[str, object]]:
         event = {"type": "content_block_delta", "index": self.index, "delta": delta}
         return ("content_block_delta", event)
 
-    def feed(self, deltas: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-        events: list[tuple[str, dict[str, Any]]] = []
+    def feed(self, deltas: list[dict[str, object]]) -> list[tuple[str, dict[str, object]]]:
+        events: list[tuple[str, dict[str, object]]] = []
         for delta in deltas:
             thinking = delta.get("reasoning_content")
             if thinking:
@@ -413,11 +418,12 @@ class MessageEvents:
                 if self.open != "text":
                     events += self._begin({"type": "text", "text": ""})
                 events.append(self._delta({"type": "text_delta", "text": text}))
-            for call in delta.get("tool_calls") or ():
+            calls = delta.get("tool_calls")
+            for call in calls if isinstance(calls, list) else ():
                 if "id" not in call:
                     raise RuntimeError("a tool call delta without its announcement")
                 function = call.get("function") or {}
-                block = {
+                block: dict[str, object] = {
                     "type": "tool_use",
                     "id": str(call["id"]),
                     "name": str(function.get("name")),
@@ -434,8 +440,8 @@ class MessageEvents:
 
     def finish(
         self, reason: tuple[str, str | None], counts: Usage
-    ) -> list[tuple[str, dict[str, Any]]]:
-        delta = {
+    ) -> list[tuple[str, dict[str, object]]]:
+        delta: dict[str, object] = {
             "type": "message_delta",
             "delta": {"stop_reason": reason[0], "stop_sequence": reason[1]},
             "usage": {
@@ -450,9 +456,9 @@ class MessageEvents:
         ]
 
 
-def ping() -> tuple[str, dict[str, Any]]:
+def ping() -> tuple[str, dict[str, object]]:
     return ("ping", {"type": "ping"})
 
 
-def sse(name: str, data: Mapping[str, Any]) -> bytes:
+def sse(name: str, data: Mapping[str, object]) -> bytes:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()

@@ -18,7 +18,7 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -49,17 +49,17 @@ def public_text(message: str, limit: int = 1000) -> str:
 
 def error_body(
     message: str, kind: str, param: str | None = None, code: str | None = None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The OpenAI error object."""
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-ErrorShape = Callable[[int, str, str, str | None, str | None], dict[str, Any]]
+ErrorShape = Callable[[int, str, str, str | None, str | None], dict[str, object]]
 
 
 def openai_shape(
     status: int, message: str, kind: str, param: str | None, code: str | None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The default error shape (every route but Anthropic's)."""
     return error_body(message, kind, param, code)
 
@@ -254,7 +254,7 @@ async def on_prepare(request: web.Request, response: web.StreamResponse) -> None
         response.headers["Access-Control-Allow-Methods"] = "GET, POST, OPTIONS"
 
 
-def write_access_line(record: dict[str, Any], fmt: str) -> None:
+def write_access_line(record: dict[str, object], fmt: str) -> None:
     if fmt == "json":
         access_log.info(json.dumps(record, ensure_ascii=False))
     else:
@@ -362,7 +362,7 @@ def _finish(
         metrics.engine_errors.labels(state.engine_error).inc()
     if request.path in ("/health", "/ready", "/metrics") and status == 200:
         return  # probes every few seconds would drown the log; failures are logged
-    record: dict[str, Any] = {
+    record: dict[str, object] = {
         "request_id": state.id,
         "method": request.method,
         "path": request.path,

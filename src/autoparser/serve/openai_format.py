@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from typing import Any
 
 from autoparser import ChatMessage
 
@@ -52,7 +51,7 @@ def finish_reason(message: ChatMessage, hit_limit: bool) -> str:
 
 def completion(
     ident: ResponseIdentity, message: ChatMessage, reason: str, usage: Usage
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """A non-streaming ``chat.completion`` object."""
     return {
         "id": ident.id,
@@ -73,9 +72,9 @@ def completion(
 
 def chunk(
     ident: ResponseIdentity,
-    delta: dict[str, Any],
+    delta: dict[str, object],
     reason: str | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """One ``chat.completion.chunk`` carrying a delta (and the finish reason on the last)."""
     return {
         "id": ident.id,
@@ -86,7 +85,7 @@ def chunk(
     }
 
 
-def usage_chunk(ident: ResponseIdentity, usage: Usage) -> dict[str, Any]:
+def usage_chunk(ident: ResponseIdentity, usage: Usage) -> dict[str, object]:
     """The extra chunk ``stream_options.include_usage`` asks for: no choices, the usage."""
     return {
         "id": ident.id,
@@ -104,12 +103,12 @@ def error_body(
     kind: str = "invalid_request_error",
     param: str | None = None,
     code: str | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The OpenAI error object: ``{"error": {"message", "type", "param", "code"}}``."""
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-def model_list(model: str, created: int = 0) -> dict[str, Any]:
+def model_list(model: str, created: int = 0) -> dict[str, object]:
     return {
         "object": "list",
         "data": [{"id": model, "object": "model", "created": created, "owned_by": "autoparser"}],

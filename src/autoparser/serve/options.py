@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Literal, overload
 
 from autoparser.serve.limits import InvalidRequest
 
@@ -34,7 +34,15 @@ _NUMBERS: dict[str, tuple[float | None, float | None, bool]] = {
 NUMBER_FIELDS = tuple(_NUMBERS)
 
 
-def number(value: Any, name: str, low: float | None, high: float | None, integer: bool) -> Any:
+@overload
+def number(
+    value: object, name: str, low: float | None, high: float | None, integer: Literal[True]
+) -> int: ...
+@overload
+def number(
+    value: object, name: str, low: float | None, high: float | None, integer: bool
+) -> int | float: ...
+def number(value: object, name: str, low: float | None, high: float | None, integer: bool) -> float:
     """``value`` if it is a finite number (an integer when asked) within [low, high]."""
     what = "an integer" if integer else "a number"
     if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
@@ -46,7 +54,7 @@ def number(value: Any, name: str, low: float | None, high: float | None, integer
     return value
 
 
-def boolean(value: Any, name: str) -> bool:
+def boolean(value: object, name: str) -> bool:
     if not isinstance(value, bool):
         raise InvalidRequest(f"{name}: must be a boolean, got {type(value).__name__}", name)
     return value
@@ -64,7 +72,7 @@ class SamplingOptions:
 
     @classmethod
     def from_fields(
-        cls, body: Mapping[str, Any], max_tokens_fields: tuple[str, ...] = ("max_tokens",)
+        cls, body: Mapping[str, object], max_tokens_fields: tuple[str, ...] = ("max_tokens",)
     ) -> SamplingOptions:
         """Read the options under their OpenAI names; the first of ``max_tokens_fields``
         present is the token limit."""
@@ -86,9 +94,9 @@ class SamplingOptions:
             ignore_eos=boolean(body.get("ignore_eos", False), "ignore_eos"),
         )
 
-    def engine_fields(self) -> dict[str, Any]:
+    def engine_fields(self) -> dict[str, object]:
         """The sampling fields as llama.cpp and vLLM both name them."""
-        out: dict[str, Any] = dict(self.numbers)
+        out: dict[str, object] = dict(self.numbers)
         if self.logit_bias:
             out["logit_bias"] = dict(self.logit_bias)
         if self.ignore_eos:
@@ -96,7 +104,7 @@ class SamplingOptions:
         return out
 
 
-def _stops(stop: Any) -> tuple[str, ...]:
+def _stops(stop: object) -> tuple[str, ...]:
     if stop is None:
         return ()
     stops = [stop] if isinstance(stop, str) else stop
@@ -110,7 +118,7 @@ def _stops(stop: Any) -> tuple[str, ...]:
     return tuple(stops)
 
 
-def _logit_bias(bias: Any) -> dict[str, float]:
+def _logit_bias(bias: object) -> dict[str, float]:
     if bias is None:
         return {}
     if not isinstance(bias, Mapping):

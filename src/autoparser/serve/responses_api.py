@@ -46,8 +46,8 @@ class ResponsesRequest:
     """A Responses request mapped onto chat completions: the chat body, and what the answer
     repeats of the request."""
 
-    chat: dict[str, Any]
-    echo: dict[str, Any]
+    chat: dict[str, object]
+    echo: dict[str, object]
     stream: bool
 
 
@@ -55,7 +55,7 @@ def _fail(message: str, param: str) -> InvalidRequest:
     return InvalidRequest(f"{param}: {message}", param)
 
 
-def _text_of(content: Any, where: str) -> str | list[dict[str, Any]]:
+def _text_of(content: object, where: str) -> str | list[dict[str, object]]:
     """A message's content: a string, or its text parts (one part becomes a string)."""
     if isinstance(content, str):
         return content
@@ -76,7 +76,7 @@ def _text_of(content: Any, where: str) -> str | list[dict[str, Any]]:
     return [{"type": "text", "text": t} for t in texts]
 
 
-def _reasoning_text(item: Mapping[str, Any], where: str) -> str:
+def _reasoning_text(item: Mapping[str, object], where: str) -> str:
     """An earlier turn's reasoning: its ``reasoning_text`` parts, else its summary."""
     for key in ("content", "summary"):
         parts = item.get(key)
@@ -92,10 +92,10 @@ def _reasoning_text(item: Mapping[str, Any], where: str) -> str:
     return ""
 
 
-def input_messages(items: Any, instructions: Any) -> list[dict[str, Any]]:
+def input_messages(items: object, instructions: object) -> list[dict[str, object]]:
     """``instructions`` + ``input`` as chat messages: function calls join the assistant turn
     they belong to, outputs become tool messages, a reasoning item starts an assistant turn."""
-    messages: list[dict[str, Any]] = []
+    messages: list[dict[str, object]] = []
     if instructions is not None:
         if not isinstance(instructions, str):
             raise _fail("must be a string", "instructions")
@@ -115,7 +115,7 @@ def input_messages(items: Any, instructions: Any) -> list[dict[str, Any]]:
             role = item.get("role")
             if role not in ("user", "system", "developer", "assistant"):
                 raise _fail("must be user, system, developer or assistant", f"{where}.role")
-            message: dict[str, Any] = {
+            message: dict[str, object] = {
                 "role": "system" if role == "developer" else role,
                 "content": _text_of(item.get("content"), f"{where}.content"),
             }
@@ -144,13 +144,15 @@ def input_messages(items: Any, instructions: Any) -> list[dict[str, Any]]:
             if last is None or last["role"] != "assistant":
                 last = {"role": "assistant", "content": None}
                 messages.append(last)
-            last.setdefault("tool_calls", []).append(call)
+            calls = last.setdefault("tool_calls", [])
+            if isinstance(calls, list):  # always: this function writes every tool_calls
+                calls.append(call)
         elif kind == "function_call_output":
             call_id = item.get("call_id")
             if not isinstance(call_id, str):
                 raise _fail("must be a string", f"{where}.call_id")
             output = _text_of(item.get("output"), f"{where}.output")
-            tool: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "content": output}
+            tool: dict[str, object] = {"role": "tool", "tool_call_id": call_id, "content": output}
             if call_id in names:
                 tool["name"] = names[call_id]
             messages.append(tool)
@@ -169,12 +171,12 @@ def input_messages(items: Any, instructions: Any) -> list[dict[str, Any]]:
     return messages
 
 
-def _tools(tools: Any) -> list[dict[str, Any]] | None:
+def _tools(tools: object) -> list[dict[str, object]] | None:
     if tools is None:
         return None
     if not isinstance(tools, list):
         raise _fail("must be a list of function tools", "tools")
-    out = []
+    out: list[dict[str, object]] = []
     for i, tool in enumerate(tools):
         if not isinstance(tool, Mapping) or tool.get("type") != "function":
             kind = tool.get("type") if isinstance(tool, Mapping) else None
@@ -190,7 +192,7 @@ def _tools(tools: Any) -> list[dict[str, Any]] | None:
     return out or None
 
 
-def _tool_choice(choice: Any) -> Any:
+def _tool_choice(choice: object) -> str | dict[str, object]:
     if choice is None or choice in ("auto", "none", "required"):
         return choice or "auto"
     if isinstance(choice, Mapping) and choice.get("type") == "function":
@@ -200,7 +202,7 @@ def _tool_choice(choice: Any) -> Any:
     raise _fail("must be auto, none, required or {type: function, name}", "tool_choice")
 
 
-def _text_format(text: Any) -> dict[str, Any] | None:
+def _text_format(text: object) -> dict[str, object] | None:
     if text is None:
         return None
     if not isinstance(text, Mapping):
@@ -223,7 +225,7 @@ def _text_format(text: Any) -> dict[str, Any] | None:
     raise _fail("must be text, json_object or json_schema", "text.format.type")
 
 
-def _reasoning(reasoning: Any, chat: dict[str, Any]) -> None:
+def _reasoning(reasoning: object, chat: dict[str, object]) -> None:
     """``reasoning.effort``: "none" turns the template's thinking switch off, any other
     effort on (and reaches the template as ``reasoning_effort``, as in chat completions)."""
     if reasoning is None:
@@ -240,7 +242,7 @@ def _reasoning(reasoning: Any, chat: dict[str, Any]) -> None:
         chat["reasoning_effort"] = effort
 
 
-def to_chat(body: Any) -> ResponsesRequest:
+def to_chat(body: object) -> ResponsesRequest:
     """Map a Responses request body onto a chat-completions body (a 400 names the
     Responses field)."""
     if not isinstance(body, Mapping):
@@ -251,7 +253,7 @@ def to_chat(body: Any) -> ResponsesRequest:
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise _fail("must be a boolean", "stream")
-    chat: dict[str, Any] = {
+    chat: dict[str, object] = {
         "messages": input_messages(body.get("input"), body.get("instructions")),
         "tools": _tools(body.get("tools")),
         "tool_choice": _tool_choice(body.get("tool_choice")),
@@ -312,7 +314,7 @@ def _id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
-def usage(counts: Usage) -> dict[str, Any]:
+def usage(counts: Usage) -> dict[str, object]:
     return {
         "input_tokens": counts.prompt_tokens,
         "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
@@ -322,7 +324,7 @@ def usage(counts: Usage) -> dict[str, Any]:
     }
 
 
-def reasoning_item(item_id: str, text: str, status: str) -> dict[str, Any]:
+def reasoning_item(item_id: str, text: str, status: str) -> dict[str, object]:
     return {
         "id": item_id,
         "type": "reasoning",
@@ -333,11 +335,11 @@ def reasoning_item(item_id: str, text: str, status: str) -> dict[str, Any]:
     }
 
 
-def text_part(text: str) -> dict[str, Any]:
+def text_part(text: str) -> dict[str, object]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def message_item(item_id: str, text: str | None, status: str) -> dict[str, Any]:
+def message_item(item_id: str, text: str | None, status: str) -> dict[str, object]:
     return {
         "id": item_id,
         "type": "message",
@@ -347,7 +349,9 @@ def message_item(item_id: str, text: str | None, status: str) -> dict[str, Any]:
     }
 
 
-def call_item(item_id: str, call_id: str, name: str, arguments: str, status: str) -> dict[str, Any]:
+def call_item(
+    item_id: str, call_id: str, name: str, arguments: str, status: str
+) -> dict[str, object]:
     return {
         "id": item_id,
         "type": "function_call",
@@ -378,11 +382,11 @@ class Identity:
 
 def envelope(
     ident: Identity,
-    echo: Mapping[str, Any],
+    echo: Mapping[str, object],
     status: str,
-    output: list[dict[str, Any]],
+    output: list[dict[str, object]],
     counts: Usage | None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The ``response`` object, in any state."""
     return {
         "id": ident.id,
@@ -402,11 +406,15 @@ def envelope(
 
 
 def response(
-    ident: Identity, echo: Mapping[str, Any], message: ChatMessage, hit_limit: bool, counts: Usage
-) -> dict[str, Any]:
+    ident: Identity,
+    echo: Mapping[str, object],
+    message: ChatMessage,
+    hit_limit: bool,
+    counts: Usage,
+) -> dict[str, object]:
     """The whole answer: reasoning, message, function calls (in that order)."""
     status = status_of(message, hit_limit)
-    output: list[dict[str, Any]] = []
+    output: list[dict[str, object]] = []
     if message.reasoning_content:
         output.append(reasoning_item(_id("rs"), message.reasoning_content, status))
     if message.content:
@@ -425,33 +433,34 @@ class ResponseEvents:
     lacks one that was announced).
     """
 
-    def __init__(self, ident: Identity, echo: Mapping[str, Any]) -> None:
+    def __init__(self, ident: Identity, echo: Mapping[str, object]) -> None:
         self.ident = ident
         self.echo = echo
         self.sequence = 0
-        self.items: list[dict[str, Any]] = []  # by output_index
+        # by output_index; built here and grown in place (text appended to content[0])
+        self.items: list[dict[str, Any]] = []
         self.open: dict[str, int] = {}  # "reasoning" / "message" -> output_index
 
-    def _event(self, kind: str, **fields: Any) -> dict[str, Any]:
+    def _event(self, kind: str, **fields: object) -> dict[str, object]:
         event = {"type": kind, "sequence_number": self.sequence, **fields}
         self.sequence += 1
         return event
 
-    def start(self) -> list[dict[str, Any]]:
+    def start(self) -> list[dict[str, object]]:
         snapshot = envelope(self.ident, self.echo, "in_progress", [], None)
         return [
             self._event("response.created", response=snapshot),
             self._event("response.in_progress", response=snapshot),
         ]
 
-    def _open_text(self, kind: str) -> tuple[list[dict[str, Any]], int]:
+    def _open_text(self, kind: str) -> tuple[list[dict[str, object]], int]:
         if kind in self.open:
             return [], self.open[kind]
         index = len(self.items)
         if kind == "reasoning":
             item = reasoning_item(_id("rs"), "", "in_progress")
             added = {**item, "content": []}
-            part = {"type": "reasoning_text", "text": ""}
+            part: dict[str, object] = {"type": "reasoning_text", "text": ""}
         else:
             item = message_item(_id("msg"), "", "in_progress")
             added = {**item, "content": []}
@@ -470,8 +479,8 @@ class ResponseEvents:
         ]
         return events, index
 
-    def feed(self, deltas: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        events: list[dict[str, Any]] = []
+    def feed(self, deltas: list[dict[str, object]]) -> list[dict[str, object]]:
+        events: list[dict[str, object]] = []
         for delta in deltas:
             for key, kind, name in (
                 ("reasoning_content", "reasoning", "response.reasoning_text.delta"),
@@ -484,7 +493,7 @@ class ResponseEvents:
                 events.extend(opened)
                 item = self.items[index]
                 item["content"][0]["text"] += piece
-                extra: dict[str, Any] = {"logprobs": []} if kind == "message" else {}
+                extra: dict[str, object] = {"logprobs": []} if kind == "message" else {}
                 events.append(
                     self._event(
                         name,
@@ -495,12 +504,14 @@ class ResponseEvents:
                         **extra,
                     )
                 )
-            for call in delta.get("tool_calls") or ():
+            calls = delta.get("tool_calls")
+            for call in calls if isinstance(calls, list) else ():
                 events.extend(self._call(call))
         return events
 
-    def _call(self, call: Mapping[str, Any]) -> list[dict[str, Any]]:
-        function = call.get("function") or {}
+    def _call(self, call: Mapping[str, object]) -> list[dict[str, object]]:
+        given = call.get("function")
+        function: Mapping[str, object] = given if isinstance(given, Mapping) else {}
         if "id" not in call:  # "whole" policy: never an argument piece of an earlier call
             raise RuntimeError("a tool call delta without its announcement")
         index = len(self.items)
@@ -531,10 +542,12 @@ class ResponseEvents:
         events.append(self._event("response.output_item.done", output_index=index, item=item))
         return events
 
-    def finish(self, message: ChatMessage, hit_limit: bool, counts: Usage) -> list[dict[str, Any]]:
+    def finish(
+        self, message: ChatMessage, hit_limit: bool, counts: Usage
+    ) -> list[dict[str, object]]:
         """Close the open items, then ``response.completed`` (or ``response.incomplete``)."""
         status = status_of(message, hit_limit)
-        events: list[dict[str, Any]] = []
+        events: list[dict[str, object]] = []
         for kind, index in sorted(self.open.items(), key=lambda kv: kv[1]):
             item = self.items[index]
             item["status"] = status
@@ -544,7 +557,7 @@ class ResponseEvents:
                 if kind == "reasoning"
                 else ("response.output_text.done")
             )
-            extra: dict[str, Any] = {"logprobs": []} if kind == "message" else {}
+            extra: dict[str, object] = {"logprobs": []} if kind == "message" else {}
             events.append(
                 self._event(
                     done,
@@ -571,7 +584,7 @@ class ResponseEvents:
         events.append(self._event(kind, response=final))
         return events
 
-    def failed(self, message: str) -> list[dict[str, Any]]:
+    def failed(self, message: str) -> list[dict[str, object]]:
         """The engine broke off: an ``error`` event, then ``response.failed``."""
         final = envelope(self.ident, self.echo, "failed", self.items, None)
         final["error"] = {"code": "server_error", "message": message}
@@ -581,7 +594,7 @@ class ResponseEvents:
         ]
 
 
-def sse(event: Mapping[str, Any]) -> bytes:
+def sse(event: Mapping[str, object]) -> bytes:
     """One event as SSE, named by its type (as OpenAI sends them)."""
     data = json.dumps(event, ensure_ascii=False)
     return f"event: {event['type']}\ndata: {data}\n\n".encode()

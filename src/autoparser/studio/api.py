@@ -13,8 +13,8 @@ import dataclasses
 import json
 import re
 import threading
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, overload
 
 from autoparser import (
     DEFAULT_VARIANT,
@@ -30,6 +30,13 @@ from autoparser import (
     TemplateSource,
     load_text,
 )
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_T = TypeVar("_T")
+_U = TypeVar("_U")
+_D = TypeVar("_D")
 
 MAX_TEMPLATE = 1_000_000  # characters of template source
 MAX_OUTPUT = 1_000_000  # characters of model output parsed or replayed
@@ -50,7 +57,15 @@ class StudioError(AutoparserError):
 # ------------------------------------------------------------------------- reading bodies
 
 
-def _get(body: Mapping[str, Any], key: str, kind: type | tuple[type, ...], default: Any) -> Any:
+@overload
+def _get(body: Mapping[str, object], key: str, kind: type[_T], default: _D) -> _T | _D: ...
+@overload
+def _get(
+    body: Mapping[str, object], key: str, kind: tuple[type[_T], type[_U]], default: _D
+) -> _T | _U | _D: ...
+def _get(
+    body: Mapping[str, object], key: str, kind: type | tuple[type, ...], default: object
+) -> object:
     value = body.get(key, default)
     if value is None:
         return default
@@ -81,7 +96,7 @@ _TEMPLATES_LOCK = threading.Lock()
 _TEMPLATES_KEPT = 16  # the page's recent edits; older ones are analysed again if asked
 
 
-def template_of(body: Mapping[str, Any]) -> ChatTemplate:
+def template_of(body: Mapping[str, object]) -> ChatTemplate:
     """The body's ``template`` (Jinja text) with its ``bos_token`` / ``eos_token``, kept
     for the next requests of the page (bounded)."""
     source = _get(body, "template", str, "")
@@ -112,7 +127,7 @@ def template_of(body: Mapping[str, Any]) -> ChatTemplate:
     return template
 
 
-def source_payload(loaded: TemplateSource) -> dict[str, Any]:
+def source_payload(loaded: TemplateSource) -> dict[str, object]:
     """What the page starts from: the variants' texts (default first) and the tokens."""
     variants = dict(loaded.variants)
     ordered = {k: variants.pop(k) for k in (DEFAULT_VARIANT,) if k in variants}
@@ -125,7 +140,7 @@ def source_payload(loaded: TemplateSource) -> dict[str, Any]:
     }
 
 
-def load_pasted(body: Mapping[str, Any]) -> dict[str, Any]:
+def load_pasted(body: Mapping[str, object]) -> dict[str, object]:
     """A pasted or dropped file's text (a .jinja or a tokenizer_config.json) as variants."""
     text = _get(body, "text", str, "")
     if not text.strip():
@@ -137,14 +152,26 @@ def load_pasted(body: Mapping[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- the request
 
 
-def _request(body: Mapping[str, Any]) -> dict[str, Any]:
+class _Request(TypedDict, total=False):
+    """A body's conversation and options, as ``ChatTemplate.apply`` takes them."""
+
+    messages: list[Mapping[str, object]]
+    tools: list[dict[str, object]]
+    tool_choice: str | dict[str, object]
+    enable_thinking: bool | None
+    # template variables, passed on as keywords of apply/render (each any JSON value)
+    kwargs: dict[str, Any]
+    add_generation_prompt: bool
+
+
+def _request(body: Mapping[str, object]) -> _Request:
     """The conversation and options of the body, as ``ChatTemplate.apply`` takes them."""
     messages = _get(body, "messages", list, None)
     if not messages:
         raise StudioError(
             "messages: expected a non-empty list of messages", field="messages", pane="conversation"
         )
-    options: dict[str, Any] = {"messages": messages}
+    options: _Request = {"messages": messages}
     tools = _get(body, "tools", list, None)
     if tools:
         options["tools"] = tools
@@ -165,14 +192,21 @@ def _request(body: Mapping[str, Any]) -> dict[str, Any]:
     return options
 
 
-def params_of(template: ChatTemplate, body: Mapping[str, Any]) -> ChatParams:
+def params_of(template: ChatTemplate, body: Mapping[str, object]) -> ChatParams:
     """The body's request applied (call ids seeded, so the page's results repeat)."""
     options = _request(body)
-    kwargs = options.pop("kwargs")
-    return template.apply(options.pop("messages"), call_id_seed=0, **options, **kwargs)
+    return template.apply(
+        options["messages"],
+        options.get("tools"),
+        options["tool_choice"],
+        enable_thinking=options.get("enable_thinking"),
+        add_generation_prompt=options["add_generation_prompt"],
+        call_id_seed=0,
+        **options["kwargs"],
+    )
 
 
-def _output(body: Mapping[str, Any]) -> str:
+def _output(body: Mapping[str, object]) -> str:
     text: str = _get(body, "output", str, "")
     if len(text) > MAX_OUTPUT:
         raise StudioError(
@@ -184,7 +218,7 @@ def _output(body: Mapping[str, Any]) -> str:
     return text
 
 
-def _finish_reason(body: Mapping[str, Any]) -> str | None:
+def _finish_reason(body: Mapping[str, object]) -> str | None:
     reason: str | None = _get(body, "finish_reason", str, None)
     if reason not in (None, "stop", "length"):
         raise StudioError(
@@ -198,7 +232,7 @@ def _finish_reason(body: Mapping[str, Any]) -> str | None:
 # ------------------------------------------------------------------------------ endpoints
 
 
-def analyze(body: Mapping[str, Any]) -> dict[str, Any]:
+def analyze(body: Mapping[str, object]) -> dict[str, object]:
     """Caps, quirks, the analysis (with its verification) and each marker's evidence."""
     template = template_of(body)
     analysis = template.analyze()
@@ -212,12 +246,21 @@ def analyze(body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _plain(value: Any) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(json.dumps(dataclasses.asdict(value), default=str))
+def _plain(value: DataclassInstance) -> dict[str, object]:
+    data: dict[str, object] = json.loads(json.dumps(dataclasses.asdict(value), default=str))
     return data
 
 
-def _markers(evidence: Any) -> list[dict[str, str]]:
+class _Marked(Protocol):
+    """What the page highlights of a marker's evidence."""
+
+    @property
+    def marker(self) -> str: ...
+    @property
+    def field(self) -> str: ...
+
+
+def _markers(evidence: Iterable[_Marked]) -> list[dict[str, str]]:
     """Markers worth highlighting in a prompt: not whitespace alone, longest first (so that
     ``<tool_call>\\n`` wins over a shorter marker inside it), one entry per text."""
     seen: dict[str, str] = {}
@@ -228,7 +271,7 @@ def _markers(evidence: Any) -> list[dict[str, str]]:
     return [{"marker": m, "field": f} for m, f in ordered]
 
 
-def render(body: Mapping[str, Any]) -> dict[str, Any]:
+def render(body: Mapping[str, object]) -> dict[str, object]:
     """The prompt of the request (polyfills on, as ``apply`` renders), the render without
     polyfills, the generation prompt, and transformers' render when it is installed."""
     template = template_of(body)
@@ -267,18 +310,19 @@ def render(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _transformers_render(
-    template: ChatTemplate, options: Mapping[str, Any], kwargs: Mapping[str, Any]
-) -> dict[str, Any]:
+    template: ChatTemplate, options: _Request, kwargs: Mapping[str, Any]
+) -> dict[str, object]:
     """transformers' own render of the same request (no polyfills), or why there is none."""
     try:
         from transformers.utils import chat_template_utils
     except ImportError:
         return {"available": False, "reason": "transformers is not installed"}
     messages = [{k: v for k, v in m.items() if v is not None} for m in options["messages"]]
+    tools = options.get("tools")
     try:
-        rendered: Any = chat_template_utils.render_jinja_template(
+        rendered = chat_template_utils.render_jinja_template(
             conversations=[messages],
-            tools=options.get("tools"),
+            tools=None if tools is None else list(tools),
             chat_template=template.source,
             add_generation_prompt=options["add_generation_prompt"],
             bos_token=template.bos_token,
@@ -290,7 +334,7 @@ def _transformers_render(
     return {"available": True, "prompt": str(rendered[0][0]), "error": ""}
 
 
-def parse(body: Mapping[str, Any]) -> dict[str, Any]:
+def parse(body: Mapping[str, object]) -> dict[str, object]:
     """The output parsed into a message, and what each span of it was parsed as."""
     template = template_of(body)
     params = params_of(template, body)
@@ -307,7 +351,7 @@ def parse(body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def stream(body: Mapping[str, Any]) -> dict[str, Any]:
+def stream(body: Mapping[str, object]) -> dict[str, object]:
     """The output replayed in chunks of ``chunk_size`` characters: each chunk and its deltas."""
     template = template_of(body)
     params = params_of(template, body)
@@ -328,7 +372,7 @@ def stream(body: Mapping[str, Any]) -> dict[str, Any]:
         parser = params.stream(tool_call_deltas=mode)
     except RequestError as exc:
         raise StudioError(str(exc), field="tool_call_deltas", pane="output") from exc
-    chunks: list[dict[str, Any]] = []
+    chunks: list[dict[str, object]] = []
     for start in range(0, len(text), size):
         piece = text[start : start + size]
         chunks.append({"text": piece, "deltas": parser.feed(piece)})
@@ -342,7 +386,7 @@ def stream(body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def grammar(body: Mapping[str, Any]) -> dict[str, Any]:
+def grammar(body: Mapping[str, object]) -> dict[str, object]:
     """The grammar of the request, its triggers and preserved tokens, and whether it
     accepts the body's ``output`` (checked by llguidance when it is installed)."""
     template = template_of(body)
@@ -354,7 +398,7 @@ def grammar(body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _acceptance(params: ChatParams, text: str) -> dict[str, Any]:
+def _acceptance(params: ChatParams, text: str) -> dict[str, object]:
     if params.grammar is None:
         return {"checked": False, "reason": "no grammar for this request"}
     try:
@@ -396,18 +440,18 @@ def _acceptance(params: ChatParams, text: str) -> dict[str, Any]:
     }
 
 
-def export(body: Mapping[str, Any]) -> dict[str, Any]:
+def export(body: Mapping[str, object]) -> dict[str, object]:
     """What to take elsewhere: the transformers response template, vLLM flags, a llama.cpp
     ``/completion`` body, and a pytest case reproducing the page."""
     template = template_of(body)
     params = params_of(template, body)
     options = _request(body)
     try:
-        response_template: Any = params.to_response_template()
+        response_template: dict[str, object] | None = params.to_response_template()
         response_error = ""
     except ExportError as exc:
         response_template, response_error = None, str(exc)
-    completion: dict[str, Any] = {
+    completion: dict[str, object] = {
         "prompt": params.prompt,
         "n_predict": 1024,
         "stop": params.additional_stops,
@@ -432,15 +476,13 @@ def export(body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _pytest_case(
-    template: ChatTemplate, options: Mapping[str, Any], body: Mapping[str, Any]
-) -> str:
+def _pytest_case(template: ChatTemplate, options: _Request, body: Mapping[str, object]) -> str:
     """A test file reproducing the page: the template, the request and the parsed message."""
     output = _output(body)
     reason = _finish_reason(body)
     params = params_of(template, body)
     expected = params.parse(output, finish_reason=reason).to_openai()
-    apply_args: dict[str, Any] = {
+    apply_args: dict[str, object] = {
         k: v for k, v in options.items() if k not in ("messages", "kwargs")
     }
     apply_args.update(options["kwargs"])
@@ -481,7 +523,7 @@ _LINE = re.compile(r" at line (\d+)")
 _SCHEMA_HINT = " (the grammar cannot enforce it: remove or rewrite that keyword in the schema)"
 
 
-def error_body(exc: AutoparserError) -> tuple[int, dict[str, Any]]:
+def error_body(exc: AutoparserError) -> tuple[int, dict[str, object]]:
     """The HTTP status and JSON body of an error: its type, message, the pane it concerns,
     the field at fault (studio errors) and the template line (template errors)."""
     if isinstance(exc, StudioError):
@@ -495,7 +537,7 @@ def error_body(exc: AutoparserError) -> tuple[int, dict[str, Any]]:
     if isinstance(exc, TemplateError):
         found = _LINE.search(message)
         line = int(found.group(1)) if found else None
-    error: dict[str, Any] = {
+    error: dict[str, object] = {
         "type": type(exc).__name__,
         "message": message,
         "pane": pane,

@@ -12,7 +12,6 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from importlib import resources
-from typing import Any
 
 from aiohttp import web
 
@@ -25,7 +24,7 @@ STATIC_FILES = {
     "studio.css": "text/css",
 }
 _INITIAL = web.AppKey("initial", dict)
-Endpoint = Callable[[Mapping[str, Any]], dict[str, Any]]
+Endpoint = Callable[[Mapping[str, object]], dict[str, object]]
 
 
 def _static(name: str) -> bytes:
@@ -42,7 +41,7 @@ def _error(status: int, message: str, field: str, pane: str) -> web.Response:
     return web.json_response({"error": error}, status=status)
 
 
-async def _body(request: web.Request) -> Mapping[str, Any] | web.Response:
+async def _body(request: web.Request) -> Mapping[str, object] | web.Response:
     """The request's JSON object, or the 4xx answer naming what is wrong with it."""
     try:
         raw = await request.read()
@@ -78,7 +77,7 @@ def _handler(endpoint: Endpoint) -> Callable[[web.Request], Awaitable[web.Respon
     return handle
 
 
-def _dumps(data: Any) -> str:
+def _dumps(data: object) -> str:
     return json.dumps(data, ensure_ascii=False)
 
 

@@ -8,12 +8,17 @@ import sys
 
 TYPE_CHECKING = False  # not typing's: the CLI's --help should not import typing
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Callable
+    from typing import TypeVar
+
+    from autoparser import TemplateSource
+
+    _P = TypeVar("_P", bound=argparse.ArgumentParser)
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
+def register(subparsers: argparse._SubParsersAction[_P]) -> _P:
     """Add ``autoparser studio`` to the CLI's subparsers."""
-    studio: argparse.ArgumentParser = subparsers.add_parser(
+    studio = subparsers.add_parser(
         "studio",
         help="a template workbench in the browser (local server, works offline)",
         description=(
@@ -52,7 +57,7 @@ def _free_port(host: str) -> int:
 HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 
 
-def _load(name: str, load_path: Any) -> Any:
+def _load(name: str, load_path: Callable[[str], TemplateSource]) -> TemplateSource:
     """A local template, or the Hub model ``org/name`` (the hub extra) when no such path
     exists."""
     import os

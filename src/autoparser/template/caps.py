@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from autoparser.cache import CACHES, Store
 from autoparser.errors import TemplateError, TemplateLimitError
@@ -115,27 +114,27 @@ class _Prober:
         self.probe = probe
         self.typed = False
         # Tools passed when a probe passes none: set for tool-only variants that fail without.
-        self.default_tools: list[dict[str, Any]] | None = None
+        self.default_tools: Sequence[Mapping[str, object]] | None = None
         # The template reads each tool as a bare function object.
         self.bare_tools = False
         # The template reads tools in Cohere's ``parameter_definitions`` shape.
         self.parameter_definitions = False
 
-    def tools(self, count: int = 2) -> list[dict[str, Any]]:
+    def tools(self, count: int = 2) -> Sequence[Mapping[str, object]]:
         """The probe tools, in the shape the template reads."""
         if self.parameter_definitions:
             return tools_shaped(TOOLS[:count], TOOLS_PARAMETER_DEFINITIONS)
         return bare_functions(TOOLS[:count]) if self.bare_tools else TOOLS[:count]
 
-    def content(self, text: str) -> Any:
+    def content(self, text: str) -> object:
         return [{"type": "text", "text": text}] if self.typed else text
 
     def render(
         self,
-        messages: Sequence[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
+        messages: Sequence[dict[str, object]],
+        tools: Sequence[Mapping[str, object]] | None = None,
         add_generation_prompt: bool = False,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> str | None:
         return self.probe.messages(
             messages,
@@ -144,7 +143,7 @@ class _Prober:
             **kwargs,
         )
 
-    def user(self) -> dict[str, Any]:
+    def user(self) -> dict[str, object]:
         return {"role": "user", "content": self.content(USER_MSG)}
 
 
@@ -183,14 +182,14 @@ def _call_conversation(
     parallel: bool = False,
     names: tuple[str, str] = (FUN_FIRST, FUN_SECOND),
     second_value: str = VALUE_FIRST,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """A [user, assistant(calls), results] conversation; ``ids`` None gives named ids."""
     if ids is None:
         ids = [named_call_id(name, i) for i, name in enumerate(names)]
     calls = [tool_call((names[0], ONE_ARG, ids[0]), as_object)]
     if parallel:
         calls.append(tool_call((names[1], ((ARG_FIRST, second_value),), ids[1]), as_object))
-    messages: list[dict[str, Any]] = [
+    messages: list[dict[str, object]] = [
         prober.user(),
         {"role": "assistant", "content": content, "tool_calls": calls},
     ]
@@ -331,7 +330,7 @@ def _probe(probe: Probe) -> tuple[TemplateCaps, TemplateQuirks]:
         )
         if tools_in_system:
             with_tools = in_system
-    sparse = SPARSE_TOOLS
+    sparse: Sequence[Mapping[str, object]] = SPARSE_TOOLS
     if prober.parameter_definitions:
         sparse = tools_shaped(SPARSE_TOOLS, TOOLS_PARAMETER_DEFINITIONS)
     lead = [{"role": "system", "content": prober.content(SYSTEM_MSG)}] if tools_in_system else []

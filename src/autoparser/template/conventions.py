@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
 
 import jinja2
 
@@ -46,16 +45,19 @@ def undefined_name(error: BaseException | None) -> str:
     return match.group(1) if match else ""
 
 
-def _tools_text(tools: Any) -> str:
+def _tools_text(tools: object) -> str:
     if not tools:
         return ""
     return json.dumps(tools, ensure_ascii=False, indent=2, default=str)
 
 
-def conventional_values(names: frozenset[str], variables: Mapping[str, Any]) -> dict[str, Any]:
+def conventional_values(
+    names: frozenset[str], variables: Mapping[str, object]
+) -> dict[str, object]:
     """Values for those of ``names`` the render's ``variables`` do not already hold."""
-    strftime: Callable[[str], str] = variables.get("strftime_now") or environment.strftime_now
-    values: dict[str, Any] = {}
+    given = variables.get("strftime_now")
+    strftime = given if given and callable(given) else environment.strftime_now
+    values: dict[str, object] = {}
     for name in sorted(names - variables.keys()):
         if name in TOOLS_TEXT_NAMES:
             values[name] = _tools_text(variables.get("tools"))

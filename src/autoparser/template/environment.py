@@ -13,9 +13,9 @@ import functools
 import json
 import operator
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import Any, NoReturn
+from typing import Any, NoReturn, SupportsInt, TypeVar, cast
 
 import jinja2
 import jinja2.ext
@@ -32,6 +32,11 @@ from autoparser.template.limits import active_budget, budgeted_render
 # The largest result of ``**`` (in bits): real templates never come near it; a hostile one
 # would otherwise spend minutes on one power. Every other bound is in ``template.limits``.
 MAX_EXPONENT_BITS = 4096
+
+_T = TypeVar("_T")
+# A filter's arguments (after what jinja2 passes first) and its keyword arguments.
+_Args = tuple[object, ...]
+_Kwargs = Mapping[str, object]
 
 
 class TemplateRaisedError(Exception):
@@ -68,7 +73,7 @@ def _raise_exception(message: str) -> NoReturn:
 
 
 def _tojson(
-    value: Any,
+    value: object,
     ensure_ascii: bool = False,
     indent: int | None = None,
     separators: tuple[str, str] | None = None,
@@ -85,7 +90,7 @@ def _tojson(
     )
 
 
-def _json_default(value: Any) -> Any:
+def _json_default(value: object) -> list[object]:
     # A lazy sequence (``tools | map(attribute='function')``) serialises as the list it yields;
     # transformers raises here, llama.cpp renders the list. Anything else stays an error.
     if isinstance(value, Iterator):
@@ -103,7 +108,7 @@ def strftime_now(fmt: str) -> str:
 DATE_STRING_FORMAT = "%d %b %Y"
 
 
-def fixed_date_variables(now: datetime) -> dict[str, Any]:
+def fixed_date_variables(now: datetime) -> dict[str, object]:
     """Template variables that pin the date a render sees to ``now``.
 
     ``strftime_now`` reads ``now`` instead of the real clock and ``date_string`` (the variable
@@ -130,10 +135,10 @@ def clock_variables(clock: Clock) -> dict[str, Any]:
 class _TemplateDict:
     """``dict`` for templates: builds dicts without exposing the ``dict`` type itself."""
 
-    def __call__(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
+    def __call__(self, *args: Any, **kwargs: object) -> dict[Any, Any]:
         return dict(*args, **kwargs)
 
-    def fromkeys(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
+    def fromkeys(self, *args: Any, **kwargs: object) -> dict[Any, Any]:
         return dict.fromkeys(*args, **kwargs)
 
 
@@ -147,14 +152,14 @@ def _check_namespace_name(name: object) -> None:
 class _TemplateNamespace(jinja2.utils.Namespace):
     """``namespace()`` that refuses underscore-prefixed attributes (a route to internals)."""
 
-    def __init__(*args: Any, **kwargs: Any) -> None:  # ``self`` in args, like jinja2's
+    def __init__(*args: Any, **kwargs: object) -> None:  # ``self`` in args, like jinja2's
         self, rest = args[0], args[1:]
         attrs = dict(*rest, **kwargs)
         for name in attrs:
             _check_namespace_name(name)
         jinja2.utils.Namespace.__init__(self, attrs)
 
-    def __setitem__(self, name: str, value: Any) -> None:
+    def __setitem__(self, name: str, value: object) -> None:
         _check_namespace_name(name)
         jinja2.utils.Namespace.__setitem__(self, name, value)
 
@@ -167,14 +172,14 @@ def _text_size(value: object) -> int:
     return len(value) if isinstance(value, str) else len(str(value))
 
 
-def _check_result(result: Any, what: str) -> Any:
+def _check_result(result: _T, what: str) -> _T:
     size = _sized(result)
     if size is not None:
         active_budget().check_value(size, what)
     return result
 
 
-def _guarded_mul(left: Any, right: Any) -> Any:
+def _guarded_mul(left: object, right: object) -> object:
     for seq, count in ((left, right), (right, left)):
         size = _sized(seq)
         if size is not None and isinstance(count, int):
@@ -182,28 +187,32 @@ def _guarded_mul(left: Any, right: Any) -> Any:
     return operator.mul(left, right)
 
 
-def _guarded_add(left: Any, right: Any) -> Any:
+def _guarded_add(left: object, right: object) -> object:
     sizes = (_sized(left), _sized(right))
     if sizes[0] is not None and sizes[1] is not None:
         active_budget().check_value(sizes[0] + sizes[1], "concatenation (+)")
     return operator.add(left, right)
 
 
-def _guarded_pow(left: Any, right: Any) -> Any:
-    ints = isinstance(left, int) and isinstance(right, int)
-    if ints and abs(left) > 1 and right * abs(left).bit_length() > MAX_EXPONENT_BITS:
+def _guarded_pow(left: object, right: object) -> object:
+    if (
+        isinstance(left, int)
+        and isinstance(right, int)
+        and abs(left) > 1
+        and right * abs(left).bit_length() > MAX_EXPONENT_BITS
+    ):
         raise TemplateLimitError("max_value_size", f"power too large ({left} ** {right})")
     return operator.pow(left, right)
 
 
-def _concat(parts: tuple[Any, ...]) -> str:
+def _concat(parts: tuple[object, ...]) -> str:
     """``a ~ b ~ c``: the joined string, refused before it is built when too large."""
     texts = [str(p) for p in parts]
     active_budget().check_value(sum(map(len, texts)), "string concatenation (~)")
     return "".join(texts)
 
 
-def _counted(iterable: Any) -> Iterator[Any]:
+def _counted(iterable: Iterable[_T]) -> Iterator[_T]:
     """A loop's iterable: every iteration is one step of the render budget."""
     budget = active_budget()
     for item in iterable:
@@ -235,17 +244,17 @@ def _number(digits: str) -> int:
     return int(digits) if len(digits) < 16 else 10**16
 
 
-def _int_arguments(args: Iterable[Any]) -> int:
+def _int_arguments(args: Iterable[object]) -> int:
     return sum(a for a in args if isinstance(a, int) and not isinstance(a, bool) and a > 0)
 
 
-def _arguments(args: Any) -> list[Any]:
+def _arguments(args: object) -> list[object]:
     if isinstance(args, Mapping):
         return list(args.values())
     return list(args) if isinstance(args, tuple) else [args]
 
 
-def _check_format_size(fmt: str, values: list[Any], printf: bool) -> None:
+def _check_format_size(fmt: str, values: list[object], printf: bool) -> None:
     """A printf / str.format result is at most the template, plus every field padded to its
     width (or precision) holding the largest argument."""
     largest = max((_text_size(v) for v in values), default=0)
@@ -269,13 +278,13 @@ def _check_format_size(fmt: str, values: list[Any], printf: bool) -> None:
     active_budget().check_value(len(fmt) + fields * largest + padding, "formatted string")
 
 
-def _guarded_mod(left: Any, right: Any) -> Any:
+def _guarded_mod(left: object, right: object) -> object:
     if isinstance(left, str):
         _check_format_size(left, _arguments(right), printf=True)
     return operator.mod(left, right)
 
 
-def _check_int_arguments(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+def _check_int_arguments(args: _Args, kwargs: _Kwargs) -> None:
     limit = active_budget().limits.max_value_size
     for value in (*args, *kwargs.values()):
         if isinstance(value, int) and not isinstance(value, bool) and value > limit:
@@ -285,11 +294,14 @@ def _check_int_arguments(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> No
             )
 
 
-def _materialized(value: Any) -> Any:
-    return value if isinstance(value, (str, list, tuple, Mapping)) else list(value)
+def _materialized(value: object) -> Collection[object]:
+    if isinstance(value, (str, list, tuple, Mapping)):
+        return value
+    # Anything else is iterated as ``list`` would (a value that is not raises its TypeError).
+    return list(cast("Iterable[object]", value))
 
 
-def _check_join(sep: object, items: Any) -> None:
+def _check_join(sep: object, items: Collection[object]) -> None:
     sizes = sum(map(len, map(str, items)))  # C-level: a long list is checked quickly
     active_budget().check_value(sizes + _text_size(sep) * max(len(items) - 1, 0), "join")
 
@@ -303,15 +315,14 @@ def _check_replace(text: str, old: object, new: object, count: object = -1) -> N
     active_budget().check_value(len(text) + found * (len(new) - len(old)), "replace")
 
 
-def _check_method(
-    bound: object, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[Any, ...]:
+def _check_method(bound: object, name: str, args: _Args, kwargs: _Kwargs) -> _Args:
     """Refuse a str/list method call whose result would be too large (before running it)."""
     budget = active_budget()
     if isinstance(bound, str):
         if name == "join" and args:
-            args = (_materialized(args[0]), *args[1:])
-            _check_join(bound, args[0])
+            items = _materialized(args[0])
+            args = (items, *args[1:])
+            _check_join(bound, items)
         elif name == "replace" and len(args) >= 2:
             _check_replace(bound, *args[:3])
         elif name == "expandtabs":
@@ -336,20 +347,21 @@ def _check_method(
 # Pre-checks of the filters that can build a value much larger than their input; every
 # filter's result is checked afterwards too. Each gets the filter's arguments without the
 # context / environment jinja2 passes first, and returns them (a lazy iterable made a list).
-def _join_filter(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+def _join_filter(args: _Args, kwargs: _Kwargs) -> _Args:
     if args and "attribute" not in kwargs and len(args) < 3:
-        args = (_materialized(args[0]), *args[1:])
-        _check_join(args[1] if len(args) > 1 else kwargs.get("d", ""), args[0])
+        items = _materialized(args[0])
+        args = (items, *args[1:])
+        _check_join(args[1] if len(args) > 1 else kwargs.get("d", ""), items)
     return args
 
 
-def _replace_filter(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+def _replace_filter(args: _Args, kwargs: _Kwargs) -> _Args:
     if len(args) >= 3:
         _check_replace(str(args[0]), *args[1:3], *args[3:4])
     return args
 
 
-def _indent_filter(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+def _indent_filter(args: _Args, kwargs: _Kwargs) -> _Args:
     if args:
         width = args[1] if len(args) > 1 else kwargs.get("width", 4)
         text = str(args[0])
@@ -358,33 +370,36 @@ def _indent_filter(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, 
     return args
 
 
-def _wordwrap_filter(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+def _wordwrap_filter(args: _Args, kwargs: _Kwargs) -> _Args:
     if args:
         text = str(args[0])
         width = args[1] if len(args) > 1 else kwargs.get("width", 79)
         wrap = args[3] if len(args) > 3 else kwargs.get("wrapstring") or "\n"
-        breaks = text.count(" ") + text.count("\n") + len(text) // max(int(width), 1) + 1
+        # ``int`` takes what jinja2's wordwrap does; anything else raises its TypeError here.
+        columns = int(cast("str | SupportsInt", width))
+        breaks = text.count(" ") + text.count("\n") + len(text) // max(columns, 1) + 1
         active_budget().check_value(len(text) + breaks * _text_size(wrap), "wordwrap")
     return args
 
 
-def _format_filter(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+def _format_filter(args: _Args, kwargs: _Kwargs) -> _Args:
     if args and isinstance(args[0], str):
         _check_format_size(args[0], [*args[1:], *kwargs.values()], printf=True)
     return args
 
 
-def _sum_filter(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+def _sum_filter(args: _Args, kwargs: _Kwargs) -> _Args:
     if args and "attribute" not in kwargs and len(args) < 3:
-        args = (_materialized(args[0]), *args[1:])
+        items = _materialized(args[0])
+        args = (items, *args[1:])
         start = kwargs.get("start", args[2] if len(args) > 2 else 0)
-        sizes = [_sized(x) for x in (start, *args[0])]
+        sizes = [_sized(x) for x in (start, *items)]
         if any(s is not None for s in sizes):
             active_budget().check_value(sum(s or 0 for s in sizes), "sum")
     return args
 
 
-def _tojson_filter(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+def _tojson_filter(args: _Args, kwargs: _Kwargs) -> _Args:
     indent = args[2] if len(args) > 2 else kwargs.get("indent")
     if args and isinstance(indent, int) and indent > 1:
         # A generator (``map(...)``) would be used up by the measuring dump: keep its items.
@@ -394,7 +409,7 @@ def _tojson_filter(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, 
     return args
 
 
-_FILTER_CHECKS: dict[str, Callable[[tuple[Any, ...], dict[str, Any]], tuple[Any, ...]]] = {
+_FILTER_CHECKS: dict[str, Callable[[_Args, _Kwargs], _Args]] = {
     "join": _join_filter,
     "replace": _replace_filter,
     "indent": _indent_filter,
@@ -407,11 +422,11 @@ _FILTER_CHECKS: dict[str, Callable[[tuple[Any, ...], dict[str, Any]], tuple[Any,
 _INT_CHECKED_FILTERS = frozenset({"center", "indent", "format", "truncate", "wordwrap", "tojson"})
 
 
-def _guard_filter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+def _guard_filter(name: str, original: Callable[..., object]) -> Callable[..., object]:
     check = _FILTER_CHECKS.get(name)
     passed = 1 if hasattr(original, "jinja_pass_arg") else 0  # context / environment first
 
-    def guarded(*args: Any, **kwargs: Any) -> Any:
+    def guarded(*args: object, **kwargs: object) -> object:
         head, values = args[:passed], args[passed:]
         if name in _INT_CHECKED_FILTERS:
             _check_int_arguments(values, kwargs)
@@ -433,7 +448,7 @@ def _lipsum(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> str
     return str(jinja2.utils.generate_lorem_ipsum(n=n, html=html, min=min, max=max))
 
 
-_GUARDED_BINOPS: dict[str, Callable[[Any, Any], Any]] = {
+_GUARDED_BINOPS: dict[str, Callable[[object, object], object]] = {
     "*": _guarded_mul,
     "+": _guarded_add,
     "**": _guarded_pow,
@@ -467,7 +482,7 @@ class _GuardedParser(jinja2.parser.Parser):
 class _BudgetedTemplate(jinja2.Template):
     """A compiled template whose every render runs under a fresh :class:`RenderBudget`."""
 
-    def render(self, *args: Any, **kwargs: Any) -> str:
+    def render(self, *args: object, **kwargs: object) -> str:
         with budgeted_render():
             return super().render(*args, **kwargs)
 
@@ -484,17 +499,22 @@ class _GuardedMixin:
     template_class = _BudgetedTemplate
     concat = staticmethod(_output)
 
-    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+    def call_binop(
+        self, context: jinja2.runtime.Context, operator: str, left: object, right: object
+    ) -> object:
         return _GUARDED_BINOPS[operator](left, right)
 
     def _parse(self, source: str, name: str | None, filename: str | None) -> jinja2.nodes.Template:
         environment: jinja2.Environment = self  # type: ignore[assignment]
         return _GuardedParser(environment, source, name, filename).parse()
 
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+    def call(
+        __self, __context: jinja2.runtime.Context, __obj: object, *args: object, **kwargs: object
+    ) -> object:
         active_budget().step()
         if isinstance(__obj, jinja2.runtime.LoopContext) and args:
-            args = (_counted(args[0]), *args[1:])  # a recursive loop's next level
+            # a recursive loop's next level: the iterable jinja2 passes to ``loop(...)``
+            args = (_counted(cast("Iterable[object]", args[0])), *args[1:])
         _check_int_arguments(args, kwargs)
         target = getattr(__obj, "__wrapped__", __obj)
         name = getattr(target, "__name__", "")
@@ -528,22 +548,19 @@ def _configure(env: SandboxedEnvironment) -> SandboxedEnvironment:
     return env
 
 
-def _options() -> dict[str, Any]:
-    return {
-        "trim_blocks": True,
-        "lstrip_blocks": True,
-        "extensions": [GenerationTagExtension, jinja2.ext.loopcontrols],
-    }
+def _made(kind: type[SandboxedEnvironment]) -> SandboxedEnvironment:
+    extensions = [GenerationTagExtension, jinja2.ext.loopcontrols]
+    return _configure(kind(trim_blocks=True, lstrip_blocks=True, extensions=extensions))
 
 
 def make_environment() -> SandboxedEnvironment:
     """A fresh immutable sandbox configured exactly like transformers' chat environment."""
-    return _configure(ChatSandbox(**_options()))
+    return _made(ChatSandbox)
 
 
 def make_mutable_environment() -> SandboxedEnvironment:
     """A sandbox that additionally lets templates mutate lists and dicts."""
-    return _configure(MutableChatSandbox(**_options()))
+    return _made(MutableChatSandbox)
 
 
 @functools.cache

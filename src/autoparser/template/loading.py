@@ -35,12 +35,12 @@ class TemplateSource:
 OTHER_TOKEN_KEYS = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 
 
-def _other_tokens(config: Mapping[str, Any]) -> dict[str, str]:
+def _other_tokens(config: Mapping[str, object]) -> dict[str, str]:
     found = {key: _token_text(config.get(key)) for key in OTHER_TOKEN_KEYS}
     return {key: text for key, text in found.items() if config.get(key) is not None}
 
 
-def _token_text(value: Any) -> str:
+def _token_text(value: object) -> str:
     """A special token from tokenizer_config.json: a plain string or an AddedToken dict."""
     if isinstance(value, str):
         return value
@@ -49,7 +49,7 @@ def _token_text(value: Any) -> str:
     return ""
 
 
-def _variants_from_config_value(value: Any, where: str) -> dict[str, str]:
+def _variants_from_config_value(value: object, where: str) -> dict[str, str]:
     if isinstance(value, str):
         return {DEFAULT_VARIANT: value}
     if isinstance(value, list):
@@ -85,11 +85,11 @@ def decode_text(data: bytes, name: str) -> str:
         ) from None
 
 
-def _read_config(path: Path) -> dict[str, Any]:
+def _read_config(path: Path) -> dict[str, object]:
     return _config_from_text(_read_text(path), str(path))
 
 
-def _config_from_text(text: str, name: str) -> dict[str, Any]:
+def _config_from_text(text: str, name: str) -> dict[str, object]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -99,7 +99,7 @@ def _config_from_text(text: str, name: str) -> dict[str, Any]:
     return data
 
 
-def _from_config(config: Mapping[str, Any], name: str) -> TemplateSource:
+def _from_config(config: Mapping[str, object], name: str) -> TemplateSource:
     if "chat_template" not in config or config["chat_template"] is None:
         raise TemplateError(f"{name}: no chat_template in tokenizer config")
     return TemplateSource(
@@ -155,6 +155,7 @@ def load_directory(path: Path) -> TemplateSource:
 
 
 def _gguf_value(field: Any) -> Any:
+    # gguf ships no types: its fields are the one ``Any`` of template loading.
     return field.contents()
 
 

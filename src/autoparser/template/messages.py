@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import overload
 
 from autoparser.message import REASONING_KEYS
 
 
-def plain_data(value: Any) -> Any:
+@overload
+def plain_data(value: Mapping[str, object]) -> dict[str, object]: ...
+@overload
+def plain_data(value: object) -> object: ...
+def plain_data(value: object) -> object:
     """A fresh copy made of plain JSON-like types, as transformers gives templates.
 
     Templates never see (or mutate) the caller's objects; subclasses of str/int/float are
@@ -46,9 +50,9 @@ def plain_data(value: Any) -> Any:
     return f"<{type(value).__name__}>"
 
 
-def transformers_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def transformers_messages(messages: list[dict[str, object]]) -> list[dict[str, object]]:
     """Messages as transformers hands them to the template (see apply_chat_template)."""
-    result: list[dict[str, Any]] = []
+    result: list[dict[str, object]] = []
     for message in messages:
         plain = {k: plain_data(v) for k, v in message.items() if v is not None}
         reasoning = next((plain[k] for k in REASONING_KEYS if plain.get(k) is not None), None)
@@ -69,7 +73,7 @@ def named_call_id(name: str, index: int) -> str:
 CALL_TURN_TEXT = " "
 
 
-def with_call_turn_text(message: dict[str, Any]) -> dict[str, Any]:
+def with_call_turn_text(message: dict[str, object]) -> dict[str, object]:
     """An assistant turn with calls and no content, given ``CALL_TURN_TEXT`` as content."""
     if (
         message.get("role") == "assistant"
@@ -92,7 +96,7 @@ _PYTHON_TYPES = {
 }
 
 
-def _python_type(schema: Any) -> str:
+def _python_type(schema: object) -> str:
     """A parameter's JSON Schema type as a Python type name (``List[str]``, ``Any``)."""
     if not isinstance(schema, Mapping):
         return "Any"
@@ -105,7 +109,7 @@ def _python_type(schema: Any) -> str:
     return _PYTHON_TYPES.get(kind, "Any") if isinstance(kind, str) else "Any"
 
 
-def parameter_definitions_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+def parameter_definitions_tool(tool: Mapping[str, object]) -> dict[str, object]:
     """An OpenAI tool in Cohere's own shape, which Command-R v01's template reads:
     ``{"name", "description", "parameter_definitions": {NAME: {"description", "type",
     "required"}}}``, types as Python names (what Cohere's documentation writes)."""

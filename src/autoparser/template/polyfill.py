@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from autoparser.errors import AutoparserError, TemplateError
 from autoparser.message import REASONING_KEYS
@@ -49,10 +49,10 @@ def alnum9_id(original: str) -> str:
     return "".join(chars)
 
 
-def _reshape_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _reshape_ids(messages: list[dict[str, object]]) -> list[dict[str, object]]:
     """Give calls and their results 9-alphanumeric IDs; a result keeps its call's ID."""
     pending: list[str] = []
-    result: list[dict[str, Any]] = []
+    result: list[dict[str, object]] = []
     for index, message in enumerate(messages):
         calls = message.get("tool_calls")
         if message.get("role") == "assistant" and isinstance(calls, list) and calls:
@@ -83,13 +83,13 @@ def _reshape_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 NAMED_ID = re.compile(r"functions\.[^:]+:\d+")
 
 
-def _named_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _named_ids(messages: list[dict[str, object]]) -> list[dict[str, object]]:
     """Give calls ids naming them (``functions.NAME:IDX``, IDX the call's position in its
     turn), for templates that write the id where the name goes; ids of that shape are
     kept, and a result gets its call's new id."""
     renamed: dict[str, str] = {}
     pending: list[str] = []
-    result: list[dict[str, Any]] = []
+    result: list[dict[str, object]] = []
     for message in messages:
         calls = message.get("tool_calls")
         if message.get("role") == "assistant" and isinstance(calls, list) and calls:
@@ -122,7 +122,7 @@ def _named_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # ------------------------------------------------------------------- arguments
 
 
-def _map_arguments(messages: list[dict[str, Any]], to_object: bool) -> list[dict[str, Any]]:
+def _map_arguments(messages: list[dict[str, object]], to_object: bool) -> list[dict[str, object]]:
     """Parse JSON-string arguments to objects (``to_object``) or serialise objects to JSON."""
     result = []
     for message in messages:
@@ -152,7 +152,7 @@ def _map_arguments(messages: list[dict[str, Any]], to_object: bool) -> list[dict
 # ------------------------------------------------------------- system and tools
 
 
-def _text_of(content: Any) -> str:
+def _text_of(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -160,7 +160,7 @@ def _text_of(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def describe_tools(tools: list[dict[str, Any]]) -> str:
+def describe_tools(tools: list[dict[str, object]]) -> str:
     """Plain-text description of tools for templates that ignore the ``tools`` variable."""
     lines = [json.dumps(tool, ensure_ascii=False) for tool in tools]
     return "You can call the following tools. Each is described by a JSON schema:\n" + "\n".join(
@@ -171,11 +171,11 @@ def describe_tools(tools: list[dict[str, Any]]) -> str:
 _SYSTEM_ROLES = ("system", "developer")
 
 
-def _leading_role(messages: list[dict[str, Any]]) -> Any:
+def _leading_role(messages: list[dict[str, object]]) -> object:
     return messages[0].get("role") if messages else None
 
 
-def _add_to_system(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+def _add_to_system(messages: list[dict[str, object]], text: str) -> list[dict[str, object]]:
     if messages and messages[0].get("role") == "system":
         first = messages[0]
         existing = _text_of(first.get("content"))
@@ -184,7 +184,7 @@ def _add_to_system(messages: list[dict[str, Any]], text: str) -> list[dict[str, 
     return [{"role": "system", "content": text}, *messages]
 
 
-def _fold_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _fold_system(messages: list[dict[str, object]]) -> list[dict[str, object]]:
     """Move system messages into the first user turn (for templates without a system role)."""
     system_texts = [_text_of(m.get("content")) for m in messages if m.get("role") == "system"]
     rest = [m for m in messages if m.get("role") != "system"]
@@ -199,7 +199,7 @@ def _fold_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"role": "user", "content": prefix}, *rest]
 
 
-def _typed_content(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _typed_content(messages: list[dict[str, object]]) -> list[dict[str, object]]:
     return [
         {**m, "content": [{"type": "text", "text": m["content"]}]}
         if isinstance(m.get("content"), str)
@@ -208,14 +208,14 @@ def _typed_content(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def _non_null_content(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _non_null_content(messages: list[dict[str, object]]) -> list[dict[str, object]]:
     return [
         {**m, "content": ""} if m.get("role") == "assistant" and m.get("content") is None else m
         for m in messages
     ]
 
 
-def _with_reasoning_key(message: dict[str, Any]) -> dict[str, Any]:
+def _with_reasoning_key(message: dict[str, object]) -> dict[str, object]:
     """Also pass reasoning as ``reasoning`` for templates that read only that name."""
     for key in ("reasoning_content", "thinking"):
         if message.get(key) is not None and message.get("reasoning") is None:
@@ -223,14 +223,14 @@ def _with_reasoning_key(message: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def _reasoning_blocks(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _reasoning_blocks(messages: list[dict[str, object]]) -> list[dict[str, object]]:
     """Put assistant reasoning first in content as a typed ``thinking`` part (Mistral style)."""
     result = []
     for message in messages:
         reasoning = next((message[k] for k in REASONING_KEYS if message.get(k) is not None), None)
         if message.get("role") == "assistant" and isinstance(reasoning, str) and reasoning:
             content = message.get("content")
-            parts: list[Any] = [{"type": "thinking", "thinking": reasoning}]
+            parts: list[object] = [{"type": "thinking", "thinking": reasoning}]
             if isinstance(content, list):
                 parts += content
             elif content:
@@ -241,7 +241,7 @@ def _reasoning_blocks(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return result
 
 
-def _bare_function(tool: dict[str, Any]) -> dict[str, Any]:
+def _bare_function(tool: dict[str, object]) -> dict[str, object]:
     """An OpenAI tool as the bare function object some templates read."""
     function = tool.get("function")
     if tool.get("type") == "function" and isinstance(function, dict):
@@ -249,13 +249,13 @@ def _bare_function(tool: dict[str, Any]) -> dict[str, Any]:
     return tool
 
 
-def _is_null(schema: Any) -> bool:
+def _is_null(schema: object) -> bool:
     return isinstance(schema, Mapping) and schema.get("type") == "null"
 
 
 def _complete_property(
-    schema: Any, document: Any, seen: frozenset[str] = frozenset(), fill: bool = True
-) -> Any:
+    schema: object, document: object, seen: frozenset[str] = frozenset(), fill: bool = True
+) -> object:
     """A parameter schema as templates that read fields unconditionally need it.
 
     Fills what OpenAI lets callers leave out (a description, empty) and spells out what
@@ -305,7 +305,7 @@ def _complete_property(
     return out
 
 
-def complete_tools(tools: list[dict[str, Any]], fill: bool = True) -> list[dict[str, Any]]:
+def complete_tools(tools: list[dict[str, object]], fill: bool = True) -> list[dict[str, object]]:
     """Tools with the optional OpenAI fields filled in, for templates that read them
     unconditionally: an empty description, an empty parameters object, and each
     parameter's description (empty) and type (where the schema implies one); a
@@ -356,10 +356,10 @@ def complete_tools(tools: list[dict[str, Any]], fill: bool = True) -> list[dict[
 def apply_polyfills(
     caps: TemplateCaps,
     quirks: TemplateQuirks,
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]] | None,
+    messages: list[dict[str, object]],
+    tools: list[dict[str, object]] | None,
     fill_tool_fields: bool = True,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+) -> tuple[list[dict[str, object]], list[dict[str, object]] | None]:
     """Adapt messages (and tools) to a template's probed needs; never mutates the inputs.
 
     ``fill_tool_fields=False``: for a template that needs tool fields OpenAI lets callers
@@ -404,12 +404,12 @@ def render_as_apply(
     renderer: Renderer,
     caps: TemplateCaps,
     quirks: TemplateQuirks,
-    messages: Sequence[Mapping[str, Any]],
-    tools: Sequence[Mapping[str, Any]] | None,
+    messages: Sequence[Mapping[str, object]],
+    tools: Sequence[Mapping[str, object]] | None,
     add_generation_prompt: bool,
     *,
     now: datetime | None = None,
-    **variables: Any,
+    **variables: object,
 ) -> str:
     """Render as ``ChatTemplate.apply`` does: the polyfills the probed caps call for and, for
     a template that needs tool fields OpenAI lets callers leave out, the caller's tools as

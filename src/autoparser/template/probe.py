@@ -18,11 +18,11 @@ reads.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping, Sequence
 
 from autoparser.cache import CACHES, Store
 from autoparser.errors import TemplateError, TemplateLimitError
+from autoparser.jsontypes import ToolDict
 from autoparser.message import REASONING_KEYS
 from autoparser.template.messages import (
     named_call_id,
@@ -105,7 +105,7 @@ _PARAMS = {
     },
     "required": [],
 }
-TOOLS: list[dict[str, Any]] = [
+TOOLS: list[ToolDict] = [
     {
         "type": "function",
         "function": {"name": FUN_FIRST, "description": "Test function foo", "parameters": _PARAMS},
@@ -117,7 +117,7 @@ TOOLS: list[dict[str, Any]] = [
 ]
 # Tools as OpenAI allows them and Pydantic writes them: no description, no parameters; a
 # parameter with neither description nor type (``Optional[str]`` is an ``anyOf``).
-SPARSE_TOOLS: list[dict[str, Any]] = [
+SPARSE_TOOLS: list[ToolDict] = [
     {"type": "function", "function": {"name": FUN_FIRST}},
     {
         "type": "function",
@@ -133,7 +133,7 @@ SPARSE_TOOLS: list[dict[str, Any]] = [
 ]
 
 
-def bare_functions(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def bare_functions(tools: Sequence[ToolDict]) -> list[dict[str, object]]:
     """Tools as the bare function objects some templates read (``tool.name``)."""
     return [dict(t["function"]) for t in tools]
 
@@ -145,7 +145,7 @@ TOOLS_BARE = "bare"
 TOOLS_PARAMETER_DEFINITIONS = "parameter_definitions"
 
 
-def tools_shaped(tools: Sequence[Mapping[str, Any]], shape: str) -> list[dict[str, Any]]:
+def tools_shaped(tools: Sequence[ToolDict], shape: str) -> list[dict[str, object]]:
     """The probe tools in one of the shapes above."""
     if shape == TOOLS_BARE:
         return bare_functions(tools)
@@ -155,7 +155,7 @@ def tools_shaped(tools: Sequence[Mapping[str, Any]], shape: str) -> list[dict[st
 
 
 # A call is described by (function name, ((argument, value), ...), call id).
-CallSpec = tuple[str, tuple[tuple[str, Any], ...], str]
+CallSpec = tuple[str, tuple[tuple[str, object], ...], str]
 ONE_ARG = ((ARG_FIRST, VALUE_FIRST),)
 TWO_ARGS = ((ARG_FIRST, VALUE_FIRST), (ARG_SECOND, VALUE_SECOND))
 CALL_1: CallSpec = (FUN_FIRST, TWO_ARGS, CALL_ID)
@@ -168,16 +168,16 @@ CALL_TYPED: CallSpec = (
 )
 
 
-def tool_call(spec: CallSpec, as_object: bool = True) -> dict[str, Any]:
+def tool_call(spec: CallSpec, as_object: bool = True) -> dict[str, object]:
     """An OpenAI ``tool_calls`` entry; arguments as an object or as JSON text."""
     name, args, call_id = spec
-    arguments: Any = dict(args)
+    arguments: object = dict(args)
     if not as_object:
         arguments = json.dumps(arguments, ensure_ascii=False)
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
-def _quiet(render: Any, *args: Any, **kwargs: Any) -> str | None:
+def _quiet(render: Callable[..., str], *args: object, **kwargs: object) -> str | None:
     """A render, or ``None`` when the template refuses it (never for a hostile template)."""
     try:
         out: str = render(*args, **kwargs)
@@ -203,7 +203,7 @@ class Probe:
         template: Renderer,
         switch: ThinkingSwitch | None = None,
         tools_as_functions: bool = False,
-        memo: dict[Any, str | None] | None = None,
+        memo: dict[Hashable, str | None] | None = None,
         call_turn_text: bool = False,
         tools_shape: str = "",
         tools_list: bool = False,
@@ -222,7 +222,7 @@ class Probe:
         # An empty tools list where a render passes no tools (the template iterates them
         # unguarded), as the polyfill passes it in ``apply``.
         self.tools_list = tools_list
-        self._memo: dict[Any, str | None] = {} if memo is None else memo
+        self._memo: dict[Hashable, str | None] = {} if memo is None else memo
         # Arguments are passed as objects (what most templates index into); a template
         # that concatenates them as strings gets JSON strings instead.
         self.args_as_string = False
@@ -273,7 +273,7 @@ class Probe:
             self.tools_list,
         )
 
-    def _memoised(self, key: Any, render: Any, *args: Any) -> str | None:
+    def _memoised(self, key: Hashable, render: Callable[..., str], *args: object) -> str | None:
         if key not in self._memo:
             self._memo[key] = _quiet(render, *args)
         return self._memo[key]
@@ -282,10 +282,10 @@ class Probe:
 
     def messages(
         self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None = None,
+        messages: Sequence[Mapping[str, object]],
+        tools: Sequence[Mapping[str, object]] | None = None,
         add_generation_prompt: bool = False,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> str | None:
         """A conversation rendered as ``apply`` renders it, or ``None`` if refused."""
         key = (
@@ -294,11 +294,11 @@ class Probe:
         )
 
         def run() -> str:
-            return self.template.render(messages, tools, add_generation_prompt, **kwargs)
+            return self.template.render(messages, tools, add_generation_prompt, now=None, **kwargs)
 
         return self._memoised(key, run)
 
-    def raw(self, context: dict[str, Any]) -> str | None:
+    def raw(self, context: dict[str, object]) -> str | None:
         """Exactly these template variables, or ``None`` if refused."""
         return self._memoised(
             ("raw", json.dumps(context, sort_keys=True)), self.template.render_raw, context
@@ -308,12 +308,12 @@ class Probe:
 
     def _assistant(
         self,
-        content: Any,
+        content: object,
         reasoning: str | None,
         calls: Sequence[CallSpec],
         reasoning_key: str = "reasoning_content",
-    ) -> dict[str, Any]:
-        msg: dict[str, Any] = {"role": "assistant", "content": content}
+    ) -> dict[str, object]:
+        msg: dict[str, object] = {"role": "assistant", "content": content}
         if reasoning is not None:
             msg[reasoning_key] = reasoning
         if self.named_ids:
@@ -327,7 +327,7 @@ class Probe:
     def render(
         self,
         *,
-        assistant: tuple[Any, str | None, tuple[CallSpec, ...]] | None = None,
+        assistant: tuple[object, str | None, tuple[CallSpec, ...]] | None = None,
         tools: bool = False,
         gen_prompt: bool = False,
         thinking: bool | None = True,
@@ -336,14 +336,14 @@ class Probe:
     ) -> str | None:
         """Render [user] or [user, assistant(content, reasoning, calls)], optionally followed
         by a "user" or a "tool" message, with the variables untouched."""
-        messages: list[dict[str, Any]] = [{"role": "user", "content": USER_MSG}]
+        messages: list[dict[str, object]] = [{"role": "user", "content": USER_MSG}]
         if assistant is not None:
             messages.append(self._assistant(*assistant, reasoning_key=reasoning_key))
             if follow_up == "user":
                 messages.append({"role": "user", "content": USER_MSG})
             elif follow_up == "tool":
                 messages.append({"role": "tool", "tool_call_id": CALL_ID, "content": TOOL_RESULT})
-        context: dict[str, Any] = {"messages": messages, "add_generation_prompt": gen_prompt}
+        context: dict[str, object] = {"messages": messages, "add_generation_prompt": gen_prompt}
         if tools:
             context["tools"] = self.tools
         elif self.tools_list:
@@ -351,14 +351,14 @@ class Probe:
         if thinking is not None:
             context["enable_thinking"] = thinking
             if self.switch is not None:
-                switched: dict[str, Any] = {}  # the switch's value overrides enable_thinking
+                switched: dict[str, object] = {}  # the switch's value overrides enable_thinking
                 context["messages"] = self.switch.switch(messages, switched, thinking)
                 context.update(switched)
         return self.raw(context)
 
     def turn(
         self,
-        content: Any,
+        content: object,
         reasoning: str | None = None,
         calls: tuple[CallSpec, ...] = (),
         *,
@@ -377,7 +377,7 @@ class Probe:
     def block_turn(self, with_thinking: bool) -> str | None:
         """An assistant turn whose content is typed blocks, optionally with a thinking block
         first (templates that take reasoning only that way, e.g. Mistral's [THINK])."""
-        blocks: list[dict[str, Any]] = [{"type": "text", "text": ASSISTANT_MSG}]
+        blocks: list[dict[str, object]] = [{"type": "text", "text": ASSISTANT_MSG}]
         if with_thinking:
             blocks.insert(0, {"type": "thinking", "thinking": THINKING})
         return self.turn(blocks)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from autoparser.errors import TemplateError
 
@@ -36,10 +35,12 @@ def _wrap(text: str, found: list[str]) -> str:
     return f"{OPEN}{text}{CLOSE}" if text else text
 
 
-def mark_messages(messages: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+def mark_messages(
+    messages: Sequence[Mapping[str, object]],
+) -> tuple[list[dict[str, object]], list[str]]:
     """The messages with every caller string wrapped in marks, and those strings in order."""
     found: list[str] = []
-    marked: list[dict[str, Any]] = []
+    marked: list[dict[str, object]] = []
     for message in messages:
         copy = dict(message)
         for key in TEXT_KEYS:
@@ -108,8 +109,8 @@ def merge(spans: Sequence[Span]) -> tuple[Span, ...]:
 
 
 def caller_spans(
-    render: Callable[[Sequence[Mapping[str, Any]]], str],
-    messages: Sequence[Mapping[str, Any]],
+    render: Callable[[Sequence[Mapping[str, object]]], str],
+    messages: Sequence[Mapping[str, object]],
     prompt: str,
 ) -> tuple[Span, ...]:
     """Where the caller's strings are in ``prompt`` (``render(messages)``), by rendering the

@@ -10,7 +10,6 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any
 
 import jinja2
 from jinja2.exceptions import SecurityError
@@ -88,7 +87,7 @@ class Renderer:
             detail = f"{type(exc).__name__}: {detail}"
         return TemplateError(f"{self.name}: {what}{where}: {detail}")
 
-    def _run(self, compiled: jinja2.Template, variables: dict[str, Any]) -> str:
+    def _run(self, compiled: jinja2.Template, variables: dict[str, object]) -> str:
         try:
             return compiled.render(**variables)
         except TemplateRaisedError as exc:
@@ -104,7 +103,7 @@ class Renderer:
         except Exception as exc:
             raise self._fail(exc, "render failed") from exc
 
-    def render_raw(self, context: Mapping[str, Any]) -> str:
+    def render_raw(self, context: Mapping[str, object]) -> str:
         """Render with exactly the given variables (no normalisation, no polyfills).
 
         ``bos_token`` and ``eos_token`` default to this template's; ``context`` overrides them.
@@ -129,7 +128,9 @@ class Renderer:
                 raise
         return self._render_variables({**variables, **supplied})
 
-    def _conventional(self, exc: TemplateError, variables: Mapping[str, Any]) -> dict[str, Any]:
+    def _conventional(
+        self, exc: TemplateError, variables: Mapping[str, object]
+    ) -> dict[str, object]:
         """The conventional values to render again with, when ``exc`` says the template
         read one of them undefined (none otherwise)."""
         reads = self.conventional_variables
@@ -143,7 +144,7 @@ class Renderer:
         """The conventional variables this template reads (supplied when it needs them)."""
         return self._compilation.reads & CONVENTIONAL_NAMES
 
-    def _render_variables(self, variables: dict[str, Any]) -> str:
+    def _render_variables(self, variables: dict[str, object]) -> str:
         if not self._mutates:
             try:
                 return self._run(self._compiled, variables)
@@ -156,12 +157,12 @@ class Renderer:
 
     def render(
         self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None = None,
+        messages: Sequence[Mapping[str, object]],
+        tools: Sequence[Mapping[str, object]] | None = None,
         add_generation_prompt: bool = True,
         *,
         now: datetime | None = None,
-        **template_kwargs: Any,
+        **template_kwargs: object,
     ) -> str:
         """Render a conversation exactly as transformers' ``apply_chat_template`` would.
 
@@ -170,7 +171,7 @@ class Renderer:
         ``date_string`` in ``template_kwargs`` still wins.
         """
         fixed = self.now if now is None else now
-        context: dict[str, Any] = {
+        context: dict[str, object] = {
             "messages": transformers_messages([dict(m) for m in messages]),
             "tools": plain_data(None if tools is None else [dict(t) for t in tools]),
             "documents": None,

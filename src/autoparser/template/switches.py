@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import jinja2
 
@@ -89,8 +88,8 @@ class ThinkingSwitch:
         return self.on if enabled else self.off
 
     def switch(
-        self, messages: Sequence[Mapping[str, Any]], kwargs: dict[str, Any], enabled: bool
-    ) -> list[Mapping[str, Any]]:
+        self, messages: Sequence[Mapping[str, object]], kwargs: dict[str, object], enabled: bool
+    ) -> list[Mapping[str, object]]:
         """Reasoning switched on or off the template's way: the messages to render, and
         ``kwargs`` (template variables) updated in place. What the caller set wins: a
         variable already in ``kwargs``, a directive already in the system message."""
@@ -200,8 +199,8 @@ def find_directive(prompt_ends: Callable[[str], PromptEnds | None]) -> ThinkingS
 
 
 def with_directive(
-    messages: Sequence[Mapping[str, Any]], on: str, off: str, enabled: bool
-) -> list[Mapping[str, Any]]:
+    messages: Sequence[Mapping[str, object]], on: str, off: str, enabled: bool
+) -> list[Mapping[str, object]]:
     """The request's messages with the system message carrying the on or off directive.
 
     A conversation whose system message already names either directive is the caller's
@@ -226,7 +225,7 @@ def with_directive(
     return [{"role": "system", "content": directive}, *messages]
 
 
-def _names(content: Any, *directives: str) -> bool:
+def _names(content: object, *directives: str) -> bool:
     """Whether message content (a string or typed text parts) mentions any directive."""
     if isinstance(content, str):
         return any(d in content for d in directives)
