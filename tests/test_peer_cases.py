@@ -2,8 +2,10 @@
 
 ``tests/data/peer_cases.json`` holds cases transcribed as facts (model output; the content,
 reasoning and tool calls the peer expects) from vLLM ``tests/tool_parsers`` and
-``tests/reasoning``, each with its source (repository, path, test name) and mapped to a
-corpus template of the same family. Each case is parsed whole and streamed in 1-character
+``tests/reasoning`` and Ollama ``model/parsers``, each with its source (repository, path,
+test name) and mapped to a corpus template of the same family. Tools use the peer's schemas
+where its test gives one; where it gives none, the parameters are typed as the peer
+returns them (a value the peer keeps as a string is declared a string). Each case is parsed whole and streamed in 1-character
 chunks with our parser for that template: the stream must fold into the parse, and the
 parse must give the peer's expectation.
 
