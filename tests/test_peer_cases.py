@@ -5,9 +5,9 @@ reasoning and tool calls the peer expects) from vLLM ``tests/tool_parsers`` and
 ``tests/reasoning`` and Ollama ``model/parsers``, each with its source (repository, path,
 test name) and mapped to a corpus template of the same family. Tools use the peer's schemas
 where its test gives one; where it gives none, the parameters are typed as the peer
-returns them (a value the peer keeps as a string is declared a string). Each case is parsed whole and streamed in 1-character
-chunks with our parser for that template: the stream must fold into the parse, and the
-parse must give the peer's expectation.
+returns them (a value the peer keeps as a string is declared a string). Each case is
+parsed whole and streamed in 1-character chunks with our parser for that template: the
+stream must fold into the parse, and the parse must give the peer's expectation.
 
 Content and reasoning are compared without surrounding whitespace (ours is trimmed,
 docs/streaming.md), ``None`` and empty alike. Where the peer's expectation is its own
