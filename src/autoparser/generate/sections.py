@@ -232,7 +232,7 @@ def tool_section(
     if opened and effective_markers(ctx)[0]:
         ctx = first_ctx  # the prompt opened the whole section
     f = ctx.analysis.tools.format
-    section_start, section_end, _, _ = effective_markers(ctx)
+    section_start, section_end, call_start, _ = effective_markers(ctx)
     call = _one_call(ctx, tools, strict)
     first = _one_call(first_ctx, tools, strict) if first_ctx is not ctx else call
     if strict and parallel:
@@ -245,6 +245,12 @@ def tool_section(
     array = f.mode == ToolFormat.JSON_NATIVE and f.tools_array_wrapped
     sep_text = "," if array else ctx.analysis.tools.call_separator.strip()
     sep: Parser = space() + literal(sep_text) + space() if sep_text else space()
+    bare = not (section_start or call_start or f.call_prefix_token)
+    if not strict and not sep_text and bare and f.mode == ToolFormat.JSON_NATIVE:
+        # Bare JSON calls the template writes apart by whitespace only: models join
+        # parallel ones with the punctuation of a list (``{...}; {...}``), as a sentence
+        # would. Reading it is not writing it: the grammar keeps the whitespace.
+        sep = space() + optional(choice(literal(";"), literal(","))) + space()
     calls = first + zero_or_more(sep + call) if parallel else first
     if array:
         open_b = "" if section_start.endswith("[") else (f.array_open or "[")
