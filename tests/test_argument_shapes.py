@@ -75,11 +75,12 @@ def _calls(params: ChatParams, text: str) -> list[tuple[str, dict[str, Any]]]:
     return [(c.name, json.loads(c.arguments)) for c in params.parse(text).tool_calls]
 
 
-def test_a_template_printing_the_object_analyses_as_python_dicts() -> None:
+def test_a_template_printing_the_object_analyses_as_json_calls() -> None:
+    """Probed with the arguments as apply passes them (JSON text, quirk
+    arguments_as_json_string), the call is a JSON object, not a skeleton of str()'s spacing."""
     tools = ChatTemplate(PRINTS_OBJECT, name="inline").analyze().tools
-    assert tools.format.mode.value == "tag_with_json"
-    assert tools.format.uses_python_dicts
-    assert tools.function.name_prefix == '{"name": "'
+    assert tools.format.mode.value == "json_native"
+    assert tools.format.name_field == "name"
 
 
 PARIS = {"city": "Paris", "days": 2, "metric": True, "hint": None}

@@ -147,8 +147,13 @@ def test_no_other_module_keeps_a_table_of_the_literal_words() -> None:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.Dict):
-                keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
-                if keys & set(WORD_VALUES):
+                # keyed by a literal word with its value (not, e.g., JSON type names)
+                pairs = {
+                    (k.value, v.value)
+                    for k, v in zip(node.keys, node.values, strict=True)
+                    if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)
+                }
+                if pairs & set(WORD_VALUES.items()):
                     found.append(f"{path.relative_to(SRC)}:{node.lineno}")
     assert found == ["peg/python_literal.py:" + str(_table_line())]
 

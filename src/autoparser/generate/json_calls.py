@@ -140,12 +140,16 @@ def _object_from_paths(paths: list[str], leaf: Any, quote: str, prefix: str = ""
     return _json_object(pairs)
 
 
-def json_native_call(ctx: BuildContext, tool: ToolSpec, strict: bool = True) -> Parser:
+def json_native_call(
+    ctx: BuildContext, tool: ToolSpec, strict: bool = True, python_args: Parser | None = None
+) -> Parser:
     """One call written as a JSON object (flat, nested under a key, or name-as-key).
 
     With ``uses_python_dicts`` the call object is written with single quotes too. The
-    lenient parser also reads the members in another order (``_loose_call_object``); a
-    call whose arguments break is no call (its text is content).
+    lenient parser also reads the members in another order (``_loose_call_object``), and,
+    given ``python_args`` (a Python-literal value), arguments and the whole call object in
+    Python's notation (models copy a template that prints the arguments object with str());
+    a call whose arguments break is no call (its text is content).
     """
     fmt = ctx.analysis.tools.format
     q = "'" if fmt.uses_python_dicts else '"'
@@ -153,6 +157,8 @@ def json_native_call(ctx: BuildContext, tool: ToolSpec, strict: bool = True) -> 
     if not strict and not (fmt.arguments_as_string or fmt.uses_python_dicts):
         # Models also write the arguments as a JSON string holding the object.
         args = choice_of([tag(tags.TOOL_ARGS_STR, json_string()), args])
+        if python_args is not None:
+            args = choice_of([args, tag(tags.TOOL_ARGS_PY, python_args)])
     if fmt.fun_name_is_key:
         name = atomic(literal(q) + tag(tags.TOOL_NAME, literal(tool.name)) + literal(q))
         return _json_object([name + space() + literal(":") + space() + args])
@@ -178,7 +184,11 @@ def json_native_call(ctx: BuildContext, tool: ToolSpec, strict: bool = True) -> 
     good = _object_from_paths(paths, leaf, q)
     if strict or nest:
         return good
-    return choice_of([good, _loose_call_object(ctx, name_value, args, q)])
+    loose = [good, _loose_call_object(ctx, name_value, args, q)]
+    if python_args is not None and q == '"':
+        single = literal("'") + atomic(tag(tags.TOOL_NAME, literal(tool.name)) + literal("'"))
+        loose.append(_loose_call_object(ctx, single, args, "'"))
+    return choice_of(loose)
 
 
 # The keys models use for a call's arguments, whichever one the template renders.

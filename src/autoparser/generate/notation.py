@@ -31,19 +31,12 @@ from autoparser.peg import (
     until,
     zero_or_more,
 )
+from autoparser.peg.python_literal import WORD_VALUES
 
 NOTATION_TAG = "tool-arg-notation"  # a bare value in the notation -> JSON, once complete
 
 _TOKEN_RE = re.compile(r"<[^\s<>]{1,40}>\Z")
 _KEY_CHARS = "a-zA-Z0-9_.$@\\-"
-_WORDS: dict[str, Any] = {
-    "true": True,
-    "false": False,
-    "null": None,
-    "True": True,
-    "False": False,
-    "None": None,
-}
 
 
 def quote_token(a: ArgumentsAnalysis) -> str:
@@ -72,7 +65,7 @@ def notation_value(quote: str) -> Parser:
     pair = key + space() + literal(":") + space() + value
     pairs = optional(pair + zero_or_more(sep + pair))
     items = optional(value + zero_or_more(sep + value))
-    words = [literal(w) for w in _WORDS]
+    words = [literal(w) for w in WORD_VALUES]
     rules["notation-value"] = choice_of(
         [
             literal("{") + space() + pairs + space() + literal("}"),
@@ -86,8 +79,8 @@ def notation_value(quote: str) -> Parser:
 
 
 def _word(word: str) -> Any:
-    if word in _WORDS:
-        return _WORDS[word]
+    if word in WORD_VALUES:
+        return WORD_VALUES[word]
     try:
         number = json.loads(word)
     except ValueError:

@@ -32,7 +32,7 @@ from autoparser.peg.gbnf_emit import GrammarTrigger
 def single_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
     mode = ctx.analysis.tools.format.mode
     if mode == ToolFormat.JSON_NATIVE:
-        return json_native_call(ctx, tool, strict)
+        return json_native_call(ctx, tool, strict, None if strict else python_value())
     if mode == ToolFormat.TAG_WITH_JSON:
         return tag_json_call(ctx, tool, strict, None if strict else python_value())
     if mode == ToolFormat.TAG_WITH_TAGGED:
