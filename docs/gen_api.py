@@ -1,6 +1,6 @@
 """Write docs/api.md from the docstrings of the public API (``autoparser.__all__``).
 
-Run ``python docs/gen_api.py`` after changing a public docstring; tests/test_api_docs.py
+Run ``python docs/gen_api.py`` after changing a public docstring; tests/project/test_api_docs.py
 fails when a public name has no docstring or is missing from docs/api.md.
 """
 

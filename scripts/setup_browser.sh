@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Headless browser for tests/test_studio_browser.py: Debian's chromium and its matching
+# Headless browser for tests/studio/test_app_browser.py: Debian's chromium and its matching
 # chromedriver (selenium is pointed at /usr/bin/chromedriver; it never downloads a driver).
 # Idempotent: does nothing when both are already installed.
 set -euo pipefail

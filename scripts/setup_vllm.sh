@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A virtual environment with the real vLLM package, CPU only, for the vLLM plugin tests
-# (tests/test_vllm_plugin.py runs tests/helpers/vllm_driver.py in it).
+# (tests/integrations/vllm/test_parsers.py runs tests/helpers/vllm_driver.py in it).
 #
 # vLLM's full requirements pull CUDA torch and GPU kernels (gigabytes); the plugin tests only
 # import vLLM's parser managers, its OpenAI protocol classes and the parser composition

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.parity import CONVERSATIONS as PARITY_CONVERSATIONS
+from helpers.parity import fixed_clock, our_clock, with_conventional_variables
 from helpers.paths import CORPUS_SKIP_REASON, corpus_dir, corpus_params, corpus_templates
-from test_template_parity import CONVERSATIONS as PARITY_CONVERSATIONS
-from test_template_parity import fixed_clock, our_clock, with_conventional_variables
 
 from autoparser import ChatTemplate, RenderedPrompt, assistant_tokens_mask, tokenize_for_training
 from autoparser.cli import main as cli_main

@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from helpers.paths import corpus_templates
+from helpers.paths import TESTS_DIR, corpus_templates
 
 import autoparser.chat
 from autoparser import AnalysisWarning, ChatTemplate, TemplateAnalysis
@@ -25,7 +25,7 @@ from autoparser.errors import AutoparserError
 from autoparser.template.probe import FUN_FIRST
 from autoparser.verify import NEEDLE_CHECK, SCENARIOS, leaked_needles, verify_analysis
 
-XFAIL_FILE = Path(__file__).parent / "data" / "verification_xfail.json"
+XFAIL_FILE = TESTS_DIR / "data" / "verification_xfail.json"
 
 # ChatML with <think> reasoning and <tool_call>{json}</tool_call> calls.
 SMALL = """{%- for m in messages -%}

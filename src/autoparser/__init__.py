@@ -110,7 +110,7 @@ _WHERE = {
 
 def _module(where: str) -> ModuleType:
     """The module named ``where``, imported on first use. One literal import per module,
-    so that tests/test_architecture.py reads each (it refuses imports by computed name)."""
+    so that tests/project/test_architecture.py reads each (it refuses imports by computed name)."""
     if where == "autoparser.errors":
         from autoparser import errors
 

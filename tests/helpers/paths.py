@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 TESTS_DIR = Path(__file__).parent.parent
+REPO_ROOT = TESTS_DIR.parent
 # The project's own templates, by purpose: formats/ (tool-call formats the analysis finds),
 # reasoning/ (reasoning markers and switches), handlers/ (the hand-written formats),
 # markup/ (markup-element arguments), quirks/ (what the polyfills adapt). Stems are unique.

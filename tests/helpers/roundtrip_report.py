@@ -1,6 +1,6 @@
 """pytest plugin: the round-trip summary table (template x scenario: pass / n/a / xfail).
 
-tests/test_roundtrip.py records ``("roundtrip", (template, scenario))`` as a user property
+tests/corpus/test_roundtrip.py records ``("roundtrip", (template, scenario))`` as a user property
 of each test; this plugin collects the outcome of every such test from its reports and,
 at the end of the session, prints the table, the reason of every n/a and xfail, and the
 counts with the xfail share of applicable cases (the issue's target: at most 5%).

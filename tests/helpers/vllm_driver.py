@@ -1,8 +1,9 @@
 """Drive vLLM's own parser machinery with autoparser's vLLM plugin (runs in the vLLM venv).
 
 ``python tests/helpers/vllm_driver.py CASES.json RESULTS.json`` (with ``PYTHONPATH=src``),
-started by tests/test_vllm_plugin.py in the environment scripts/setup_vllm.sh builds. For
-each case (a template, a request, a model output and token-boundary splits of it) it does
+started by tests/integrations/vllm/test_parsers.py in the environment scripts/setup_vllm.sh
+builds. For each case (a template, a request, a model output and token-boundary splits of
+it) it does
 what vLLM's chat serving does with the parsers named ``autoparser``:
 
 - ``ParserManager.get_parser(tool_parser_name="autoparser", reasoning_parser_name=...)``

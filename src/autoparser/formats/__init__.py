@@ -32,7 +32,7 @@ from autoparser.generate.context import BuildContext
 class Format(Protocol):
     """A format: builds, from a request's context, the parsers its output is read with (a
     ``ParserDefinition``: the lenient parser, the strict grammar parser, triggers, markers).
-    Every built-in one passes tests/test_format_contract.py."""
+    Every built-in one passes tests/formats/test_formats_contract.py."""
 
     def __call__(self, ctx: BuildContext, /) -> ParserDefinition: ...
 
@@ -46,7 +46,7 @@ _BUILTIN: dict[str, Handler] = {
     "gemma4": gemma4.build,
 }
 _HANDLERS: dict[str, Handler] = dict(_BUILTIN)
-# The names of the formats autoparser ships (tests/test_format_contract.py runs each).
+# The names of the formats autoparser ships (tests/formats/test_formats_contract.py runs each).
 BUILTIN_FORMATS: tuple[str, ...] = tuple(_BUILTIN)
 
 __all__ = [

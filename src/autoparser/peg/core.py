@@ -360,7 +360,7 @@ class NodeVisitor(Generic[_R]):
     class and node class, then read from a dict: one lookup per call, as fast as a table of
     builders. Every pass over a grammar but the matcher (each kind's ``_match``) is one of
     these: the one-shot compiler and its analyses, the GBNF emitter and its analyses, the
-    leaf regexes; tests/test_peg_node_kinds.py checks that each handles every kind. A node
+    leaf regexes; tests/peg/test_core_node_kinds.py checks that each handles every kind. A node
     class outside the set goes to ``foreign`` (an error unless a visitor says otherwise).
     """
 

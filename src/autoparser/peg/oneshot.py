@@ -23,7 +23,7 @@ then partial mode, as ``ChatParams.parse`` needs both) a ``Shared`` carries what
 not depend on the end of the input, so the second run only redoes the end.
 
 The result is the same tree ``Parser.parse`` gives, in both modes, except that a failed
-parse reports no position (tests/test_parse_oneshot.py checks the rest). Grammars with
+parse reports no position (tests/peg/test_oneshot.py checks the rest). Grammars with
 named rules (recursion, whose depth budget only the memoised driver keeps) or node kinds
 of other modules are not compiled: ``compiled`` returns None and the caller parses as
 before.

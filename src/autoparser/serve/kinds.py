@@ -3,7 +3,7 @@ and the CLI's choices read.
 
 Kept apart from ``backends.py`` (which needs aiohttp) so that the CLI can offer the kinds
 without the serve extra installed. A new engine: its ``Backend`` subclass in ``backends.py``
-(with ``kind`` set to its name) and a line here; tests/test_serve.py checks both agree.
+(with ``kind`` set to its name) and a line here; tests/serve/test_app.py checks both agree.
 """
 
 from __future__ import annotations

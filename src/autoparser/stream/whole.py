@@ -5,7 +5,7 @@ it already sent of every field, announces calls and remembers verdicts for the n
 A parse of the whole text maps one tree, once, so it needs none of that bookkeeping, but
 the rules are the stream's own: the same walk (``walk_tree``), the same reading of a call
 (``Mapper.read_call``) and the same end of output (``Mapper.end_of_output``, ``close``).
-tests/test_parse_oneshot.py holds it to the stream's final message on every cut of the
+tests/peg/test_oneshot.py holds it to the stream's final message on every cut of the
 own templates' outputs.
 """
 

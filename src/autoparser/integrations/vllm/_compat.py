@@ -14,7 +14,7 @@ from importlib import metadata
 
 from autoparser import IntegrationError
 
-# The vLLM releases the plugin's tests ran against (tests/test_vllm_plugin.py).
+# The vLLM releases the plugin's tests ran against (tests/integrations/vllm/test_parsers.py).
 TESTED_MIN = (0, 33)
 TESTED_BELOW = (0, 34)
 TESTED_RANGE = ">=0.33,<0.34"

@@ -1,0 +1,268 @@
+"""The vLLM plugin's parts that need no vLLM: the template lookup, the reasoning split (the
+session API's, which the plugin uses), the version check, the entry point
+(tests/integrations/vllm/test_parsers.py drives the real vLLM)."""
+
+from __future__ import annotations
+
+import importlib
+import random
+import re
+from importlib import metadata
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from helpers.paths import OWN_TEMPLATES, REPO_ROOT, corpus_templates
+
+from autoparser import ChatTemplate, ReasoningSplit, RequestOptions, Session
+from autoparser.errors import IntegrationError
+from autoparser.integrations.vllm import _compat, session
+
+ROOT = REPO_ROOT
+
+
+def _template(name: str) -> Path:
+    """A corpus template by stem, or one of the project's own by name (with or without the
+    own_ prefix, in any folder of tests/templates)."""
+    plain = re.sub(r"^(own|fmt|tpl)_", "", name)
+    paths = {p.stem: p for p in corpus_templates()}
+    paths.update(
+        {re.sub(r"^(own|fmt|tpl)_", "", p.stem): p for p in OWN_TEMPLATES.rglob("*.jinja")}
+    )
+    if plain not in paths:
+        pytest.skip(f"template {name} not available")
+    return paths[plain]
+
+
+def _split_all(split: ReasoningSplit, pieces: list[str]) -> tuple[str, str]:
+    reasoning, rest = [], []
+    for piece in pieces:
+        r, c = split.feed(piece)
+        reasoning.append(r)
+        rest.append(c)
+    r, c = split.finish()
+    return "".join(reasoning) + r, "".join(rest) + c
+
+
+SPLIT_CASES = [
+    # (forced open, output, reasoning, text after it)
+    (False, "<think>\n a b \n</think>\n\nHello", "a b", "\n\nHello"),
+    (False, "Hello <think>x</think>", "", "Hello <think>x</think>"),
+    (False, "  <thi", "", "  <thi"),
+    (False, "<think>never closed  ", "never closed", ""),
+    (False, "<think></think>answer", "", "answer"),
+    (False, "\n</think>\n\nanswer", "", "\n\nanswer"),
+    (False, "</thin", "", "</thin"),
+    (True, "plan it</think>\n<tool_call>", "plan it", "\n<tool_call>"),
+    (True, "<think>\nrepeated opener</think>ok", "repeated opener", "ok"),
+    (True, "cut short by max_tokens </thi", "cut short by max_tokens </thi", ""),
+]
+
+
+@pytest.mark.parametrize(("forced", "text", "reasoning", "rest"), SPLIT_CASES)
+def test_reasoning_split_any_chunking(forced: bool, text: str, reasoning: str, rest: str) -> None:
+    """Whole or in random chunks, the split gives the same reasoning and remaining text."""
+    assert _split_all(ReasoningSplit("<think>", "</think>", forced), [text]) == (reasoning, rest)
+    rng = random.Random(text)
+    for _ in range(30):
+        cuts = sorted(rng.sample(range(1, len(text)), min(len(text) - 1, rng.randint(1, 6))))
+        pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+        got = _split_all(ReasoningSplit("<think>", "</think>", forced), pieces)
+        assert got == (reasoning, rest), pieces
+
+
+# Reasoning turned on, the prompt did not open the block: (output, reasoning, text after it).
+UNOPENED_CASES = [
+    ("plan it</think>\n\nHello", "plan it", "\n\nHello"),
+    ("<think>opened</think>ok", "opened", "ok"),
+    ("just an answer", "", "just an answer"),
+    ("<tool_call>{}</tool_call> then </think>", "", "<tool_call>{}</tool_call> then </think>"),
+    ("answer<|im_end|>late </think>", "", "answer<|im_end|>late </think>"),
+    ("</think>\nanswer", "", "\nanswer"),
+]
+
+
+@pytest.mark.parametrize(("text", "reasoning", "rest"), UNOPENED_CASES)
+def test_reasoning_split_reads_a_block_whose_opener_was_left_out(
+    text: str, reasoning: str, rest: str
+) -> None:
+    """As the library's lenient parser: text before the end marker is reasoning, unless a
+    call opener or the end of the turn comes first; held back, whatever the chunking."""
+
+    def split() -> ReasoningSplit:
+        return ReasoningSplit(
+            "<think>", "</think>", False, opener_optional=True, stops=("<tool_call>", "<|im_end|>")
+        )
+
+    assert _split_all(split(), [text]) == (reasoning, rest)
+    rng = random.Random(text)
+    for _ in range(30):
+        cuts = sorted(rng.sample(range(1, len(text)), min(len(text) - 1, rng.randint(1, 6))))
+        pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+        assert _split_all(split(), pieces) == (reasoning, rest), pieces
+
+
+def test_reasoning_split_matches_the_library_for_a_left_out_opener() -> None:
+    """The split's rule is the library's: same reasoning as ChatParams.parse, thinking on."""
+    path = _template("own_think_tag")
+    chat = Session.for_source(path.read_text(encoding="utf-8"))
+    params = ChatTemplate.from_file(path).apply(
+        [{"role": "user", "content": "hi"}], None, enable_thinking=True
+    )
+    assert not params.thinking_forced_open
+    text = "The user wants X.</think>The answer."
+    split = chat.reasoning_split(params.prompt, True)
+    assert split.opener_optional
+    reasoning, rest = _split_all(split, [text])
+    parsed = params.parse(text)
+    assert (reasoning, rest) == (parsed.reasoning_content, parsed.content)
+    assert not chat.opener_optional(None)
+
+
+def test_reasoning_split_without_markers_passes_text_through() -> None:
+    split = ReasoningSplit("", "", False)
+    assert split.done
+    assert split.feed("<think>x</think>") == ("", "<think>x</think>")
+
+
+def test_reasoning_closed_reads_the_turn_being_generated() -> None:
+    """A closed block in the history does not close the new turn; thinking off does."""
+    chat = Session.for_source(_template("Qwen-Qwen3-0.6B").read_text(encoding="utf-8"))
+    history = [
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": "<think>\nx\n</think>\n\nb"},
+        {"role": "user", "content": "c"},
+    ]
+    template = ChatTemplate(_template("Qwen-Qwen3-0.6B").read_text(encoding="utf-8"))
+    on = template.render(history, enable_thinking=True)
+    off = template.render(history, enable_thinking=False)
+    assert not chat.reasoning_closed(on)
+    assert chat.reasoning_closed(off)
+    assert chat.reasoning_closed(on + "<think>\nhm\n</think>\n\n")
+
+
+@pytest.mark.parametrize(("stem", "opens"), [("own_forced_open", True), ("own_think_tag", False)])
+def test_prompt_opens_reasoning(stem: str, opens: bool) -> None:
+    """Read from the rendered prompt: does the output start inside a reasoning block?"""
+    template = ChatTemplate(
+        _template(stem).read_text(encoding="utf-8"), bos_token="<s>", eos_token="</s>"
+    )
+    prompt = template.render([{"role": "user", "content": "Hi"}])
+    chat = Session.for_source(template.source, bos_token="<s>", eos_token="</s>")
+    assert chat.opens_reasoning(prompt, None) is opens
+    assert template.apply([{"role": "user", "content": "Hi"}]).thinking_forced_open is opens
+    assert chat.reasoning_closed(prompt) is False
+
+
+def _tokenizer(chat_template: Any) -> Any:
+    return SimpleNamespace(chat_template=chat_template, bos_token="<s>", eos_token="</s>")
+
+
+def test_template_from_tokenizer_is_cached_by_hash() -> None:
+    source = _template("Qwen-Qwen3-0.6B").read_text(encoding="utf-8")
+    first = session.resolve_template(_tokenizer(source))
+    again = session.resolve_template(_tokenizer(str(source)))
+    assert first is again
+    assert first.template.source == source
+
+
+def test_template_precedence_request_then_env_then_tokenizer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    own = _template("Qwen-Qwen3-0.6B").read_text(encoding="utf-8")
+    other = _template("meta-llama-Llama-3.1-8B-Instruct").read_text(encoding="utf-8")
+    file = tmp_path / "served.jinja"
+    file.write_text(other, encoding="utf-8")
+    monkeypatch.setenv(session.TEMPLATE_ENV, str(file))
+    assert session.resolve_template(_tokenizer(own)).template.source == other
+    assert session.resolve_template(_tokenizer(own), own).template.source == own
+    monkeypatch.delenv(session.TEMPLATE_ENV)
+    assert session.resolve_template(_tokenizer(own)).template.source == own
+
+
+def test_missing_template_is_an_integration_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(session.TEMPLATE_ENV, raising=False)
+    with pytest.raises(IntegrationError, match="--chat-template"):
+        session.resolve_template(_tokenizer(None))
+    monkeypatch.setenv(session.TEMPLATE_ENV, str(tmp_path / "missing.jinja"))
+    with pytest.raises(IntegrationError, match=r"missing\.jinja"):
+        session.resolve_template(_tokenizer("x"))
+
+
+def test_params_are_cached_per_request_content() -> None:
+    template = session.resolve_template(
+        _tokenizer(_template("Qwen-Qwen3-0.6B").read_text(encoding="utf-8"))
+    )
+    request = SimpleNamespace(
+        messages=[{"role": "user", "content": "Hi"}],
+        tools=None,
+        tool_choice=None,
+        parallel_tool_calls=True,
+        add_generation_prompt=True,
+        chat_template_kwargs={"enable_thinking": False},
+    )
+    options = session.request_options(request, None)
+    first = template.params(options, reasoning=True)
+    assert template.params(dict(options), reasoning=True) is first
+    assert template.params(options, reasoning=False) is not first
+    assert "</think>" in first.prompt  # enable_thinking reached the template
+
+
+@pytest.mark.parametrize(
+    ("version", "ok"), [("0.33.0", True), ("0.33.5rc1", True), ("0.34.0", False), ("0.10.2", False)]
+)
+def test_version_range(version: str, ok: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_compat.metadata, "version", lambda name: version)
+    monkeypatch.delenv(_compat.ANY_VERSION_ENV, raising=False)
+    if ok:
+        assert _compat.check_version() == version
+    else:
+        with pytest.raises(IntegrationError, match=r"tested with vLLM >=0\.33,<0\.34"):
+            _compat.check_version()
+        monkeypatch.setenv(_compat.ANY_VERSION_ENV, "1")
+        assert _compat.check_version() == version
+
+
+def test_missing_vllm_is_an_integration_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(name: str) -> str:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(_compat.metadata, "version", missing)
+    with pytest.raises(IntegrationError, match="vllm is not installed"):
+        _compat.check_version()
+
+
+def test_entry_point_names_the_register_function() -> None:
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    target = project["entry-points"]["vllm.general_plugins"]["autoparser"]
+    module, _, name = target.partition(":")
+    assert callable(getattr(importlib.import_module(module), name))
+    assert project["optional-dependencies"]["vllm"] == [f"vllm{_compat.TESTED_RANGE}"]
+
+
+def test_request_options_reads_a_vllm_request() -> None:
+    """Pydantic fields become plain data; Responses-API flat tools take the chat shape."""
+    flat = {"type": "function", "name": "f", "parameters": {"type": "object"}}
+    nested = SimpleNamespace(
+        model_dump=lambda exclude_none: {"type": "function", "function": {"name": "g"}}
+    )
+    request = SimpleNamespace(
+        messages=[{"role": "user", "content": "Hi"}],
+        tools=[flat, nested],
+        tool_choice=None,
+        parallel_tool_calls=False,
+        add_generation_prompt=True,
+        chat_template_kwargs={"a": 1},
+    )
+    options = RequestOptions.from_openai(session.request_options(request, {"b": 2}))
+    assert options.tools == (
+        {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}},
+        {"type": "function", "function": {"name": "g"}},
+    )
+    assert options.tool_choice == "auto"
+    assert options.parallel_tool_calls is False
+    assert options.template_kwargs == {"a": 1, "b": 2}
