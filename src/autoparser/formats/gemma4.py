@@ -22,7 +22,6 @@ the format stays content.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -37,6 +36,7 @@ from autoparser.generate.context import (
     longest_name_first,
     seq_of,
 )
+from autoparser.generate.notation import word_value
 from autoparser.generate.reasoning import reasoning_parser
 from autoparser.generate.request import ToolSpec
 from autoparser.peg import (
@@ -58,7 +58,6 @@ from autoparser.peg import (
     until,
     zero_or_more,
 )
-from autoparser.peg.python_literal import WORD_VALUES
 
 QUOTE = '<|"|>'
 CALL_START = "<|tool_call>"
@@ -84,18 +83,6 @@ def _unfinished_quote(text: str) -> str:
         if text.endswith(QUOTE[:k]):
             return text[:-k]
     return text
-
-
-def _word(word: str) -> Any:
-    if word in WORD_VALUES:
-        return WORD_VALUES[word]
-    try:
-        number = json.loads(word)
-    except ValueError:
-        return word
-    if isinstance(number, float) and not math.isfinite(number):
-        return word
-    return number if isinstance(number, int | float) else word
 
 
 class _Reader:
@@ -124,7 +111,7 @@ class _Reader:
         if kind == "s":
             return text
         if kind == "w":
-            return _word(text)
+            return word_value(text)
         if text == "{":
             return self.members()
         if text == "[":

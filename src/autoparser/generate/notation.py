@@ -78,7 +78,9 @@ def notation_value(quote: str) -> Parser:
     return value
 
 
-def _word(word: str) -> Any:
+def word_value(word: str) -> Any:
+    """A bare word of a value notation: true/false/null (either spelling), a finite number,
+    else the word as a string."""
     if word in WORD_VALUES:
         return WORD_VALUES[word]
     try:
@@ -111,7 +113,7 @@ class _Reader:
         if kind == "s":
             return text
         if kind == "w":
-            return _word(text)
+            return word_value(text)
         if text == "{":
             out: dict[str, Any] = {}
             while (tok := self.next()) != ("p", "}"):
