@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 import pytest
+from _pytest.mark.structures import ParameterSet
 from helpers.formats import check_streaming, corpus_template
 
 WEATHER = {
@@ -98,13 +99,18 @@ CASES: list[tuple[str, list[dict[str, Any]], bool | None, str, str | None, Any]]
         None,
         [("ask", {"q&a": "x"})],
     ),
-    (
+    pytest.param(
         "vllm-tool_chat_template_phi4_mini.jinja",
         [WEATHER],
         None,
         '{"name": "get_weather", "arguments": {\'city\': \'Paris\'}}',
         None,
         [PARIS],
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="Python-literal arguments in a JSON-native call are not read yet "
+            "(tests/generate/test_json_calls_argument_shapes.py says why)",
+        ),
     ),
     (
         "xinference-qwen2-hermes-tools.jinja",
@@ -129,7 +135,10 @@ CASES: list[tuple[str, list[dict[str, Any]], bool | None, str, str | None, Any]]
 @pytest.mark.parametrize(
     ("filename", "tools", "thinking", "text", "content", "calls"),
     CASES,
-    ids=[f"{c[0].removesuffix('.jinja')}-{i}" for i, c in enumerate(CASES)],
+    ids=[
+        f"{(c.values if isinstance(c, ParameterSet) else c)[0].removesuffix('.jinja')}-{i}"
+        for i, c in enumerate(CASES)
+    ],
 )
 def test_real_templates_read_what_models_write(
     filename: str,

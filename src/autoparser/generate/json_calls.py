@@ -315,7 +315,7 @@ def tag_json_call(
 
     The lenient parser (given ``python_args``, a Python-literal value) also reads the
     arguments as a Python dict (``{'city': 'Paris'}``: templates that print the arguments
-    object rather than its JSON render it so), and, where the markers around the name are
+    object rather than its JSON render it so), and (always), where the markers around the name are
     a JSON object's skeleton (``{"name": "`` ... ``", "arguments": ``), the call as any
     JSON object (``_json_skeleton_call``): a template that writes that skeleton broken or
     with its own spacing is not the only shape read back.
@@ -329,7 +329,7 @@ def tag_json_call(
     call = with_call_id(ctx, name_part(ctx, tool, strict), body, close, strict)
     if strict and (fixed := _fixed_skeleton_call(ctx, tool, args)) is not None:
         return choice_of([fixed, call])
-    if strict or python_args is None:
+    if strict:
         return call
     skeleton = _json_skeleton_call(ctx, tool, args)
     return call if skeleton is None else choice_of([call, skeleton])

@@ -32,9 +32,12 @@ from autoparser.peg.gbnf_emit import GrammarTrigger
 def single_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
     mode = ctx.analysis.tools.format.mode
     if mode == ToolFormat.JSON_NATIVE:
-        return json_native_call(ctx, tool, strict, None if strict else python_value())
+        return json_native_call(ctx, tool, strict)
     if mode == ToolFormat.TAG_WITH_JSON:
-        return tag_json_call(ctx, tool, strict, None if strict else python_value())
+        # Python-literal arguments only where the template prints them so: the literal
+        # grammar is recursive (named rules), which keeps a parser off the one-shot path.
+        python = not strict and ctx.analysis.tools.format.uses_python_dicts
+        return tag_json_call(ctx, tool, strict, python_value() if python else None)
     if mode == ToolFormat.TAG_WITH_TAGGED:
         return tag_tagged_call(ctx, tool, strict)
     raise ValueError(f"no call parser for tool format {mode.value}")
