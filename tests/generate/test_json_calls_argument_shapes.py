@@ -83,7 +83,12 @@ def test_a_template_printing_the_object_analyses_as_json_calls() -> None:
     assert tools.format.name_field == "name"
 
 
-PYTHON_ARGS_XFAIL = "Python-literal arguments in a call a JSON-native format reads: a template printing the arguments object with str() now analyses JSON-native (probed as apply passes them), and the Python-literal grammar is recursive, which would keep every JSON format off the one-shot parse; needs a non-recursive literal reader"
+PYTHON_ARGS_XFAIL = (
+    "Python-literal arguments in a call a JSON-native format reads: a template printing the "
+    "arguments object with str() now analyses JSON-native (probed as apply passes them), and "
+    "the Python-literal grammar is recursive, which would keep every JSON format off the one-"
+    "shot parse; needs a non-recursive literal reader"
+)
 PARIS = {"city": "Paris", "days": 2, "metric": True, "hint": None}
 
 
