@@ -52,7 +52,7 @@ def assert_portable(grammar: str) -> None:
 
 
 def corpus_schemas() -> dict[str, Any]:
-    from test_schema_corpus import corpus
+    from helpers.schema_corpus import corpus
 
     return corpus()
 

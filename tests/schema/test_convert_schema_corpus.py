@@ -25,14 +25,13 @@ from typing import Any
 import jsonschema
 import pytest
 from helpers.gbnf_oracle import accepts
-from helpers.paths import TESTS_DIR
+from helpers.schema_corpus import corpus
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
 
 from autoparser.schema import schema_to_gbnf
 
-CORPUS_FILE = TESTS_DIR / "data" / "schemas" / "corpus.json"
 INSTANCES = 100
 MUTATED_PER_SCHEMA = 10  # instances per schema whose mutations are checked
 
@@ -43,68 +42,6 @@ ENFORCED = (
     "minItems", "maxItems",
 )  # fmt: skip
 """Keywords whose violations the grammar must reject (oneOf: as anyOf, not exclusivity)."""
-
-PARAM_TYPES: list[dict[str, Any]] = [
-    {"type": "string"},
-    {"type": "integer", "minimum": 0, "maximum": 1000},
-    {"type": "boolean"},
-    {"type": "number"},
-    {"type": "string", "enum": ["low", "medium", "high"]},
-    {"type": "array", "items": {"type": "integer"}, "maxItems": 3},
-]
-
-NODE = {
-    "type": "object",
-    "properties": {
-        "value": {"type": "integer"},
-        "children": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 3},
-    },
-    "required": ["value"],
-    "additionalProperties": False,
-}
-EXPR = {
-    "anyOf": [
-        {"type": "number"},
-        {
-            "type": "object",
-            "properties": {
-                "op": {"enum": ["+", "-", "*", "/"]},
-                "args": {
-                    "type": "array",
-                    "items": {"$ref": "#/$defs/expr"},
-                    "minItems": 2,
-                    "maxItems": 2,
-                },
-            },
-            "required": ["op", "args"],
-            "additionalProperties": False,
-        },
-    ]
-}  # fmt: skip
-
-
-def built_schemas() -> dict[str, Any]:
-    """Schemas easier to build than to write: 50 optional parameters, recursive trees."""
-    many = {
-        "type": "object",
-        "properties": {f"param_{i:02d}": PARAM_TYPES[i % len(PARAM_TYPES)] for i in range(50)},
-        "additionalProperties": False,
-    }
-    return {
-        "tool-50-optional": many,
-        "tool-50-optional-2-required": {**many, "required": ["param_07", "param_31"]},
-        "recursive-tree": {"$defs": {"node": NODE}, "$ref": "#/$defs/node"},
-        "recursive-root-list": {
-            "type": "object",
-            "properties": {
-                "v": {"type": "string", "maxLength": 3},
-                "next": {"anyOf": [{"$ref": "#"}, {"type": "null"}]},
-            },
-            "required": ["v", "next"],
-            "additionalProperties": False,
-        },
-        "recursive-expression": {"$defs": {"expr": EXPR}, "$ref": "#/$defs/expr"},
-    }
 
 
 LEAF = {"value": 6, "children": []}
@@ -125,12 +62,6 @@ HAND_WRITTEN: dict[str, list[Any]] = {
         {"op": "*", "args": [{"op": "-", "args": [3, 0.5]}, {"op": "/", "args": [1, 1e-05]}]},
     ],
 }  # fmt: skip
-
-
-def corpus() -> dict[str, Any]:
-    schemas: dict[str, Any] = json.loads(CORPUS_FILE.read_text(encoding="utf-8"))
-    schemas.update(built_schemas())
-    return schemas
 
 
 # ------------------------------------------------------------------ the jsonschema oracle
