@@ -123,7 +123,9 @@ def test_grammar_prints_whole_literals(tmp_path: Path, capsys: pytest.CaptureFix
     # where they start: peg/gbnf_emit.py's _SplitFinder).
     assert rules["root"].startswith("tool-call "), rules["root"]
     assert '"<function="' in rules["tool-call"], rules["tool-call"]
-    assert '"<parameter="' in rules["tool-call"], rules["tool-call"]
+    # Each argument a rule of its own, named after the tool and the argument.
+    assert "get-weather-city-arg" in rules["tool-call"], rules["tool-call"]
+    assert '"<parameter="' in rules["get-weather-city-arg"], rules["get-weather-city-arg"]
 
 
 def test_request_body_and_vars_reach_the_template(

@@ -61,6 +61,28 @@ def gbnf_literal(text: str) -> str:
     return '"' + _TO_ESCAPE.sub(_escape_match, text) + '"'
 
 
+_UNESCAPES = {"\\": "\\", '"': '"', "n": "\n", "r": "\r", "t": "\t"}
+_ESCAPED = re.compile(r"\\(?:x([0-9A-Fa-f]{2})|(.))", re.DOTALL)
+
+
+def gbnf_unescape(literal: str) -> str:
+    """The text a GBNF string literal (as gbnf_literal() writes it, quotes included)
+    matches: gbnf_unescape(gbnf_literal(text)) == text."""
+    if len(literal) < 2 or literal[0] != '"' or literal[-1] != '"':
+        raise GrammarError(f"not a GBNF string literal: {literal[:40]!r}")
+
+    def one(match: re.Match[str]) -> str:
+        code, char = match.groups()
+        if code is not None:
+            return chr(int(code, 16))
+        found = _UNESCAPES.get(char)
+        if found is None:
+            raise GrammarError(f"unknown escape \\{char} in a GBNF literal")
+        return found
+
+    return _ESCAPED.sub(one, literal[1:-1])
+
+
 def _escape_match(match: re.Match[str]) -> str:
     text = match.group()
     if len(text) == 1 and ord(text) in _ESCAPES:

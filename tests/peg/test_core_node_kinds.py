@@ -82,6 +82,7 @@ EXAMPLES: dict[type[Parser], Callable[[], Parser]] = {
     core.Atomic: lambda: core.atomic("a"),
     core.TriggerMark: lambda: core.trigger("a"),
     core.Ref: _rules_ref,
+    core.Lazy: lambda: core.lazy(lambda: core.seq("a", core.chars("0-9", 0)), "a"),
 }
 
 

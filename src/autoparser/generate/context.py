@@ -120,6 +120,31 @@ def normalize_markers(analysis: TemplateAnalysis) -> TemplateAnalysis:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class ToolGroup(ToolSpec):
+    """Any of several tools, for a call parser in which only the name tells calls apart
+    (the lenient parser of a format whose arguments are one JSON value, read as any JSON):
+    its name is any of ``names``, longest first."""
+
+    names: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class TwinTool(ToolSpec):
+    """The tool a family's representative is built for (``generate.families``): its name
+    and its parameters' names are placeholders, and its parts (the arguments of a tagged
+    call, the arguments' schema of a JSON one) are the stand-ins ``slots``, in order."""
+
+    slots: tuple[Parser, ...] = ()
+
+
+def tool_name(tool: ToolSpec) -> Parser:
+    """The tool's name as its call writes it; for a group, any of its names."""
+    if isinstance(tool, ToolGroup):
+        return peg_choice(*(literal(n) for n in tool.names))
+    return literal(tool.name)
+
+
 def longest_name_first(tools: Sequence[ToolSpec]) -> list[ToolSpec]:
     """Longest names first, so a name that prefixes another cannot shadow it."""
     return sorted(tools, key=lambda t: len(t.name), reverse=True)
@@ -155,6 +180,15 @@ def tool_rule(ctx: BuildContext, tool: ToolSpec) -> str:
     if part_counts(tools, "tools", (t.name for t in tools))[part] > 1:
         part += f"-{zlib.crc32(tool.name.encode('utf-8')):08x}"
     return part
+
+
+def argument_rule(ctx: BuildContext, tool: ToolSpec, name: str | None) -> str:
+    """The rule name prefix of one of a tool's arguments (``None``: any argument of a tool
+    that declares none); distinct even when two of its names sanitise alike."""
+    part = rule_part(name or "any")
+    if name and part_counts(tool, "properties", tool.properties)[part] > 1:
+        part += f"-{zlib.crc32(name.encode('utf-8')):08x}"
+    return f"{tool_rule(ctx, tool)}-{part}"
 
 
 def effective_markers(ctx: BuildContext) -> tuple[str, str, str, str]:

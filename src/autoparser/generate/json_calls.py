@@ -16,10 +16,12 @@ from autoparser.gbnf_text import rule_name
 from autoparser.generate.context import (
     BuildContext,
     Part,
+    TwinTool,
     choice_of,
     closing,
     longest_name_first,
     seq_of,
+    tool_name,
     tool_rule,
 )
 from autoparser.generate.request import ToolSpec
@@ -77,13 +79,21 @@ def _id_value_json(quote: str = '"', strict: bool = False) -> Parser:
     return literal(quote) + tag(tags.TOOL_ID, value) + literal(quote)
 
 
+def arguments_schema(ctx: BuildContext, tool: ToolSpec) -> Parser:
+    """The call's arguments as one JSON value of the tool's schema: the part a family's
+    representative has a stand-in for (``generate.families``)."""
+    if isinstance(tool, TwinTool):
+        return tool.slots[0]
+    return json_schema(dict(tool.parameters), f"{tool_rule(ctx, tool)}-args")
+
+
 def _json_args_value(ctx: BuildContext, tool: ToolSpec) -> Parser:
     fmt = ctx.analysis.tools.format
     if fmt.arguments_as_string:
         return tag(tags.TOOL_ARGS_STR, json_string())
     if fmt.uses_python_dicts:
         return tag(tags.TOOL_ARGS_PY, json_value(allow_single_quotes=True))
-    return tag(tags.TOOL_ARGS, json_schema(dict(tool.parameters), f"{tool_rule(ctx, tool)}-args"))
+    return tag(tags.TOOL_ARGS, arguments_schema(ctx, tool))
 
 
 def _json_object(pairs: Sequence[Parser]) -> Parser:
@@ -160,14 +170,14 @@ def json_native_call(
         if python_args is not None:
             args = choice_of([args, tag(tags.TOOL_ARGS_PY, python_args)])
     if fmt.fun_name_is_key:
-        name = atomic(literal(q) + tag(tags.TOOL_NAME, literal(tool.name)) + literal(q))
+        name = atomic(literal(q) + tag(tags.TOOL_NAME, tool_name(tool)) + literal(q))
         return _json_object([name + space() + literal(":") + space() + args])
     nest = f"{fmt.function_field}." if fmt.function_field else ""
     name_path = nest + (fmt.name_field or "name")
     args_path = nest + (fmt.args_field or "arguments")
     id_names = {k for k in (fmt.id_field, fmt.gen_id_field) if k}
     constants = dict(fmt.constant_fields)
-    name_value = literal(q) + atomic(tag(tags.TOOL_NAME, literal(tool.name)) + literal(q))
+    name_value = literal(q) + atomic(tag(tags.TOOL_NAME, tool_name(tool)) + literal(q))
 
     def leaf(path: str) -> Parser:
         if path == name_path:
@@ -186,7 +196,7 @@ def json_native_call(
         return good
     loose = [good, _loose_call_object(ctx, name_value, args, q)]
     if python_args is not None and q == '"':
-        single = literal("'") + atomic(tag(tags.TOOL_NAME, literal(tool.name)) + literal("'"))
+        single = literal("'") + atomic(tag(tags.TOOL_NAME, tool_name(tool)) + literal("'"))
         loose.append(_loose_call_object(ctx, single, args, "'"))
     return choice_of(loose)
 
@@ -271,15 +281,13 @@ def name_part(ctx: BuildContext, tool: ToolSpec, strict: bool = True) -> Parser:
     f = ctx.analysis.tools.format
     gap = space() if fn.name_suffix else None  # the suffix may follow a newline
     # A format that names the function twice (a header, then markup) repeats it verbatim.
-    again = (literal(tool.name), fn.name_suffix_after_name) if fn.name_suffix_after_name else ()
+    again = (tool_name(tool), fn.name_suffix_after_name) if fn.name_suffix_after_name else ()
     prefix: Parser | str = fn.name_prefix
     opened = f.per_call_start or f.section_start
     plain = fn.name_prefix and not any(c in fn.name_prefix for c in "<>[]{}|")
     if not strict and plain and opened and fn.name_prefix.strip():
         prefix = optional(literal(fn.name_prefix))
-    return atomic(
-        seq_of(prefix, tag(tags.TOOL_NAME, literal(tool.name)), gap, fn.name_suffix, *again)
-    )
+    return atomic(seq_of(prefix, tag(tags.TOOL_NAME, tool_name(tool)), gap, fn.name_suffix, *again))
 
 
 def with_call_id(
@@ -321,7 +329,7 @@ def tag_json_call(
     with its own spacing is not the only shape read back.
     """
     a = ctx.analysis.tools.arguments
-    args = tag(tags.TOOL_ARGS, json_schema(dict(tool.parameters), f"{tool_rule(ctx, tool)}-args"))
+    args = tag(tags.TOOL_ARGS, arguments_schema(ctx, tool))
     if not strict and python_args is not None:
         args = choice_of([args, tag(tags.TOOL_ARGS_PY, python_args)])
     body = seq_of(a.start, args, closing(a.end, strict))
@@ -376,7 +384,7 @@ def _fixed_skeleton_call(ctx: BuildContext, tool: ToolSpec, args: Parser) -> Par
     except ValueError:
         pass
     before, name_key, args_key, after = parts
-    name = tag(tags.TOOL_NAME, literal(tool.name))
+    name = tag(tags.TOOL_NAME, tool_name(tool))
     head = json.dumps({name_key: ""})[:-2]  # '{"name": "'
     middle = '", ' + json.dumps(args_key) + ": "
     return seq_of(before or None, head, name, middle, args, "}", after or None)
@@ -397,7 +405,7 @@ def _json_skeleton_call(ctx: BuildContext, tool: ToolSpec, args: Parser) -> Pars
     keys = (parts[1], parts[2])
     objects = []
     for q in ('"', "'"):
-        name = literal(q) + atomic(tag(tags.TOOL_NAME, literal(tool.name)) + literal(q))
+        name = literal(q) + atomic(tag(tags.TOOL_NAME, tool_name(tool)) + literal(q))
         objects.append(_loose_call_object(ctx, name, args, q, keys))
     return seq_of(
         before or None,

@@ -235,7 +235,9 @@ def arguments(tool: ToolSpec, a: ArgumentsAnalysis, *, strict: bool) -> Parser:
     bare_ends = tuple(dict.fromkeys((a.separator or ",", close))) if prints_bare_strings(a) else ()
     values = _values(bare_ends, raw_string_quote(a), close, not a.separator.strip())
     props: Mapping[str, Any] = tool.properties
-    names = sorted(props, key=len, reverse=True)
+    # The parser tries longer names first (none shadows a longer one); the grammar's choice
+    # has no order, and keeps the schema's.
+    names = list(props) if strict else sorted(props, key=len, reverse=True)
     one: list[Parser] = []
     for name in names:
         header = atomic(tag(tags.TOOL_ARG_NAME, literal(name)) + space() + literal("="))

@@ -5,6 +5,7 @@ separators, trigger markers).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Sequence
 
@@ -12,8 +13,10 @@ from autoparser import tags
 from autoparser.analysis.model import ToolFormat
 from autoparser.cache import CACHES, Store
 from autoparser.cancel import checkpoint
+from autoparser.generate import families
 from autoparser.generate.context import (
     BuildContext,
+    ToolGroup,
     choice_of,
     closing,
     effective_markers,
@@ -25,7 +28,17 @@ from autoparser.generate.json_calls import json_native_call, tag_json_call
 from autoparser.generate.pythonic import is_pythonic
 from autoparser.generate.request import ToolSpec
 from autoparser.generate.tagged_calls import is_markup, python_value, tag_tagged_call
-from autoparser.peg import Parser, Rules, choice, literal, optional, space, tag, zero_or_more
+from autoparser.peg import (
+    Parser,
+    Rules,
+    choice,
+    lazy,
+    literal,
+    optional,
+    space,
+    tag,
+    zero_or_more,
+)
 from autoparser.peg.gbnf_emit import GrammarTrigger
 
 
@@ -180,21 +193,64 @@ def _tool_key(tool: ToolSpec) -> str | None:
 
 
 def _calls(ctx: BuildContext, tools: Sequence[ToolSpec], strict: bool) -> list[Parser]:
-    """Each tool's call parser, from the per-tool cache where it was built before."""
+    """Each tool's call parser: in the grammar, a member of its tool family (written once
+    per family, ``generate.families``); in the lenient parser, one call for any tool where
+    only the name tells calls apart, else each call built when the output first makes it
+    (``peg.Lazy``). Calls of tools that join no family are built at once, from the
+    per-tool cache where they were built before."""
+    if not strict and _names_only(ctx):
+        return [single_call(ctx, ToolGroup("", {}, names=_longest_first(tools)), strict)]
     context = _context_key(ctx, strict)
     calls: list[Parser] = []
     for tool in tools:
         checkpoint()  # a request with thousands of tools stops here once its client left
-        found = _tool_key(tool)
-        if found is None:
-            calls.append(single_call(ctx, tool, strict))
+        if strict:
+            member = families.call_member(ctx, context, tool, _strict_call)
+            if member is not None:
+                calls.append(member)
+                continue
+        else:
+            first = families.first_text(ctx, context, tool, _lenient_call)
+            calls.append(lazy(functools.partial(single_call, ctx, tool, False), first))
             continue
-        key = (context, tool_rule(ctx, tool), found)
-        call = _CALLS.get(key)
-        if call is None:
-            call = _CALLS.put(key, single_call(ctx, tool, strict))
-        calls.append(call)
+        calls.append(_built_call(ctx, context, tool, strict))
     return calls
+
+
+def _strict_call(ctx: BuildContext, tool: ToolSpec) -> Parser:
+    return single_call(ctx, tool, True)
+
+
+def _lenient_call(ctx: BuildContext, tool: ToolSpec) -> Parser:
+    return single_call(ctx, tool, False)
+
+
+def _built_call(ctx: BuildContext, context: str, tool: ToolSpec, strict: bool) -> Parser:
+    """The tool's call, built now (or found in the per-tool cache)."""
+    found = _tool_key(tool)
+    if found is None:
+        return single_call(ctx, tool, strict)
+    key = (context, tool_rule(ctx, tool), found)
+    call = _CALLS.get(key)
+    if call is None:
+        call = _CALLS.put(key, single_call(ctx, tool, strict))
+    return call
+
+
+def _names_only(ctx: BuildContext) -> bool:
+    """Whether a call's lenient parser reads nothing of its tool but the name: formats
+    whose arguments are one JSON value (read as any JSON), where the name is written once."""
+    t = ctx.analysis.tools
+    mode = t.format.mode
+    return (
+        mode in (ToolFormat.JSON_NATIVE, ToolFormat.TAG_WITH_JSON)
+        and not is_pythonic(ctx.analysis)
+        and not t.function.name_suffix_after_name
+    )
+
+
+def _longest_first(tools: Sequence[ToolSpec]) -> tuple[str, ...]:
+    return tuple(t.name for t in longest_name_first(tools))
 
 
 def _one_call(ctx: BuildContext, tools: Sequence[ToolSpec], strict: bool) -> Parser:

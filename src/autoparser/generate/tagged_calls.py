@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -18,9 +17,10 @@ from autoparser.errors import SchemaError
 from autoparser.generate import elements, notation, pythonic
 from autoparser.generate.context import (
     BuildContext,
+    TwinTool,
+    argument_rule,
     choice_of,
     closing,
-    part_counts,
     rule_part,
     seq_of,
     tool_rule,
@@ -437,10 +437,7 @@ def _json_argument(
     suffixes = typed_name_suffixes(a, schema if strict else None, root)
     suffix_p = choice_of([literal(x) for x in suffixes]) if len(suffixes) > 1 else suffixes[0]
     header = atomic(seq_of(a.name_prefix, name_p, suffix_p))
-    part = rule_part(name or "arg")
-    if name and part_counts(tool, "properties", tool.properties)[part] > 1:
-        part += f"-{zlib.crc32(name.encode('utf-8')):08x}"
-    rule = f"{tool_rule(ctx, tool)}-{part}"
+    rule = argument_rule(ctx, tool, name)
     value = tag(tags.TOOL_ARG_JSON, json_schema(dict(schema), rule, document=dict(tool.parameters)))
     if name_suffix != a.name_suffix and name_suffix + a.value_suffix == a.name_suffix:
         # Quoted strings, bare other values (f(city='Paris', days=3)): the quote opens and
@@ -675,8 +672,36 @@ def _required_names(tool: ToolSpec) -> list[str]:
     return [n for n in tool.properties if n in required]
 
 
+def strict_argument(ctx: BuildContext, tool: ToolSpec, name: str | None) -> Parser:
+    """The grammar's argument ``name`` of ``tool`` (None: any argument of a tool that
+    declares none), the body of its rule."""
+    return _tagged_argument(ctx, tool, name, True)
+
+
+def _strict_arguments(ctx: BuildContext, tool: ToolSpec) -> Callable[[str | None], Parser]:
+    """The grammar's argument of each name, a rule of its own (``{tool}-{name}-arg``):
+    an optional argument written in several places is written once, and a family's
+    representative holds its members' arguments as parts (``generate.families``): of a
+    twin, the argument is its stand-in, in the order of the parameters."""
+    rules = Rules()
+    names: list[str | None] = [*tool.properties] or [None]
+    refs: dict[str | None, Parser] = {}
+
+    def argument(name: str | None) -> Parser:
+        found = refs.get(name)
+        if found is None:
+            if isinstance(tool, TwinTool):
+                body = tool.slots[names.index(name)]
+            else:
+                body = strict_argument(ctx, tool, name)
+            found = refs[name] = rules.define(f"{argument_rule(ctx, tool, name)}-arg", body)
+        return found
+
+    return argument
+
+
 def _required_arguments(
-    ctx: BuildContext, tool: ToolSpec, required: list[str], sep: Parser
+    tool: ToolSpec, required: list[str], sep: Parser, argument: Callable[[str], Parser]
 ) -> Parser:
     """The grammar's arguments when some are required: each required parameter exactly
     once, in schema order (a tagged format has no other way to make one mandatory), and
@@ -684,11 +709,11 @@ def _required_arguments(
     optional_names = [n for n in tool.properties if n not in required]
     extra: Parser | None = None
     if optional_names:
-        extra = choice_of([_tagged_argument(ctx, tool, n, True) for n in optional_names])
+        extra = choice_of([argument(n) for n in optional_names])
     parts: list[Parser | None] = [zero_or_more(extra + sep) if extra else None]
     for index, name in enumerate(required):
         parts.append(sep if index else None)
-        parts.append(_tagged_argument(ctx, tool, name, True))
+        parts.append(argument(name))
         parts.append(zero_or_more(sep + extra) if extra else None)
     return seq_of(*parts)
 
@@ -701,16 +726,23 @@ def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
         body = pythonic.arguments(tool, a, strict=strict)
         close = closing(t.function.close, strict)
         return with_call_id(ctx, name_part(ctx, tool, strict), body, close, strict)
-    names: list[str | None] = [*sorted(tool.properties, key=len, reverse=True)]
-    if not names:
-        names = [None]
     sep: Parser = space()
     if a.separator and a.separator.strip():
         sep = space() + optional(literal(a.separator)) + space()
     required = _required_names(tool)
-    if strict and required:
-        args_seq = _required_arguments(ctx, tool, required, sep)
+    if strict:
+        # Each argument a rule; the grammar's alternatives in the schema's order (a
+        # grammar's choice has no order to keep).
+        argument = _strict_arguments(ctx, tool)
+        if required:
+            args_seq = _required_arguments(tool, required, sep, argument)
+        else:
+            every: list[str | None] = [*tool.properties] or [None]
+            one = choice_of([argument(n) for n in every])
+            args_seq = optional(one + zero_or_more(sep + one))
     else:
+        # The parser tries longer names first, so that none shadows a longer one.
+        names: list[str | None] = [*sorted(tool.properties, key=len, reverse=True)] or [None]
         one = choice_of([_tagged_argument(ctx, tool, n, strict) for n in names])
         args_seq = optional(one + zero_or_more(sep + one))
     closers = _closers(ctx)

@@ -15,9 +15,11 @@ Every node implements ``_match(ctx, pos)`` and returns a plain tuple
 from __future__ import annotations
 
 import codecs
+import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator
+import threading
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import count
 from typing import Any, ClassVar, Generic, NamedTuple, TypeVar, Union
@@ -289,10 +291,11 @@ class Parser:
     def first_text(self, seen: frozenset[int] = frozenset()) -> str:
         """Text a match must start with, or "" when unknown.
 
-        The promise: where at least this many characters remain and they differ from
-        it, this node fails there, consuming nothing, without depending on the end of
+        The promise: where the characters that remain differ from it (as far as they
+        go), this node fails there, consuming nothing, without depending on the end of
         the input (a finer filter than `first_chars` for alternatives sharing a first
-        character, like ``<|channel|>analysis`` and ``<|channel|>final``).
+        character, like ``<|channel|>analysis`` and ``<|channel|>final``). Every text
+        given is read by literals at the start of the node, so this holds.
         """
         return ""
 
@@ -438,6 +441,8 @@ def _resumable(root: Parser) -> bool:
         seen.add(node._uid)
         if type(node) not in kinds:
             ok = False
+        elif isinstance(node, Lazy):
+            continue  # built from NODE_TYPES only, which it checks when it builds
         elif isinstance(node, Ref):
             if node.name not in node.rules:
                 ok = False
@@ -859,7 +864,7 @@ class LeafRegex(NodeVisitor["str | None"]):
 
     visit_End = visit_Rest = visit_Until = visit_Json = not_plain
     visit_Seq = visit_Choice = visit_Peek = visit_Negate = not_plain
-    visit_Atomic = visit_TriggerMark = visit_Ref = not_plain
+    visit_Atomic = visit_TriggerMark = visit_Ref = visit_Lazy = not_plain
 
     def visit_Repeat(self, node: Repeat) -> str | None:
         return None  # a run of its own (the one-shot compiler takes an optional literal)
@@ -960,7 +965,17 @@ class Seq(Parser):
         return self.items[0].first_chars(seen)
 
     def first_text(self, seen: frozenset[int] = frozenset()) -> str:
-        return self.items[0].first_text(seen)
+        # Items that always match the same text are written out, then the first other
+        # item's own promise: ``<function=`` + a tool's name, not ``<function=`` alone, so
+        # an ordered choice of a thousand calls tries only the one named.
+        fixed: list[str] = []
+        for item in self.items:
+            text = fixed_text(item, seen)
+            if text is None:
+                fixed.append(item.first_text(seen))
+                break
+            fixed.append(text)
+        return "".join(fixed)
 
 
 class Choice(Parser):
@@ -986,6 +1001,11 @@ class Choice(Parser):
         if any(f is None for f in sets):
             return None
         return frozenset().union(*sets)  # type: ignore[arg-type]
+
+    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
+        # What every alternative starts with: their texts' common prefix.
+        texts = [alt.first_text(seen) for alt in self.alternatives]
+        return os.path.commonprefix(texts)  # noqa: RUF071 - of strings, not of paths
 
     def _dispatch(self) -> dict[str, tuple[tuple[Parser, str], ...]]:
         """Per next character, the alternatives worth trying: those that could start
@@ -1235,6 +1255,208 @@ class Ref(Parser):
         return f"ref({self.name!r})"
 
 
+# Built parsers of Lazy nodes and representatives of families: one lock for all, held
+# only while one builds (re-entrant: a builder may make lazy nodes of its own).
+_BUILD_LOCK = threading.RLock()
+
+# The letters placeholders are written with: lowercase (every rule-name sanitiser and
+# every escaping, GBNF, JSON or Python's repr, leaves them as they are), and none that a
+# grammar's own syntax uses (the escapes \n \r \t \xNN, the hex digits, class ranges
+# such as a-z), so that a placeholder left anywhere but in a literal or a rule name shows.
+PLACEHOLDER_LETTERS = "qjw"
+
+
+def placeholder(index: int) -> str:
+    """The ``index``-th stand-in name of a family's representative (see ``Family``)."""
+    digits = ""
+    while True:
+        index, digit = divmod(index, len(PLACEHOLDER_LETTERS))
+        digits = PLACEHOLDER_LETTERS[digit] + digits
+        if not index:
+            break
+    return f"qjwq{digits}wjq"
+
+
+@dataclass(frozen=True)
+class Name:
+    """A family member's name where its representative has a placeholder: ``text`` as
+    the member's parser writes it (a tool's or an argument's name), ``rule`` as it reads in
+    the member's rule names (lowercase letters, digits and dashes)."""
+
+    text: str
+    rule: str
+
+
+class Family:
+    """Parsers built alike, differing only in names and in parts built alike in turn: the
+    calls of tools of one form (an argument of some kind in each place, names aside), the
+    arguments of one kind under other names, one schema under other names.
+
+    ``build(slots)`` returns the builder's parser for the ``placeholders`` instead of a
+    member's names and, in place of each of a member's ``Lazy.parts``, its stand-in in
+    ``slots`` (a ``Lazy`` with ``slot`` set: "the member's part k goes here"). A pass that
+    reads only the form of a member (the GBNF emitter) works on such a representative,
+    built once per form of the parts, and puts in each member's ``Name``s and its parts,
+    so that a request with a thousand such calls pays for a few. The builder must use names
+    only as text (in literals, JSON keys and rule names): the emitter checks each
+    representative's grammar and builds a member on its own where a placeholder went
+    anywhere else (an ``until`` automaton, a character class). ``key`` identifies the
+    family across requests; what passes derive from it is kept with it (``kept``).
+    """
+
+    __slots__ = ("_kept", "build", "key", "placeholders")
+
+    def __init__(
+        self,
+        key: Hashable,
+        placeholders: tuple[str, ...],
+        build: Callable[[tuple[Parser, ...]], Parser],
+    ) -> None:
+        self.key = key
+        self.placeholders = placeholders
+        self.build = build
+        self._kept: dict[Hashable, object] = {}
+
+    def kept(self, key: Hashable, make: Callable[[], object]) -> object:
+        """What a pass derived from this family under ``key`` (made once, then kept)."""
+        found = self._kept.get(key, _MISSING)
+        if found is _MISSING:
+            with _BUILD_LOCK:
+                found = self._kept.get(key, _MISSING)
+                if found is _MISSING:
+                    found = self._kept[key] = make()
+        return found
+
+    def representative(self) -> Parser:
+        """The parser built for the placeholders, for a family whose members have no parts."""
+        found = self.kept("representative", lambda: self.build(()))
+        assert isinstance(found, Parser)
+        return found
+
+    def __repr__(self) -> str:
+        return f"Family({len(self.placeholders)} names)"
+
+
+_MISSING = object()
+
+
+class Lazy(Parser):
+    """A parser built when first needed: one alternative of thousands (a tool's call),
+    whose parsers together cost more to build than a request can pay up front.
+
+    Parses exactly as what ``build()`` returns, built at the first match that needs it.
+    ``first_text``, declared by whoever made the node, is a promise: every match starts
+    with that text, read by literals (as ``Parser.first_text``); so where the text differs
+    from it, or in full mode ends before all of it, the node fails unbuilt (reporting the
+    position it started at, where its target may report a later one).
+
+    A member of a ``Family`` carries its ``names`` and its ``parts`` (parsers of its own,
+    themselves members of other families mostly): the GBNF emitter writes it from the
+    family's representative without building it. A node with ``slot`` set stands in a
+    representative for a member's part (``Family.build``); it is never parsed.
+    """
+
+    __slots__ = ("_build", "_target", "family", "first", "names", "parts", "slot")
+    _memo = False
+
+    def __init__(
+        self,
+        build: Callable[[], Parser] | None,
+        first_text: str = "",
+        family: Family | None = None,
+        names: tuple[Name, ...] = (),
+        parts: tuple[Parser, ...] = (),
+        slot: int = -1,
+    ) -> None:
+        super().__init__()
+        if family is not None and len(names) != len(family.placeholders):
+            raise GrammarError(
+                f"lazy: {len(names)} names for a family of {len(family.placeholders)}"
+            )
+        if (build is None) != (slot >= 0):
+            raise GrammarError("lazy: a parser to build, or a slot (a stand-in), not both")
+        self._build = build
+        self._target: Parser | None = None
+        self.first = first_text
+        self.family = family
+        self.names = names
+        self.parts = parts
+        self.slot = slot
+
+    @property
+    def built(self) -> bool:
+        """Whether the parser was built (a parse reached it, or a pass needed it)."""
+        return self._target is not None
+
+    def target(self) -> Parser:
+        """The parser this node stands for (built on first use)."""
+        found = self._target
+        if found is None:
+            with _BUILD_LOCK:
+                found = self._target
+                if found is None:
+                    if self._build is None:
+                        raise GrammarError(f"{self!r} stands in for a part: it has no parser")
+                    found = self._build()
+                    if not _resumable(found):
+                        raise GrammarError(
+                            f"{self!r}: its builder made a node of a kind outside NODE_TYPES"
+                        )
+                    self._target = found
+                    self._build = None
+        return found
+
+    def _match(self, ctx: _Ctx, pos: int) -> Res:
+        first = self.first
+        if first and not ctx.text.startswith(first, pos):
+            # Answered unbuilt where the promise says: text that differs from it, or (in
+            # full mode) text ending before all of it, which no match can be.
+            if not first.startswith(ctx.text[pos : pos + len(first)]):
+                return (FAIL, pos, _NO_NODES, False, "")
+            if not ctx.partial:
+                ctx.hits += 1
+                return (FAIL, ctx.n, _NO_NODES, True, "")
+        return self.target()._call(ctx, pos)
+
+    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
+        return frozenset(self.first[0]) if self.first else None
+
+    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
+        return self.first
+
+    def __repr__(self) -> str:
+        if self.slot >= 0:
+            return f"slot({self.slot})"
+        return f"lazy({self.first!r})" if self.first else f"lazy#{self._uid}"
+
+
+def fixed_text(node: Parser, seen: frozenset[int] = frozenset()) -> str | None:
+    """The one text ``node`` matches (a literal, a sequence of such, tagged or atomic, a
+    rule holding one), or None."""
+    kind = type(node)
+    if kind is Literal or kind is Token:
+        assert isinstance(node, Literal)
+        return node.value
+    if kind is Tag or kind is Atomic or kind is TriggerMark:
+        assert isinstance(node, _Wrapper)
+        return fixed_text(node.child, seen)
+    if kind is Seq:
+        assert isinstance(node, Seq)
+        parts: list[str] = []
+        for item in node.items:
+            text = fixed_text(item, seen)
+            if text is None:
+                return None
+            parts.append(text)
+        return "".join(parts)
+    if kind is Ref:
+        assert isinstance(node, Ref)
+        if node._uid in seen or node.name not in node.rules:
+            return None
+        return fixed_text(node.target(), seen | {node._uid})
+    return None
+
+
 # The closed set of parser node kinds: every pass over a grammar (``NodeVisitor``) handles
 # each, the matcher is each one's ``_match``, and only these may resume a stream's feed.
 NODE_TYPES: tuple[type[Parser], ...] = (
@@ -1258,6 +1480,7 @@ NODE_TYPES: tuple[type[Parser], ...] = (
     Atomic,
     TriggerMark,
     Ref,
+    Lazy,
 )
 _NODE_SET = frozenset(NODE_TYPES)
 
@@ -1461,3 +1684,14 @@ def atomic(p: ParserLike) -> Parser:
 def trigger(p: ParserLike) -> Parser:
     """Mark p as the start of a lazy-grammar trigger."""
     return TriggerMark(as_parser(p))
+
+
+def lazy(
+    build: Callable[[], Parser],
+    first_text: str = "",
+    family: Family | None = None,
+    names: tuple[Name, ...] = (),
+    parts: tuple[Parser, ...] = (),
+) -> Parser:
+    """What ``build()`` returns, built when first needed (see ``Lazy``)."""
+    return Lazy(build, first_text, family, names, parts)

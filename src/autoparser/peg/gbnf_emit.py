@@ -31,15 +31,19 @@ from autoparser.gbnf_text import (
     subtract_ranges,
     unwrap,
 )
+from autoparser.peg import gbnf_template
 from autoparser.peg.charclass import CharSet
 from autoparser.peg.core import (
     Atomic,
     Chars,
     Choice,
     End,
+    Family,
     Json,
     JsonSchema,
+    Lazy,
     Literal,
+    Name,
     Negate,
     NodeVisitor,
     Parser,
@@ -133,6 +137,125 @@ def schema_key(schema: object) -> str:
     return json.dumps(schema, sort_keys=True, default=str)
 
 
+def _part_form(part: Parser) -> tuple[bool, ...]:
+    """What the grammar around a member's part depends on of the part: whether it can
+    match nothing, start or end where free text runs, be one llguidance lexeme (kept with
+    the part's family: every member of it has the same)."""
+
+    def make() -> tuple[bool, ...]:
+        finder = _SplitFinder()
+        node = _form_of(part)
+        return (
+            finder.nullable(node),
+            finder.starts_free(node),
+            finder.ends_free(node, False),
+            finder.ends_free(node, True),
+            _is_lexeme(node),
+        )
+
+    family = part.family if isinstance(part, Lazy) else None
+    if family is None or (isinstance(part, Lazy) and part.parts):
+        return make()
+    form = family.kept("facts", make)
+    assert isinstance(form, tuple)
+    return form
+
+
+def _form_of(node: Parser) -> Parser:
+    """The parser whose form stands for ``node``: a member's representative, a stand-in's
+    part's, what a lazy node builds, or the node itself."""
+    if not isinstance(node, Lazy):
+        return node
+    family = node.family
+    if family is None:
+        return node.target()
+    if node.slot >= 0:
+        found = family.kept("form", family.representative)
+    elif not node.parts:
+        # Any member's parser has the family's form: the first one asked for (which a
+        # family of one member builds anyway to be written) serves all.
+        found = family.kept("form", node.target)
+    else:
+        return _representative(node, tuple(_part_form(p) for p in node.parts))
+    assert isinstance(found, Parser)
+    return found
+
+
+def _representative(member: Lazy, forms: tuple[tuple[bool, ...], ...]) -> Parser:
+    """The representative of a member's family for parts of these forms (built once per
+    forms, from this member's parts as the stand-ins)."""
+    family = member.family
+    assert family is not None
+
+    def make() -> Parser:
+        slots = tuple(_stand_in(k, part) for k, part in enumerate(member.parts))
+        return family.build(slots)
+
+    found = family.kept(("representative", forms), make)
+    assert isinstance(found, Parser)
+    return found
+
+
+def _stand_in(index: int, part: Parser) -> Lazy:
+    """The stand-in for a member's ``index``-th part in its family's representative: of the
+    part's family (a family of its own for a part that has none), so its form is known."""
+    family = part.family if isinstance(part, Lazy) else None
+    if family is None:
+        family = Family(("part", part._uid), (), lambda slots: part)
+    names = tuple(Name(p, p) for p in family.placeholders)
+    return Lazy(None, family=family, names=names, slot=index)
+
+
+def _in_place(part: Parser, where: _Where) -> bool:
+    """Whether a rule whose body is ``part``, used at ``where``, is written in place: a
+    rule llguidance would read as one lexeme that holds a literal split for it (see
+    ``_Emitter.ref``). Kept with the part's family."""
+
+    def make() -> bool:
+        form = _form_of(part)
+        if not _is_lexeme(form):
+            return False
+        finder = _SplitFinder()
+        finder.walk(form, where)
+        return any(isinstance(n, Literal) and n._uid in finder.split for n in _walk(form))
+
+    family = part.family if isinstance(part, Lazy) else None
+    if family is None:
+        return make()
+    found = family.kept(("in place", where), make)
+    assert isinstance(found, bool)
+    return found
+
+
+def _template(member: Lazy, tail: bool, where: _Where) -> gbnf_template.Template | None:
+    """The grammar of the member's family at this place for parts of the member's forms,
+    written from the representative once (None: its form depends on more than its names
+    as text; each member is written itself)."""
+    family = member.family
+    assert family is not None
+    forms = tuple(_part_form(p) for p in member.parts)
+
+    def make() -> gbnf_template.Template | None:
+        representative = _representative(member, forms) if member.parts else family.representative()
+        emitter = _Emitter(places=[])
+        emitter.finder.walk(representative, where)
+        expr = emitter.expr(representative, tail, where)
+        if emitter.unfit:
+            return None
+        return gbnf_template.extract(
+            expr,
+            emitter.rules,
+            family.placeholders,
+            frozenset(emitter.schemas),
+            emitter.places or (),
+            tuple(emitter.untils.items()),
+        )
+
+    found = family.kept(("template", forms, tail, where), make)
+    assert found is None or isinstance(found, gbnf_template.Template)
+    return found
+
+
 # The most whitespace the grammar allows where the parser skips any (``space()``): more than
 # any template renders between two markers (a blank line plus deep indentation).
 MAX_GRAMMAR_SPACE = 20
@@ -182,12 +305,22 @@ _NOWHERE: _Where = (False, False)
 class _Emitter(NodeVisitor[str]):
     """Writes the GBNF rules of a parser: one method per node kind."""
 
-    def __init__(self, finder: _SplitFinder | None = None) -> None:
+    def __init__(
+        self,
+        finder: _SplitFinder | None = None,
+        places: list[gbnf_template.Place] | None = None,
+    ) -> None:
         # Which literals to write one character per string, where (see _SplitFinder).
         self.finder = finder or _SplitFinder()
+        # A template's emitter: where each part of a member goes (see visit_Lazy), and
+        # whether the grammar around them depends on more than their forms.
+        self.places = places
+        self.unfit = False
+        self._sightings: set[tuple[Family, bool, _Where]] = set()
         self.rules: dict[str, str] = {}
         self._ref_names: dict[tuple[int, str], str] = {}
-        self._until_names: dict[tuple[str, ...], str] = {}
+        # The ``until`` automata written, by delimiters: their first rule's name.
+        self.untils: dict[tuple[str, ...], str] = {}
         self._schema_names: dict[int, str] = {}
         self.schemas: set[str] = set()  # schema_key of each whole schema converted
 
@@ -257,6 +390,57 @@ class _Emitter(NodeVisitor[str]):
     def visit_Ref(self, node: Ref, tail: bool, where: _Where) -> str:
         return self.ref(node, where)
 
+    def visit_Lazy(self, node: Lazy, tail: bool, where: _Where) -> str:
+        # A family member: its family's grammar, written once for this place (and the
+        # forms of its parts), with its names and parts put in. A member of a family
+        # without parts is written itself the first time (most such families have one
+        # member), from the template after. Where a template cannot be (a form that
+        # depends on a name's characters, a rule name taken with another body), the
+        # member is built and written itself.
+        if node.slot >= 0:
+            return self.place(node, tail, where)
+        family = node.family
+        if family is not None and (node.parts or self.seen(family, tail, where)):
+            template = _template(node, tail, where)
+            if template is not None and not any(
+                _in_place(node.parts[k], w) for k, w in template.rule_places
+            ):
+                parts = node.parts
+                filled = template.fill(node.names, lambda k, t, w: self.expr(parts[k], t, w))
+                if self.merge(filled.rules):
+                    self.schemas.update(template.schemas)
+                    for key, name in template.untils:
+                        self.untils.setdefault(key, name)
+                    return filled.expr
+        target = node.target()
+        self.finder.walk(target, where)
+        return self.expr(target, tail, where)
+
+    def seen(self, family: Family, tail: bool, where: _Where) -> bool:
+        """Whether a member of ``family`` was written at such a place before, in this
+        grammar (so that a grammar is the same whatever other requests wrote before)."""
+        key = (family, tail, where)
+        if key in self._sightings:
+            return True
+        self._sightings.add(key)
+        return False
+
+    def place(self, node: Lazy, tail: bool, where: _Where) -> str:
+        """A stand-in for a member's part, in a template's emitter: where the part goes."""
+        if self.places is None:
+            raise GrammarError(f"{node!r}: a stand-in outside a family's representative")
+        self.places.append((node.slot, tail, where))
+        return gbnf_template.slot_mark(len(self.places) - 1)
+
+    def merge(self, rules: tuple[tuple[str, str], ...]) -> bool:
+        """Add rules written elsewhere, unless a name is taken with another body."""
+        have = self.rules
+        if any(have.get(name, body) != body for name, body in rules):
+            return False
+        for name, body in rules:
+            have[name] = body
+        return True
+
     def visit_Until(self, node: Until, tail: bool, where: _Where) -> str:
         return self.until(node.delimiters)
 
@@ -320,7 +504,12 @@ class _Emitter(NodeVisitor[str]):
         name = self._ref_names.get(key)
         if name is None:
             target = node.target()
-            if _is_lexeme(target) and self._has_split(target):
+            if isinstance(target, Lazy) and target.slot >= 0:
+                # A part that is a rule of its own here (the template holds it so; a member
+                # whose part would be written in place is written itself, see visit_Lazy).
+                if _in_place(target, self.finder.ref_where(node)):
+                    self.unfit = True
+            elif _is_lexeme(target) and self._has_split(target):
                 # llguidance would turn an all-terminal rule back into one greedy token.
                 return group(self.expr(target, False, where))
             name = self.fresh(node.name)
@@ -335,13 +524,21 @@ class _Emitter(NodeVisitor[str]):
 
     def until(self, delimiters: tuple[str, ...]) -> str:
         key = tuple(sorted(set(delimiters)))
-        name = self._until_names.get(key)
+        name = self.untils.get(key)
         if name is None:
-            base = self.fresh("until-" + "-".join(rule_name(d) for d in key)[:40])
-            self._until_names[key] = base
-            del self.rules[base]
-            self.add_rules(_exclusion_rules(key, base), f"until{key!r}")
-            name = base
+            # A name whose automaton's rules (the name, then name-1, name-2... per state)
+            # are all free: ``until-x`` has a state ``until-x-2``, which is also what
+            # ``until('</x_2>')`` would be called.
+            stem = rule_name("until-" + "-".join(rule_name(d) for d in key)[:40])
+            counter = 1
+            while True:
+                name = stem if counter == 1 else f"{stem}-{counter}"
+                rules = _exclusion_rules(key, name)
+                if not any(n in self.rules or n == "root" for n in rules):
+                    break
+                counter += 1
+            self.untils[key] = name
+            self.add_rules(rules, f"until{key!r}")
         return name
 
     def schema(self, node: JsonSchema) -> str:
@@ -516,8 +713,13 @@ def _exclusion_rules(delims: tuple[str, ...], base: str) -> dict[str, str]:
 
 
 def _successors(node: Parser) -> tuple[Parser, ...]:
-    """A node's children; a rule reference leads to the rule's body."""
-    return (node.target(),) if isinstance(node, Ref) else node.children()
+    """A node's children; a rule reference leads to the rule's body, a lazy node to its
+    family's representative (what every member's form is) or, alone, to what it builds."""
+    if isinstance(node, Ref):
+        return (node.target(),)
+    if isinstance(node, Lazy):
+        return (_form_of(node),)
+    return node.children()
 
 
 def _walk(root: Parser, stop: type[Parser] | None = None) -> Iterator[Parser]:
@@ -707,6 +909,12 @@ class _SplitFinder(NodeVisitor[None]):
         self._refs[ref] = merged
         self.walk(node.target(), merged)
 
+    def visit_Lazy(self, node: Lazy, where: _Where) -> None:
+        # A family member is written from its family's template, found on its own; a
+        # stand-in is where a part goes.
+        if node.family is None and node.slot < 0:
+            self.walk(node.target(), where)
+
     def lookahead(self, node: Peek | Negate, where: _Where) -> None:
         pass  # not emitted but as a character exclusion, which holds no literal
 
@@ -755,7 +963,8 @@ class _Nullable(NodeVisitor[bool]):
     def successors(self, node: Parser, *args: object) -> bool:
         return all(self.nullable(child) for child in _successors(node))
 
-    visit_Tag = visit_Atomic = visit_TriggerMark = visit_Ref = foreign = successors
+    visit_Tag = visit_Atomic = visit_TriggerMark = visit_Ref = visit_Lazy = successors
+    foreign = successors
 
 
 class _StartsFree(NodeVisitor[bool]):
@@ -785,7 +994,7 @@ class _StartsFree(NodeVisitor[bool]):
         return any(self.finder.starts_free(child) for child in _successors(node))
 
     visit_Choice = visit_Tag = visit_Atomic = visit_TriggerMark = visit_Ref = successors
-    foreign = successors
+    visit_Lazy = foreign = successors
 
 
 class _EndsFree(NodeVisitor[bool]):
@@ -827,7 +1036,7 @@ class _EndsFree(NodeVisitor[bool]):
         return any(self.finder.ends_free(child, before) for child in _successors(node))
 
     visit_Choice = visit_Tag = visit_Atomic = visit_TriggerMark = visit_Ref = successors
-    foreign = successors
+    visit_Lazy = foreign = successors
 
 
 def _is_free_text(node: Parser) -> bool:
@@ -864,6 +1073,9 @@ class _Lexeme(NodeVisitor[bool]):
 
     def visit_Repeat(self, node: Repeat) -> bool:
         return _exclusion_body(node.child) is None and self.children(node)
+
+    def visit_Lazy(self, node: Lazy) -> bool:
+        return all(self.visit(k) for k in _successors(node))
 
     def children(self, node: Parser, *args: object) -> bool:
         return all(self.visit(k) for k in node.children())
@@ -907,6 +1119,17 @@ class _LeadingWords(NodeVisitor[list[GrammarTrigger]]):
     def visit_Ref(self, node: Ref) -> list[GrammarTrigger]:
         return self.visit(node.target())
 
+    def visit_Lazy(self, node: Lazy) -> list[GrammarTrigger]:
+        family = node.family
+        if family is None:
+            return self.visit(node.target())
+        if node.slot >= 0:
+            return self.none(node)  # a part of a call: no call starts with one
+        # The representative's words, with this member's names in.
+        found = self.visit(_form_of(node))
+        names = dict(zip(family.placeholders, node.names, strict=True))
+        return [GrammarTrigger(w.kind, _with_names(w.value, names), w.reason) for w in found]
+
     def visit_Choice(self, node: Choice) -> list[GrammarTrigger]:
         return [w for a in node.alternatives for w in self.visit(a)]
 
@@ -933,6 +1156,13 @@ class _LeadingWords(NodeVisitor[list[GrammarTrigger]]):
     visit_Peek = visit_Negate = foreign = none
 
 
+def _with_names(text: str, names: Mapping[str, Name]) -> str:
+    """``text`` with each placeholder replaced by its member's name as written."""
+    for holder, name in names.items():
+        text = text.replace(holder, name.text)
+    return text
+
+
 def _leading_pattern(node: Parser) -> str | None:
     """A regex for the start of `node`, up to and including its first literal, or None."""
     pieces: list[str] = []
@@ -943,6 +1173,8 @@ def _leading_pattern(node: Parser) -> str | None:
             queue.insert(0, item.child)
         elif isinstance(item, Ref):
             queue.insert(0, item.target())
+        elif isinstance(item, Lazy):
+            queue.insert(0, item.target())  # what it builds (a pattern holds no placeholder)
         elif isinstance(item, Seq):
             queue[0:0] = list(item.items)
         elif isinstance(item, Literal):

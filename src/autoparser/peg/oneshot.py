@@ -32,6 +32,7 @@ before.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 
 from autoparser.peg import json_scan
@@ -41,7 +42,9 @@ from autoparser.peg.core import (
     Chars,
     Choice,
     End,
+    Hints,
     Json,
+    Lazy,
     LeafRegex,
     Literal,
     Negate,
@@ -56,6 +59,8 @@ from autoparser.peg.core import (
     Tag,
     TriggerMark,
     Until,
+    _Ctx,
+    _depth_budget,
 )
 from autoparser.peg.status import FAIL, MORE, OK
 
@@ -108,6 +113,30 @@ Match = Callable[[_Run, int], int]
 
 class _Unsupported(Exception):
     """A node this module does not compile (the caller parses the memoised way)."""
+
+
+# Held while a lazy node reached in a run is compiled (runs of one parser may share it).
+_COMPILE_LOCK = threading.Lock()
+
+
+def _memoised(node: Parser, partial: bool) -> Match:
+    """A node the compiler refuses, reached through a lazy node in a compiled parser: run
+    by the memoised driver from where the run is, its nodes and outcome handed back."""
+
+    def memoised(r: _Run, pos: int) -> int:
+        ctx = _Ctx(r.text, partial, {}, Hints(), [], _depth_budget())
+        status, end, nodes, hit, closer = node._call(ctx, pos)
+        if hit:
+            r.hits += 1
+        if status == FAIL:
+            return -1
+        r.out.extend(nodes)
+        if status == MORE:
+            r.closer = closer
+            return -2 - end
+        return end
+
+    return memoised
 
 
 class OneShot:
@@ -368,6 +397,9 @@ class _AddsNodes(NodeVisitor[bool]):
     visit_Json = visit_Seq = visit_Choice = visit_Repeat = by_children
     visit_Atomic = visit_TriggerMark = visit_Ref = by_children
 
+    def visit_Lazy(self, node: Lazy) -> bool:
+        return True  # unknown until built, which this analysis must not cause
+
 
 class _Piece(LeafRegex):
     """One item of a run of plain items as regex text: a literal, a character run (taken
@@ -540,6 +572,10 @@ class _AtEnd(NodeVisitor["int | None"]):
                 return outcome
         return -1
 
+    def visit_Lazy(self, node: Lazy) -> int | None:
+        # A match reads its first text; without one, not worked out (that would build it).
+        return -1 if node.first_text() else None
+
     def visit_Repeat(self, node: Repeat) -> int | None:
         outcome = self.of(node.child)
         if outcome == -1:
@@ -630,6 +666,10 @@ class _Starts(NodeVisitor[_Starts_]):
         return None, False
 
     visit_End = visit_Rest = visit_Until = visit_Peek = visit_Negate = visit_Ref = unknown
+
+    def visit_Lazy(self, node: Lazy) -> _Starts_:
+        first = node.first_text()
+        return (frozenset(first[0]), False) if first else (None, False)
 
 
 def _choice(c: _Compiler, node: Choice) -> Match:
@@ -901,6 +941,36 @@ class _Compiler(NodeVisitor[Match]):
     def visit_Ref(self, node: Ref) -> Match:
         # Named rules: recursion, whose depth budget only the memoised driver keeps.
         raise _Unsupported("Ref")
+
+    def visit_Lazy(self, node: Lazy) -> Match:
+        # Compiled when first reached (building it, as parsing does), in this compiler:
+        # what it shares with the rest of the grammar is compiled once. A target the
+        # compiler refuses (a named rule) is parsed the memoised way.
+        compile_ = self.compile
+        found: list[Match] = []
+        partial = self.partial
+        first = node.first_text()
+        size = len(first)
+
+        def lazy(r: _Run, pos: int) -> int:
+            text = r.text
+            if size and not text.startswith(first, pos):
+                # Failed unbuilt, as Lazy._match does.
+                if not first.startswith(text[pos : pos + size]):
+                    return -1
+                if not partial:
+                    r.hits += 1
+                    return -1
+            if not found:
+                with _COMPILE_LOCK:
+                    if not found:
+                        try:
+                            found.append(compile_(node.target()))
+                        except _Unsupported:
+                            found.append(_memoised(node.target(), partial))
+            return found[0](r, pos)
+
+        return lazy
 
     def foreign(self, node: Parser, *args: object) -> Match:
         raise _Unsupported(type(node).__name__)

@@ -1,0 +1,265 @@
+"""A family's grammar written once and filled in per member (see ``peg.core.Family``).
+
+The emitter writes the representative of a family (the parser built for placeholders
+instead of names) as usual, then this module turns that text into a ``Template``: the
+expression and the rules with a slot wherever a placeholder stands, of one of three kinds:
+
+- in a string literal (a tool's name, a JSON key ``"\\"city\\""``): the literal is
+  written again around the member's ``Name.text``, escaped as any literal is;
+- written one character per string (``"c" "i" "t" "y"``, where llguidance needs it): the
+  member's text, one character per string;
+- in a rule name (``weather-args``): the member's ``Name.rule``;
+- where a stand-in for one of the member's parts was written (``slot_mark``): the part,
+  written by the emitter at that place (a rule body that is the part alone is unwrapped,
+  as the emitter writes any rule body).
+
+A rule whose body depends on a member (it holds a slot, or names such a rule) is the
+member's own: a name without a placeholder gets the member's first name appended. Rules
+that depend on no member (the JSON primitives, an ``until`` automaton) are shared.
+
+A placeholder anywhere else (a character class, a fragment of one in a rule name cut
+short, one of its letters alone) means the grammar's form depended on the characters of
+a name, not only on the name as text: ``extract`` returns None and the emitter builds each
+member on its own. Filling a template costs a few string joins per slot.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from autoparser.gbnf_text import gbnf_literal, gbnf_unescape, unwrap
+from autoparser.peg.core import PLACEHOLDER_LETTERS, Name
+
+# Slot kinds: (kind, payload) tuples among the plain strings of a template's parts.
+_LITERAL = 0  # payload: the literal's text, pieces of str and name indexes
+_SPLIT = 1  # payload: a name index, written one character per string
+_IDENT = 2  # payload: a rule name's pieces, str and name indexes
+_PART = 3  # payload: (index of the part's place in Template.places, unwrap)
+
+Piece = str | int
+Slot = tuple[int, "tuple[Piece, ...] | int | tuple[int, bool]"]
+Part = str | Slot
+# Where a part was written: (the member's part index, tail, where).
+Place = tuple[int, bool, tuple[bool, bool]]
+# Writes a member's part at a place (the emitter's expression for it).
+PartWriter = Callable[[int, bool, tuple[bool, bool]], str]
+
+_MARK = "qjw"  # what every placeholder starts with ("qjwq"), and its letters
+_TOKEN = re.compile(
+    r'\x00\d+\x00|"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|[A-Za-z0-9][A-Za-z0-9-]*|\s+|.',
+    re.DOTALL,
+)
+_IDENT_RX = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*")
+_LETTERS = frozenset(PLACEHOLDER_LETTERS)
+_SLOT = re.compile(r"qjwx(\d+)xwjq")
+
+
+def slot_mark(index: int) -> str:
+    """What a template's emitter writes for the ``index``-th place of a part: a rule
+    name to every GBNF helper (one atom), never one a grammar has."""
+    return f"qjwx{index}xwjq"
+
+
+@dataclass(frozen=True)
+class Filled:
+    """One member's grammar: its expression and its own rules (name -> body)."""
+
+    expr: str
+    rules: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Template:
+    """A family's expression and rules with slots for a member's names.
+
+    ``rules`` keeps the order the representative's were made in (a member's own rules, as
+    (name, body) parts, among the shared ones, as text), so that a member's grammar is
+    written as the member's own parser would be."""
+
+    expr: tuple[Part, ...]
+    rules: tuple[tuple[tuple[Part, ...], tuple[Part, ...]] | tuple[str, str], ...]
+    schemas: frozenset[str]  # schema keys the representative's grammar converted
+    places: tuple[Place, ...] = ()  # where the member's parts go
+    # The ``until`` automata among the shared rules (delimiters, first rule's name).
+    untils: tuple[tuple[tuple[str, ...], str], ...] = ()
+
+    @property
+    def rule_places(self) -> tuple[tuple[int, tuple[bool, bool]], ...]:
+        """(part index, where) of each part that is a rule's body here."""
+        return tuple((self.places[i][0], self.places[i][2]) for i in self.rule_bodies)
+
+    @property
+    def rule_bodies(self) -> tuple[int, ...]:
+        """The places that are a rule's whole body."""
+        out: list[int] = []
+        for name, body in self.rules:
+            if not isinstance(name, str) and len(body) == 1 and not isinstance(body[0], str):
+                kind, payload = body[0]
+                if kind == _PART:
+                    assert isinstance(payload, tuple) and isinstance(payload[0], int)
+                    out.append(payload[0])
+        return tuple(out)
+
+    def fill(self, names: Sequence[Name], write: PartWriter | None = None) -> Filled:
+        """The grammar of the member with these names, its parts written by ``write``."""
+        split: dict[int, str] = {}
+        written = [write(*place) for place in self.places] if write is not None else []
+        rules: list[tuple[str, str]] = []
+        for name, body in self.rules:
+            if isinstance(name, str):
+                assert isinstance(body, str)
+                rules.append((name, body))
+            else:
+                assert isinstance(body, tuple)
+                rules.append(
+                    (_fill(name, names, split, written), _fill(body, names, split, written))
+                )
+        return Filled(_fill(self.expr, names, split, written), tuple(rules))
+
+
+def _fill(
+    parts: tuple[Part, ...], names: Sequence[Name], split: dict[int, str], written: list[str]
+) -> str:
+    out: list[str] = []
+    for part in parts:
+        if isinstance(part, str):
+            out.append(part)
+            continue
+        kind, payload = part
+        if kind == _PART:
+            assert isinstance(payload, tuple)
+            place, bare = payload
+            assert isinstance(place, int)
+            out.append(unwrap(written[place]) if bare else written[place])
+        elif kind == _LITERAL:
+            assert isinstance(payload, tuple)
+            text = "".join(p if isinstance(p, str) else names[p].text for p in payload)
+            out.append(gbnf_literal(text))
+        elif kind == _SPLIT:
+            assert isinstance(payload, int)
+            found = split.get(payload)
+            if found is None:
+                chars = names[payload].text
+                found = split[payload] = " ".join(gbnf_literal(c) for c in chars)
+            out.append(found)
+        else:
+            assert isinstance(payload, tuple)
+            ident = "".join(p if isinstance(p, str) else names[p].rule for p in payload)
+            out.append("r-" + ident if ident[:1].isdigit() else ident)
+    return "".join(out)
+
+
+class _Unfit(Exception):
+    """The representative's grammar uses a placeholder other than as text."""
+
+
+def extract(
+    expr: str,
+    rules: Mapping[str, str],
+    placeholders: Sequence[str],
+    schemas: frozenset[str],
+    places: Sequence[Place] = (),
+    untils: tuple[tuple[tuple[str, ...], str], ...] = (),
+) -> Template | None:
+    """The template of a representative's grammar (``expr`` and the rules it made, with
+    ``slot_mark(i)`` where ``places[i]`` says a part goes), or None when a placeholder
+    stands anywhere but in a literal or a rule name."""
+    index = {p: i for i, p in enumerate(placeholders)}
+    split_forms = {" ".join(gbnf_literal(c) for c in p): i for i, p in enumerate(placeholders)}
+    split_rx = re.compile("|".join(re.escape(f) for f in sorted(split_forms, key=len)[::-1]))
+    names_rx = re.compile("|".join(re.escape(p) for p in sorted(index, key=len)[::-1]))
+
+    def marked(text: str) -> str:
+        """Split spellings of a placeholder as sentinel tokens."""
+        return split_rx.sub(lambda m: f"\x00{split_forms[m.group()]}\x00", text)
+
+    # The member's own rules: those naming or holding a placeholder, and (to a fixpoint)
+    # those that name one of the member's own rules.
+    own = {
+        n
+        for n, body in rules.items()
+        if _MARK in n or _MARK in body or split_rx.search(body) is not None
+    }  # (a part's mark holds the marker too: a rule holding a part is the member's own)
+    while True:
+        more = {
+            n
+            for n, body in rules.items()
+            if n not in own and any(t in own for t in _IDENT_RX.findall(body))
+        }
+        if not more:
+            break
+        own |= more
+    renamed = {n: (f"{n}-", 0) for n in own if _MARK not in n}
+
+    def parts(text: str, body: bool = False) -> tuple[Part, ...]:
+        alone = _SLOT.fullmatch(text)
+        if alone is not None:  # a rule body that is a part alone: unwrapped when filled
+            return ((_PART, (int(alone.group(1)), body)),)
+        out: list[Part] = []
+        for match in _TOKEN.finditer(marked(text)):
+            token = match.group()
+            first = token[0]
+            if first == "\x00":
+                out.append((_SPLIT, int(token[1:-1])))
+            elif first == '"':
+                if _MARK in token:
+                    out.append((_LITERAL, _pieces(gbnf_unescape(token), names_rx, index)))
+                elif len(token) == 3 and token[1] in _LETTERS:
+                    raise _Unfit(token)  # a placeholder's letter, one per string
+                else:
+                    out.append(token)
+            elif first == "[":
+                if _LETTERS.intersection(token):
+                    raise _Unfit(token)  # a class built from a name's characters
+                out.append(token)
+            elif token in renamed:
+                out.append((_IDENT, renamed[token]))
+            elif (mark := _SLOT.fullmatch(token)) is not None:
+                out.append((_PART, (int(mark.group(1)), False)))
+            elif _MARK in token and _IDENT_RX.fullmatch(token):
+                out.append((_IDENT, _pieces(token, names_rx, index)))
+            elif _MARK in token or "\x00" in token:
+                raise _Unfit(token)
+            else:
+                out.append(token)
+        return _joined(out)
+
+    try:
+        expr_parts = parts(expr)
+        written = tuple(
+            (parts(n), parts(body, body=True)) if n in own else (n, body)
+            for n, body in rules.items()
+        )
+    except _Unfit:
+        return None
+    shared_untils = tuple((key, name) for key, name in untils if name not in own)
+    return Template(expr_parts, written, schemas, tuple(places), shared_untils)
+
+
+def _pieces(text: str, names_rx: re.Pattern[str], index: Mapping[str, int]) -> tuple[Piece, ...]:
+    """``text`` as plain pieces and name indexes; _Unfit if a placeholder's fragment is left."""
+    out: list[Piece] = []
+    at = 0
+    for match in names_rx.finditer(text):
+        if match.start() > at:
+            out.append(text[at : match.start()])
+        out.append(index[match.group()])
+        at = match.end()
+    if at < len(text):
+        out.append(text[at:])
+    if any(isinstance(p, str) and (_MARK in p or "wjq" in p) for p in out):
+        raise _Unfit(text)
+    return tuple(out)
+
+
+def _joined(parts: list[Part]) -> tuple[Part, ...]:
+    """Adjacent plain strings as one."""
+    out: list[Part] = []
+    for part in parts:
+        if isinstance(part, str) and out and isinstance(out[-1], str):
+            out[-1] += part
+        else:
+            out.append(part)
+    return tuple(out)
