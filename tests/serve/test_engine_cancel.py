@@ -1,7 +1,7 @@
 """A request's CPU work stops when its client leaves (issue 22 §2), against the stand-in:
-building the grammar for many tools runs in a worker thread, and the client's disconnect
-sets the request's cancellation token, so the build stops at its next tool. Shown by
-counting the tools built (a hook), never by timing."""
+building the parser and grammar for many tools runs in a worker thread, and the client's
+disconnect sets the request's cancellation token, so the build stops at its next tool.
+Shown by counting the tools the build reached (a hook), never by timing."""
 
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ from helpers.serve_standin import LoopThread, StandIn
 
 from autoparser import Cancelled, params
 from autoparser.cancel import current
-from autoparser.generate import sections
+from autoparser.generate import families
 from autoparser.serve import create_app
 from autoparser.serve.app import ServeConfig
 
-TOOLS = 500  # within the default limit (512)
-STOP_AT = 10  # the tool whose build waits for the client to leave
+TOOLS = 500  # within the default limit
+STOP_AT = 10  # the tool whose turn in the build waits for the client to leave
 _FRESH = itertools.count()  # tool names never built before in this process (no cache hit)
 
 
@@ -54,17 +54,17 @@ def test_client_leaving_stops_the_grammar_build(
     waiting = threading.Event()  # the build has reached tool STOP_AT
     finished = threading.Event()  # the build has returned or raised
     outcome: list[BaseException | None] = []
-    real_call, real_build = sections.single_call, params._build
+    real_call, real_build = families.call_member, params._build
 
-    def counting_call(ctx: Any, tool: Any, strict: bool) -> Any:
-        built.append(tool.name)
+    def counting_call(ctx: Any, context: Any, tool: Any, build: Any) -> Any:
+        built.append(tool.name)  # the grammar's call of each tool in turn
         token = current()
         if len(built) == STOP_AT and token is not None:
             waiting.set()
             token.wait(60)  # until serve cancels the request (bounded, never reached)
         elif len(built) == STOP_AT:
             waiting.set()
-        return real_call(ctx, tool, strict)
+        return real_call(ctx, context, tool, build)
 
     def watched_build(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -78,7 +78,7 @@ def test_client_leaving_stops_the_grammar_build(
         finally:
             finished.set()
 
-    monkeypatch.setattr(sections, "single_call", counting_call)
+    monkeypatch.setattr(families, "call_member", counting_call)
     monkeypatch.setattr(params, "_build", watched_build)
 
     tools = many_tools(TOOLS, f"leave{next(_FRESH)}")
@@ -93,5 +93,5 @@ def test_client_leaving_stops_the_grammar_build(
     # The client has gone: the server cancels the request, and the build stops.
     assert finished.wait(60), "the build never ended"
     assert len(outcome) == 1 and isinstance(outcome[0], Cancelled)
-    assert len(built) == STOP_AT  # not one tool more (it would build 2 x TOOLS otherwise)
+    assert len(built) == STOP_AT  # not one tool more (it would reach all TOOLS otherwise)
     assert standin.received == []  # nothing reached the engine

@@ -179,14 +179,21 @@ def call_member(
         return None  # two arguments' rules would be told apart by a checksum of the name
     first = Name(tool.name, name_part(tool_rule(ctx, tool)))
     mode = ctx.analysis.tools.format.mode
-    real = functools.partial(build, ctx, tool)
+
+    def real(parts: tuple[Parser, ...]) -> Callable[[], Parser]:
+        """The member's own call: its name, its parts (so that written on its own, it
+        still writes its parts from their families)."""
+        own = TwinTool(tool.name, tool.parameters, tool.description, slots=parts)
+        return functools.partial(build, ctx, own)
+
     if mode in (ToolFormat.JSON_NATIVE, ToolFormat.TAG_WITH_JSON):
         family = _family(
             ("json", context),
             1,
             lambda slots: build(ctx, TwinTool(placeholder(0), {}, slots=slots)),
         )
-        return Lazy(real, family=family, names=(first,), parts=(_schema_part(ctx, tool, first),))
+        parts: tuple[Parser, ...] = (_schema_part(ctx, tool, first),)
+        return Lazy(real(parts), family=family, names=(first,), parts=parts)
     if mode == ToolFormat.TAG_WITH_TAGGED and not is_pythonic(ctx.analysis):
         required = _required_mask(tool)
         size = 1 + len(props)
@@ -206,7 +213,7 @@ def call_member(
         alone = '"$ref"' in json.dumps(tool.parameters, default=str)
         every: list[str | None] = [*props] or [None]
         parts = tuple(_argument_part(ctx, context, tool, n, first, alone) for n in every)
-        return Lazy(real, family=family, names=names, parts=parts)
+        return Lazy(real(parts), family=family, names=names, parts=parts)
     found = twin(tool)
     if found is None or not _plain_escapes(ctx, found.names[1:]):
         return None
@@ -216,7 +223,7 @@ def call_member(
         lambda slots: build(ctx, found.tool),
     )
     names = (first, *(Name(n, name_part(n)) for n in found.names[1:]))
-    return Lazy(real, family=family, names=names)
+    return Lazy(functools.partial(build, ctx, tool), family=family, names=names)
 
 
 def _required_mask(tool: ToolSpec) -> tuple[bool, ...]:

@@ -137,19 +137,21 @@ def schema_key(schema: object) -> str:
     return json.dumps(schema, sort_keys=True, default=str)
 
 
-def _part_form(part: Parser) -> tuple[bool, ...]:
+def _part_form(part: Parser, finder: _SplitFinder | None = None) -> tuple[bool, ...]:
     """What the grammar around a member's part depends on of the part: whether it can
     match nothing, start or end where free text runs, be one llguidance lexeme (kept with
     the part's family: every member of it has the same)."""
 
     def make() -> tuple[bool, ...]:
-        finder = _SplitFinder()
-        node = _form_of(part)
+        # The facts are a node's own, wherever it is: the emitter's finder, when given,
+        # keeps them for the walk that writes the part.
+        found = finder or _SplitFinder()
+        node = _form_of(part, found)
         return (
-            finder.nullable(node),
-            finder.starts_free(node),
-            finder.ends_free(node, False),
-            finder.ends_free(node, True),
+            found.nullable(node),
+            found.starts_free(node),
+            found.ends_free(node, False),
+            found.ends_free(node, True),
             _is_lexeme(node),
         )
 
@@ -161,22 +163,22 @@ def _part_form(part: Parser) -> tuple[bool, ...]:
     return form
 
 
-def _form_of(node: Parser) -> Parser:
-    """The parser whose form stands for ``node``: a member's representative, a stand-in's
-    part's, what a lazy node builds, or the node itself."""
+def _form_of(node: Parser, finder: _SplitFinder | None = None) -> Parser:
+    """The parser whose form stands for ``node``: a member's (the first of its family's
+    members asked for, for parts of its parts' forms), a stand-in's part's, what a lazy
+    node builds, or the node itself."""
     if not isinstance(node, Lazy):
         return node
     family = node.family
     if family is None:
         return node.target()
-    if node.slot >= 0:
-        found = family.kept("form", family.representative)
-    elif not node.parts:
-        # Any member's parser has the family's form: the first one asked for (which a
-        # family of one member builds anyway to be written) serves all.
-        found = family.kept("form", node.target)
+    if node.slot >= 0:  # a stand-in for a part (of a family of members without parts)
+        found = family.kept(("form", ()), family.representative)
     else:
-        return _representative(node, tuple(_part_form(p) for p in node.parts))
+        # Any member's parser has the family's form (for parts of one form): the first one
+        # asked for (which is written on its own, so built anyway) serves them all.
+        forms = tuple(_part_form(p, finder) for p in node.parts)
+        found = family.kept(("form", forms), node.target)
     assert isinstance(found, Parser)
     return found
 
@@ -227,13 +229,15 @@ def _in_place(part: Parser, where: _Where) -> bool:
     return found
 
 
-def _template(member: Lazy, tail: bool, where: _Where) -> gbnf_template.Template | None:
+def _template(
+    member: Lazy, tail: bool, where: _Where, finder: _SplitFinder | None = None
+) -> gbnf_template.Template | None:
     """The grammar of the member's family at this place for parts of the member's forms,
     written from the representative once (None: its form depends on more than its names
     as text; each member is written itself)."""
     family = member.family
     assert family is not None
-    forms = tuple(_part_form(p) for p in member.parts)
+    forms = tuple(_part_form(p, finder) for p in member.parts)
 
     def make() -> gbnf_template.Template | None:
         representative = _representative(member, forms) if member.parts else family.representative()
@@ -392,16 +396,17 @@ class _Emitter(NodeVisitor[str]):
 
     def visit_Lazy(self, node: Lazy, tail: bool, where: _Where) -> str:
         # A family member: its family's grammar, written once for this place (and the
-        # forms of its parts), with its names and parts put in. A member of a family
-        # without parts is written itself the first time (most such families have one
-        # member), from the template after. Where a template cannot be (a form that
-        # depends on a name's characters, a rule name taken with another body), the
-        # member is built and written itself.
+        # forms of its parts), with its names and parts put in. The first member of a
+        # family a grammar writes at a place is written itself (many families have one
+        # member; its parser, built from its parts, writes those from their families),
+        # the others from the template. Where a template cannot be (a form that depends
+        # on a name's characters, a rule name taken with another body), the member is
+        # written itself.
         if node.slot >= 0:
             return self.place(node, tail, where)
         family = node.family
-        if family is not None and (node.parts or self.seen(family, tail, where)):
-            template = _template(node, tail, where)
+        if family is not None and self.seen(family, tail, where):
+            template = _template(node, tail, where, self.finder)
             if template is not None and not any(
                 _in_place(node.parts[k], w) for k, w in template.rule_places
             ):
@@ -712,13 +717,13 @@ def _exclusion_rules(delims: tuple[str, ...], base: str) -> dict[str, str]:
     return rules
 
 
-def _successors(node: Parser) -> tuple[Parser, ...]:
+def _successors(node: Parser, finder: _SplitFinder | None = None) -> tuple[Parser, ...]:
     """A node's children; a rule reference leads to the rule's body, a lazy node to its
     family's representative (what every member's form is) or, alone, to what it builds."""
     if isinstance(node, Ref):
         return (node.target(),)
     if isinstance(node, Lazy):
-        return (_form_of(node),)
+        return (_form_of(node, finder),)
     return node.children()
 
 
@@ -935,6 +940,7 @@ class _Nullable(NodeVisitor[bool]):
     its children, once per node)."""
 
     def __init__(self, finder: _SplitFinder) -> None:
+        self.finder = finder
         self.nullable = finder.nullable
 
     def visit_Literal(self, node: Literal) -> bool:
@@ -961,7 +967,7 @@ class _Nullable(NodeVisitor[bool]):
         return node.min == 0 or self.nullable(node.child)
 
     def successors(self, node: Parser, *args: object) -> bool:
-        return all(self.nullable(child) for child in _successors(node))
+        return all(self.nullable(child) for child in _successors(node, self.finder))
 
     visit_Tag = visit_Atomic = visit_TriggerMark = visit_Ref = visit_Lazy = successors
     foreign = successors
@@ -991,7 +997,7 @@ class _StartsFree(NodeVisitor[bool]):
         return _is_free_text(node) or self.successors(node)
 
     def successors(self, node: Parser, *args: object) -> bool:
-        return any(self.finder.starts_free(child) for child in _successors(node))
+        return any(self.finder.starts_free(child) for child in _successors(node, self.finder))
 
     visit_Choice = visit_Tag = visit_Atomic = visit_TriggerMark = visit_Ref = successors
     visit_Lazy = foreign = successors
@@ -1033,7 +1039,8 @@ class _EndsFree(NodeVisitor[bool]):
     def successors(self, node: Parser, *args: object) -> bool:
         before = args[0]
         assert isinstance(before, bool)
-        return any(self.finder.ends_free(child, before) for child in _successors(node))
+        finder = self.finder
+        return any(finder.ends_free(child, before) for child in _successors(node, finder))
 
     visit_Choice = visit_Tag = visit_Atomic = visit_TriggerMark = visit_Ref = successors
     visit_Lazy = foreign = successors

@@ -17,7 +17,7 @@ from typing import NoReturn
 # Defaults, documented in docs/serving.md ("Limits").
 MAX_BODY_BYTES = 8 * 1024 * 1024
 MAX_DEPTH = 64
-MAX_TOOLS = 512
+MAX_TOOLS = 2048
 MAX_SCHEMA_BYTES = 256 * 1024
 MAX_MESSAGES = 2048
 MAX_SCHEMA_COUNT = 10_000  # largest minLength/maxItems/... a tool schema may ask for
