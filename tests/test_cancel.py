@@ -13,7 +13,7 @@ from helpers.paths import own_path
 
 from autoparser import Cancelled, CancelToken, ChatTemplate
 from autoparser.cancel import checkpoint, current
-from autoparser.generate import sections
+from autoparser.generate import families
 from autoparser.schema import schema_to_gbnf
 
 HI = [{"role": "user", "content": "What is the weather in Paris?"}]
@@ -75,29 +75,29 @@ def test_schema_conversion_stops_when_cancelled() -> None:
 def test_building_for_many_tools_stops_midway(
     hermes: ChatTemplate, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The token is set while the fifth tool's call parser is built (as a server's event
-    loop sets it when the client leaves): no further tool is built, and apply raises."""
+    """The token is set while the grammar's call of the fifth tool is made (as a server's
+    event loop sets it when the client leaves): no further tool is reached, and apply
+    raises."""
     built: list[str] = []
-    real = sections.single_call
+    real = families.call_member
 
-    def counting(ctx: Any, tool: Any, strict: bool) -> Any:
+    def counting(ctx: Any, context: Any, tool: Any, build: Any) -> Any:
         built.append(tool.name)
         token = current()
         if len(built) == 5 and token is not None:
             token.cancel("the client left")
-        return real(ctx, tool, strict)
+        return real(ctx, context, tool, build)
 
-    monkeypatch.setattr(sections, "single_call", counting)
+    monkeypatch.setattr(families, "call_member", counting)
     token = CancelToken()
     tools = _new_tools(200)
     with pytest.raises(Cancelled):
         token.run(lambda: hermes.apply(HI, tools=tools))
     assert len(built) == 5
-    # The same request under no token is built whole (but for the calls built before the
-    # cancellation, which the per-tool cache kept), and no half-built request was kept.
+    # The same request under no token is built whole, and no half-built request was kept.
     built.clear()
     params = hermes.apply(HI, tools=tools)
-    assert params.grammar is not None and len(built) == 2 * 200 - 5
+    assert params.grammar is not None and len(built) == 200
 
 
 def test_a_cancelled_analysis_raises_instead_of_failing_its_checks() -> None:

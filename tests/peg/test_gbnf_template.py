@@ -131,7 +131,7 @@ def test_parts_are_written_in_their_places() -> None:
         part = Lazy(lambda t=tool, a=arg: argument(t, a), family=arguments, names=_names(tool, arg))
         members.append(
             Lazy(
-                lambda t=tool, a=arg: call(t, argument(t, a)),
+                lambda t=tool, p=part: call(t, p),  # its own call holds its part
                 family=calls,
                 names=(Name(tool, name_part(tool) or "x"),),
                 parts=(part,),
@@ -140,7 +140,9 @@ def test_parts_are_written_in_their_places() -> None:
     written = grammar(core.choice(*members)).text
     alone = grammar(core.choice(*[call(t, argument(t, a)) for t, a in NAMES])).text
     assert same_grammar(written, alone)
-    assert not any(m.built for m in members)  # the calls were never built
+    # The first call is written on its own (as a family's first member is), built from its
+    # part; the others come from the template and were never built.
+    assert [m.built for m in members] == [True] + [False] * (len(members) - 1)
 
 
 def test_unescape_reverses_the_literal() -> None:

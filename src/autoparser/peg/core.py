@@ -1356,7 +1356,7 @@ class Lazy(Parser):
     representative for a member's part (``Family.build``); it is never parsed.
     """
 
-    __slots__ = ("_build", "_target", "family", "first", "names", "parts", "slot")
+    __slots__ = ("_build", "_checked", "_target", "family", "first", "names", "parts", "slot")
     _memo = False
 
     def __init__(
@@ -1377,6 +1377,7 @@ class Lazy(Parser):
             raise GrammarError("lazy: a parser to build, or a slot (a stand-in), not both")
         self._build = build
         self._target: Parser | None = None
+        self._checked = False
         self.first = first_text
         self.family = family
         self.names = names
@@ -1397,13 +1398,20 @@ class Lazy(Parser):
                 if found is None:
                     if self._build is None:
                         raise GrammarError(f"{self!r} stands in for a part: it has no parser")
-                    found = self._build()
-                    if not _resumable(found):
-                        raise GrammarError(
-                            f"{self!r}: its builder made a node of a kind outside NODE_TYPES"
-                        )
-                    self._target = found
+                    found = self._target = self._build()
                     self._build = None
+        return found
+
+    def checked(self) -> Parser:
+        """The target, checked (once) to be made of ``NODE_TYPES`` only: a stream may
+        resume one of its leaves (the emitter, which only reads it, needs no check)."""
+        found = self.target()
+        if not self._checked:
+            if not _resumable(found):
+                raise GrammarError(
+                    f"{self!r}: its builder made a node of a kind outside NODE_TYPES"
+                )
+            self._checked = True
         return found
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
@@ -1416,7 +1424,7 @@ class Lazy(Parser):
             if not ctx.partial:
                 ctx.hits += 1
                 return (FAIL, ctx.n, _NO_NODES, True, "")
-        return self.target()._call(ctx, pos)
+        return self.checked()._call(ctx, pos)
 
     def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
         return frozenset(self.first[0]) if self.first else None

@@ -965,9 +965,9 @@ class _Compiler(NodeVisitor[Match]):
                 with _COMPILE_LOCK:
                     if not found:
                         try:
-                            found.append(compile_(node.target()))
+                            found.append(compile_(node.checked()))
                         except _Unsupported:
-                            found.append(_memoised(node.target(), partial))
+                            found.append(_memoised(node.checked(), partial))
             return found[0](r, pos)
 
         return lazy
