@@ -32,19 +32,78 @@ from dataclasses import dataclass
 from autoparser.gbnf_text import gbnf_literal, gbnf_unescape, unwrap
 from autoparser.peg.core import PLACEHOLDER_LETTERS, Name
 
-# Slot kinds: (kind, payload) tuples among the plain strings of a template's parts.
-_LITERAL = 0  # payload: the literal's text, pieces of str and name indexes
-_SPLIT = 1  # payload: a name index, written one character per string
-_IDENT = 2  # payload: a rule name's pieces, str and name indexes
-_PART = 3  # payload: (index of the part's place in Template.places, unwrap)
-
 Piece = str | int
-Slot = tuple[int, "tuple[Piece, ...] | int | tuple[int, bool]"]
-Part = str | Slot
 # Where a part was written: (the member's part index, tail, where).
 Place = tuple[int, bool, tuple[bool, bool]]
 # Writes a member's part at a place (the emitter's expression for it).
 PartWriter = Callable[[int, bool, tuple[bool, bool]], str]
+
+
+class _Member:
+    """What a slot writes from: a member's names, its parts as written, and the text of
+    each name written once (a name stands in several slots)."""
+
+    __slots__ = ("cache", "names", "written")
+
+    def __init__(self, names: Sequence[Name], written: list[str]) -> None:
+        self.names = names
+        self.written = written
+        self.cache: dict[tuple[str, int], str] = {}
+
+
+# A slot: what it writes for a member.
+Slot = Callable[[_Member], str]
+Part = str | Slot
+
+
+def _literal_slot(pieces: tuple[Piece, ...]) -> Slot:
+    if len(pieces) == 1 and isinstance(pieces[0], int):
+        index = pieces[0]  # the name alone: written once per member
+
+        def name_literal(member: _Member) -> str:
+            key = ("literal", index)
+            found = member.cache.get(key)
+            if found is None:
+                found = member.cache[key] = gbnf_literal(member.names[index].text)
+            return found
+
+        return name_literal
+
+    def literal(member: _Member) -> str:
+        names = member.names
+        return gbnf_literal("".join(p if type(p) is str else names[p].text for p in pieces))  # type: ignore[index]
+
+    return literal
+
+
+def _split_slot(index: int) -> Slot:
+    def split(member: _Member) -> str:
+        key = ("split", index)
+        found = member.cache.get(key)
+        if found is None:
+            chars = member.names[index].text
+            found = member.cache[key] = " ".join(gbnf_literal(c) for c in chars)
+        return found
+
+    return split
+
+
+def _ident_slot(pieces: tuple[Piece, ...]) -> Slot:
+    def ident(member: _Member) -> str:
+        names = member.names
+        text = "".join(p if type(p) is str else names[p].rule for p in pieces)  # type: ignore[index]
+        return "r-" + text if text[:1].isdigit() else text
+
+    return ident
+
+
+def _part_slot(place: int, bare: bool) -> Slot:
+    def part(member: _Member) -> str:
+        text = member.written[place]
+        return unwrap(text) if bare else text
+
+    return part
+
 
 _MARK = "qjw"  # what every placeholder starts with ("qjwq"), and its letters
 _TOKEN = re.compile(
@@ -84,71 +143,25 @@ class Template:
     places: tuple[Place, ...] = ()  # where the member's parts go
     # The ``until`` automata among the shared rules (delimiters, first rule's name).
     untils: tuple[tuple[tuple[str, ...], str], ...] = ()
-
-    @property
-    def rule_places(self) -> tuple[tuple[int, tuple[bool, bool]], ...]:
-        """(part index, where) of each part that is a rule's body here."""
-        return tuple((self.places[i][0], self.places[i][2]) for i in self.rule_bodies)
-
-    @property
-    def rule_bodies(self) -> tuple[int, ...]:
-        """The places that are a rule's whole body."""
-        out: list[int] = []
-        for name, body in self.rules:
-            if not isinstance(name, str) and len(body) == 1 and not isinstance(body[0], str):
-                kind, payload = body[0]
-                if kind == _PART:
-                    assert isinstance(payload, tuple) and isinstance(payload[0], int)
-                    out.append(payload[0])
-        return tuple(out)
+    # (part index, where) of each part that is a rule's whole body here.
+    rule_places: tuple[tuple[int, tuple[bool, bool]], ...] = ()
 
     def fill(self, names: Sequence[Name], write: PartWriter | None = None) -> Filled:
         """The grammar of the member with these names, its parts written by ``write``."""
-        split: dict[int, str] = {}
         written = [write(*place) for place in self.places] if write is not None else []
+        member = _Member(names, written)
         rules: list[tuple[str, str]] = []
         for name, body in self.rules:
-            if isinstance(name, str):
-                assert isinstance(body, str)
+            if isinstance(name, str) and isinstance(body, str):
                 rules.append((name, body))
-            else:
-                assert isinstance(body, tuple)
-                rules.append(
-                    (_fill(name, names, split, written), _fill(body, names, split, written))
-                )
-        return Filled(_fill(self.expr, names, split, written), tuple(rules))
+            elif not isinstance(name, str) and not isinstance(body, str):
+                rules.append((_fill(name, member), _fill(body, member)))
+        return Filled(_fill(self.expr, member), tuple(rules))
 
 
-def _fill(
-    parts: tuple[Part, ...], names: Sequence[Name], split: dict[int, str], written: list[str]
-) -> str:
-    out: list[str] = []
-    for part in parts:
-        if isinstance(part, str):
-            out.append(part)
-            continue
-        kind, payload = part
-        if kind == _PART:
-            assert isinstance(payload, tuple)
-            place, bare = payload
-            assert isinstance(place, int)
-            out.append(unwrap(written[place]) if bare else written[place])
-        elif kind == _LITERAL:
-            assert isinstance(payload, tuple)
-            text = "".join(p if isinstance(p, str) else names[p].text for p in payload)
-            out.append(gbnf_literal(text))
-        elif kind == _SPLIT:
-            assert isinstance(payload, int)
-            found = split.get(payload)
-            if found is None:
-                chars = names[payload].text
-                found = split[payload] = " ".join(gbnf_literal(c) for c in chars)
-            out.append(found)
-        else:
-            assert isinstance(payload, tuple)
-            ident = "".join(p if isinstance(p, str) else names[p].rule for p in payload)
-            out.append("r-" + ident if ident[:1].isdigit() else ident)
-    return "".join(out)
+def _fill(parts: tuple[Part, ...], member: _Member) -> str:
+    """The text of ``parts`` for a member."""
+    return "".join(part if type(part) is str else part(member) for part in parts)  # type: ignore[operator]
 
 
 class _Unfit(Exception):
@@ -191,21 +204,26 @@ def extract(
         if not more:
             break
         own |= more
-    renamed = {n: (f"{n}-", 0) for n in own if _MARK not in n}
+    renamed: dict[str, tuple[Piece, ...]] = {n: (f"{n}-", 0) for n in own if _MARK not in n}
+
+    rule_places: list[tuple[int, tuple[bool, bool]]] = []
 
     def parts(text: str, body: bool = False) -> tuple[Part, ...]:
         alone = _SLOT.fullmatch(text)
         if alone is not None:  # a rule body that is a part alone: unwrapped when filled
-            return ((_PART, (int(alone.group(1)), body)),)
+            place = int(alone.group(1))
+            if body:
+                rule_places.append((places[place][0], places[place][2]))
+            return (_part_slot(place, body),)
         out: list[Part] = []
         for match in _TOKEN.finditer(marked(text)):
             token = match.group()
             first = token[0]
             if first == "\x00":
-                out.append((_SPLIT, int(token[1:-1])))
+                out.append(_split_slot(int(token[1:-1])))
             elif first == '"':
                 if _MARK in token:
-                    out.append((_LITERAL, _pieces(gbnf_unescape(token), names_rx, index)))
+                    out.append(_literal_slot(_pieces(gbnf_unescape(token), names_rx, index)))
                 elif len(token) == 3 and token[1] in _LETTERS:
                     raise _Unfit(token)  # a placeholder's letter, one per string
                 else:
@@ -215,11 +233,11 @@ def extract(
                     raise _Unfit(token)  # a class built from a name's characters
                 out.append(token)
             elif token in renamed:
-                out.append((_IDENT, renamed[token]))
+                out.append(_ident_slot(renamed[token]))
             elif (mark := _SLOT.fullmatch(token)) is not None:
-                out.append((_PART, (int(mark.group(1)), False)))
+                out.append(_part_slot(int(mark.group(1)), False))
             elif _MARK in token and _IDENT_RX.fullmatch(token):
-                out.append((_IDENT, _pieces(token, names_rx, index)))
+                out.append(_ident_slot(_pieces(token, names_rx, index)))
             elif _MARK in token or "\x00" in token:
                 raise _Unfit(token)
             else:
@@ -235,7 +253,7 @@ def extract(
     except _Unfit:
         return None
     shared_untils = tuple((key, name) for key, name in untils if name not in own)
-    return Template(expr_parts, written, schemas, tuple(places), shared_untils)
+    return Template(expr_parts, written, schemas, tuple(places), shared_untils, tuple(rule_places))
 
 
 def _pieces(text: str, names_rx: re.Pattern[str], index: Mapping[str, int]) -> tuple[Piece, ...]:
