@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.builds import counted_calls
 from helpers.gbnf_equivalence import same_grammar
 from helpers.many_tools import many_tools, varied_tools
 from helpers.paths import corpus_templates, own_path, own_templates
@@ -152,14 +153,7 @@ def test_lazy_calls_read_what_calls_built_at_once_read(path: Path, kind: str) ->
 def test_a_thousand_tools_build_no_call_until_one_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
     """Neither the parser nor the grammar builds a call per tool: the grammar is written
     from the few families' representatives; parsing builds the call the output makes."""
-    built: list[str] = []
-    real = sections.single_call
-
-    def counting(ctx: Any, tool: Any, strict: bool) -> Any:
-        built.append(tool.name)
-        return real(ctx, tool, strict)
-
-    monkeypatch.setattr(sections, "single_call", counting)
+    built = counted_calls(monkeypatch)
     for name in ("chatml_hermes", "qwen3coder_like"):
         template = ChatTemplate.from_file(own_path(name))
         template.analyze()

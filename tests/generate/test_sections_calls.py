@@ -6,14 +6,13 @@ and a changed tool is written from its new schema."""
 from __future__ import annotations
 
 import itertools
-from typing import Any
 
 import pytest
+from helpers.builds import counted_calls
 from helpers.many_tools import many_tools, varied_tools
 from helpers.paths import own_path
 
 from autoparser import CACHES, ChatTemplate
-from autoparser.generate import sections
 
 HI = [{"role": "user", "content": "What is the weather in Paris?"}]
 _FRESH = itertools.count()  # tool names never built before in this process
@@ -30,15 +29,7 @@ def template(request: pytest.FixtureRequest) -> ChatTemplate:
 @pytest.fixture
 def built(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the tools whose call parsers get built, in order."""
-    names: list[str] = []
-    real = sections.single_call
-
-    def counting(ctx: Any, tool: Any, strict: bool) -> Any:
-        names.append(tool.name)
-        return real(ctx, tool, strict)
-
-    monkeypatch.setattr(sections, "single_call", counting)
-    return names
+    return counted_calls(monkeypatch)
 
 
 def test_a_grammar_is_the_same_whatever_was_built_before(template: ChatTemplate) -> None:
