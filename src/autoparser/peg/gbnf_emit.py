@@ -152,15 +152,21 @@ def _part_form(part: Parser, finder: _SplitFinder | None = None) -> tuple[bool, 
             found.starts_free(node),
             found.ends_free(node, False),
             found.ends_free(node, True),
-            _is_lexeme(node),
+            _is_lexeme(node, found),
         )
 
     family = part.family if isinstance(part, Lazy) else None
-    if family is None or (isinstance(part, Lazy) and part.parts):
+    if family is None:
         return make()
-    form = family.kept("facts", make)
+    assert isinstance(part, Lazy)
+    key = ("facts", tuple(_part_form(p, finder) for p in part.parts)) if part.parts else "facts"
+    form = family.kept(key, make)
     assert isinstance(form, tuple)
     return form
+
+
+# Which of a lazy node's facts (``_part_form``) each analysis reads.
+_NULLABLE, _STARTS_FREE, _ENDS_FREE, _ENDS_FREE_AFTER_FREE, _LEXEME = range(5)
 
 
 def _form_of(node: Parser, finder: _SplitFinder | None = None) -> Parser:
@@ -214,9 +220,9 @@ def _in_place(part: Parser, where: _Where) -> bool:
     ``_Emitter.ref``). Kept with the part's family."""
 
     def make() -> bool:
-        form = _form_of(part)
-        if not _is_lexeme(form):
+        if not _part_form(part)[_LEXEME]:
             return False
+        form = _form_of(part)
         finder = _SplitFinder()
         finder.walk(form, where)
         return any(isinstance(n, Literal) and n._uid in finder.split for n in _walk(form))
@@ -376,7 +382,9 @@ class _Emitter(NodeVisitor[str]):
             return self.until(body)
         inner = self.expr(node.child, False, self.finder.repeat_where(node, where))
         times = node.max if node.max is not None else max(node.min, 1)
-        if _expanded_size(inner) * times > _MAX_EXPANSION and not _is_lexeme(node.child):
+        if _expanded_size(inner) * times > _MAX_EXPANSION and not _is_lexeme(
+            node.child, self.finder
+        ):
             # llama.cpp refuses to repeat a group that expands to too many rules (over
             # 2000, counting each `{0,20}` as 20): a rule of its own counts as one.
             tag = next((n.name for n in _walk(node.child) if isinstance(n, Tag)), "part")
@@ -514,7 +522,7 @@ class _Emitter(NodeVisitor[str]):
                 # whose part would be written in place is written itself, see visit_Lazy).
                 if _in_place(target, self.finder.ref_where(node)):
                     self.unfit = True
-            elif _is_lexeme(target) and self._has_split(target):
+            elif _is_lexeme(target, self.finder) and self._has_split(target):
                 # llguidance would turn an all-terminal rule back into one greedy token.
                 return group(self.expr(target, False, where))
             name = self.fresh(node.name)
@@ -768,6 +776,8 @@ class _SplitFinder(NodeVisitor[None]):
         self._before: dict[tuple[int, bool], tuple[tuple[Parser, ...], list[bool]]] = {}
         self._after: dict[tuple[int, bool], tuple[tuple[Parser, ...], list[bool]]] = {}
         self._alts: dict[int, tuple[tuple[Parser, ...], int, int]] = {}
+        # Whether a rule with a node as its body is one llguidance lexeme, per node.
+        self.lexemes = _Lexeme()
         # What each node kind can do, wherever it is (memoised by the three methods below).
         self._nullable_of = _Nullable(self).visit
         self._starts_of = _StartsFree(self).visit
@@ -969,8 +979,12 @@ class _Nullable(NodeVisitor[bool]):
     def successors(self, node: Parser, *args: object) -> bool:
         return all(self.nullable(child) for child in _successors(node, self.finder))
 
-    visit_Tag = visit_Atomic = visit_TriggerMark = visit_Ref = visit_Lazy = successors
-    foreign = successors
+    visit_Tag = visit_Atomic = visit_TriggerMark = visit_Ref = foreign = successors
+
+    def visit_Lazy(self, node: Lazy) -> bool:
+        if node.family is None:
+            return self.successors(node)
+        return _part_form(node, self.finder)[_NULLABLE]  # a family's, kept with it
 
 
 class _StartsFree(NodeVisitor[bool]):
@@ -1000,7 +1014,12 @@ class _StartsFree(NodeVisitor[bool]):
         return any(self.finder.starts_free(child) for child in _successors(node, self.finder))
 
     visit_Choice = visit_Tag = visit_Atomic = visit_TriggerMark = visit_Ref = successors
-    visit_Lazy = foreign = successors
+    foreign = successors
+
+    def visit_Lazy(self, node: Lazy) -> bool:
+        if node.family is None:
+            return self.successors(node)
+        return _part_form(node, self.finder)[_STARTS_FREE]
 
 
 class _EndsFree(NodeVisitor[bool]):
@@ -1043,7 +1062,13 @@ class _EndsFree(NodeVisitor[bool]):
         return any(finder.ends_free(child, before) for child in _successors(node, finder))
 
     visit_Choice = visit_Tag = visit_Atomic = visit_TriggerMark = visit_Ref = successors
-    visit_Lazy = foreign = successors
+    foreign = successors
+
+    def visit_Lazy(self, node: Lazy, before: bool) -> bool:
+        if node.family is None:
+            return self.successors(node, before)
+        facts = _part_form(node, self.finder)
+        return facts[_ENDS_FREE_AFTER_FREE if before else _ENDS_FREE]
 
 
 def _is_free_text(node: Parser) -> bool:
@@ -1054,10 +1079,18 @@ def _is_free_text(node: Parser) -> bool:
 
 
 class _Lexeme(NodeVisitor[bool]):
-    """Whether llguidance would make a rule with this body a single lexeme (all terminals)."""
+    """Whether llguidance would make a rule with this body a single lexeme (all terminals,
+    no rule reached again through itself). ``of`` answers once per node."""
 
     def __init__(self) -> None:
-        self.visiting: set[int] = set()  # rule references entered (a cycle is no lexeme)
+        self._found: dict[int, bool] = {}
+
+    def of(self, node: Parser) -> bool:
+        found = self._found.get(node._uid)
+        if found is None:
+            self._found[node._uid] = False  # a rule reached again through itself: no lexeme
+            found = self._found[node._uid] = self.visit(node)
+        return found
 
     def terminal(self, node: Parser) -> bool:
         return True
@@ -1073,27 +1106,27 @@ class _Lexeme(NodeVisitor[bool]):
         return node.kind in ("string", "number", "literal")
 
     def visit_Ref(self, node: Ref) -> bool:
-        if node._uid in self.visiting:
-            return False
-        self.visiting.add(node._uid)
-        return self.visit(node.target())
+        return self.of(node.target())
 
     def visit_Repeat(self, node: Repeat) -> bool:
         return _exclusion_body(node.child) is None and self.children(node)
 
     def visit_Lazy(self, node: Lazy) -> bool:
-        return all(self.visit(k) for k in _successors(node))
+        if node.family is not None:
+            return _part_form(node)[_LEXEME]
+        return all(self.of(k) for k in _successors(node))
 
     def children(self, node: Parser, *args: object) -> bool:
-        return all(self.visit(k) for k in node.children())
+        return all(self.of(k) for k in node.children())
 
     visit_Seq = visit_Choice = visit_Peek = visit_Negate = children
     visit_Tag = visit_Atomic = visit_TriggerMark = foreign = children
 
 
-def _is_lexeme(node: Parser) -> bool:
-    """Whether llguidance would make a rule with this body a single lexeme (all terminals)."""
-    return _Lexeme().visit(node)
+def _is_lexeme(node: Parser, finder: _SplitFinder | None = None) -> bool:
+    """Whether llguidance would make a rule with this body a single lexeme (all terminals);
+    kept per node by ``finder`` when given (one emitter's: nodes are immutable)."""
+    return (finder.lexemes if finder is not None else _Lexeme()).of(node)
 
 
 # --- lazy triggers -------------------------------------------------------------------------
