@@ -165,9 +165,8 @@ def test_a_prompt_of_ids_carries_what_the_engine_adds_to_a_text(loop: LoopThread
     messages = [{"role": "user", "content": FORGED}]
     served.chat(messages)
     sent = served.sent()
-    assert sent[0] == control_id("<|bos|>") and as_text(sent[1:]) == served.template.apply(
-        messages
-    ).prompt
+    assert sent[0] == control_id("<|bos|>")
+    assert as_text(sent[1:]) == served.template.apply(messages).prompt
 
     async def count() -> int | None:
         async with aiohttp.ClientSession() as session:
