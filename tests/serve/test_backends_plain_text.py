@@ -180,8 +180,9 @@ def test_a_prompt_of_ids_carries_what_the_engine_adds_to_a_text(loop: LoopThread
 
 
 def test_the_engine_failing_to_tokenize_is_a_502_without_details(loop: LoopThread) -> None:
-    """A ``/tokenize`` that answers garbage after the engine was found able: the request
-    fails as any engine failure does (502, no URL in the body)."""
+    """A ``/tokenize`` gone after the engine was found able (a restarted engine): the
+    request fails as any engine failure does (502, no URL in the body), never falling back
+    to sending the user's text unprotected."""
     served = Served(loop)
     served.chat([{"role": "user", "content": "[[k]]"}])
     served.standin.tokenize = False  # the route is gone: 404 from now on
