@@ -140,8 +140,14 @@ def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _is_id(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+def _token_ids(answer: object, where: str) -> list[int]:
+    """The ``tokens`` of a ``/tokenize`` answer (llama.cpp's, vLLM's, SGLang's)."""
+    ids = answer.get("tokens") if isinstance(answer, Mapping) else None
+    if not isinstance(ids, list) or not all(
+        isinstance(t, int) and not isinstance(t, bool) for t in ids
+    ):
+        raise BackendError("the engine's tokenizer answered no token list", where)
+    return ids
 
 
 # Failures of a pooled connection before any response byte: nothing was generated, so the
@@ -362,9 +368,7 @@ class Backend:
             raise
         if isinstance(answer, Mapping) and isinstance(answer.get("count"), int):
             return int(answer["count"])
-        if isinstance(answer, Mapping) and isinstance(answer.get("tokens"), list):
-            return len(answer["tokens"])
-        raise BackendError("the engine's tokenizer answered no token list", where)
+        return len(_token_ids(answer, where))
 
     async def check(self) -> str | None:
         """None when the engine answers its health route, else why not (for /health)."""
@@ -439,13 +443,9 @@ class LlamaCppBackend(Backend):
         for text in texts:
             content.extend((text, -1))
         body = {"content": content, "add_special": False, "parse_special": False}
-        answer = await self._post_json(body, "/tokenize")
         where = f"{self.url}/tokenize"
-        ids = answer.get("tokens") if isinstance(answer, Mapping) else None
-        if not isinstance(ids, list) or not all(isinstance(t, int) for t in ids):
-            raise BackendError("the engine's tokenizer answered no token list", where)
         out: list[list[int]] = [[]]
-        for token in ids:
+        for token in _token_ids(await self._post_json(body, "/tokenize"), where):
             if token == -1:
                 out.append([])
             else:
@@ -645,10 +645,7 @@ class OpenAIBackend(Backend):
         }
         async with self._in_flight:
             answer = await self._post_json(body, "/tokenize")
-        where = f"{self.url}/tokenize"
-        ids = answer.get("tokens") if isinstance(answer, Mapping) else None
-        if not isinstance(ids, list) or not all(_is_id(t) for t in ids):
-            raise BackendError("the engine's tokenizer answered no token list", where)
+        ids = _token_ids(answer, f"{self.url}/tokenize")
         strings = answer.get("token_strs") if isinstance(answer, Mapping) else None
         if not isinstance(strings, list) or len(strings) != len(ids):
             return Tokens(ids)
