@@ -4,6 +4,15 @@ The stand-in answers like llama.cpp's server (``GET /props``, ``POST /completion
 OpenAI-style engine (``GET /v1/models``, ``POST /v1/completions``). It replays the output
 registered under the key ``[[key]]`` found in the prompt, streamed as SSE in random-sized
 chunks, and records every request body it was sent. Only 127.0.0.1, ephemeral ports.
+
+Its tokenizer: one id per code point, and every ``<|...|>`` run one control token, matched
+wherever it occurs as a real vocabulary's added tokens are. llama.cpp's flavour gives all
+control tokens the id -2 and skips them with ``parse_special: false``; the OpenAI-style
+flavours always parse them, as vLLM and SGLang do, each with an id of its own
+(``control_id``), and take prompts of ids. ``flavor`` picks what the OpenAI-style engine
+offers: ``vllm`` (``/tokenize`` with ``return_token_strs``), ``sglang`` (no token strings;
+``/detokenize`` of a list per id, ``skip_special_tokens``), ``tgi`` (``/tokenize`` takes
+``inputs``; text prompts only).
 """
 
 from __future__ import annotations
@@ -25,6 +34,23 @@ KEY = re.compile(r"\[\[(\w+)\]\]")
 SPECIAL = re.compile(r"<\|[a-z_]+\|>")
 
 
+CONTROL_BASE = 0x110000  # OpenAI-style control-token ids: past every code point
+_CONTROLS: dict[str, int] = {}  # control token -> its id, assigned on first sight
+_BY_ID: dict[int, str] = {}
+
+
+def control_id(token: str) -> int:
+    """The OpenAI-style stand-in's id of a control token (the same for the whole run)."""
+    if token not in _CONTROLS:
+        _CONTROLS[token] = CONTROL_BASE + len(_CONTROLS)
+        _BY_ID[_CONTROLS[token]] = token
+    return _CONTROLS[token]
+
+
+def is_control(token_id: int) -> bool:
+    return token_id >= CONTROL_BASE
+
+
 def standin_tokens(content: str | list[str | int], special: bool) -> list[int]:
     """The stand-in's tokenizer: one id per character (code point); with ``special`` a
     ``<|...|>`` run is one id (-2), as a real vocabulary's control tokens are."""
@@ -38,12 +64,29 @@ def standin_tokens(content: str | list[str | int], special: bool) -> list[int]:
     return ids
 
 
+def vocab_tokens(text: str) -> list[tuple[int, str]]:
+    """The OpenAI-style stand-in's tokenizer, as vLLM's: control tokens always parsed, each
+    with its own id; every token with its vocabulary string."""
+    out: list[tuple[int, str]] = []
+    at = 0
+    for m in SPECIAL.finditer(text):
+        out.extend((ord(c), c) for c in text[at : m.start()])
+        out.append((control_id(m.group()), m.group()))
+        at = m.end()
+    out.extend((ord(c), c) for c in text[at:])
+    return out
+
+
 def as_text(prompt: Any) -> str:
     """A prompt as text: a mixed array's ids (the stand-in's one id per code point) back
-    to characters, a control-token id (-2) as ``<ctl>``."""
+    to characters, a llama.cpp control-token id (-2) as ``<ctl>``, an OpenAI-style one as
+    its token."""
     if isinstance(prompt, str):
         return prompt
-    return "".join(p if isinstance(p, str) else chr(p) if p >= 0 else "<ctl>" for p in prompt)
+    return "".join(
+        p if isinstance(p, str) else _BY_ID[p] if is_control(p) else chr(p) if p >= 0 else "<ctl>"
+        for p in prompt
+    )
 
 
 @dataclasses.dataclass
@@ -69,6 +112,8 @@ class StandIn:
         self.mode = "ok"
         self.max_chunk = 7
         self.tokenize = True  # False: POST /tokenize is a 404, as on an engine without it
+        self.flavor = "vllm"  # the OpenAI-style engine's tokenizer routes: vllm | sglang | tgi
+        self.bos = ""  # a control token the OpenAI-style tokenizer adds before a text
         self.delay = 0.0  # seconds before answering a completion
         self.cancelled = 0  # completions whose client (the server) went away mid-wait
         self.dropped = 0  # reused connections dropped (mode drop_reused)
@@ -103,6 +148,7 @@ class StandIn:
         else:
             app.router.add_get("/v1/models", self._models)
             app.router.add_post("/v1/completions", self._completion)
+            app.router.add_post("/detokenize", self._detokenize)
         app.router.add_post("/tokenize", self._tokenize)
         return app
 
@@ -112,18 +158,60 @@ class StandIn:
         return web.json_response({"status": "ok"})
 
     async def _tokenize(self, request: web.Request) -> web.Response:
-        """llama.cpp's ``/tokenize`` (``content``: a string or a mixed array) or vLLM's
-        (``prompt`` -> ``count``); 404 when ``tokenize`` is off."""
+        """llama.cpp's ``/tokenize`` (``content``: a string or a mixed array), vLLM's or
+        SGLang's (``prompt``: a string -> ``tokens``, ``count``; vLLM's ``token_strs``
+        with ``return_token_strs``), TGI's (``inputs``); 404 when ``tokenize`` is off."""
         body = await request.json()
         self.received.append((request.path, body))
         if not self.tokenize:
             raise web.HTTPNotFound()
-        if self.kind != "llama.cpp":
-            ids = standin_tokens(body["prompt"], True)
-            return web.json_response({"count": len(ids), "tokens": ids})
-        return web.json_response(
-            {"tokens": standin_tokens(body["content"], body.get("parse_special", True))}
-        )
+        if self.kind == "llama.cpp":
+            return web.json_response(
+                {"tokens": standin_tokens(body["content"], body.get("parse_special", True))}
+            )
+        if self.flavor == "tgi":
+            if not isinstance(body.get("inputs"), str):
+                return web.json_response({"error": "missing field `inputs`"}, status=422)
+            ids = [{"id": i, "text": t} for i, t in vocab_tokens(body["inputs"])]
+            return web.json_response(ids)
+        if not isinstance(body.get("prompt"), str):
+            return web.json_response({"error": "prompt must be a string"}, status=400)
+        pairs = vocab_tokens(body["prompt"])
+        if body.get("add_special_tokens", True) and self.bos:
+            pairs.insert(0, (control_id(self.bos), self.bos))
+        answer: dict[str, Any] = {"count": len(pairs), "tokens": [i for i, _ in pairs]}
+        if self.flavor == "vllm":
+            strings = [t for _, t in pairs] if body.get("return_token_strs") else None
+            answer["token_strs"] = strings
+        return web.json_response(answer)
+
+    async def _detokenize(self, request: web.Request) -> web.Response:
+        """vLLM's ``/detokenize`` (``tokens``: ids -> ``prompt``) or SGLang's (also a list
+        of id lists -> a list of texts; control tokens dropped unless
+        ``skip_special_tokens`` is false)."""
+        body = await request.json()
+        self.received.append((request.path, body))
+        tokens = body.get("tokens")
+        if self.flavor == "tgi" or not isinstance(tokens, list):
+            raise web.HTTPNotFound()
+
+        def text(ids: Any, skip: bool) -> str | None:
+            if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+                return None
+            return "".join("" if skip and is_control(i) else as_text([i]) for i in ids)
+
+        if self.flavor == "vllm":
+            whole = text(tokens, False)
+            if whole is None:
+                return web.json_response({"error": "tokens must be ids"}, status=400)
+            return web.json_response({"prompt": whole})
+        skip = body.get("skip_special_tokens", True)
+        if tokens and isinstance(tokens[0], list):
+            texts = [text(t, skip) for t in tokens]
+            if any(t is None for t in texts):
+                return web.json_response({"error": "tokens must be ids"}, status=400)
+            return web.json_response({"text": texts})
+        return web.json_response({"text": text(tokens, skip)})
 
     async def _props(self, request: web.Request) -> web.Response:
         if self.mode == "down":
@@ -169,6 +257,10 @@ class StandIn:
         self.received.append((request.path, body))
         if self.mode in ("http500", "down"):
             return web.json_response({"error": "engine on fire"}, status=500)
+        if self.kind != "llama.cpp" and isinstance(body.get("prompt"), list):
+            ids = body["prompt"]  # vLLM's and SGLang's prompt of ids: ids >= 0 only
+            if self.flavor == "tgi" or not all(isinstance(i, int) and i >= 0 for i in ids):
+                return web.json_response({"error": "prompt must be a string"}, status=400)
         if self.mode == "hang":
             try:
                 await asyncio.sleep(3600)

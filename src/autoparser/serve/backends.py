@@ -5,6 +5,12 @@ A backend turns one ``Generation`` (prompt, limits, sampling, grammar) into text
 as a stream of pieces, and reports how it ended (token limit or not) and its token counts.
 Every way a backend can fail (down, HTTP error, an answer that is not what its API
 promises) becomes a ``BackendError``, which the server answers with HTTP 502.
+
+Each backend also sends the caller's text so that it never becomes control tokens, as far
+as its engine allows (``prepare``): llama.cpp tokenizes it with ``parse_special: false``;
+an OpenAI-style engine with a ``/tokenize`` gets the whole prompt as token ids, the
+caller's text cut where it spells a control token (``plain_text``); any other engine gets
+the text, and a log line says so once.
 """
 
 from __future__ import annotations
@@ -12,14 +18,24 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 
 import aiohttp
 
 from autoparser import GrammarTrigger, caller_pieces
 from autoparser.serve.kinds import BACKEND_KINDS, BACKENDS
 from autoparser.serve.openai_format import Usage
+from autoparser.serve.plain_text import (
+    ControlTokensRemain,
+    TokenCache,
+    Tokens,
+    plain_ids,
+    spelled_controls,
+)
+
+log = logging.getLogger("autoparser.serve")
 
 # llama.cpp's integer trigger kinds (common_grammar_trigger_type): token, word, pattern,
 # pattern_full. A "token" trigger needs the token id, which only the engine knows; sent as
@@ -124,6 +140,16 @@ def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+def _token_ids(answer: object, where: str) -> list[int]:
+    """The ``tokens`` of a ``/tokenize`` answer (llama.cpp's, vLLM's, SGLang's)."""
+    ids = answer.get("tokens") if isinstance(answer, Mapping) else None
+    if not isinstance(ids, list) or not all(
+        isinstance(t, int) and not isinstance(t, bool) for t in ids
+    ):
+        raise BackendError("the engine's tokenizer answered no token list", where)
+    return ids
+
+
 # Failures of a pooled connection before any response byte: nothing was generated, so the
 # request is sent again once, on a fresh connection. A connection the engine closed shows up
 # as a disconnect, an OS error, or a reset while the request is written
@@ -220,6 +246,10 @@ class Backend:
         self.timeouts = timeouts or Timeouts()
         self.hooks = hooks or Hooks()
 
+    def _counted(self, hit: bool) -> None:
+        """A lookup in the tokenized-text cache, for the metrics."""
+        self.hooks.cache("tokenize", hit)
+
     def payload(self, gen: Generation, stream: bool) -> dict[str, object]:
         raise NotImplementedError
 
@@ -272,11 +302,11 @@ class Backend:
             )
         return response
 
-    async def complete(self, gen: Generation) -> tuple[str, Finished]:
-        """The whole generated text and how it ended."""
-        prompt = await self.prepare(gen)
-        response = await self._post(self.payload_for(gen, prompt, stream=False))
-        where = f"{self.url}{self.path}"
+    async def _post_json(self, body: Mapping[str, object], path: str | None = None) -> object:
+        """POST ``body`` and the engine's JSON answer, read within the idle timeout: the one
+        reader of whole answers (completions, ``/tokenize``, ``/detokenize``)."""
+        response = await self._post(body, path)
+        where = f"{self.url}{path or self.path}"
         try:
             text = await asyncio.wait_for(response.text(), self.timeouts.idle)
         except asyncio.TimeoutError as exc:
@@ -289,7 +319,13 @@ class Backend:
             ) from exc
         finally:
             response.release()
-        return self.read_whole(_json(text, where), where)
+        return _json(text, where)
+
+    async def complete(self, gen: Generation) -> tuple[str, Finished]:
+        """The whole generated text and how it ended."""
+        prompt = await self.prepare(gen)
+        answer = await self._post_json(self.payload_for(gen, prompt, stream=False))
+        return self.read_whole(answer, f"{self.url}{self.path}")
 
     async def stream(self, gen: Generation) -> AsyncGenerator[str | Finished, None]:
         """Pieces of generated text, then one ``Finished`` (always the last item)."""
@@ -316,29 +352,23 @@ class Backend:
         raise NotImplementedError
 
     async def count_tokens(self, gen: Generation) -> int | None:
-        """The engine's count of the prompt's tokens, tokenized as ``gen`` would be sent
-        (``POST /tokenize``, which llama.cpp's server and vLLM have); None when the engine
+        """The engine's count of the prompt's tokens, tokenized as ``gen`` would be sent: a
+        prompt prepared as token ids is counted as it is, any other through
+        ``POST /tokenize`` (which llama.cpp's server and vLLM have); None when the engine
         has no such route."""
         prompt = await self.prepare(gen)
+        if isinstance(prompt, list) and all(isinstance(p, int) for p in prompt):
+            return len(prompt)
         where = f"{self.url}/tokenize"
         try:
-            response = await self._post(self.tokenize_body(prompt), "/tokenize")
+            answer = await self._post_json(self.tokenize_body(prompt), "/tokenize")
         except BackendError as exc:
             if exc.http_status in (404, 405):
                 return None
             raise
-        try:
-            raw = await asyncio.wait_for(response.text(), self.timeouts.idle)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            raise BackendError("the engine's tokenizer failed", f"{where}: {exc!r}") from exc
-        finally:
-            response.release()
-        answer = _json(raw, where)
         if isinstance(answer, Mapping) and isinstance(answer.get("count"), int):
             return int(answer["count"])
-        if isinstance(answer, Mapping) and isinstance(answer.get("tokens"), list):
-            return len(answer["tokens"])
-        raise BackendError("the engine's tokenizer answered no token list", where)
+        return len(_token_ids(answer, where))
 
     async def check(self) -> str | None:
         """None when the engine answers its health route, else why not (for /health)."""
@@ -387,59 +417,35 @@ class LlamaCppBackend(Backend):
         hooks: Hooks | None = None,
     ) -> None:
         super().__init__(url, session, model, fresh=fresh, timeouts=timeouts, hooks=hooks)
-        self._tokens: OrderedDict[str, list[int]] = OrderedDict()
+        self._tokens: TokenCache[str] = TokenCache(self.cache_size, self._counted)
 
     async def prepare(self, gen: Generation) -> Prompt:
         """The prompt with the caller's spans as token ids, tokenized without special-token
         parsing (so a user's ``<|im_start|>`` stays text), the template's text as strings
         (which llama.cpp tokenizes with special tokens, as always). All the spans not
-        cached are tokenized in one ``/tokenize`` call, separated by a token id (-1) no
-        tokenization yields."""
+        cached are tokenized in one ``/tokenize`` call."""
         if not gen.caller_spans:
             return gen.prompt
         parts = caller_pieces(gen.prompt, gen.caller_spans)
-        wanted = list(dict.fromkeys(t for t, caller in parts if caller and t not in self._tokens))
-        for text, caller in parts:
-            if caller and text not in wanted:
-                self._tokens.move_to_end(text)
-                self.hooks.cache("tokenize", True)
-        if wanted:
-            for _ in wanted:
-                self.hooks.cache("tokenize", False)
-            for text, tokens in zip(wanted, await self._tokenize(wanted), strict=True):
-                self._tokens[text] = tokens
-            while len(self._tokens) > self.cache_size:
-                self._tokens.popitem(last=False)
+        found = await self._tokens.lookup((t for t, caller in parts if caller), self._tokenize)
         out: list[str | int] = [] if not parts or not parts[0][1] else [""]  # "" keeps BOS
         for text, caller in parts:
             if caller:
-                out.extend(self._tokens.get(text) or await self._tokenize_one(text))
+                out.extend(found[text])
             else:
                 out.append(text)
         return out
 
-    async def _tokenize_one(self, text: str) -> list[int]:
-        return (await self._tokenize([text]))[0]
-
     async def _tokenize(self, texts: list[str]) -> list[list[int]]:
+        """Each text tokenized as plain text, all in one call: separated by a token id (-1)
+        no tokenization yields."""
         content: list[str | int] = []
         for text in texts:
             content.extend((text, -1))
         body = {"content": content, "add_special": False, "parse_special": False}
-        response = await self._post(body, "/tokenize")
         where = f"{self.url}/tokenize"
-        try:
-            raw = await asyncio.wait_for(response.text(), self.timeouts.idle)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            raise BackendError("the engine's tokenizer failed", f"{where}: {exc!r}") from exc
-        finally:
-            response.release()
-        tokens = _json(raw, where)
-        ids = tokens.get("tokens") if isinstance(tokens, Mapping) else None
-        if not isinstance(ids, list) or not all(isinstance(t, int) for t in ids):
-            raise BackendError("the engine's tokenizer answered no token list", where)
         out: list[list[int]] = [[]]
-        for token in ids:
+        for token in _token_ids(await self._post_json(body, "/tokenize"), where):
             if token == -1:
                 out.append([])
             else:
@@ -504,6 +510,19 @@ class LlamaCppBackend(Backend):
         return end
 
 
+@dataclasses.dataclass(frozen=True)
+class PlainText:
+    """How an OpenAI-style engine's tokenizer is used to keep the caller's text plain:
+    ``how`` it tells control tokens (``"strings"``: vLLM's ``/tokenize`` returns each
+    token's vocabulary string; ``"detokenize"``: SGLang's ``/detokenize`` drops special
+    tokens with ``skip_special_tokens``), and the ids it adds around a text prompt (BOS),
+    which a prompt of ids must carry itself."""
+
+    how: str
+    prefix: tuple[int, ...] = ()
+    suffix: tuple[int, ...] = ()
+
+
 class OpenAIBackend(Backend):
     """Any OpenAI-compatible ``POST /v1/completions`` (vLLM, SGLang, TGI...).
 
@@ -511,10 +530,177 @@ class OpenAIBackend(Backend):
     first token (tool_choice required or named, response_format), as vLLM takes it:
     ``structured_outputs: {"grammar": ...}``. With tool_choice auto the output is parsed
     unconstrained.
+
+    With caller spans, an engine whose ``/tokenize`` answers token ids (vLLM, SGLang) is
+    sent the prompt as ids: the template's text tokenized as usual, the caller's text with
+    no control token in it (``plain_text``). Others (TGI, an engine without ``/tokenize``)
+    get the text; a log line says so once.
     """
 
     kind = "openai"
     path = "/v1/completions"
+    cache_size = 4096  # texts kept tokenized: template pieces and caller spans
+    parallel = 8  # /tokenize calls in flight at once (vLLM's takes one text per call)
+    known_ids = 65536  # token ids whose control-ness /detokenize told (SGLang)
+
+    def __init__(
+        self,
+        url: str,
+        session: aiohttp.ClientSession,
+        model: str = "",
+        *,
+        fresh: aiohttp.ClientSession | None = None,
+        timeouts: Timeouts | None = None,
+        hooks: Hooks | None = None,
+    ) -> None:
+        super().__init__(url, session, model, fresh=fresh, timeouts=timeouts, hooks=hooks)
+        self._tokens: TokenCache[tuple[str, bool]] = TokenCache(self.cache_size, self._counted)
+        self._plain: PlainText | None = None
+        self._plain_known = False
+        self._probing = asyncio.Lock()
+        self._in_flight = asyncio.Semaphore(self.parallel)
+        self._controls: OrderedDict[int, str] = OrderedDict()  # id -> its string, "" if plain
+
+    async def prepare(self, gen: Generation) -> Prompt:
+        """The prompt as token ids when the engine can tokenize the caller's text as plain
+        text (``plain_text``), else as text. Every text not cached is tokenized, the calls
+        in parallel."""
+        if not gen.caller_spans:
+            return gen.prompt
+        plain = await self.plain_text()
+        if plain is None:
+            return gen.prompt
+        parts = caller_pieces(gen.prompt, gen.caller_spans)
+        found = await self._tokens.lookup(parts, self._tokenize_parts)
+        out: list[str | int] = [*plain.prefix]
+        for part in parts:
+            out.extend(found[part])
+        out.extend(plain.suffix)
+        return out
+
+    async def plain_text(self) -> PlainText | None:
+        """What the engine offers to keep the caller's text plain, found out once (None:
+        nothing, the prompt goes as text). An engine that does not answer raises
+        BackendError and is asked again next time."""
+        if not self._plain_known:
+            async with self._probing:
+                if not self._plain_known:
+                    self._plain, why = await self._probe_plain_text()
+                    self._plain_known = True
+                    if self._plain is None:
+                        log.warning(
+                            "plain user text: unavailable with this engine (%s): the prompt "
+                            "is sent as text, and control-token strings in user text become "
+                            "control tokens",
+                            why,
+                        )
+                    else:
+                        log.info(
+                            "plain user text: prompts go as token ids, user text cut where "
+                            "it spells a control token (told by %s)",
+                            "/tokenize token strings"
+                            if self._plain.how == "strings"
+                            else "/detokenize skip_special_tokens",
+                        )
+        return self._plain
+
+    async def _probe_plain_text(self) -> tuple[PlainText | None, str]:
+        """Tokenize one character with and without the tokenizer's added tokens: the
+        answer's shape says whether and how the engine can serve, the difference is the
+        ids a prompt of ids must carry itself."""
+        try:
+            framed = await self._tokenize_text("a", add_special=True)
+            bare = await self._tokenize_text("a")
+        except BackendError as exc:
+            if exc.kind == "invalid" or 400 <= exc.http_status < 500:
+                return None, f"no /tokenize answering token ids: {exc.public}"
+            raise
+        n = len(bare.ids)
+        at = next(
+            (i for i in range(len(framed.ids) - n + 1) if framed.ids[i : i + n] == bare.ids),
+            None,
+        )
+        if not n or at is None:
+            return None, "its /tokenize answers inconsistent token ids"
+        prefix, suffix = tuple(framed.ids[:at]), tuple(framed.ids[at + n :])
+        if bare.strings is not None:
+            return PlainText("strings", prefix, suffix), ""
+        try:
+            await self._detokenize(bare.ids, skip_special=True)
+        except BackendError as exc:
+            if exc.kind == "invalid" or 400 <= exc.http_status < 500:
+                return None, "its /tokenize returns no token strings and it has no batch "
+                "/detokenize"
+            raise
+        return PlainText("detokenize", prefix, suffix), ""
+
+    async def _tokenize_text(self, text: str, add_special: bool = False) -> Tokens:
+        """One text through ``POST /tokenize`` (vLLM's and SGLang's body), special tokens
+        parsed as the engine always does; the token strings when it returns them."""
+        body = {
+            "model": self.model,
+            "prompt": text,
+            "add_special_tokens": add_special,
+            "return_token_strs": True,
+        }
+        async with self._in_flight:
+            answer = await self._post_json(body, "/tokenize")
+        ids = _token_ids(answer, f"{self.url}/tokenize")
+        strings = answer.get("token_strs") if isinstance(answer, Mapping) else None
+        if not isinstance(strings, list) or len(strings) != len(ids):
+            return Tokens(ids)
+        return Tokens(ids, [s if isinstance(s, str) else "" for s in strings])
+
+    async def _detokenize(self, ids: Sequence[int], skip_special: bool) -> list[str]:
+        """Each id's text, one ``POST /detokenize`` (SGLang's batch form: a list per id)."""
+        body = {
+            "model": self.model,
+            "tokens": [[i] for i in ids],
+            "skip_special_tokens": skip_special,
+        }
+        async with self._in_flight:
+            answer = await self._post_json(body, "/detokenize")
+        texts = answer.get("text") if isinstance(answer, Mapping) else None
+        if not isinstance(texts, list) or len(texts) != len(ids):
+            raise BackendError(
+                "the engine's detokenizer answered no text list", f"{self.url}/detokenize"
+            )
+        return [t if isinstance(t, str) else "" for t in texts]
+
+    async def _tokenize_parts(self, parts: list[tuple[str, bool]]) -> list[list[int]]:
+        """Template text tokenized as usual; the caller's text with no control token."""
+
+        async def one(text: str, caller: bool) -> list[int]:
+            if not caller:
+                return (await self._tokenize_text(text)).ids
+            try:
+                return await plain_ids(text, self._tokenize_text, self._control_strings)
+            except ControlTokensRemain as exc:
+                raise BackendError(
+                    "the engine's tokenizer makes control tokens of the user's text",
+                    f"{self.url}/tokenize: {exc}",
+                ) from exc
+
+        return list(await asyncio.gather(*(one(text, caller) for text, caller in parts)))
+
+    async def _control_strings(self, text: str, tokens: Tokens) -> list[str]:
+        """The strings of the control tokens in ``tokens``: by their spelling (vLLM), or
+        asked of ``/detokenize`` (SGLang: a special token's text is empty with
+        ``skip_special_tokens``, its own string without), remembered per id."""
+        if self._plain is None or self._plain.how == "strings":
+            return spelled_controls(text, tokens)
+        known = {i: self._controls[i] for i in tokens.ids if i in self._controls}
+        unknown = [i for i in dict.fromkeys(tokens.ids) if i not in known]
+        if unknown:
+            skipped = await self._detokenize(unknown, skip_special=True)
+            dropped = [i for i, t in zip(unknown, skipped, strict=True) if not t]
+            kept = await self._detokenize(dropped, skip_special=False) if dropped else []
+            spelled = dict(zip(dropped, kept, strict=True))
+            for i in unknown:
+                known[i] = self._controls[i] = spelled.get(i, "")
+            while len(self._controls) > self.known_ids:
+                self._controls.popitem(last=False)
+        return list(dict.fromkeys(known[i] for i in tokens.ids if known[i]))
 
     def payload(self, gen: Generation, stream: bool) -> dict[str, object]:
         body: dict[str, object] = {

@@ -94,7 +94,8 @@ def register(subparsers: argparse._SubParsersAction[_P]) -> _P:
         choices=["on", "off"],
         default="on",
         help="tokenize message contents as plain text, so user text never becomes control "
-        "tokens (default on; llama.cpp engines)",
+        "tokens (default on; llama.cpp, vLLM and SGLang engines: the prompt goes as token "
+        "ids; an engine that cannot tokenize gets the text, and the log says so)",
     )
     serve.add_argument("--api-key", action="append", default=[], help="accepted Bearer key")
     serve.add_argument("--api-key-file", help="file of accepted Bearer keys, one per line")
