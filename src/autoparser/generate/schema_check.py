@@ -351,7 +351,8 @@ def _valid(draft: _Draft, schema: Mapping[str, object], known: Known) -> bool:
 def check_schema(schema: object, where: str, known: Known | None = None) -> Mapping[str, object]:
     """``schema`` if it is a JSON schema jsonschema's ``check_schema`` accepts; otherwise a
     RequestError naming ``where`` (unchecked when jsonschema is not installed). ``known``:
-    a set one request's checks share."""
+    the node shapes found valid so far by the checks of one request (``normalize_tools``
+    shares one across its tools)."""
     if not isinstance(schema, Mapping):
         raise RequestError(f"{where}: a JSON schema must be an object, got {type(schema).__name__}")
     validator_for = _validator_for()
