@@ -18,6 +18,7 @@ from urllib.parse import urljoin
 
 import pytest
 from helpers.distinct_tools import distinct_tools
+from helpers.schema_corpus import corpus
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -329,6 +330,18 @@ def test_mutated_realistic_tools_agree_with_jsonschema(seed: int, data: st.DataO
         schema = tool["function"]["parameters"]
         assert_agrees(schema)
         assert_agrees(_mutate(schema, data.draw))
+
+
+@pytest.mark.parametrize(("name", "schema"), sorted(corpus().items()))
+def test_the_schema_corpus_agrees_with_jsonschema(name: str, schema: Any) -> None:
+    """The converter's corpus (tests/data/schemas/corpus.json): real schemas, most keywords.
+    A boolean schema, valid to jsonschema, is no object: requests refuse it by design."""
+    if isinstance(schema, dict):
+        assert_agrees(schema)
+    else:
+        assert (
+            ours(schema) == f"where: a JSON schema must be an object, got {type(schema).__name__}"
+        )
 
 
 def test_a_cold_cache_agrees_too() -> None:
