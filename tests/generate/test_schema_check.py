@@ -59,10 +59,14 @@ pytestmark = pytest.mark.filterwarnings("ignore:The metaschema specified by:Depr
 
 def oracle_message(schema: Any) -> str | None:
     """jsonschema's verdict as ``check_schema`` gives it: None, or the error's message (a
-    ``$schema`` that is no string, which ``validator_for`` cannot look up, names no draft)."""
-    named = schema if isinstance(schema.get("$schema", ""), str) else {}
+    ``$schema`` ``validator_for`` cannot look up names no draft: the latest judges)."""
+    declared = schema.get("$schema")
     try:
-        validators.validator_for(named).check_schema(schema)
+        cls = validators.validator_for(schema if isinstance(declared, (str, type(None))) else {})
+    except ValueError:
+        cls = validators.validator_for({})
+    try:
+        cls.check_schema(schema)
     except jsonschema.exceptions.SchemaError as exc:
         return str(exc.message)
     return None
@@ -201,6 +205,19 @@ def test_a_schema_key_that_is_no_string_is_a_request_error() -> None:
         check_schema({"$schema": [], "type": "object"}, "where")
 
 
+def test_a_schema_key_jsonschema_cannot_look_up_is_judged_by_the_latest_draft() -> None:
+    """``validator_for`` raises ValueError on ``http://[x``; the request is then checked as
+    one naming an unknown metaschema is: by the latest draft."""
+    latest = validators.validator_for({})
+    for schema in ({"$schema": "http://[x", "type": "object"}, {"$schema": "http://[x", "type": 1}):
+        try:
+            latest.check_schema(schema)
+            expected = None
+        except jsonschema.exceptions.SchemaError as exc:
+            expected = f"where: invalid JSON schema: {exc.message}"
+        assert ours(schema) == expected
+
+
 def test_nan_and_infinite_bounds_agree() -> None:
     for value in (math.nan, math.inf, -math.inf):
         assert_agrees({"minimum": value, "properties": {"a": {"maximum": value}}})
@@ -222,7 +239,9 @@ def _keywords() -> list[str]:
 
 
 KEYWORDS = _keywords()
-TEXT = st.sampled_from(["", "a", "b", "string", "object", "^a$", "(", "#x", "http://x/y", "a b"])
+TEXT = st.sampled_from(
+    ["", "a", "b", "string", "object", "^a$", "(", "#x", "http://x/y", "http://[x", "a b"]
+)
 LEAF = st.one_of(
     st.none(),
     st.booleans(),

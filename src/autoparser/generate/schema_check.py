@@ -313,10 +313,15 @@ def _validator_for() -> Callable[[Mapping[str, object]], type] | None:
 def _draft(
     schema: Mapping[str, object], validator_for: Callable[[Mapping[str, object]], type]
 ) -> _Draft:
-    """The metaschema ``check_schema`` checks ``schema`` against (a ``$schema`` that is no
-    string cannot name one: the latest draft's metaschema then rejects it)."""
+    """The metaschema ``check_schema`` checks ``schema`` against. A ``$schema`` jsonschema
+    cannot look up (no string, or no URI: ``validator_for`` raises) names none: the latest
+    draft's metaschema, which checks ``$schema`` too, is then the judge, as for an unknown
+    one."""
     declared = schema.get("$schema")
-    cls = validator_for(schema if declared is None or isinstance(declared, str) else {})
+    try:
+        cls = validator_for(schema if declared is None or isinstance(declared, str) else {})
+    except ValueError:
+        cls = validator_for({})
     found = _DRAFTS.get(cls)
     if found is None:
         with _DRAFTS_LOCK:
