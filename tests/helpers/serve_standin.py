@@ -139,7 +139,9 @@ class StandIn:
         return out
 
     def app(self) -> web.Application:
-        app = web.Application()
+        # A request of thousands of tools sends megabytes of prompt and grammar; engines
+        # take them (aiohttp's default would refuse more than 1 MiB).
+        app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_get("/health", self._health)
         if self.kind == "llama.cpp":
             app.router.add_get("/props", self._props)

@@ -7,10 +7,10 @@ builders can trust their inputs; every problem is a ``RequestError`` naming the 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 
 from autoparser.errors import RequestError
+from autoparser.generate.schema_check import Known, check_schema
 
 # What happens to reasoning text, as llama.cpp's ``reasoning_format`` means it: "auto"
 # extracts it into ``reasoning_content``; "none" leaves it in ``content``. "deepseek" is
@@ -60,36 +60,6 @@ class Request:
         return tuple(t for t in self.tools if t.name == self.forced_tool)
 
 
-# Schemas (as canonical JSON) that passed the metaschema check: a server sends the same
-# tools with every request, and the check costs more than building the parser.
-_VALID_SCHEMAS: set[str] = set()
-
-
-def _check_schema(schema: object, where: str) -> Mapping[str, object]:
-    if not isinstance(schema, Mapping):
-        raise RequestError(f"{where}: a JSON schema must be an object, got {type(schema).__name__}")
-    try:
-        from jsonschema.exceptions import SchemaError as JsonSchemaError
-        from jsonschema.validators import validator_for
-    except ImportError:  # pragma: no cover - jsonschema is optional at run time
-        return schema
-    try:
-        key: str | None = json.dumps(schema, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError):
-        key = None
-    if key is not None and key in _VALID_SCHEMAS:
-        return schema
-    try:
-        validator_for(schema).check_schema(schema)
-    except JsonSchemaError as exc:
-        raise RequestError(f"{where}: invalid JSON schema: {exc.message}") from exc
-    if key is not None:
-        if len(_VALID_SCHEMAS) >= 8192:  # room for the schemas of thousands of tools
-            _VALID_SCHEMAS.clear()
-        _VALID_SCHEMAS.add(key)
-    return schema
-
-
 def check_messages(messages: object) -> None:
     """RequestError naming ``messages[i]`` unless ``messages`` is a list of message objects."""
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
@@ -109,6 +79,7 @@ def normalize_tools(tools: Sequence[Mapping[str, object]] | None) -> tuple[ToolS
         raise RequestError("tools: must be a list of tool objects")
     specs: list[ToolSpec] = []
     seen: set[str] = set()
+    known: Known = {}  # the schema shapes this request found valid
     for i, tool in enumerate(tools):
         where = f"tools[{i}]"
         if not isinstance(tool, Mapping):
@@ -128,7 +99,7 @@ def normalize_tools(tools: Sequence[Mapping[str, object]] | None) -> tuple[ToolS
         params = fn.get("parameters")
         if params is None:
             params = {"type": "object", "properties": {}}
-        params = _check_schema(params, f"{where}.function.parameters")
+        params = check_schema(params, f"{where}.function.parameters", known)
         declared = params.get("type", "object")
         if declared != "object" and not (isinstance(declared, list) and "object" in declared):
             raise RequestError(
@@ -192,13 +163,13 @@ def normalize_request(
         kind = response_format.get("type", "text")
         if kind == "json_object":
             given = response_format.get("schema")
-            schema = _check_schema(given, "response_format.schema") if given else {"type": "object"}
+            schema = check_schema(given, "response_format.schema") if given else {"type": "object"}
         elif kind == "json_schema":
             spec = response_format.get("json_schema")
             raw = spec.get("schema") if isinstance(spec, Mapping) else response_format.get("schema")
             if raw is None:
                 raise RequestError("response_format.json_schema.schema: missing")
-            schema = _check_schema(raw, "response_format.json_schema.schema")
+            schema = check_schema(raw, "response_format.json_schema.schema")
         elif kind != "text":
             raise RequestError(f"response_format.type: unsupported {kind!r}")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import NoReturn
 
 # Defaults, documented in docs/serving.md ("Limits").
@@ -91,64 +91,84 @@ def parse_json(raw: bytes) -> object:
         raise InvalidRequest(f"the request body is not valid JSON: {exc}") from exc
 
 
-def check_depth(value: object, limit: int) -> None:
-    """InvalidRequest when containers nest deeper than ``limit`` (checked without recursion:
-    the library's walks over schemas and messages are recursive)."""
-    stack: list[tuple[object, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, Mapping):
-            children: Iterable[object] = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
-        if depth > limit:
-            raise InvalidRequest(f"the request body nests deeper than {limit} levels", None, 400)
-        stack.extend((child, depth + 1) for child in children)
+def check_depth(value: object, limit: int, depth: int = 1) -> None:
+    """InvalidRequest when containers nest deeper than ``limit`` (``value`` sitting at
+    ``depth``), for JSON as ``json.loads`` gives it. Level by level, without recursion: the
+    library's walks over schemas and messages are recursive."""
+    _walk(value, depth, limit, 0)
 
 
-def check_tools(tools: object, limits: Limits) -> None:
-    """The number of tools and the size of each tool's schema."""
+def _walk(value: object, depth: int, limit: int, most: int) -> tuple[str, float] | None:
+    """``check_depth``; with ``most`` (not 0), also the first count keyword above ``most``
+    and its value, found in the same pass."""
+    found = None
+    level = [value]
+    while level:
+        below: list[object] = []
+        for node in level:
+            if type(node) is dict:
+                if most and found is None and not COUNT_KEYWORDS.isdisjoint(node):
+                    found = _too_large(node, most)
+                below += node.values()
+            elif type(node) is list:
+                below += node
+            else:
+                continue
+            if depth > limit:
+                raise _too_deep(limit)
+        level = below
+        depth += 1
+    return found
+
+
+def _too_deep(limit: int) -> InvalidRequest:
+    return InvalidRequest(f"the request body nests deeper than {limit} levels", None, 400)
+
+
+def _too_large(node: Mapping[str, object], most: int) -> tuple[str, float] | None:
+    """Length and count keywords a grammar would have to spell out one by one (an engine
+    refuses ``x{1000000000}``): the first above ``most``."""
+    for key, value in node.items():
+        if (
+            key in COUNT_KEYWORDS
+            and isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and value > most
+        ):
+            return key, value
+    return None
+
+
+def check_tools(tools: object, limits: Limits, depth: int = 2) -> None:
+    """The number of tools, and each tool's nesting (``tools`` sitting at ``depth`` of the
+    body), size and count keywords."""
     if not isinstance(tools, list):
+        check_depth(tools, limits.max_depth, depth)
         return
     if len(tools) > limits.max_tools:
         raise InvalidRequest(
             f"tools: {len(tools)} tools, more than the server's limit of {limits.max_tools}",
             "tools",
         )
+    if depth > limits.max_depth:  # the list itself
+        raise _too_deep(limits.max_depth)
     for i, tool in enumerate(tools):
+        where = f"tools[{i}]"
+        too_large = _walk(tool, depth + 1, limits.max_depth, limits.max_schema_count)
         size = len(json.dumps(tool, ensure_ascii=False))
         if size > limits.max_schema_bytes:
             raise InvalidRequest(
-                f"tools[{i}]: the tool definition is {size} bytes, more than the server's "
+                f"{where}: the tool definition is {size} bytes, more than the server's "
                 f"limit of {limits.max_schema_bytes}",
-                f"tools[{i}]",
+                where,
             )
-        _check_counts(tool, f"tools[{i}]", limits.max_schema_count)
-
-
-def _check_counts(schema: object, where: str, limit: int) -> None:
-    """Length and count keywords a grammar would have to spell out one by one (an engine
-    refuses ``x{1000000000}``): bounded, or the tool is a 400."""
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Mapping):
-            for key, value in node.items():
-                if (
-                    key in COUNT_KEYWORDS
-                    and isinstance(value, (int, float))
-                    and not isinstance(value, bool)
-                    and value > limit
-                ):
-                    raise InvalidRequest(
-                        f"{where}: {key} {value:g} is more than the server's limit of {limit}",
-                        where,
-                    )
-                stack.append(value)
-        elif isinstance(node, list):
-            stack.extend(node)
+        if too_large is not None:
+            key, value = too_large
+            raise InvalidRequest(
+                f"{where}: {key} {value:g} is more than the server's limit of "
+                f"{limits.max_schema_count}",
+                where,
+            )
 
 
 def read_body(raw: bytes, limits: Limits) -> Mapping[str, object]:
@@ -163,7 +183,8 @@ def read_body(raw: bytes, limits: Limits) -> Mapping[str, object]:
     body = parse_json(raw)
     if not isinstance(body, Mapping):
         raise InvalidRequest("the request body must be a JSON object")
-    check_depth(body, limits.max_depth)
+    tools = body.get("tools")
+    check_depth({k: v for k, v in body.items() if k != "tools"}, limits.max_depth)
     for name in ("messages", "input"):  # chat and Messages; the Responses API's items
         items = body.get(name)
         if isinstance(items, list) and len(items) > limits.max_messages:
@@ -172,5 +193,6 @@ def read_body(raw: bytes, limits: Limits) -> Mapping[str, object]:
                 f"{limits.max_messages}",
                 name,
             )
-    check_tools(body.get("tools"), limits)
+    if tools is not None:
+        check_tools(tools, limits)
     return body

@@ -15,6 +15,8 @@ from typing import overload
 
 from autoparser.message import REASONING_KEYS
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
 
 @overload
 def plain_data(value: Mapping[str, object]) -> dict[str, object]: ...
@@ -25,9 +27,19 @@ def plain_data(value: object) -> object:
 
     Templates never see (or mutate) the caller's objects; subclasses of str/int/float are
     reduced to the base type, dataclasses to dicts, anything else to a ``<TypeName>`` string.
+    Plain dicts, lists and scalars (what JSON gives: all of a request's thousands of tool
+    schema nodes) are copied inline, without a call per scalar.
     """
-    if value is None or type(value) in (str, int, float, bool):
+    kind = type(value)
+    if kind in _SCALARS:
         return value
+    if kind is dict:
+        return {
+            k if type(k) is str else plain_data(k): v if type(v) in _SCALARS else plain_data(v)
+            for k, v in value.items()  # type: ignore[attr-defined]
+        }
+    if kind is list:
+        return [v if type(v) in _SCALARS else plain_data(v) for v in value]  # type: ignore[attr-defined]
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, bool):
