@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -373,10 +373,17 @@ class ChatTemplate:
         prompt = self._render(
             messages, render_tools, add_generation_prompt, polyfills, template_kwargs, now
         )
-        generation_prompt = ""
+        generation_prompt: str | Callable[[], str] = ""
         if add_generation_prompt:
-            base = self._render(messages, render_tools, False, polyfills, template_kwargs, now)
-            generation_prompt = prompt[len(base) :] if prompt.startswith(base) else ""
+            # Found when first read (another render of everything, tools and all): copies of
+            # the lists, so that a caller appending to them later changes nothing.
+            asked = (list(messages), render_tools and list(render_tools), dict(template_kwargs))
+
+            def found() -> str:
+                base = self._render(asked[0], asked[1], False, polyfills, asked[2], now)
+                return prompt[len(base) :] if prompt.startswith(base) else ""
+
+            generation_prompt = found
         params = params_for_request(
             analysis,
             request,

@@ -7,10 +7,11 @@ together for a request.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
+import functools
+import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from autoparser.analysis.model import TemplateAnalysis
 from autoparser.cache import CACHES, Store
@@ -37,7 +38,10 @@ class ChatParams:
     """
 
     prompt: str
-    generation_prompt: str
+    # What ``add_generation_prompt`` appended to ``prompt`` (``generation_prompt``), or how
+    # to find it: only when first read, since it takes another render of the whole
+    # conversation and its tools, which most requests never need.
+    generation_prompt_source: str | Callable[[], str] = dataclasses.field(repr=False)
     grammar: str | None
     grammar_lazy: bool
     grammar_triggers: list[GrammarTrigger]
@@ -58,6 +62,12 @@ class ChatParams:
     def parser(self) -> Parser:
         """The PEG parser of the model's output (what ``parse`` and ``stream`` run)."""
         return self.definition.parser
+
+    @functools.cached_property
+    def generation_prompt(self) -> str:
+        """What ``add_generation_prompt`` appended to ``prompt`` ("" without it)."""
+        source = self.generation_prompt_source
+        return source if isinstance(source, str) else source()
 
     def parse(
         self, text: str, partial: bool = False, *, finish_reason: str | None = None
@@ -263,6 +273,19 @@ _CONTEXTS: Store[tuple[BuildContext, str]] = CACHES.store("request_contexts", 25
 _BUILT: Store[_Built] = CACHES.store("request_builds", 256)
 
 
+def _detached(request: Request) -> Request:
+    """The request with copies of its schemas (what a memo keeps must not change when the
+    caller later changes its tool dicts): a JSON round trip, which a request whose key is
+    JSON takes, several times faster than ``copy.deepcopy`` for a thousand tools."""
+    schemas = json.loads(
+        json.dumps([[t.parameters for t in request.tools], request.response_schema])
+    )
+    tools = tuple(
+        dataclasses.replace(t, parameters=p) for t, p in zip(request.tools, schemas[0], strict=True)
+    )
+    return dataclasses.replace(request, tools=tools, response_schema=schemas[1])
+
+
 def _context(
     analysis: TemplateAnalysis, request: Request, forced: bool
 ) -> tuple[BuildContext, str]:
@@ -312,7 +335,7 @@ def params_for_request(
     request: Request,
     *,
     prompt: str = "",
-    generation_prompt: str = "",
+    generation_prompt: str | Callable[[], str] = "",
     call_id_seed: int | None = None,
     with_grammar: bool = True,
 ) -> ChatParams:
@@ -331,7 +354,7 @@ def params_for_request(
         # what the memo hands to the next request with the original tools.
         ctx, opener = _CONTEXTS.get_or_build(
             (id(analysis), key, forced),
-            lambda: _context(analysis, copy.deepcopy(request), forced),
+            lambda: _context(analysis, _detached(request), forced),
             owner=analysis,
         )
     # Like a forced-open reasoning block: a prompt ending with the call opener has already
@@ -357,7 +380,7 @@ def params_for_request(
     )
     return ChatParams(
         prompt=prompt,
-        generation_prompt=generation_prompt,
+        generation_prompt_source=generation_prompt,
         grammar=built.grammar,
         grammar_lazy=built.lazy,
         grammar_triggers=list(built.triggers),
