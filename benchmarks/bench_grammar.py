@@ -9,6 +9,9 @@ of ``ChatTemplate.apply`` with tools never seen before, split into its parts:
   (issue 22 §2's floor: 1,000 tools in 0.1 s), for two tool sets: *repeated* forms (six
   parameter schemas under a thousand names, tests/helpers/many_tools.py) and *varied* ones
   (distinct names, descriptions, enums, bounds and nested objects: ``varied_tools``);
+- **collect after**: what a full collection of the cyclic garbage collector right after
+  the build costs over the next one (the build's garbage; each build is measured after a
+  full collection, so that one triggered by earlier measurements' heap falls outside);
 - **1st parse** / **stream**: parsing one call of the answer right after (the parser is
   built only for the call the answer makes), whole and in 4-character chunks;
 - **warm**: the same request again (memoised), **one added**: the tools plus one new one.
@@ -20,6 +23,7 @@ at 500 to 5,000 tools (ratio to 500; 1.0 is linear).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import time
@@ -68,15 +72,24 @@ def _answer(template: ChatTemplate, tools: list[dict[str, Any]]) -> str:
 
 
 def _cold(template: ChatTemplate, kind: str, n: int) -> dict[str, float]:
-    """CPU seconds of one cold request and of reading its answer."""
+    """CPU seconds of one cold request and of reading its answer (a full collection
+    first, so that one the heap of earlier measurements triggers falls outside), and of
+    the full collection right after the build (its garbage and what the caches keep)."""
     tools = _fresh(kind, n)
     answer = _answer(template, tools)
+    gc.collect()
     start = CLOCK()
     template.render(MESSAGES, tools=tools)
     render = CLOCK() - start
     start = CLOCK()
     params = template.apply(MESSAGES, tools=tools)
     build = CLOCK() - start - render
+    start = CLOCK()
+    gc.collect()
+    collect = CLOCK() - start
+    start = CLOCK()
+    gc.collect()  # the same heap without the build's garbage: the baseline
+    collect = max(0.0, collect - (CLOCK() - start))
     start = CLOCK()
     message = params.parse(answer)
     parse = CLOCK() - start
@@ -96,6 +109,7 @@ def _cold(template: ChatTemplate, kind: str, n: int) -> dict[str, float]:
     return {
         "render": render,
         "build": build,
+        "collect": collect,
         "parse": parse,
         "stream": streamed,
         "warm": warm,
@@ -111,10 +125,10 @@ def _table(sizes: list[int]) -> None:
     print("## a cold request with N tools (CPU time, same run)")
     print(
         "| template | tools | render | build, repeated forms | build, varied forms "
-        "| build / render (repeated, varied) | 1st parse after (rep., var.) | stream after "
-        "| warm | one added |"
+        "| build / render (repeated, varied) | collect after (rep., var.) "
+        "| 1st parse after (rep., var.) | stream after | warm | one added |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for label, name in TEMPLATES.items():
         template = ChatTemplate.from_file(own_path(name))
         template.analyze()
@@ -125,7 +139,9 @@ def _table(sizes: list[int]) -> None:
             print(
                 f"| {label} | {n:,} | {_ms(rep['render'])} | {_ms(rep['build'])} "
                 f"| {_ms(var['build'])} | {rep['build'] / rep['render']:.1f}x, "
-                f"{var['build'] / var['render']:.1f}x | {_ms(rep['parse'])}, {_ms(var['parse'])} "
+                f"{var['build'] / var['render']:.1f}x "
+                f"| {_ms(rep['collect'])}, {_ms(var['collect'])} "
+                f"| {_ms(rep['parse'])}, {_ms(var['parse'])} "
                 f"| {_ms(rep['stream'])} | {_ms(rep['warm'])} | {_ms(rep['added'])} |",
                 flush=True,
             )
@@ -143,6 +159,7 @@ def _scaling(sizes: list[int]) -> None:
         per_tool = []
         for n in sizes:
             tools = _fresh("repeated", n)
+            gc.collect()
             start = CLOCK()
             template.render(MESSAGES, tools=tools)
             render = CLOCK() - start
