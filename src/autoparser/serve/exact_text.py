@@ -18,6 +18,7 @@ asked of the engine's tokenizer:
   caller character. Template text in a window is whole: a template piece of at most
   ``CONTEXT`` characters between two spans joins them into one stretch (a control token
   spelled across it is seen), a longer piece gives the ``CONTEXT`` characters next to them.
+  A window depends on nothing further away, so those of earlier turns are asked once.
 
 How a window is judged depends on what the engine tells. llama.cpp tokenizes with and
 without special tokens: a window must tokenize as its template texts' own tokens with plain
@@ -95,25 +96,28 @@ def plan(parts: Sequence[Part], context: int = CONTEXT) -> Plan:
 
 
 def _windows(parts: Sequence[Part], context: int) -> list[Window]:
-    """``context`` characters each side of every edge between two parts, overlapping
-    stretches merged. Template parts are never cut: each is at most ``context`` long or
-    at an end of ``parts``."""
+    """One window per edge between two parts: ``context`` characters each side of it,
+    widened to whole template parts (each is at most ``context`` long: a short piece
+    inside the stretch, or the ``context`` characters of a long one at its ends), so that
+    every template text in a window is one of a few texts a template writes (its cut is
+    known once, ``Edge``), and caller parts cut. A window holds every control token of at
+    most ``context`` characters spelled across its edge; it depends on nothing further
+    away, so windows of earlier turns stay the same as a conversation grows."""
     ends = list(itertools.accumulate(len(text) for text, _ in parts))
+    starts = [end - len(text) for (text, _), end in zip(parts, ends, strict=True)]
     total = ends[-1] if ends else 0
-    spans: list[list[int]] = []
+    out = []
     for edge in ends[:-1]:
         lo, hi = max(0, edge - context), min(total, edge + context)
-        if spans and lo <= spans[-1][1]:
-            spans[-1][1] = hi
-        else:
-            spans.append([lo, hi])
-    out = []
-    for lo, hi in spans:
+        for (_, caller), start, end in zip(parts, starts, ends, strict=True):
+            if not caller and start < lo < end:
+                lo = start
+            if not caller and start < hi < end:
+                hi = end
         cut: list[Part] = []
-        for (text, caller), end in zip(parts, ends, strict=True):
-            start = end - len(text)
+        for (text, caller), start, end in zip(parts, starts, ends, strict=True):
             a, b = max(lo, start), min(hi, end)
-            if a < b:
+            if a < b or (a == b and lo <= start and end <= hi):
                 cut.append((text[a - start : b - start], caller))
         out.append(Window(tuple(cut)))
     return out
