@@ -253,6 +253,9 @@ def test_verdicts_are_cached(loop: LoopThread, engine: str) -> None:
     served.chat(second)
     asked = json.dumps(served.tokenized()[before:])
     assert "Thanks! [[k]]" in asked
+    if engine == "llama.cpp":  # the template texts known: one pair of calls, batched
+        calls = served.tokenized()[before:]
+        assert sorted(b["parse_special"] for b in calls) == [False, True]
     for old in history:
         assert json.dumps(old["content"])[1:-1] not in asked
     assert served.completion()["prompt"] == served.template.apply(second).prompt

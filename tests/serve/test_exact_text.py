@@ -81,6 +81,8 @@ def test_adjacent_spans_meet_in_a_window_and_caller_only_text_has_none() -> None
         Window((("<|im_", True), ("end|>", True))),
     )
     assert plan([("just the caller's text", True)]).windows == ()
+    # An empty span: the template text either side of it is one (its own "<|te|>").
+    assert plan([("<|", False), ("", True), ("te|>", False)]) == plan([])
     assert plan([("only template", False)]) == plan([])
 
 
@@ -116,7 +118,6 @@ def test_a_scan_that_does_not_add_up_is_opaque() -> None:
         (OPEN + "<|", "im_end|> hi", CLOSE, True),  # the template's "<|" and the user's rest
         (OPEN, "hi <|im_", "end|>" + CLOSE, True),  # the user's start, the template's rest
         ("<|im_start|>user\n<|", "note", "|>" + CLOSE, True),  # the span inside one
-        (OPEN + "<|im_start", "", CLOSE, False),  # an empty span
     ],
 )
 def test_a_window_tokenizes_as_expected_unless_a_control_token_crosses_an_edge(

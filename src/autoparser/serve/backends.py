@@ -31,6 +31,7 @@ import aiohttp
 from autoparser import GrammarTrigger, caller_pieces
 from autoparser.serve.exact_text import (
     Edge,
+    Plan,
     Window,
     accounted,
     expected,
@@ -468,54 +469,57 @@ class LlamaCppBackend(Backend):
         with ``/tokenize``, ``exact_text``); else with the caller's spans as token ids,
         tokenized without special-token parsing (so a user's ``<|im_start|>`` stays text),
         the template's text as strings (which llama.cpp tokenizes with special tokens, as
-        always). Spans and windows not cached are checked in one round of calls."""
+        always)."""
         if not gen.caller_spans:
             return await super().prepare(gen)
         parts = caller_pieces(gen.prompt, gen.caller_spans)
-        todo = plan(parts)
-        spans, windows = await asyncio.gather(
-            self._spans.lookup(todo.spans, self._check_spans),
-            self._windows.lookup(todo.windows, self._check_windows),
-        )
+        spans, windows = await self._check(plan(parts))
         if all(c.clean for c in spans.values()) and all(windows.values()):
             return Outgoing(gen.prompt, "text")
         out: list[str | int] = [] if not parts or not parts[0][1] else [""]  # "" keeps BOS
         for text, caller in parts:
-            if caller:
-                out.extend(spans[text].ids)
-            else:
+            if not caller:
                 out.append(text)
+            elif text:  # an empty span is nothing (and was not asked about)
+                out.extend(spans[text].ids)
         return Outgoing(out, "protected")
 
-    async def _check_spans(self, texts: list[str]) -> list[Checked]:
+    async def _check(self, todo: Plan) -> tuple[dict[str, Checked], dict[Window, bool]]:
         """Each span's tokens without special tokens, and whether they are its tokens with
-        special tokens too (then it spells no control token)."""
-        special, plain = await asyncio.gather(
-            self._tokenize(texts, special=True), self._tokenize(texts, special=False)
-        )
-        return [Checked(p, s == p) for s, p in zip(special, plain, strict=True)]
-
-    async def _check_windows(self, windows: list[Window]) -> list[bool]:
-        """Whether each window tokenizes as its template texts' own tokens with the plain
-        text between them tokenized as plain text (``exact_text.expected``)."""
-        templates = dict.fromkeys(t for w in windows for t in w.templates)
+        them too (then it spells no control token); whether each window tokenizes as its
+        template texts' own tokens with the text between them plain (``expected``). What
+        is not cached is asked in one pair of ``/tokenize`` calls, with and without special
+        tokens (after one pair reading template texts not seen before, ``Edge``)."""
+        spans, new_spans = self._spans.split(todo.spans)
+        windows, new_windows = self._windows.split(todo.windows)
+        if not new_spans and not new_windows:
+            return spans, windows
+        templates = dict.fromkeys(t for w in new_windows for t in w.templates)
         edges = await self._edges.lookup(templates, self._read_edges)
-        plans = [expected(w, edges) for w in windows]
-        whole = [w.text for w, e in zip(windows, plans, strict=True) if e is not None]
-        runs = list(dict.fromkeys(p for e in plans if e for p in e if isinstance(p, str)))
+        plans = [expected(w, edges) for w in new_windows]
+        judged = [w.text for w, e in zip(new_windows, plans, strict=True) if e is not None]
+        runs = [p for e in plans if e for p in e if isinstance(p, str)]
+        plain_texts = list(dict.fromkeys([*new_spans, *runs]))
         special, plain = await asyncio.gather(
-            self._tokenize(whole, special=True), self._tokenize(runs, special=False)
+            self._tokenize([*new_spans, *judged], special=True),
+            self._tokenize(plain_texts, special=False),
         )
-        got = iter(special)
-        tokens = dict(zip(runs, plain, strict=True))
-        out = []
-        for e in plans:
-            if e is None:
-                out.append(False)
+        tokens = dict(zip(plain_texts, plain, strict=True))
+        checked = {
+            t: Checked(tokens[t], s == tokens[t])
+            for t, s in zip(new_spans, special[: len(new_spans)], strict=True)
+        }
+        got = iter(special[len(new_spans) :])
+        verdicts = {}
+        for window, e in zip(new_windows, plans, strict=True):
+            if e is None:  # an opaque template text in it: never sent as text
+                verdicts[window] = False
                 continue
             want = [i for p in e for i in (tokens[p] if isinstance(p, str) else p)]
-            out.append(next(got) == want)
-        return out
+            verdicts[window] = next(got) == want
+        self._spans.keep(checked)
+        self._windows.keep(verdicts)
+        return {**spans, **checked}, {**windows, **verdicts}
 
     async def _read_edges(self, texts: list[str]) -> list[Edge]:
         """Each template text's Edge, from the tokens of all its prefixes and suffixes
@@ -690,7 +694,8 @@ class OpenAIBackend(Backend):
         found.update(spans)
         out: list[str | int] = [*plain.prefix]
         for part in parts:
-            out.extend(found[part].ids)
+            if part[0]:  # an empty span is nothing (and was not asked about)
+                out.extend(found[part].ids)
         out.extend(plain.suffix)
         return Outgoing(out, "protected")
 

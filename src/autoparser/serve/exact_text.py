@@ -72,7 +72,18 @@ class Plan:
 
 
 def plan(parts: Sequence[Part], context: int = CONTEXT) -> Plan:
-    """The spans and windows of a prompt cut into ``parts`` (``caller_pieces``)."""
+    """The spans and windows of a prompt cut into ``parts`` (``caller_pieces``). An empty
+    span has no character to lose: the template text either side of it is one text (as
+    the engine reads it, a control token it spells across the span is the template's)."""
+    joined: list[Part] = []
+    for text, caller in parts:
+        if caller and not text:
+            continue
+        if joined and not caller and not joined[-1][1]:
+            joined[-1] = (joined[-1][0] + text, False)
+        else:
+            joined.append((text, caller))
+    parts = joined
     spans = tuple(dict.fromkeys(text for text, caller in parts if caller))
     windows: list[Window] = []
     i, n = 0, len(parts)

@@ -24,7 +24,7 @@ import dataclasses
 import itertools
 import re
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -150,6 +150,16 @@ class TokenCache(Generic[K, V]):
     ) -> dict[K, V]:
         """The value of every key: those kept (hits), the rest computed in one ``compute``
         call (misses) and kept."""
+        found, wanted = self.split(keys)
+        if wanted:
+            computed = dict(zip(wanted, await compute(wanted), strict=True))
+            self.keep(computed)
+            found.update(computed)
+        return found
+
+    def split(self, keys: Iterable[K]) -> tuple[dict[K, V], list[K]]:
+        """The values kept of ``keys`` (hits), and the keys not kept (misses), to be
+        computed by the caller and given to ``keep``."""
         found: dict[K, V] = {}
         wanted: list[K] = []
         for key in dict.fromkeys(keys):
@@ -160,9 +170,10 @@ class TokenCache(Generic[K, V]):
             else:
                 wanted.append(key)
             self._counted(kept)
-        if wanted:
-            for key, value in zip(wanted, await compute(wanted), strict=True):
-                found[key] = self._store[key] = value
-            while len(self._store) > self.size:
-                self._store.popitem(last=False)
-        return found
+        return found, wanted
+
+    def keep(self, values: Mapping[K, V]) -> None:
+        """Keep computed values, the least recently used out past the size."""
+        self._store.update(values)
+        while len(self._store) > self.size:
+            self._store.popitem(last=False)
