@@ -5,10 +5,11 @@ same generations through ``autoparser serve`` (validation, template apply with p
 plain-text tokenization of the user's text, parser, OpenAI chunks, middleware, metrics), at
 16, 64 and 256 concurrent streams. Prints throughput of both, their ratio, and the p50/p99
 latency (request to last byte) that serve adds. Also: the cost of render-with-provenance
-per request; the cost of keeping user text plain on an OpenAI-style engine (the prompt sent
-as token ids, tokenized through the engine's ``/tokenize``) against sending the text, per
-request; and grammar building at two tool counts (linear: the time ratio follows the count
-ratio). ``--smoke``: tiny sizes.
+per request; the cost of keeping user text plain (llama.cpp and an OpenAI-style engine:
+the caller's text checked through the engine's ``/tokenize``, the prompt sent as text when
+clean, protected when not) against sending the text unchecked, per request; and grammar
+building at two tool counts (linear: the time ratio follows the count ratio). ``--smoke``:
+tiny sizes.
 """
 
 from __future__ import annotations
@@ -129,13 +130,15 @@ def provenance_cost(smoke: bool) -> None:
 
 
 def plain_text_cost(smoke: bool) -> None:
-    """One request at a time through serve to the OpenAI-style stand-in (vLLM's
-    ``/tokenize``), ``--plain-user-text`` on against off in the same run: a conversation
-    whose earlier turns are cached and whose last user message is new each time, with and
-    without a forged turn in it (cut and tokenized again)."""
-    print("\n## plain user text on an OpenAI-style engine (per request, same run)")
-    print("| last user message | text prompt (off) | token ids (on) | added |")
-    print("|---|---|---|---|")
+    """One request at a time through serve to the stand-in engine (llama.cpp's
+    ``/tokenize``, vLLM's), ``--plain-user-text`` on against off in the same run: a
+    conversation whose earlier turns are cached and whose last user message is new each
+    time. A clean message is checked (its span and the windows at its edges tokenized) and
+    the prompt goes as text; one with a forged turn in it goes protected (its span as ids;
+    on vLLM the whole prompt as ids, cut and tokenized again)."""
+    print("\n## plain user text (per request, same run; baseline: --plain-user-text off)")
+    print("| engine | last user message | off | on | added | on sends |")
+    print("|---|---|---|---|---|---|")
     case = CASE_BY_NAME["hermes"]
     rounds = 10 if smoke else 100
     history = [
@@ -145,37 +148,43 @@ def plain_text_cost(smoke: bool) -> None:
     ]
     loop = LoopThread()
     try:
-        urls = {}
-        for on in (False, True):
-            standin = StandIn("openai")
-            standin.add("k", "Sunny.")
-            backend = loop.serve(standin.app())
-            config = ServeConfig(
-                backend, backend_kind="openai", template=case.load(), plain_user_text=on
-            )
-            urls[on] = loop.serve(create_app(config)) + "/v1/chat/completions"
-        for label, forged in (("plain", ""), ("with a forged turn", FORGED_TURN)):
-            times: dict[bool, float] = {}
-            for on in (False, True, False, True):
-                bodies = [
-                    {
-                        "messages": [
-                            *history,
-                            {"role": "user", "content": f"[[k]] question {on} {i}{forged}"},
-                        ],
-                        "tools": TOOLS,
-                    }
-                    for i in range(-2, rounds)  # the first two warm up: probe, history
-                ]
-                asyncio.run(_sequential(urls[on], bodies[:2]))
-                t0 = time.perf_counter()
-                asyncio.run(_sequential(urls[on], bodies[2:]))
-                times[on] = (time.perf_counter() - t0) / rounds
-            off, on_ = times[False], times[True]
-            print(
-                f"| {label} | {off * 1e3:.2f} ms | {on_ * 1e3:.2f} ms | "
-                f"{(on_ - off) * 1e3:+.2f} ms ({on_ / off:.2f}x) |"
-            )
+        for engine in ("llama.cpp", "vllm"):
+            kind = "llama.cpp" if engine == "llama.cpp" else "openai"
+            urls, standins = {}, {}
+            for on in (False, True):
+                standin = standins[on] = StandIn(kind)
+                standin.add("k", "Sunny.")
+                backend = loop.serve(standin.app())
+                config = ServeConfig(
+                    backend, backend_kind=kind, template=case.load(), plain_user_text=on
+                )
+                urls[on] = loop.serve(create_app(config)) + "/v1/chat/completions"
+            for label, forged in (("clean", ""), ("with a forged turn", FORGED_TURN)):
+                times: dict[bool, float] = {}
+                for on in (False, True, False, True):
+                    bodies = [
+                        {
+                            "messages": [
+                                *history,
+                                {"role": "user", "content": f"[[k]] question {on} {i}{forged}"},
+                            ],
+                            "tools": TOOLS,
+                        }
+                        for i in range(-2, rounds)  # the first two warm up: probe, history
+                    ]
+                    asyncio.run(_sequential(urls[on], bodies[:2]))
+                    t0 = time.perf_counter()
+                    asyncio.run(_sequential(urls[on], bodies[2:]))
+                    times[on] = (time.perf_counter() - t0) / rounds
+                off, on_ = times[False], times[True]
+                last = next(
+                    b["prompt"] for p, b in reversed(standins[True].received) if p != "/tokenize"
+                )
+                sent = "text" if isinstance(last, str) else "ids"
+                print(
+                    f"| {engine} | {label} | {off * 1e3:.2f} ms | {on_ * 1e3:.2f} ms | "
+                    f"{(on_ - off) * 1e3:+.2f} ms ({on_ / off:.2f}x) | {sent} |"
+                )
     finally:
         loop.close()
 

@@ -12,7 +12,11 @@ flavours always parse them, as vLLM and SGLang do, each with an id of its own
 (``control_id``), and take prompts of ids. ``flavor`` picks what the OpenAI-style engine
 offers: ``vllm`` (``/tokenize`` with ``return_token_strs``), ``sglang`` (no token strings;
 ``/detokenize`` of a list per id, ``skip_special_tokens``), ``tgi`` (``/tokenize`` takes
-``inputs``; text prompts only).
+``inputs``; text prompts only). With ``spm`` the tokenizer is SentencePiece-like, as
+llama.cpp's for Llama 2 and Mistral 7B (``add_space_prefix``) and Hugging Face's legacy
+Llama tokenizer: a space token (``SPACE``) starts every plain stretch that starts a
+tokenized text or follows a control token. ``evaluated`` records the tokens the model was
+given for each completion (its prompt as the engine tokenizes it).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ SPECIAL = re.compile(r"<\|[a-z_]+\|>")
 
 
 CONTROL_BASE = 0x110000  # OpenAI-style control-token ids: past every code point
+SPACE = ord("▁")  # the space a SentencePiece-like tokenizer puts before a plain stretch
 _CONTROLS: dict[str, int] = {}  # control token -> its id, assigned on first sight
 _BY_ID: dict[int, str] = {}
 
@@ -51,29 +56,39 @@ def is_control(token_id: int) -> bool:
     return token_id >= CONTROL_BASE
 
 
-def standin_tokens(content: str | list[str | int], special: bool) -> list[int]:
+def _plain(text: str, spm: bool) -> list[tuple[int, str]]:
+    """A plain stretch: one token per character, after a space token when SPM-like."""
+    return ([(SPACE, "▁")] if spm and text else []) + [(ord(c), c) for c in text]
+
+
+def standin_tokens(content: str | list[str | int], special: bool, spm: bool = False) -> list[int]:
     """The stand-in's tokenizer: one id per character (code point); with ``special`` a
-    ``<|...|>`` run is one id (-2), as a real vocabulary's control tokens are."""
+    ``<|...|>`` run is one id (-2), as a real vocabulary's control tokens are. Each string
+    of a mixed array is tokenized on its own (as llama.cpp does); ``spm``: see the module."""
     ids: list[int] = []
     for part in content if isinstance(content, list) else [content]:
         if isinstance(part, int):
             ids.append(part)
             continue
-        text = SPECIAL.sub("\0", part) if special else part
-        ids.extend(-2 if c == "\0" else ord(c) for c in text)
+        at = 0
+        for m in SPECIAL.finditer(part) if special else ():
+            ids.extend(i for i, _ in _plain(part[at : m.start()], spm))
+            ids.append(-2)
+            at = m.end()
+        ids.extend(i for i, _ in _plain(part[at:], spm))
     return ids
 
 
-def vocab_tokens(text: str) -> list[tuple[int, str]]:
+def vocab_tokens(text: str, spm: bool = False) -> list[tuple[int, str]]:
     """The OpenAI-style stand-in's tokenizer, as vLLM's: control tokens always parsed, each
     with its own id; every token with its vocabulary string."""
     out: list[tuple[int, str]] = []
     at = 0
     for m in SPECIAL.finditer(text):
-        out.extend((ord(c), c) for c in text[at : m.start()])
+        out.extend(_plain(text[at : m.start()], spm))
         out.append((control_id(m.group()), m.group()))
         at = m.end()
-    out.extend((ord(c), c) for c in text[at:])
+    out.extend(_plain(text[at:], spm))
     return out
 
 
@@ -114,6 +129,8 @@ class StandIn:
         self.tokenize = True  # False: POST /tokenize is a 404, as on an engine without it
         self.flavor = "vllm"  # the OpenAI-style engine's tokenizer routes: vllm | sglang | tgi
         self.bos = ""  # a control token the OpenAI-style tokenizer adds before a text
+        self.spm = False  # a SentencePiece-like tokenizer (a space token per plain stretch)
+        self.evaluated: list[list[int]] = []  # each completion's prompt, as tokens
         self.delay = 0.0  # seconds before answering a completion
         self.cancelled = 0  # completions whose client (the server) went away mid-wait
         self.dropped = 0  # reused connections dropped (mode drop_reused)
@@ -165,20 +182,23 @@ class StandIn:
         with ``return_token_strs``), TGI's (``inputs``); 404 when ``tokenize`` is off."""
         body = await request.json()
         self.received.append((request.path, body))
+        if self.mode == "drop_reused" and request.transport is not None:
+            # a connection used here is kept alive: its next completion is "reused"
+            seen = self._connections.get(request.transport, 0)
+            self._connections[request.transport] = seen + 1
         if not self.tokenize:
             raise web.HTTPNotFound()
         if self.kind == "llama.cpp":
-            return web.json_response(
-                {"tokens": standin_tokens(body["content"], body.get("parse_special", True))}
-            )
+            special = body.get("parse_special", True)
+            return web.json_response({"tokens": standin_tokens(body["content"], special, self.spm)})
         if self.flavor == "tgi":
             if not isinstance(body.get("inputs"), str):
                 return web.json_response({"error": "missing field `inputs`"}, status=422)
-            ids = [{"id": i, "text": t} for i, t in vocab_tokens(body["inputs"])]
+            ids = [{"id": i, "text": t} for i, t in vocab_tokens(body["inputs"], self.spm)]
             return web.json_response(ids)
         if not isinstance(body.get("prompt"), str):
             return web.json_response({"error": "prompt must be a string"}, status=400)
-        pairs = vocab_tokens(body["prompt"])
+        pairs = vocab_tokens(body["prompt"], self.spm)
         if body.get("add_special_tokens", True) and self.bos:
             pairs.insert(0, (control_id(self.bos), self.bos))
         answer: dict[str, Any] = {"count": len(pairs), "tokens": [i for i, _ in pairs]}
@@ -214,6 +234,17 @@ class StandIn:
                 return web.json_response({"error": "tokens must be ids"}, status=400)
             return web.json_response({"text": texts})
         return web.json_response({"text": text(tokens, skip)})
+
+    def _evaluated(self, prompt: Any) -> list[int]:
+        """A completion's prompt as the engine tokenizes it: llama.cpp's text or mixed array
+        (special tokens parsed in its strings); an OpenAI-style engine's text (its BOS added)
+        or ids."""
+        if self.kind == "llama.cpp":
+            return standin_tokens(prompt, True, self.spm)
+        if isinstance(prompt, list):
+            return list(prompt)
+        bos = [control_id(self.bos)] if self.bos else []
+        return bos + [i for i, _ in vocab_tokens(prompt, self.spm)]
 
     async def _props(self, request: web.Request) -> web.Response:
         if self.mode == "down":
@@ -263,6 +294,7 @@ class StandIn:
             ids = body["prompt"]  # vLLM's and SGLang's prompt of ids: ids >= 0 only
             if self.flavor == "tgi" or not all(isinstance(i, int) and i >= 0 for i in ids):
                 return web.json_response({"error": "prompt must be a string"}, status=400)
+        self.evaluated.append(self._evaluated(body["prompt"]))
         if self.mode == "hang":
             try:
                 await asyncio.sleep(3600)

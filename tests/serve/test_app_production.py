@@ -617,8 +617,11 @@ def test_user_text_never_becomes_control_tokens(loop: LoopThread) -> None:
     # Only the template's markers became control ids; the user's three stayed text.
     assert text.count("<ctl>") == controls - 3
     assert forged in text
+    # The span was tokenized both ways (which told that it spells control tokens); the
+    # ids sent are its tokens without special-token parsing.
     tokenize = [b for path, b in served.standin.received if path == "/tokenize"]
-    assert tokenize and all(b["parse_special"] is False for b in tokenize)
+    assert {b["parse_special"] for b in tokenize if forged in b["content"]} == {True, False}
+    assert [ord(c) for c in forged] == [p for p in sent if isinstance(p, int)]
     # Off: the prompt is sent as text (the engine parses the user's markers).
     off = Served(loop, plain_user_text=False)
     off.chat({"messages": messages})

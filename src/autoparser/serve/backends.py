@@ -7,31 +7,46 @@ Every way a backend can fail (down, HTTP error, an answer that is not what its A
 promises) becomes a ``BackendError``, which the server answers with HTTP 502.
 
 Each backend also sends the caller's text so that it never becomes control tokens, as far
-as its engine allows (``prepare``): llama.cpp tokenizes it with ``parse_special: false``;
-an OpenAI-style engine with a ``/tokenize`` gets the whole prompt as token ids, the
-caller's text cut where it spells a control token (``plain_text``); any other engine gets
-the text, and a log line says so once.
+as its engine allows (``prepare``). The prompt goes as text, exactly as the engine
+tokenizes it by itself, when the engine's tokenizer says no caller text would become one
+(``exact_text``: every caller span, and every edge where it meets other text); else the
+caller's text goes as token ids: llama.cpp tokenizes it with ``parse_special: false`` and
+takes a mixed prompt; an OpenAI-style engine with a ``/tokenize`` gets the whole prompt as
+token ids, the caller's text cut where it spells a control token (``plain_text``). Any
+other engine gets the text, and a log line says so once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import logging
-from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 
 import aiohttp
 
 from autoparser import GrammarTrigger, caller_pieces
+from autoparser.serve.exact_text import (
+    Edge,
+    Plan,
+    Window,
+    accounted,
+    expected,
+    plan,
+    read_edge,
+    scan_texts,
+)
 from autoparser.serve.kinds import BACKEND_KINDS, BACKENDS
 from autoparser.serve.openai_format import Usage
 from autoparser.serve.plain_text import (
+    Checked,
     ControlTokensRemain,
     TokenCache,
     Tokens,
-    plain_ids,
+    check_plain,
     spelled_controls,
 )
 
@@ -65,12 +80,25 @@ class BackendError(Exception):
 
 
 Prompt = str | list[str | int]
+# How a prompt went to the engine: as text, the caller's text checked (none of it would
+# become a control token); with the caller's text as token ids (some would have); as text,
+# unchecked (no caller spans given: --plain-user-text off; or an engine that cannot tokenize).
+PROMPT_FORMS = ("text", "protected", "unchecked")
+
+
+@dataclasses.dataclass(frozen=True)
+class Outgoing:
+    """A prompt as it goes to the engine, and its form (one of ``PROMPT_FORMS``)."""
+
+    prompt: Prompt
+    form: str
 
 
 @dataclasses.dataclass(frozen=True)
 class Generation:
     """One completion request, engine-neutral. ``caller_spans``: where the caller's text is
-    in ``prompt`` (to be tokenized as plain text when the engine can be told so)."""
+    in ``prompt`` (kept from becoming control tokens when the engine can be told so); None:
+    not asked for (the prompt goes as it is)."""
 
     prompt: str
     max_tokens: int | None = None
@@ -80,16 +108,18 @@ class Generation:
     grammar_lazy: bool = False
     grammar_triggers: tuple[GrammarTrigger, ...] = ()
     preserved_tokens: tuple[str, ...] = ()
-    caller_spans: tuple[tuple[int, int], ...] = ()
+    caller_spans: tuple[tuple[int, int], ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Finished:
-    """How a generation ended: on the token limit or not, and the backend's token counts."""
+    """How a generation ended: on the token limit or not, the backend's token counts, and
+    how its prompt went (``PROMPT_FORMS``)."""
 
     hit_limit: bool
     usage: Usage
     stop_word: str = ""  # the stop string that ended it, when the engine says (else "")
+    prompt_form: str = ""
 
     @property
     def reason(self) -> str:
@@ -250,13 +280,17 @@ class Backend:
         """A lookup in the tokenized-text cache, for the metrics."""
         self.hooks.cache("tokenize", hit)
 
+    def _counter(self, name: str) -> Callable[[bool], None]:
+        """The metrics hook of the cache ``name``."""
+        return functools.partial(self.hooks.cache, name)
+
     def payload(self, gen: Generation, stream: bool) -> dict[str, object]:
         raise NotImplementedError
 
-    async def prepare(self, gen: Generation) -> Prompt:
-        """The prompt as sent (the text; engines that can tokenize spans as plain text take
-        pieces)."""
-        return gen.prompt
+    async def prepare(self, gen: Generation) -> Outgoing:
+        """The prompt as sent: the text (backends whose engine can tokenize the caller's
+        text as plain text check it, and send ids where they must)."""
+        return Outgoing(gen.prompt, "text" if gen.caller_spans == () else "unchecked")
 
     async def _send(
         self, session: aiohttp.ClientSession, where: str, body: Mapping[str, object]
@@ -323,14 +357,15 @@ class Backend:
 
     async def complete(self, gen: Generation) -> tuple[str, Finished]:
         """The whole generated text and how it ended."""
-        prompt = await self.prepare(gen)
-        answer = await self._post_json(self.payload_for(gen, prompt, stream=False))
-        return self.read_whole(answer, f"{self.url}{self.path}")
+        out = await self.prepare(gen)
+        answer = await self._post_json(self.payload_for(gen, out.prompt, stream=False))
+        text, end = self.read_whole(answer, f"{self.url}{self.path}")
+        return text, dataclasses.replace(end, prompt_form=out.form)
 
     async def stream(self, gen: Generation) -> AsyncGenerator[str | Finished, None]:
         """Pieces of generated text, then one ``Finished`` (always the last item)."""
-        prompt = await self.prepare(gen)
-        response = await self._post(self.payload_for(gen, prompt, stream=True))
+        out = await self.prepare(gen)
+        response = await self._post(self.payload_for(gen, out.prompt, stream=True))
         where = f"{self.url}{self.path}"
         state: dict[str, object] = {}
         try:
@@ -340,7 +375,7 @@ class Backend:
                     yield piece
         finally:
             response.release()
-        yield self.read_end(state, where)
+        yield dataclasses.replace(self.read_end(state, where), prompt_form=out.form)
 
     def payload_for(self, gen: Generation, prompt: Prompt, stream: bool) -> dict[str, object]:
         body = self.payload(gen, stream)
@@ -356,7 +391,7 @@ class Backend:
         prompt prepared as token ids is counted as it is, any other through
         ``POST /tokenize`` (which llama.cpp's server and vLLM have); None when the engine
         has no such route."""
-        prompt = await self.prepare(gen)
+        prompt = (await self.prepare(gen)).prompt
         if isinstance(prompt, list) and all(isinstance(p, int) for p in prompt):
             return len(prompt)
         where = f"{self.url}/tokenize"
@@ -400,11 +435,15 @@ class Backend:
 
 class LlamaCppBackend(Backend):
     """llama.cpp server's native ``POST /completion``: the one engine API that takes a lazy
-    grammar with triggers and preserved tokens, so tool_choice auto is constrained too."""
+    grammar with triggers and preserved tokens, so tool_choice auto is constrained too.
+
+    Its ``/tokenize`` parses special tokens or not (``parse_special``), which tells exactly
+    where a text holds a control token: where the two tokenizations differ."""
 
     kind = "llama.cpp"
     path = "/completion"
-    cache_size = 4096  # caller spans kept tokenized (earlier turns repeat in every request)
+    cache_size = 4096  # caller spans and windows kept checked (earlier turns repeat)
+    edge_cache_size = 512  # template texts next to caller text, kept cut (a few per template)
 
     def __init__(
         self,
@@ -417,32 +456,95 @@ class LlamaCppBackend(Backend):
         hooks: Hooks | None = None,
     ) -> None:
         super().__init__(url, session, model, fresh=fresh, timeouts=timeouts, hooks=hooks)
-        self._tokens: TokenCache[str] = TokenCache(self.cache_size, self._counted)
+        self._spans: TokenCache[str, Checked] = TokenCache(self.cache_size, self._counted)
+        self._windows: TokenCache[Window, bool] = TokenCache(
+            self.cache_size, self._counter("boundary")
+        )
+        self._edges: TokenCache[str, Edge] = TokenCache(
+            self.edge_cache_size, self._counter("template_edge")
+        )
 
-    async def prepare(self, gen: Generation) -> Prompt:
-        """The prompt with the caller's spans as token ids, tokenized without special-token
-        parsing (so a user's ``<|im_start|>`` stays text), the template's text as strings
-        (which llama.cpp tokenizes with special tokens, as always). All the spans not
-        cached are tokenized in one ``/tokenize`` call."""
+    async def prepare(self, gen: Generation) -> Outgoing:
+        """The prompt as text when no caller text would become a control token (checked
+        with ``/tokenize``, ``exact_text``); else with the caller's spans as token ids,
+        tokenized without special-token parsing (so a user's ``<|im_start|>`` stays text),
+        the template's text as strings (which llama.cpp tokenizes with special tokens, as
+        always)."""
         if not gen.caller_spans:
-            return gen.prompt
+            return await super().prepare(gen)
         parts = caller_pieces(gen.prompt, gen.caller_spans)
-        found = await self._tokens.lookup((t for t, caller in parts if caller), self._tokenize)
+        spans, windows = await self._check(plan(parts))
+        if all(c.clean for c in spans.values()) and all(windows.values()):
+            return Outgoing(gen.prompt, "text")
         out: list[str | int] = [] if not parts or not parts[0][1] else [""]  # "" keeps BOS
         for text, caller in parts:
-            if caller:
-                out.extend(found[text])
-            else:
+            if not caller:
                 out.append(text)
+            elif text:  # an empty span is nothing (and was not asked about)
+                out.extend(spans[text].ids)
+        return Outgoing(out, "protected")
+
+    async def _check(self, todo: Plan) -> tuple[dict[str, Checked], dict[Window, bool]]:
+        """Each span's tokens without special tokens, and whether they are its tokens with
+        them too (then it spells no control token); whether each window tokenizes as its
+        template texts' own tokens with the text between them plain (``expected``). What
+        is not cached is asked in one pair of ``/tokenize`` calls, with and without special
+        tokens (after one pair reading template texts not seen before, ``Edge``)."""
+        spans, new_spans = self._spans.split(todo.spans)
+        windows, new_windows = self._windows.split(todo.windows)
+        if not new_spans and not new_windows:
+            return spans, windows
+        templates = dict.fromkeys(t for w in new_windows for t in w.templates)
+        edges = await self._edges.lookup(templates, self._read_edges)
+        plans = [expected(w, edges) for w in new_windows]
+        judged = [w.text for w, e in zip(new_windows, plans, strict=True) if e is not None]
+        runs = [p for e in plans if e for p in e if isinstance(p, str)]
+        plain_texts = list(dict.fromkeys([*new_spans, *runs]))
+        special, plain = await asyncio.gather(
+            self._tokenize([*new_spans, *judged], special=True),
+            self._tokenize(plain_texts, special=False),
+        )
+        tokens = dict(zip(plain_texts, plain, strict=True))
+        checked = {
+            t: Checked(tokens[t], s == tokens[t])
+            for t, s in zip(new_spans, special[: len(new_spans)], strict=True)
+        }
+        got = iter(special[len(new_spans) :])
+        verdicts = {}
+        for window, e in zip(new_windows, plans, strict=True):
+            if e is None:  # an opaque template text in it: never sent as text
+                verdicts[window] = False
+                continue
+            want = [i for p in e for i in (tokens[p] if isinstance(p, str) else p)]
+            verdicts[window] = next(got) == want
+        self._spans.keep(checked)
+        self._windows.keep(verdicts)
+        return {**spans, **checked}, {**windows, **verdicts}
+
+    async def _read_edges(self, texts: list[str]) -> list[Edge]:
+        """Each template text's Edge, from the tokens of all its prefixes and suffixes
+        (``exact_text.read_edge``), with and without special tokens."""
+        scans = [scan_texts(t) for t in texts]
+        flat = [s for scan in scans for s in scan]
+        special, plain = await asyncio.gather(
+            self._tokenize(flat, special=True), self._tokenize(flat, special=False)
+        )
+        pairs = iter(zip(special, plain, strict=True))
+        out = []
+        for text in texts:
+            scan = [next(pairs) for _ in range(2 * len(text))]
+            out.append(read_edge(text, scan[: len(text)], scan[len(text) :]))
         return out
 
-    async def _tokenize(self, texts: list[str]) -> list[list[int]]:
-        """Each text tokenized as plain text, all in one call: separated by a token id (-1)
-        no tokenization yields."""
+    async def _tokenize(self, texts: list[str], special: bool) -> list[list[int]]:
+        """Each text tokenized, special tokens parsed or not, all in one call: separated by
+        a token id (-1) no tokenization yields."""
+        if not texts:
+            return []
         content: list[str | int] = []
         for text in texts:
             content.extend((text, -1))
-        body = {"content": content, "add_special": False, "parse_special": False}
+        body = {"content": content, "add_special": False, "parse_special": special}
         where = f"{self.url}/tokenize"
         out: list[list[int]] = [[]]
         for token in _token_ids(await self._post_json(body, "/tokenize"), where):
@@ -531,10 +633,11 @@ class OpenAIBackend(Backend):
     ``structured_outputs: {"grammar": ...}``. With tool_choice auto the output is parsed
     unconstrained.
 
-    With caller spans, an engine whose ``/tokenize`` answers token ids (vLLM, SGLang) is
-    sent the prompt as ids: the template's text tokenized as usual, the caller's text with
-    no control token in it (``plain_text``). Others (TGI, an engine without ``/tokenize``)
-    get the text; a log line says so once.
+    With caller spans, an engine whose ``/tokenize`` answers token ids (vLLM, SGLang) has
+    them checked: the prompt goes as text when none would become a control token
+    (``exact_text``), else as ids: the template's text tokenized as usual, the caller's
+    text with no control token in it (``plain_text``). Others (TGI, an engine without
+    ``/tokenize``) get the text; a log line says so once.
     """
 
     kind = "openai"
@@ -554,29 +657,47 @@ class OpenAIBackend(Backend):
         hooks: Hooks | None = None,
     ) -> None:
         super().__init__(url, session, model, fresh=fresh, timeouts=timeouts, hooks=hooks)
-        self._tokens: TokenCache[tuple[str, bool]] = TokenCache(self.cache_size, self._counted)
+        self._tokens: TokenCache[tuple[str, bool], Checked] = TokenCache(
+            self.cache_size, self._counted
+        )
+        self._windows: TokenCache[Window, bool] = TokenCache(
+            self.cache_size, self._counter("boundary")
+        )
         self._plain: PlainText | None = None
         self._plain_known = False
         self._probing = asyncio.Lock()
         self._in_flight = asyncio.Semaphore(self.parallel)
         self._controls: OrderedDict[int, str] = OrderedDict()  # id -> its string, "" if plain
 
-    async def prepare(self, gen: Generation) -> Prompt:
-        """The prompt as token ids when the engine can tokenize the caller's text as plain
-        text (``plain_text``), else as text. Every text not cached is tokenized, the calls
-        in parallel."""
+    async def prepare(self, gen: Generation) -> Outgoing:
+        """The prompt as text when no caller text would become a control token (every span
+        and the windows around their edges tokenized, ``exact_text``); else as token ids
+        when the engine can tokenize the caller's text as plain text (``plain_text``): the
+        template's pieces tokenized too. Every text not cached is tokenized, the calls in
+        parallel."""
         if not gen.caller_spans:
-            return gen.prompt
+            return await super().prepare(gen)
         plain = await self.plain_text()
         if plain is None:
-            return gen.prompt
+            return Outgoing(gen.prompt, "unchecked")
         parts = caller_pieces(gen.prompt, gen.caller_spans)
-        found = await self._tokens.lookup(parts, self._tokenize_parts)
+        todo = plan(parts)
+        spans, windows = await asyncio.gather(
+            self._tokens.lookup(((t, True) for t in todo.spans), self._tokenize_parts),
+            self._windows.lookup(todo.windows, self._check_windows),
+        )
+        if all(c.clean for c in spans.values()) and all(windows.values()):
+            return Outgoing(gen.prompt, "text")
+        found = await self._tokens.lookup(
+            ((t, False) for t, caller in parts if not caller), self._tokenize_parts
+        )
+        found.update(spans)
         out: list[str | int] = [*plain.prefix]
         for part in parts:
-            out.extend(found[part])
+            if part[0]:  # an empty span is nothing (and was not asked about)
+                out.extend(found[part].ids)
         out.extend(plain.suffix)
-        return out
+        return Outgoing(out, "protected")
 
     async def plain_text(self) -> PlainText | None:
         """What the engine offers to keep the caller's text plain, found out once (None:
@@ -667,14 +788,15 @@ class OpenAIBackend(Backend):
             )
         return [t if isinstance(t, str) else "" for t in texts]
 
-    async def _tokenize_parts(self, parts: list[tuple[str, bool]]) -> list[list[int]]:
-        """Template text tokenized as usual; the caller's text with no control token."""
+    async def _tokenize_parts(self, parts: list[tuple[str, bool]]) -> list[Checked]:
+        """Template text tokenized as usual; the caller's text with no control token, and
+        whether the engine's own tokenization of it had none."""
 
-        async def one(text: str, caller: bool) -> list[int]:
+        async def one(text: str, caller: bool) -> Checked:
             if not caller:
-                return (await self._tokenize_text(text)).ids
+                return Checked((await self._tokenize_text(text)).ids, True)
             try:
-                return await plain_ids(text, self._tokenize_text, self._control_strings)
+                return await check_plain(text, self._tokenize_text, self._control_strings)
             except ControlTokensRemain as exc:
                 raise BackendError(
                     "the engine's tokenizer makes control tokens of the user's text",
@@ -683,12 +805,29 @@ class OpenAIBackend(Backend):
 
         return list(await asyncio.gather(*(one(text, caller) for text, caller in parts)))
 
+    async def _check_windows(self, windows: list[Window]) -> list[bool]:
+        """Whether every control token the engine makes of each window is spelled inside
+        the window's template text (``exact_text.accounted``)."""
+
+        async def one(window: Window) -> bool:
+            text = window.text
+            counts = await self._control_counts(text, await self._tokenize_text(text))
+            return accounted(window, counts)
+
+        return list(await asyncio.gather(*(one(w) for w in windows)))
+
     async def _control_strings(self, text: str, tokens: Tokens) -> list[str]:
-        """The strings of the control tokens in ``tokens``: by their spelling (vLLM), or
-        asked of ``/detokenize`` (SGLang: a special token's text is empty with
-        ``skip_special_tokens``, its own string without), remembered per id."""
+        """The strings of the control tokens in ``tokens`` (``_control_counts``)."""
+        return list(await self._control_counts(text, tokens))
+
+    async def _control_counts(self, text: str, tokens: Tokens) -> Counter[str]:
+        """The strings of the control tokens in ``tokens``, each with how many there are: by
+        their spelling (vLLM), or asked of ``/detokenize`` (SGLang: a special token's text
+        is empty with ``skip_special_tokens``, its own string without), remembered per
+        id."""
         if self._plain is None or self._plain.how == "strings":
-            return spelled_controls(text, tokens)
+            written = set(spelled_controls(text, tokens))
+            return Counter(s for s in tokens.strings or () if s in written)
         known = {i: self._controls[i] for i in tokens.ids if i in self._controls}
         unknown = [i for i in dict.fromkeys(tokens.ids) if i not in known]
         if unknown:
@@ -700,7 +839,7 @@ class OpenAIBackend(Backend):
                 known[i] = self._controls[i] = spelled.get(i, "")
             while len(self._controls) > self.known_ids:
                 self._controls.popitem(last=False)
-        return list(dict.fromkeys(known[i] for i in tokens.ids if known[i]))
+        return Counter(known[i] for i in tokens.ids if known[i])
 
     def payload(self, gen: Generation, stream: bool) -> dict[str, object]:
         body: dict[str, object] = {

@@ -343,6 +343,7 @@ class Chat:
         state.tool_calls = len(message.tool_calls)
         state.finish_reason = reason
         state.truncated = end.hit_limit
+        state.prompt_form = end.prompt_form
 
     async def relay(
         self, request: web.Request, prepared: Prepared, sink: Sink, policy: str | None

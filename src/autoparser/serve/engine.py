@@ -258,5 +258,5 @@ def generation(params: ChatParams, sampling: SamplingOptions, plain_text: bool) 
         grammar_lazy=params.grammar_lazy,
         grammar_triggers=tuple(params.grammar_triggers),
         preserved_tokens=tuple(params.preserved_tokens),
-        caller_spans=(params.caller_spans or ()) if plain_text else (),
+        caller_spans=tuple(params.caller_spans or ()) if plain_text else None,
     )

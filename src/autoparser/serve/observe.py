@@ -101,6 +101,7 @@ class RequestInfo:
     stream: bool = False
     truncated: bool = False
     first_token: float | None = None
+    prompt_form: str = ""  # how the prompt went: text | protected | unchecked (backends)
     engine_error: str = ""
     error: str = ""  # what went wrong, in full (the log only)
 
@@ -169,9 +170,18 @@ class Metrics:
         )  # fmt: skip
         self.cache = Counter(
             "autoparser_cache_lookups",
-            "Cache lookups by cache and result (tokenize: the plain-text tokenization of "
-            "caller spans).",
+            "Cache lookups by cache and result (tokenize: caller spans checked and tokenized "
+            "as plain text; boundary: the text around their edges checked; template_edge: "
+            "template text next to caller text, cut at its control tokens).",
             ["cache", "result"], registry=r,
+        )  # fmt: skip
+        self.prompts = Counter(
+            "autoparser_prompts",
+            "Prompts of finished generations, by form: text (the caller's text checked, none "
+            "of it a control token: sent as text), protected (some would have been: the "
+            "caller's text sent as token ids), unchecked (sent as text without a check: "
+            "--plain-user-text off, or an engine that cannot tokenize).",
+            ["form"], registry=r,
         )  # fmt: skip
 
 
@@ -360,6 +370,8 @@ def _finish(
         metrics.truncated.inc()
     if state.engine_error:
         metrics.engine_errors.labels(state.engine_error).inc()
+    if state.prompt_form:
+        metrics.prompts.labels(state.prompt_form).inc()
     if request.path in ("/health", "/ready", "/metrics") and status == 200:
         return  # probes every few seconds would drown the log; failures are logged
     record: dict[str, object] = {
@@ -374,6 +386,8 @@ def _finish(
         "tool_calls": state.tool_calls,
         "finish_reason": state.finish_reason or None,
     }
+    if state.prompt_form:
+        record["prompt_form"] = state.prompt_form
     if state.first_token is not None:
         record["ttft_ms"] = round((state.first_token - state.started) * 1000, 1)
     if state.error:

@@ -13,8 +13,8 @@ says (see ``Tokens``). The price is a non-canonical tokenization exactly where a
 token's string occurs in the caller's text, which a plain-text tokenization would not give
 either.
 
-``TokenCache`` is the one bounded store of tokenized texts both engine paths keep (earlier
-turns repeat in every request).
+``TokenCache`` is the one bounded store both engine paths keep what they learnt of a text
+in (earlier turns repeat in every request).
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ import dataclasses
 import itertools
 import re
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 MAX_ROUNDS = 24  # cuts per text before giving up (each round halves every control token)
 
@@ -89,16 +90,30 @@ Tokenize = Callable[[str], Awaitable[Tokens]]
 Controls = Callable[[str, Tokens], Awaitable[Sequence[str]]]
 
 
+@dataclasses.dataclass(frozen=True)
+class Checked:
+    """A caller's text as ids with no control token, and whether the engine's own
+    tokenization of it already had none (``clean``: then ``ids`` are that tokenization)."""
+
+    ids: list[int]
+    clean: bool
+
+
 async def plain_ids(text: str, tokenize: Tokenize, controls: Controls) -> list[int]:
+    """``text`` as token ids with no control token (``check_plain``)."""
+    return (await check_plain(text, tokenize, controls)).ids
+
+
+async def check_plain(text: str, tokenize: Tokenize, controls: Controls) -> Checked:
     """``text`` as token ids with no control token: tokenized by the engine, the pieces
     holding control tokens (``controls`` names their strings) cut and tokenized again,
     until every piece is clean. ControlTokensRemain past MAX_ROUNDS, or when a single
     character still yields one."""
     pieces: list[tuple[str, list[int] | None]] = [(text, None)]
-    for _ in range(MAX_ROUNDS):
+    for round_ in range(MAX_ROUNDS):
         todo = [p for p, ids in pieces if ids is None]
         if not todo:
-            return [i for _, ids in pieces if ids is not None for i in ids]
+            return Checked([i for _, ids in pieces if ids is not None for i in ids], round_ == 1)
         found = await asyncio.gather(*(tokenize(p) for p in todo))
         verdicts = await asyncio.gather(*(controls(p, t) for p, t in zip(todo, found, strict=True)))
         checked = iter(zip(found, verdicts, strict=True))
@@ -118,37 +133,47 @@ async def plain_ids(text: str, tokenize: Tokenize, controls: Controls) -> list[i
     raise ControlTokensRemain(f"still control tokens after {MAX_ROUNDS} rounds of cuts")
 
 
-class TokenCache(Generic[K]):
-    """Tokenized texts, least recently used out first, with a hook told of every lookup
-    (hit or miss) per distinct text of a request."""
+class TokenCache(Generic[K, V]):
+    """What was learnt of texts (their ids, a verdict), least recently used out first, with
+    a hook told of every lookup (hit or miss) per distinct key of a request."""
 
     def __init__(self, size: int, counted: Callable[[bool], None]) -> None:
         self.size = size
         self._counted = counted
-        self._store: OrderedDict[K, list[int]] = OrderedDict()
+        self._store: OrderedDict[K, V] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._store)
 
     async def lookup(
-        self, keys: Iterable[K], compute: Callable[[list[K]], Awaitable[list[list[int]]]]
-    ) -> dict[K, list[int]]:
-        """The ids of every key: those kept (hits), the rest computed in one ``compute``
+        self, keys: Iterable[K], compute: Callable[[list[K]], Awaitable[list[V]]]
+    ) -> dict[K, V]:
+        """The value of every key: those kept (hits), the rest computed in one ``compute``
         call (misses) and kept."""
-        found: dict[K, list[int]] = {}
+        found, wanted = self.split(keys)
+        if wanted:
+            computed = dict(zip(wanted, await compute(wanted), strict=True))
+            self.keep(computed)
+            found.update(computed)
+        return found
+
+    def split(self, keys: Iterable[K]) -> tuple[dict[K, V], list[K]]:
+        """The values kept of ``keys`` (hits), and the keys not kept (misses), to be
+        computed by the caller and given to ``keep``."""
+        found: dict[K, V] = {}
         wanted: list[K] = []
         for key in dict.fromkeys(keys):
-            ids = self._store.get(key)
-            if ids is None:
-                wanted.append(key)
-            else:
+            kept = key in self._store
+            if kept:
                 self._store.move_to_end(key)
-                found[key] = ids
-            self._counted(ids is not None)
-        if wanted:
-            for key, ids in zip(wanted, await compute(wanted), strict=True):
-                found[key] = ids
-                self._store[key] = ids
-            while len(self._store) > self.size:
-                self._store.popitem(last=False)
-        return found
+                found[key] = self._store[key]
+            else:
+                wanted.append(key)
+            self._counted(kept)
+        return found, wanted
+
+    def keep(self, values: Mapping[K, V]) -> None:
+        """Keep computed values, the least recently used out past the size."""
+        self._store.update(values)
+        while len(self._store) > self.size:
+            self._store.popitem(last=False)
