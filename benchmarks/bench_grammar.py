@@ -100,11 +100,14 @@ def _cold(template: ChatTemplate, kind: str, n: int) -> dict[str, float]:
         stream.feed(answer[i : i + 4])
     stream.finish()
     streamed = CLOCK() - start
+    gc.collect()
     start = CLOCK()
     template.apply(MESSAGES, tools=tools)
     warm = CLOCK() - start
+    more = [*tools, *_fresh(kind, 1)]
+    gc.collect()
     start = CLOCK()
-    template.apply(MESSAGES, tools=[*tools, *_fresh(kind, 1)])
+    template.apply(MESSAGES, tools=more)
     added = CLOCK() - start
     return {
         "render": render,

@@ -96,7 +96,7 @@ ALLOWED_MEMOS = {
     "peg/charclass:_class_gbnf": "4096",  # keyed by a character set's ranges
     "peg/charclass:_class_regex": "4096",
     "peg/charclass:parse_class": "4096",  # keyed by a character class spec
-    "gbnf_text:_outline": "8192",  # keyed by a GBNF expression the emitter wrote
+    "gbnf_text:_short_skeleton": "8192",  # keyed by a short GBNF expression the emitter wrote
     "stream/mapper:_markup_openers": "256",  # keyed by a format's call openers
     "template/environment:sandbox": "None",  # keyed by a bool: two environments at most
     "generate/schema_check:_validator_for": "None",  # no key: jsonschema's, imported once

@@ -112,6 +112,52 @@ def test_grouping() -> None:
     assert sequence([None, '""']) == '""'
 
 
+# A reference reading of an expression's top level, one lexical piece at a time.
+_PIECE = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|[()| ]|[^"\[()| ]+', re.DOTALL)
+
+
+def _reference_outline(expr: str) -> tuple[int, set[str]]:
+    """(end of the first top-level group or -1, the separators outside every group)."""
+    depth, first_end, separators = 0, -1, set()
+    for piece in _PIECE.finditer(expr):
+        text = piece.group()
+        if text == "(":
+            depth += 1
+        elif text == ")":
+            depth -= 1
+            if depth == 0 and first_end < 0:
+                first_end = piece.end()
+        elif depth == 0 and text in (" ", "|"):
+            separators.add(text)
+    return first_end, separators
+
+
+_ATOMS = st.sampled_from(
+    ["a", "b-c", '"x"', '"("', '")"', '"|"', '" "', "[()| ]", '[^"]', '"\\""', "x*", '"a b"']
+)
+_EXPRS = st.recursive(
+    _ATOMS,
+    lambda inner: st.one_of(
+        st.lists(inner, min_size=1, max_size=4).map(" ".join),
+        st.lists(inner, min_size=2, max_size=4).map(lambda xs: "( " + " | ".join(xs) + " )"),
+        st.lists(inner, min_size=1, max_size=3).map(lambda xs: "( " + " ".join(xs) + " )*"),
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300)
+@given(_EXPRS, st.integers(0, 400))
+def test_top_level_reading_matches_a_piece_by_piece_one(expr: str, repeat: int) -> None:
+    """``unwrap`` and ``sequence`` read an expression's top level as a scan of its pieces
+    does, short (memoised) or long (a choice of hundreds of calls, read again each time)."""
+    for text in (expr, alternatives([f'"t{i}" {expr}' for i in range(repeat + 1)])):
+        end, separators = _reference_outline(text)
+        whole = text.startswith("( ") and text.endswith(" )") and end == len(text)
+        assert unwrap(text) == (text[2:-2] if whole else text)
+        assert sequence([text, "z"]) == (f"( {text} ) z" if "|" in separators else f"{text} z")
+
+
 ITEMS = ['"a"', '"a" "b"', '"a"+', '"a"*', '"a"?', '"a"{2,3}', '( "a" | "b" "b" )']
 BOUNDS = [(0, 1), (0, None), (1, None), (2, None), (1, 1), (2, 2), (0, 2), (1, 3), (0, 0)]
 ITEM_REGEX = {'"a"': "a", '"a" "b"': "ab", '( "a" | "b" "b" )': "(?:a|bb)"}

@@ -175,32 +175,37 @@ def gbnf_char_class(ranges: Iterable[tuple[int, int]], *, negated: bool = False)
 
 # --- grouping ------------------------------------------------------------------------------
 
-# One lexical piece of an expression: a literal, a class, a parenthesis, a separator (space
-# or bar) or a run of anything else (a name, a quantifier).
-_PIECE = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|[()| ]|[^"\[()| ]+', re.DOTALL)
+# Literals and classes: what may hold parentheses, bars and spaces that are not structure.
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]', re.DOTALL)
+# A group holding no other group (after the quoted pieces are gone).
+_INNERMOST = re.compile(r"\([^()]*\)")
 _SIMPLE_ATOM = re.compile(r'[a-zA-Z0-9-]+|"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]', re.DOTALL)
+# Expressions up to this long have their skeleton memoised; longer ones (a choice of a
+# thousand calls) are read again, at the regex engine's speed, rather than kept.
+_MEMO_LENGTH = 1024
+
+
+def _skeleton(expr: str) -> str:
+    """``expr`` with its quoted pieces removed and every group, innermost first, made a
+    ``#``: what is left is its top level (an unbalanced parenthesis stays)."""
+    text = _QUOTED.sub("", expr)
+    while "(" in text:
+        reduced = _INNERMOST.sub("#", text)
+        if reduced == text:
+            break
+        text = reduced
+    return text
 
 
 @functools.lru_cache(maxsize=8192)
-def _outline(expr: str) -> tuple[int, str]:
-    """(end of the first top-level group or -1, the separators outside groups: " " and "|").
+def _short_skeleton(expr: str) -> str:
+    return _skeleton(expr)
 
-    Memoised: a grammar for many tools asks about the same small expressions thousands of
-    times."""
-    depth = 0
-    first_end = -1
-    separators = ""
-    for piece in _PIECE.finditer(expr):
-        text = piece.group()
-        if text == "(":
-            depth += 1
-        elif text == ")":
-            depth -= 1
-            if depth == 0 and first_end < 0:
-                first_end = piece.end()
-        elif depth == 0 and text in (" ", "|") and text not in separators:
-            separators += text
-    return first_end, separators
+
+def _top_level(expr: str) -> str:
+    """What is outside every group of ``expr`` (see ``_skeleton``); memoised for short
+    expressions: a grammar for many tools asks about the same small ones thousands of times."""
+    return _short_skeleton(expr) if len(expr) <= _MEMO_LENGTH else _skeleton(expr)
 
 
 def unwrap(expr: str) -> str:
@@ -208,7 +213,7 @@ def unwrap(expr: str) -> str:
 
     ``( a ) ( b )`` stays: its first group closes before the end.
     """
-    if expr.startswith("( ") and expr.endswith(" )") and _outline(expr)[0] == len(expr):
+    if expr.startswith("( ") and expr.endswith(" )") and _top_level(expr) == "#":
         return expr[2:-2]
     return expr
 
@@ -228,7 +233,7 @@ def sequence(parts: Iterable[str | None]) -> str:
     if not kept:
         return '""'
     # No "|" anywhere means none at the top level: most parts never need their outline.
-    return " ".join(f"( {p} )" if "|" in p and "|" in _outline(p)[1] else p for p in kept)
+    return " ".join(f"( {p} )" if "|" in p and "|" in _top_level(p) else p for p in kept)
 
 
 def alternatives(options: Sequence[str]) -> str:
@@ -255,7 +260,7 @@ def _quantified_group(atom: str) -> str | None:
     inner = atom[2:-2]
     if not inner.endswith(("+", "*", "?", "}")):
         return None
-    if (" " in inner or "|" in inner) and _outline(inner)[1]:  # not one atom
+    if (" " in inner or "|" in inner) and (" " in _top_level(inner) or "|" in _top_level(inner)):
         return None
     return inner
 

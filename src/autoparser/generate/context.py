@@ -5,6 +5,7 @@ marker normalisation and the naming of grammar rules.
 from __future__ import annotations
 
 import dataclasses
+import re
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -150,9 +151,12 @@ def longest_name_first(tools: Sequence[ToolSpec]) -> list[ToolSpec]:
     return sorted(tools, key=lambda t: len(t.name), reverse=True)
 
 
+_NOT_RULE_CHAR = re.compile(r"[^A-Za-z0-9]")
+
+
 def rule_part(text: str) -> str:
     """A GBNF-safe rule name part: ASCII letters and digits, everything else ``-``."""
-    return "".join(c if c.isascii() and c.isalnum() else "-" for c in text).strip("-") or "x"
+    return _NOT_RULE_CHAR.sub("-", text).strip("-") or "x"
 
 
 # (id(owner), what) -> (owner, how many names sanitise to each rule part): counted once per

@@ -37,8 +37,9 @@ from autoparser.peg import Family, Name, Parser, json_schema, placeholder
 from autoparser.peg.core import Lazy
 
 # Names a family member may have: written the same as text, as JSON, as a Python string,
-# in XML and in a rule name's sanitiser, so that only their text differs from a twin's.
-PLAIN = re.compile(r"[A-Za-z0-9_.\-]+")
+# in XML and in a rule name's sanitiser, so that only their text differs from a twin's
+# (and with a letter or digit, so that the sanitised rule name part is not empty).
+PLAIN = re.compile(r"[A-Za-z0-9_.\-]*[A-Za-z0-9][A-Za-z0-9_.\-]*")
 # Keywords no parser or grammar reads (dropped from a twin, so tools that differ only in
 # them are one family).
 ANNOTATIONS = frozenset({"description", "title", "examples", "$comment"})
@@ -97,7 +98,7 @@ def _twin_of(tool: ToolSpec) -> Twin | None:
     if not isinstance(params.get("properties", {}), Mapping):
         return None
     names = (tool.name, *props)
-    if any(PLAIN.fullmatch(n) is None or not name_part(n) or "qjw" in n for n in names):
+    if not all(_plain(n) for n in names):
         return None
     if len({rule_part(n) for n in props}) != len(props):
         return None  # two parameters' rules would be told apart by a checksum of the name
@@ -156,7 +157,7 @@ def _family(key: Hashable, size: int, build: Build) -> Family:
 
 def _plain(name: str) -> bool:
     """Whether a family member may have this name (see ``PLAIN``)."""
-    return PLAIN.fullmatch(name) is not None and "qjw" not in name and bool(name_part(name))
+    return PLAIN.fullmatch(name) is not None and "qjw" not in name
 
 
 def call_member(
@@ -208,12 +209,11 @@ def call_member(
             return build(ctx, TwinTool(placeholder(0), params, slots=slots))
 
         family = _family(("tagged", context, required), size, make)
-        names = (first, *(Name(n, name_part(n)) for n in props))
-        # Arguments of a tool whose schema has references read the tool's definitions.
-        alone = '"$ref"' in json.dumps(tool.parameters, default=str)
-        every: list[str | None] = [*props] or [None]
-        parts = tuple(_argument_part(ctx, context, tool, n, first, alone) for n in every)
-        return Lazy(real(parts), family=family, names=names, parts=parts)
+        arguments = [Name(n, name_part(n)) for n in props]
+        parts = tuple(_argument_part(ctx, context, tool, a, first) for a in arguments) or (
+            _argument_part(ctx, context, tool, None, first),
+        )
+        return Lazy(real(parts), family=family, names=(first, *arguments), parts=parts)
     found = twin(tool)
     if found is None or not _plain_escapes(ctx, found.names[1:]):
         return None
@@ -255,22 +255,21 @@ def _schema_part(ctx: BuildContext, tool: ToolSpec, first: Name) -> Parser:
 
 
 def _argument_part(
-    ctx: BuildContext,
-    context: Hashable,
-    tool: ToolSpec,
-    name: str | None,
-    first: Name,
-    alone: bool,
+    ctx: BuildContext, context: Hashable, tool: ToolSpec, argument: Name | None, first: Name
 ) -> Parser:
-    """A tagged call's argument: a member of the family of arguments of its schema (of
-    none, ``alone``, where the schema may point into the tool's own definitions)."""
+    """A tagged call's argument (None: any argument of a tool that declares none): a member
+    of the family of arguments of its schema, of none where the schema has a reference
+    (which may point into the tool's own definitions)."""
+    name = argument.text if argument is not None else None
     real = functools.partial(strict_argument, ctx, tool, name)
-    if alone or (name is not None and not (_plain(name) and _plain_escapes(ctx, [name]))):
+    if name is not None and not (_plain(name) and _plain_escapes(ctx, [name])):
         return Lazy(real)
     schema = tool.properties.get(name, {}) if name is not None else None
     try:
         text = json.dumps(_annotations_dropped(schema), sort_keys=True, allow_nan=False)
     except (TypeError, ValueError):
+        return Lazy(real)
+    if '"$ref"' in text:
         return Lazy(real)
 
     def make(slots: tuple[Parser, ...]) -> Parser:
@@ -280,8 +279,7 @@ def _argument_part(
         return strict_argument(ctx, owner, arg if name is not None else None)
 
     family = _family(("argument", context, text, name is None), 2, make)
-    second = Name(name, name_part(name)) if name is not None else Name("any", "any")
-    return Lazy(real, family=family, names=(first, second))
+    return Lazy(real, family=family, names=(first, argument or Name("any", "any")))
 
 
 def first_text(

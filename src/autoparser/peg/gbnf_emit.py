@@ -327,6 +327,8 @@ class _Emitter(NodeVisitor[str]):
         self.places = places
         self.unfit = False
         self._sightings: set[tuple[Family, bool, _Where]] = set()
+        # Templates whose shared rules this grammar has (by id; the value keeps it alive).
+        self._filled: dict[int, gbnf_template.Template] = {}
         self.rules: dict[str, str] = {}
         self._ref_names: dict[tuple[int, str], str] = {}
         # The ``until`` automata written, by delimiters: their first rule's name.
@@ -419,8 +421,15 @@ class _Emitter(NodeVisitor[str]):
                 _in_place(node.parts[k], w) for k, w in template.rule_places
             ):
                 parts = node.parts
-                filled = template.fill(node.names, lambda k, t, w: self.expr(parts[k], t, w))
+                # A template's shared rules are merged with its first member filled here:
+                # the later ones add their own rules only.
+                shared = id(template) not in self._filled
+                filled = template.fill(
+                    node.names, lambda k, t, w: self.expr(parts[k], t, w), shared
+                )
                 if self.merge(filled.rules):
+                    if shared:
+                        self._filled[id(template)] = template
                     self.schemas.update(template.schemas)
                     for key, name in template.untils:
                         self.untils.setdefault(key, name)

@@ -40,15 +40,15 @@ PartWriter = Callable[[int, bool, tuple[bool, bool]], str]
 
 
 class _Member:
-    """What a slot writes from: a member's names, its parts as written, and the text of
-    each name written once (a name stands in several slots)."""
+    """What a slot writes from: a member's names, its parts as written, and what each
+    slot wrote (a name stands in several slots: written once)."""
 
     __slots__ = ("cache", "names", "written")
 
     def __init__(self, names: Sequence[Name], written: list[str]) -> None:
         self.names = names
         self.written = written
-        self.cache: dict[tuple[str, int], str] = {}
+        self.cache: dict[Slot, str] = {}
 
 
 # A slot: what it writes for a member.
@@ -56,16 +56,39 @@ Slot = Callable[[_Member], str]
 Part = str | Slot
 
 
+@dataclass(frozen=True)
+class Text:
+    """A piece of a template's grammar: its plain text with ``%s`` where a slot goes
+    (``%`` doubled), and the slots, so that filling it is one ``%`` format."""
+
+    form: str
+    slots: tuple[Slot, ...]
+
+    def write(self, member: _Member) -> str:
+        if not self.slots:
+            return self.form
+        cache = member.cache
+        values: list[str] = []
+        for slot in self.slots:
+            found = cache.get(slot)
+            if found is None:
+                found = cache[slot] = slot(member)
+            values.append(found)
+        return self.form % tuple(values)
+
+
+def _text(parts: Sequence[Part]) -> Text:
+    """The parts as a ``Text``."""
+    form = "".join(p.replace("%", "%%") if isinstance(p, str) else "%s" for p in parts)
+    return Text(form, tuple(p for p in parts if not isinstance(p, str)))
+
+
 def _literal_slot(pieces: tuple[Piece, ...]) -> Slot:
     if len(pieces) == 1 and isinstance(pieces[0], int):
         index = pieces[0]  # the name alone: written once per member
 
         def name_literal(member: _Member) -> str:
-            key = ("literal", index)
-            found = member.cache.get(key)
-            if found is None:
-                found = member.cache[key] = gbnf_literal(member.names[index].text)
-            return found
+            return gbnf_literal(member.names[index].text)
 
         return name_literal
 
@@ -78,12 +101,7 @@ def _literal_slot(pieces: tuple[Piece, ...]) -> Slot:
 
 def _split_slot(index: int) -> Slot:
     def split(member: _Member) -> str:
-        key = ("split", index)
-        found = member.cache.get(key)
-        if found is None:
-            chars = member.names[index].text
-            found = member.cache[key] = " ".join(gbnf_literal(c) for c in chars)
-        return found
+        return " ".join(gbnf_literal(c) for c in member.names[index].text)
 
     return split
 
@@ -134,11 +152,11 @@ class Template:
     """A family's expression and rules with slots for a member's names.
 
     ``rules`` keeps the order the representative's were made in (a member's own rules, as
-    (name, body) parts, among the shared ones, as text), so that a member's grammar is
+    ``Text`` pairs, among the shared ones, as plain pairs), so that a member's grammar is
     written as the member's own parser would be."""
 
-    expr: tuple[Part, ...]
-    rules: tuple[tuple[tuple[Part, ...], tuple[Part, ...]] | tuple[str, str], ...]
+    expr: Text
+    rules: tuple[tuple[Text, Text] | tuple[str, str], ...]
     schemas: frozenset[str]  # schema keys the representative's grammar converted
     places: tuple[Place, ...] = ()  # where the member's parts go
     # The ``until`` automata among the shared rules (delimiters, first rule's name).
@@ -146,22 +164,20 @@ class Template:
     # (part index, where) of each part that is a rule's whole body here.
     rule_places: tuple[tuple[int, tuple[bool, bool]], ...] = ()
 
-    def fill(self, names: Sequence[Name], write: PartWriter | None = None) -> Filled:
-        """The grammar of the member with these names, its parts written by ``write``."""
+    def fill(
+        self, names: Sequence[Name], write: PartWriter | None = None, shared: bool = True
+    ) -> Filled:
+        """The grammar of the member with these names, its parts written by ``write``;
+        without the shared rules unless ``shared`` (a grammar that has them already)."""
         written = [write(*place) for place in self.places] if write is not None else []
         member = _Member(names, written)
         rules: list[tuple[str, str]] = []
         for name, body in self.rules:
-            if isinstance(name, str) and isinstance(body, str):
+            if isinstance(name, Text) and isinstance(body, Text):
+                rules.append((name.write(member), body.write(member)))
+            elif shared and isinstance(name, str) and isinstance(body, str):
                 rules.append((name, body))
-            elif not isinstance(name, str) and not isinstance(body, str):
-                rules.append((_fill(name, member), _fill(body, member)))
-        return Filled(_fill(self.expr, member), tuple(rules))
-
-
-def _fill(parts: tuple[Part, ...], member: _Member) -> str:
-    """The text of ``parts`` for a member."""
-    return "".join(part if type(part) is str else part(member) for part in parts)  # type: ignore[operator]
+        return Filled(self.expr.write(member), tuple(rules))
 
 
 class _Unfit(Exception):
@@ -207,6 +223,15 @@ def extract(
     renamed: dict[str, tuple[Piece, ...]] = {n: (f"{n}-", 0) for n in own if _MARK not in n}
 
     rule_places: list[tuple[int, tuple[bool, bool]]] = []
+    made: dict[tuple[object, ...], Slot] = {}
+
+    def slot(make: Callable[..., Slot], *args: object) -> Slot:
+        """One slot per kind and argument: what it writes is written once per member."""
+        key = (make, *args)
+        found = made.get(key)
+        if found is None:
+            found = made[key] = make(*args)
+        return found
 
     def parts(text: str, body: bool = False) -> tuple[Part, ...]:
         alone = _SLOT.fullmatch(text)
@@ -214,16 +239,16 @@ def extract(
             place = int(alone.group(1))
             if body:
                 rule_places.append((places[place][0], places[place][2]))
-            return (_part_slot(place, body),)
+            return (slot(_part_slot, place, body),)
         out: list[Part] = []
         for match in _TOKEN.finditer(marked(text)):
             token = match.group()
             first = token[0]
             if first == "\x00":
-                out.append(_split_slot(int(token[1:-1])))
+                out.append(slot(_split_slot, int(token[1:-1])))
             elif first == '"':
                 if _MARK in token:
-                    out.append(_literal_slot(_pieces(gbnf_unescape(token), names_rx, index)))
+                    out.append(slot(_literal_slot, _pieces(gbnf_unescape(token), names_rx, index)))
                 elif len(token) == 3 and token[1] in _LETTERS:
                     raise _Unfit(token)  # a placeholder's letter, one per string
                 else:
@@ -233,11 +258,11 @@ def extract(
                     raise _Unfit(token)  # a class built from a name's characters
                 out.append(token)
             elif token in renamed:
-                out.append(_ident_slot(renamed[token]))
+                out.append(slot(_ident_slot, renamed[token]))
             elif (mark := _SLOT.fullmatch(token)) is not None:
-                out.append(_part_slot(int(mark.group(1)), False))
+                out.append(slot(_part_slot, int(mark.group(1)), False))
             elif _MARK in token and _IDENT_RX.fullmatch(token):
-                out.append(_ident_slot(_pieces(token, names_rx, index)))
+                out.append(slot(_ident_slot, _pieces(token, names_rx, index)))
             elif _MARK in token or "\x00" in token:
                 raise _Unfit(token)
             else:
@@ -245,15 +270,15 @@ def extract(
         return _joined(out)
 
     try:
-        expr_parts = parts(expr)
+        expr_text = _text(parts(expr))
         written = tuple(
-            (parts(n), parts(body, body=True)) if n in own else (n, body)
+            (_text(parts(n)), _text(parts(body, body=True))) if n in own else (n, body)
             for n, body in rules.items()
         )
     except _Unfit:
         return None
     shared_untils = tuple((key, name) for key, name in untils if name not in own)
-    return Template(expr_parts, written, schemas, tuple(places), shared_untils, tuple(rule_places))
+    return Template(expr_text, written, schemas, tuple(places), shared_untils, tuple(rule_places))
 
 
 def _pieces(text: str, names_rx: re.Pattern[str], index: Mapping[str, int]) -> tuple[Piece, ...]:
