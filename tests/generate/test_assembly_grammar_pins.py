@@ -1,7 +1,8 @@
 """Grammars built for many tools are byte-identical to the pinned ones (tests/data/
 grammar_pins.json, written by tests/helpers/grammar_pins.py; re-pinned on purpose when a
 grammar changes, after tests/corpus/test_engines_grammar.py shows the engines take it, as
-when each tagged argument became a rule of its own): every own template and every eighth
+when each tagged argument became a rule of its own, and when Python-literal objects and
+arrays were left to templates that print them so): every own template and every eighth
 corpus template with 24 tools, and the typical formats (Hermes JSON, Qwen3-Coder tagged
 arguments, GLM) with 300 tools, for tool_choice auto and required. Writing tools from their
 families' templates changes no byte (a grammar is written the same whatever earlier

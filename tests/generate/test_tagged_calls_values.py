@@ -266,3 +266,57 @@ def test_an_empty_section_is_no_call_and_no_content() -> None:
     assert _arguments(params, text) == []
     message = params.parse(text)
     assert message.content == "Nothing to call." and not message.truncated
+
+
+# How PADDED prints a non-string value: as JSON, with str(), or mappings as JSON and lists
+# with str() (LFM2.5's macro); whether the analysis says the template prints objects or
+# arrays the Python way.
+PRINTERS = {
+    "json": ("(v if v is string else v | tojson)", False),
+    "str": ("(v if v is string else v | string)", True),
+    "mapping json, list str": (
+        "(v if v is string else (v | tojson if v is mapping else v | string))",
+        True,
+    ),
+}
+BASKET = {
+    "type": "function",
+    "function": {
+        "name": "basket",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "items": {"type": "array", "items": {"type": "string"}},
+                "meta": {"type": "object", "properties": {"n": {"type": "integer"}}},
+            },
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("printer", PRINTERS, ids=list(PRINTERS))
+def test_python_literal_objects_and_arrays_are_in_the_grammar_only_where_the_template_prints_them(
+    printer: str,
+) -> None:
+    """The grammar allows ``['a']`` / ``{'n': 1}`` for array / object parameters exactly
+    where the template prints them so (the model was shown them); JSON always; the parser
+    reads both either way."""
+    from helpers.gbnf_oracle import accepts
+
+    expression, python = PRINTERS[printer]
+    source = PADDED.replace("(v if v is string else v | tojson)", expression)
+    template = ChatTemplate(source, name=printer)
+    assert template.analyze().tools.arguments.values_as_python is python
+    params = template.apply(USER, tools=[BASKET], tool_choice="required")
+    assert params.grammar is not None
+
+    def call(items: str, meta: str) -> str:
+        return (
+            f"<call>\n<fn=basket>\n<p=items>\n{items}\n</p>\n<p=meta>\n{meta}\n</p>\n</fn>\n</call>"
+        )
+
+    as_json, as_python = call('["a"]', '{"n": 1}'), call("['a']", "{'n': 1}")
+    assert accepts(params.grammar, as_json)
+    assert accepts(params.grammar, as_python) is python
+    for text in (as_json, as_python):
+        assert _arguments(params, text) == [{"items": ["a"], "meta": {"n": 1}}]

@@ -688,14 +688,14 @@ def _name_escapes(probe: Probe) -> tuple[tuple[str, str], ...]:
 
 
 def _values_as_python(probe: Probe) -> bool:
-    """Whether the template writes an object value as Python's str() does ({'n': 7})."""
-    spec: CallSpec = (
-        FUN_FIRST,
-        ((ARG_FIRST, VALUE_FIRST), (ARG_SECOND, _FrozenDict(n=7))),
-        CALL_ID,
-    )
-    section = _section(probe, (spec,))
-    return section is not None and "{'n': 7}" in section[0]
+    """Whether the template writes an object or array value as Python's str() does
+    ({'n': 7}, ['n']): a template may print mappings as JSON and lists with str()."""
+    for value, spelling in ((_FrozenDict(n=7), "{'n': 7}"), (_FrozenList(["n"]), "['n']")):
+        spec: CallSpec = (FUN_FIRST, ((ARG_FIRST, VALUE_FIRST), (ARG_SECOND, value)), CALL_ID)
+        section = _section(probe, (spec,))
+        if section is not None and spelling in section[0]:
+            return True
+    return False
 
 
 def _name_suffix_by_type(probe: Probe, arguments: ArgumentsAnalysis) -> tuple[tuple[str, str], ...]:

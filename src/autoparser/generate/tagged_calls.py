@@ -452,7 +452,9 @@ def _json_argument(
         words = _python_words(schema, root)
         python: list[Parser] = [literal(w) for w in words]
         types = _schema_types(schema, root)
-        if types & {"object", "array"}:
+        if types & {"object", "array"} and a.values_as_python:
+            # Objects and arrays as str() writes them, where the template writes them so
+            # (a template printing them as JSON never shows the model {'a': 1}).
             # A rule of its own, so that a GBNF engine lexing whole rules sees one lexeme.
             rules = Rules()
             rules[f"{rule}-py"] = python_typed(schema, root, f"{rule}-py")
