@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -36,13 +35,6 @@ ANTHROPIC_TOOLS = [
     }
     for t in TOOLS
 ]
-
-
-@pytest.fixture(scope="module")
-def loop() -> Iterator[LoopThread]:
-    thread = LoopThread()
-    yield thread
-    thread.close()
 
 
 class Served:

@@ -11,7 +11,6 @@ reached the prompt.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -33,13 +32,6 @@ from autoparser.serve import create_app
 from autoparser.serve.app import ServeConfig
 
 ANSWER = "It is sunny in Paris, 21 degrees."
-
-
-@pytest.fixture(scope="module")
-def loop() -> Iterator[LoopThread]:
-    thread = LoopThread()
-    yield thread
-    thread.close()
 
 
 def serve(loop: LoopThread, family: str) -> tuple[StandIn, str]:

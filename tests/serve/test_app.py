@@ -9,7 +9,6 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,13 +28,6 @@ from autoparser.serve.backends import Generation, LlamaCppBackend
 # (Mistral [TOOL_CALLS]), reasoning in <think> tags.
 FAMILIES = ["hermes", "qwen3coder", "mistral", "think_tag"]
 KINDS = ["llama.cpp", "openai"]
-
-
-@pytest.fixture(scope="module")
-def loop() -> Iterator[LoopThread]:
-    thread = LoopThread()
-    yield thread
-    thread.close()
 
 
 class Served:

@@ -16,7 +16,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +34,6 @@ from autoparser.serve.app import ServeConfig
 from autoparser.serve.limits import Limits
 
 HI = [{"role": "user", "content": "[[k]]"}]
-
-
-@pytest.fixture(scope="module")
-def loop() -> Iterator[LoopThread]:
-    thread = LoopThread()
-    yield thread
-    thread.close()
 
 
 class Served:

@@ -67,13 +67,6 @@ def standin(engine: str, spm: bool = False) -> StandIn:
     return server
 
 
-@pytest.fixture(scope="module")
-def loop() -> Iterator[LoopThread]:
-    thread = LoopThread()
-    yield thread
-    thread.close()
-
-
 class Served:
     """A stand-in engine and ``autoparser serve`` in front of it."""
 

@@ -11,7 +11,6 @@ import json
 import logging
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -33,13 +32,6 @@ HISTORY = [
     {"role": "user", "content": "What is <|im_start|> for?"},
     {"role": "assistant", "content": "It starts a turn."},
 ]
-
-
-@pytest.fixture(scope="module")
-def loop() -> Iterator[LoopThread]:
-    thread = LoopThread()
-    yield thread
-    thread.close()
 
 
 class Served:

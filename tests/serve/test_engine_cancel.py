@@ -9,7 +9,6 @@ import itertools
 import json
 import socket
 import threading
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,13 +30,6 @@ from autoparser.serve.app import ServeConfig
 TOOLS = 500  # within the default limit
 STOP_AT = 10  # the tool whose turn in the build waits for the client to leave
 _FRESH = itertools.count()  # tool names never built before in this process (no cache hit)
-
-
-@pytest.fixture(scope="module")
-def loop() -> Iterator[LoopThread]:
-    thread = LoopThread()
-    yield thread
-    thread.close()
 
 
 def test_client_leaving_stops_the_grammar_build(
