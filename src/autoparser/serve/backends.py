@@ -275,6 +275,11 @@ class Backend:
         self.model = model
         self.timeouts = timeouts or Timeouts()
         self.hooks = hooks or Hooks()
+        self._init_state()
+
+    def _init_state(self) -> None:
+        """What an engine kind keeps between requests (caches of tokenized text), made
+        once the hooks that count its hits are in place."""
 
     def _counted(self, hit: bool) -> None:
         """A lookup in the tokenized-text cache, for the metrics."""
@@ -445,17 +450,7 @@ class LlamaCppBackend(Backend):
     cache_size = 4096  # caller spans and windows kept checked (earlier turns repeat)
     edge_cache_size = 512  # template texts next to caller text, kept cut (a few per template)
 
-    def __init__(
-        self,
-        url: str,
-        session: aiohttp.ClientSession,
-        model: str = "",
-        *,
-        fresh: aiohttp.ClientSession | None = None,
-        timeouts: Timeouts | None = None,
-        hooks: Hooks | None = None,
-    ) -> None:
-        super().__init__(url, session, model, fresh=fresh, timeouts=timeouts, hooks=hooks)
+    def _init_state(self) -> None:
         self._spans: TokenCache[str, Checked] = TokenCache(self.cache_size, self._counted)
         self._windows: TokenCache[Window, bool] = TokenCache(
             self.cache_size, self._counter("boundary")
@@ -646,17 +641,7 @@ class OpenAIBackend(Backend):
     parallel = 8  # /tokenize calls in flight at once (vLLM's takes one text per call)
     known_ids = 65536  # token ids whose control-ness /detokenize told (SGLang)
 
-    def __init__(
-        self,
-        url: str,
-        session: aiohttp.ClientSession,
-        model: str = "",
-        *,
-        fresh: aiohttp.ClientSession | None = None,
-        timeouts: Timeouts | None = None,
-        hooks: Hooks | None = None,
-    ) -> None:
-        super().__init__(url, session, model, fresh=fresh, timeouts=timeouts, hooks=hooks)
+    def _init_state(self) -> None:
         self._tokens: TokenCache[tuple[str, bool], Checked] = TokenCache(
             self.cache_size, self._counted
         )
