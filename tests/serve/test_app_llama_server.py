@@ -4,34 +4,24 @@ random-weight model: random text, but under our grammars the output must be well
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import os
 import signal
-import socket
 import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import llama_server
 from helpers.paths import TESTS_DIR
 
 jsonschema = pytest.importorskip("jsonschema")
 pytest.importorskip("aiohttp", reason="the serve extra (aiohttp) is not installed")
 
-CACHE = Path.home() / ".cache" / "autoparser" / "llama.cpp"
-SERVER = Path(os.environ.get("AUTOPARSER_LLAMA_SERVER", CACHE / "bin" / "llama-server"))
-VOCAB = CACHE / "vocab" / "ggml-vocab-qwen2.gguf"
 TEMPLATES = TESTS_DIR / "templates"
-pytestmark = pytest.mark.skipif(
-    not SERVER.exists() or not VOCAB.exists(),
-    reason=f"no llama-server at {SERVER} (set AUTOPARSER_LLAMA_SERVER or run "
-    f"scripts/build_llamacpp.sh) or no vocabulary at {VOCAB}",
-)
+pytestmark = pytest.mark.skipif(not llama_server.available(), reason=llama_server.MISSING)
 
 WEATHER = {
     "type": "function",
@@ -71,26 +61,6 @@ FAMILIES = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    for _ in range(600):
-        if proc.poll() is not None:
-            pytest.fail(f"{url}: process exited: {log.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=5) as f:
-                if f.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.2)
-    pytest.fail(f"{url}: not up: {log.read_text()[-2000:]}")
-
-
 def _post(url: str, body: dict[str, Any]) -> Any:
     request = urllib.request.Request(
         url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
@@ -111,60 +81,22 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     tmp = tmp_path_factory.mktemp("e2e")
     hermes = (TEMPLATES / "formats/chatml_hermes.jinja").read_text(encoding="utf-8")
-    model = write_tiny_model(VOCAB, tmp / "tiny.gguf", hermes)
-    port = _free_port()
-    log = tmp / "llama.log"
-    cmd = [str(SERVER), "-m", str(model), "--host", "127.0.0.1", "--port", str(port)]
-    cmd += ["-c", "4096", "-t", "1", "-np", "2", "--jinja"]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    ENGINE["proc"] = proc
-    try:
-        _wait(url, proc, log)
+    model = write_tiny_model(llama_server.VOCAB, tmp / "tiny.gguf", hermes)
+    with llama_server.llama_server(model, tmp / "llama.log") as (url, proc):
+        ENGINE["proc"] = proc
         yield url
-    finally:
-        proc.send_signal(signal.SIGCONT)
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
-def _serve(backend: str, tmp: Path, name: str, *flags: str) -> tuple[str, subprocess.Popen[bytes]]:
-    """``autoparser serve`` as a subprocess in front of ``backend``; its URL."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    port = _free_port()
-    cmd = [sys.executable, "-m", "autoparser.cli", "serve", "--backend", backend]
-    cmd += ["--port", str(port), *flags]
-    log = tmp / f"{name}.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    _wait(url, proc, log)
-    return url, proc
 
 
 @pytest.fixture(scope="module")
 def servers(llama: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     tmp = tmp_path_factory.mktemp("serve")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    procs, urls = [], {}
-    try:
+    urls = {}
+    with contextlib.ExitStack() as stack:
         for name, template in FAMILIES.items():
-            port = _free_port()
-            cmd = [sys.executable, "-m", "autoparser.cli", "serve", "--backend", llama]
-            cmd += ["--port", str(port)]
-            if template is not None:
-                cmd += ["--template", str(template)]
-            log = tmp / f"{name}.log"
-            with log.open("wb") as out:
-                procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env))
-            urls[name] = f"http://127.0.0.1:{port}"
-            _wait(urls[name], procs[-1], log)
+            flags = () if template is None else ("--template", str(template))
+            serve = llama_server.autoparser_serve(llama, tmp / f"{name}.log", *flags)
+            urls[name], _ = stack.enter_context(serve)
         yield urls
-    finally:
-        for proc in procs:
-            proc.terminate()
-            proc.wait(timeout=30)
 
 
 def _message(answer: Any, stream: bool) -> tuple[dict[str, Any], str]:
@@ -371,30 +303,28 @@ def test_hung_engine_is_504_within_the_timeout(
     tmp = tmp_path_factory.mktemp("hung")
     template = str(TEMPLATES / "formats/chatml_hermes.jinja")
     flags = ("--template", template, "--first-byte-timeout", "3", "--connect-timeout", "2")
-    url, proc = _serve(llama, tmp, "hung", *flags)
     engine = ENGINE["proc"]
     body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
-    try:
+    with llama_server.autoparser_serve(llama, tmp / "hung.log", *flags) as (url, _):
         engine.send_signal(signal.SIGSTOP)
-        request = urllib.request.Request(
-            url + "/v1/chat/completions",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with pytest.raises(urllib.error.HTTPError) as info:
-            urllib.request.urlopen(request, timeout=60)
-        assert info.value.code == 504
-        error = json.loads(info.value.read())["error"]
-        assert error["type"] == "timeout_error" and "3 s" in error["message"]
-        events = _post(url + "/v1/chat/completions", {**body, "stream": True})
-        assert events[-1]["error"]["type"] == "timeout_error"
-        with pytest.raises(urllib.error.HTTPError) as info:
-            urllib.request.urlopen(url + "/health", timeout=60)
-        assert info.value.code == 503
-    finally:
-        engine.send_signal(signal.SIGCONT)
-        proc.terminate()
-        proc.wait(timeout=30)
+        try:
+            request = urllib.request.Request(
+                url + "/v1/chat/completions",
+                data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json"},
+            )
+            with pytest.raises(urllib.error.HTTPError) as info:
+                urllib.request.urlopen(request, timeout=60)
+            assert info.value.code == 504
+            error = json.loads(info.value.read())["error"]
+            assert error["type"] == "timeout_error" and "3 s" in error["message"]
+            events = _post(url + "/v1/chat/completions", {**body, "stream": True})
+            assert events[-1]["error"]["type"] == "timeout_error"
+            with pytest.raises(urllib.error.HTTPError) as info:
+                urllib.request.urlopen(url + "/health", timeout=60)
+            assert info.value.code == 503
+        finally:
+            engine.send_signal(signal.SIGCONT)
     assert _post(llama + "/tokenize", {"content": "ok"})["tokens"]  # the engine is back
 
 
@@ -461,7 +391,6 @@ def test_a_clean_request_is_the_prompt_tokenized_whole(servers: dict[str, str], 
 
 # ------------------------------------------------ a SentencePiece vocabulary (Llama 2)
 
-SPM_VOCAB = CACHE / "vocab" / "ggml-vocab-llama-spm.gguf"
 LLAMA2 = (
     "{{ bos_token }}{% for m in messages %}{% if m.role == 'system' %}"
     "{{ '<<SYS>>\n' + m.content + '\n<</SYS>>\n\n' }}{% elif m.role == 'user' %}"
@@ -474,30 +403,19 @@ LLAMA2 = (
 def spm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """llama-server with a SentencePiece vocabulary (it puts a space before the text of
     every tokenize call), and autoparser serve in front of it: their URLs."""
-    if not SPM_VOCAB.exists():
-        pytest.skip(f"no SentencePiece vocabulary at {SPM_VOCAB}")
+    if not llama_server.SPM_VOCAB.exists():
+        pytest.skip(f"no SentencePiece vocabulary at {llama_server.SPM_VOCAB}")
     from helpers.tiny_gguf import write_tiny_model
 
     tmp = tmp_path_factory.mktemp("spm")
-    model = write_tiny_model(SPM_VOCAB, tmp / "tiny-spm.gguf", LLAMA2, special_tokens=())
-    port = _free_port()
-    log = tmp / "llama.log"
-    cmd = [str(SERVER), "-m", str(model), "--host", "127.0.0.1", "--port", str(port)]
-    cmd += ["-c", "2048", "-t", "1", "-np", "1", "--jinja"]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    served: subprocess.Popen[bytes] | None = None
-    try:
-        _wait(url, proc, log)
-        front, served = _serve(url, tmp, "serve")
+    model = write_tiny_model(
+        llama_server.SPM_VOCAB, tmp / "tiny-spm.gguf", LLAMA2, special_tokens=()
+    )
+    with (
+        llama_server.llama_server(model, tmp / "llama.log", context=2048, slots=1) as (url, _),
+        llama_server.autoparser_serve(url, tmp / "serve.log") as (front, _),
+    ):
         yield url, front
-    finally:
-        if served is not None:
-            served.terminate()
-            served.wait(timeout=30)
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_spm_a_clean_request_has_no_space_added_at_span_edges(spm: tuple[str, str]) -> None:
