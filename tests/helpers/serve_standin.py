@@ -130,7 +130,7 @@ class StandIn:
         self.flavor = "vllm"  # the OpenAI-style engine's tokenizer routes: vllm | sglang | tgi
         self.bos = ""  # a control token the OpenAI-style tokenizer adds before a text
         self.spm = False  # a SentencePiece-like tokenizer (a space token per plain stretch)
-        self.evaluated: list[list[int]] = []  # each completion's prompt, as tokens
+        self._prompts: list[Any] = []  # each completion's prompt, as sent
         self.delay = 0.0  # seconds before answering a completion
         self.cancelled = 0  # completions whose client (the server) went away mid-wait
         self.dropped = 0  # reused connections dropped (mode drop_reused)
@@ -235,6 +235,12 @@ class StandIn:
             return web.json_response({"text": texts})
         return web.json_response({"text": text(tokens, skip)})
 
+    @property
+    def evaluated(self) -> list[list[int]]:
+        """Each completion's prompt as the engine tokenized it (worked out when asked: a
+        benchmark's prompts of a thousand tools would pay a per-character tokenizer)."""
+        return [self._evaluated(prompt) for prompt in self._prompts]
+
     def _evaluated(self, prompt: Any) -> list[int]:
         """A completion's prompt as the engine tokenizes it: llama.cpp's text or mixed array
         (special tokens parsed in its strings); an OpenAI-style engine's text (its BOS added)
@@ -294,7 +300,7 @@ class StandIn:
             ids = body["prompt"]  # vLLM's and SGLang's prompt of ids: ids >= 0 only
             if self.flavor == "tgi" or not all(isinstance(i, int) and i >= 0 for i in ids):
                 return web.json_response({"error": "prompt must be a string"}, status=400)
-        self.evaluated.append(self._evaluated(body["prompt"]))
+        self._prompts.append(body["prompt"])
         if self.mode == "hang":
             try:
                 await asyncio.sleep(3600)
