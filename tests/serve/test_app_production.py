@@ -7,12 +7,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -26,6 +24,7 @@ pytest.importorskip("prometheus_client", reason="the serve extra is not installe
 
 import aiohttp
 from helpers.generate_cases import CASE_BY_NAME, TEMPLATES, TOOLS, scenarios
+from helpers.processes import cli_env, free_port, serve_command
 from helpers.serve_standin import SPECIAL, LoopThread, StandIn
 
 from autoparser import ChatTemplate
@@ -514,15 +513,9 @@ def test_error_bodies_carry_no_urls_paths_or_reprs(loop: LoopThread, tmp_path: P
 
 def test_cli_bad_template_is_one_clear_line(tmp_path: Path) -> None:
     missing = tmp_path / "nope.jinja"
-    cmd = [sys.executable, "-m", "autoparser.cli", "serve", "--backend", "http://127.0.0.1:9"]
-    cmd += ["--template", str(missing), "--port", str(_free_port())]
-    result = subprocess.run(
-        cmd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
+    cmd = serve_command("http://127.0.0.1:9", "--template", str(missing))
+    cmd += ["--port", str(free_port())]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=cli_env())
     assert result.returncode == 2
     assert result.stderr.startswith("autoparser: error:") and "Traceback" not in result.stderr
 
@@ -533,12 +526,11 @@ def test_sigterm_drains_within_the_grace_period(loop: LoopThread, tmp_path: Path
     standin = StandIn("llama.cpp")
     standin.mode = "hang"
     backend = loop.serve(standin.app())
-    port = _free_port()
+    port = free_port()
     template = TEMPLATES / CASE_BY_NAME["hermes"].template
-    cmd = [sys.executable, "-m", "autoparser.cli", "serve", "--backend", backend]
-    cmd += ["--template", str(template), "--port", str(port), "--grace-period", "1"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+    cmd = serve_command(backend, "--template", str(template))
+    cmd += ["--port", str(port), "--grace-period", "1"]
+    proc = subprocess.Popen(cmd, env=cli_env(), stderr=subprocess.PIPE, text=True)
     try:
         url = f"http://127.0.0.1:{port}"
         _wait_for(lambda: _get(url + "/ready")[0] == 200)
@@ -621,12 +613,6 @@ def test_user_text_never_becomes_control_tokens(loop: LoopThread) -> None:
 
 
 # ---------------------------------------------------------------------------- helpers
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _get(url: str) -> tuple[int, Any]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from typing import Any
 
 import pytest
 from helpers.paths import REPO_ROOT
+from helpers.processes import free_port
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -57,17 +57,10 @@ def _require_browser() -> None:
     pytest.skip(missing)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
 def studio_url() -> Iterator[str]:
     _require_browser()
-    port = _free_port()
+    port = free_port()
     port_args = ["--port", str(port)]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")}
     proc = subprocess.Popen(
