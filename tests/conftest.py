@@ -4,4 +4,4 @@ Shared paths and corpus parameters live in ``helpers.paths``; test modules impor
 from there, never from this file.
 """
 
-pytest_plugins = ["helpers.roundtrip_report", "helpers.parity"]
+pytest_plugins = ["helpers.roundtrip_report", "helpers.parity", "helpers.cpu_hog"]

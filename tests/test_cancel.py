@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from typing import Any
 
 import pytest
 from helpers.many_tools import many_tools
 from helpers.paths import own_path
 
-from autoparser import Cancelled, CancelToken, ChatTemplate
+from autoparser import Cancelled, CancelToken, ChatTemplate, WorkLimitError
 from autoparser.cancel import checkpoint, current
 from autoparser.generate import families
 from autoparser.schema import schema_to_gbnf
@@ -110,3 +111,55 @@ def test_a_cancelled_analysis_raises_instead_of_failing_its_checks() -> None:
         token.run(ChatTemplate(source).analyze)
     analysis = ChatTemplate(source).analyze()  # under no token: the whole of it, verified
     assert analysis.verification is not None and analysis.verification.verified
+
+
+def test_a_cpu_budget_stops_busy_work_on_its_cpu_time() -> None:
+    token = CancelToken(cpu_seconds=0.05)
+    with token.active(), pytest.raises(WorkLimitError, match=r"0\.05 s of CPU time") as info:
+        for _ in range(10**9):  # bounded, far beyond the budget
+            sum(range(1000))
+            checkpoint()
+    assert info.value.cpu_seconds == 0.05
+    assert isinstance(info.value, Cancelled)
+    assert token.cancelled  # and the token says why
+    assert "CPU time" in token.reason
+
+
+def test_a_cpu_budget_does_not_count_time_the_work_spends_off_the_cpu() -> None:
+    """Wall time far past the budget, CPU time far below it: the work is never stopped (a
+    loaded machine delays work the same way, by keeping its thread off the CPU)."""
+    token = CancelToken(cpu_seconds=0.5)
+    started = time.monotonic()
+    with token.active():
+        for _ in range(400):
+            time.sleep(0.005)  # off the CPU, as behind other processes on a busy machine
+            checkpoint()
+    assert time.monotonic() - started > 0.5 * 2  # wall time ran well past the budget
+    assert token.checks == 400 and not token.cancelled
+
+
+def test_a_cpu_budget_counts_on_the_thread_that_runs_the_work() -> None:
+    token = CancelToken(cpu_seconds=0.05)
+    errors: list[BaseException] = []
+
+    def busy() -> None:
+        for _ in range(10**9):  # bounded, far beyond the budget
+            sum(range(1000))
+            checkpoint()
+
+    def work() -> None:
+        try:
+            token.run(busy)
+        except WorkLimitError as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join(120)
+    assert len(errors) == 1
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan")])
+def test_a_cpu_budget_must_be_positive(bad: float) -> None:
+    with pytest.raises(ValueError, match="cpu_seconds"):
+        CancelToken(cpu_seconds=bad)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         SchemaError,
         TemplateError,
         TemplateLimitError,
+        WorkLimitError,
     )
     from autoparser.generate import GrammarTrigger
     from autoparser.jsontypes import (
@@ -86,6 +87,7 @@ _WHERE = {
     "TemplateCaps": "autoparser.template",
     "TemplateError": "autoparser.errors",
     "TemplateLimitError": "autoparser.errors",
+    "WorkLimitError": "autoparser.errors",
     "DEFAULT_VARIANT": "autoparser.template.loading",
     "TemplateSource": "autoparser.template.loading",
     "decode_text": "autoparser.template.loading",
@@ -227,6 +229,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallDict",
     "ToolDict",
+    "WorkLimitError",
     "assistant_tokens_mask",
     "caller_pieces",
     "decode_text",

@@ -82,3 +82,16 @@ class AnalysisWarning(UserWarning):
 class Cancelled(AutoparserError):
     """Work was stopped because whoever asked for it no longer wants it (a server's client
     left, a timeout passed): raised at the next checkpoint of a cancelled ``CancelToken``."""
+
+
+class WorkLimitError(Cancelled):
+    """Work went past the CPU time its ``CancelToken`` allows (``cpu_seconds``).
+
+    The bound is the CPU time of the thread doing the work, never wall time: a busy machine
+    makes legitimate work slower, not larger, and must not get it refused. ``cpu_seconds``
+    is the bound that was exceeded.
+    """
+
+    def __init__(self, cpu_seconds: float, message: str) -> None:
+        super().__init__(message)
+        self.cpu_seconds = cpu_seconds

@@ -9,6 +9,8 @@ import itertools
 import json
 import socket
 import threading
+import urllib.error
+import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,6 +28,7 @@ from autoparser.cancel import current
 from autoparser.generate import families
 from autoparser.serve import create_app
 from autoparser.serve.app import ServeConfig
+from autoparser.serve.limits import Limits
 
 TOOLS = 500  # within the default limit
 STOP_AT = 10  # the tool whose turn in the build waits for the client to leave
@@ -87,3 +90,31 @@ def test_client_leaving_stops_the_grammar_build(
     assert len(outcome) == 1 and isinstance(outcome[0], Cancelled)
     assert len(built) == STOP_AT  # not one tool more (it would reach all TOOLS otherwise)
     assert standin.received == []  # nothing reached the engine
+
+
+def test_a_build_past_its_cpu_budget_is_a_413_naming_tools(loop: LoopThread) -> None:
+    """``--prepare-timeout`` bounds the CPU time of the build (issue 35), not wall time: past
+    it the request is refused as too large, and the engine is never asked."""
+    standin = StandIn("llama.cpp")
+    standin.add("k", "Hello.")
+    config = ServeConfig(
+        loop.serve(standin.app()),
+        backend_kind="llama.cpp",
+        template=CASE_BY_NAME["hermes"].load(),
+        limits=Limits(prepare_timeout=0.001),
+    )
+    url = loop.serve(create_app(config))
+    tools = many_tools(TOOLS, f"budget{next(_FRESH)}")
+    body = json.dumps({"messages": [{"role": "user", "content": "[[k]]"}], "tools": tools})
+    request = urllib.request.Request(
+        f"{url}/v1/chat/completions",
+        body.encode(),
+        {"Content-Type": "application/json"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(request, timeout=120)
+    assert info.value.code == 413
+    error = json.loads(info.value.read())["error"]
+    assert error["param"] == "tools"
+    assert "0.001 s of CPU time" in error["message"]
+    assert standin.received == []

@@ -7,10 +7,12 @@ cap would show as a MemoryError (or a killed child), never as the expected limit
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
+from helpers.cpu_hog import cpu_hogs
 
 from autoparser import ChatTemplate, TemplateError
 from autoparser.errors import TemplateLimitError
@@ -132,3 +134,70 @@ def test_limit_checks_keep_generator_arguments_whole() -> None:
     tools = [{"type": "function", "function": {"name": "f"}}]
     rendered = template.render([{"role": "user", "content": "x"}], tools)
     assert rendered == '[\n  {\n    "name": "f"\n  }\n]|f'
+
+
+# A render pinned to one core next to busy hogs pinned there too: the scheduler shares the
+# core, so the render's wall time is several times its CPU time (issue 35).
+LOADED_CHILD = """
+import json, os, sys, time
+os.sched_setaffinity(0, [int(sys.argv[1])])
+from autoparser import ChatTemplate
+from autoparser.errors import TemplateLimitError
+from autoparser.template.limits import RenderLimits, render_limits
+
+def timed(template, limits, rounds=0):
+    # rounds of 100,000 loop iterations; the probes' messages ask for none
+    cpu, wall = time.thread_time(), time.monotonic()
+    try:
+        with render_limits(limits):
+            template.render([{"role": "user", "content": str(rounds)}])
+        outcome = "rendered"
+    except TemplateLimitError as exc:
+        outcome = exc.limit
+    return {"outcome": outcome, "cpu": time.thread_time() - cpu, "wall": time.monotonic() - wall}
+
+roomy = RenderLimits(max_steps=10**9, max_seconds=600.0)
+template = ChatTemplate(
+    "{% for m in messages %}{% for i in range(m.content|int) %}"
+    "{% for j in range(100000) %}{% endfor %}{% endfor %}{% endfor %}done"
+)
+timed(template, roomy)  # compiled and probed before the hogs start
+print("ready", flush=True)
+sys.stdin.readline()  # the hogs are running now
+calibration = timed(template, roomy, 12)
+limit = 2 * calibration["cpu"]
+bounded = RenderLimits(max_steps=10**9, max_seconds=limit)
+legit = timed(template, bounded, 12)
+hostile = timed(template, bounded, 100000)
+print(json.dumps({"limit": limit, "calibration": calibration, "legit": legit, "hostile": hostile}))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs os.sched_setaffinity")
+def test_render_limit_counts_the_renders_cpu_time_not_the_machines_load() -> None:
+    """A legitimate render is never refused because the machine is busy; a hostile one still is.
+
+    The limit is twice the render's own CPU time, while four hogs on its core make its wall
+    time about five times that CPU time: a wall-clock deadline would refuse it.
+    """
+    core = min(os.sched_getaffinity(0))
+    child = subprocess.Popen(
+        [sys.executable, "-c", LOADED_CHILD, str(core)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "ready", child.communicate(timeout=600)[1][-2000:]
+    with cpu_hogs(4, cpus=[core], max_seconds=300):
+        out, err = child.communicate("go\n", timeout=600)
+    assert child.returncode == 0, err[-2000:]
+    result = json.loads(out.strip().splitlines()[-1])
+    legit, hostile, limit = result["legit"], result["hostile"], result["limit"]
+    # The hogs did load the render's core: by wall time it ran past its limit.
+    assert legit["wall"] > limit, result
+    assert legit["outcome"] == "rendered", result
+    # A template that never ends is still stopped, on its CPU time.
+    assert hostile["outcome"] == "max_seconds", result
+    assert hostile["cpu"] >= limit, result

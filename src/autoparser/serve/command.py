@@ -36,7 +36,7 @@ LIMIT_FLAGS: dict[str, tuple[str, type, str]] = {
     "--prepare-timeout": (
         "prepare_timeout",
         float,
-        "seconds to render the prompt and build the grammar",
+        "CPU seconds to render the prompt and build the grammar (not wall time)",
     ),
     "--keepalive-interval": (
         "keepalive_interval",

@@ -3,8 +3,9 @@
 ``EngineLink`` finds out lazily what it serves (the engine's kind, the template from its
 ``/props`` when none was given, the model name): startup never waits on the engine, and a
 request before the engine has answered gets a clear 503. ``prepare`` renders the prompt and
-builds the grammar off the event loop, bounded in time and stopped (``autoparser.cancel``) when
-the request is cancelled; ``Generation`` goes to the backend,
+builds the grammar off the event loop, bounded by the CPU time of the thread doing it (never by
+wall time: a busy server must not refuse what a quiet one serves) and stopped
+(``autoparser.cancel``) when the request is cancelled; ``Generation`` goes to the backend,
 whose calls are retried once on a fresh connection and bounded by the timeouts.
 ``health`` says whether the engine answers and whether recent requests to it succeeded.
 """
@@ -22,7 +23,14 @@ from typing import Any
 
 import aiohttp
 
-from autoparser import CancelToken, ChatParams, ChatTemplate, RequestError, TemplateError
+from autoparser import (
+    CancelToken,
+    ChatParams,
+    ChatTemplate,
+    RequestError,
+    TemplateError,
+    WorkLimitError,
+)
 from autoparser.serve.backends import (
     Backend,
     BackendError,
@@ -94,18 +102,21 @@ class EngineLink:
         lim = self.limits
         return Timeouts(lim.connect_timeout, lim.first_byte_timeout, lim.idle_timeout)
 
-    async def in_thread(self, fn: Callable[[], Any], cancellable: bool = False) -> Any:
+    async def in_thread(
+        self, fn: Callable[[], Any], cancellable: bool = False, cpu_seconds: float | None = None
+    ) -> Any:
         """Run CPU work in the server's bounded pool.
 
         ``cancellable`` work (one request's: its grammar and parser) runs under a
         ``CancelToken`` set when the request is cancelled (its client left, its time is
-        up): the builders stop at their next checkpoint (per tool, per schema node)
-        instead of running to the end in a thread nobody waits for. Shared work (loading
-        and analysing the template) is never cut short by one request leaving."""
+        up), and bounded by ``cpu_seconds`` of the worker thread's CPU time: the builders
+        stop at their next checkpoint (per tool, per schema node) instead of running to the
+        end in a thread nobody waits for. Shared work (loading and analysing the template)
+        is never cut short by one request leaving."""
         loop = asyncio.get_running_loop()
         if not cancellable:
             return await loop.run_in_executor(self._pool, fn)
-        token = CancelToken()
+        token = CancelToken(cpu_seconds)
         try:
             return await loop.run_in_executor(self._pool, token.run, fn)
         except asyncio.CancelledError:
@@ -216,17 +227,18 @@ class EngineLink:
         messages: Sequence[Mapping[str, Any]],
         options: Mapping[str, Any],
     ) -> ChatParams:
-        """``template.apply`` off the event loop within ``prepare_timeout`` (a 400 naming
-        the field for a request the template refuses)."""
+        """``template.apply`` off the event loop within ``prepare_timeout`` seconds of the
+        worker's CPU time (a 413 past it; a 400 naming the field for a request the template
+        refuses). Time spent waiting for a worker or for the CPU is not counted."""
         apply = functools.partial(served.template.apply, messages, **options)
         try:
-            params = await asyncio.wait_for(
-                self.in_thread(apply, cancellable=True), self.limits.prepare_timeout
+            params = await self.in_thread(
+                apply, cancellable=True, cpu_seconds=self.limits.prepare_timeout
             )
-        except asyncio.TimeoutError as exc:
+        except WorkLimitError as exc:
             raise InvalidRequest(
-                f"the request takes longer than {self.limits.prepare_timeout:g} s to prepare "
-                "(too many or too large tools?)",
+                f"the request takes more than {self.limits.prepare_timeout:g} s of CPU time to "
+                "prepare (too many or too large tools?)",
                 "tools",
                 413,
             ) from exc

@@ -1,15 +1,18 @@
 """Render limits: the bounds every template render runs under (templates are untrusted code).
 
 A render that builds a value larger than ``max_value_size``, produces more than
-``max_output_chars``, runs more than ``max_steps`` loop iterations and calls, or takes longer
-than ``max_seconds`` ends in :class:`~autoparser.errors.TemplateLimitError` naming the limit.
+``max_output_chars``, runs more than ``max_steps`` loop iterations and calls, or uses more than
+``max_seconds`` of CPU time ends in :class:`~autoparser.errors.TemplateLimitError` naming the
+limit.
 Real chat templates stay orders of magnitude below the defaults; change them for a block of
 code with ``with render_limits(RenderLimits(max_seconds=10.0)): ...``.
 
 Sizes are checked *before* the value is built wherever the size can be known in advance
 (``~``, ``+``, ``*``, ``join``, ``replace``, padding, printf widths ...), so a hostile template
-is stopped long before it can exhaust memory. Time is a deadline checked at every loop
-iteration and call (no tracing, no threads).
+is stopped long before it can exhaust memory. Time is the CPU time of the rendering thread
+(``time.thread_time``), checked every few hundred loop iterations and calls (no tracing, no
+threads): the guard measures the template's own work, so a legitimate render is never refused
+because the machine is busy (wall time grows with load; the thread's CPU time does not).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ class RenderLimits:
     ``max_output_chars``: characters of the rendered text (and of a macro's output);
     ``max_value_size``: characters of a string, items of a list, built by the template;
     ``max_steps``: loop iterations plus calls (macros, methods, globals) in one render;
-    ``max_seconds``: wall-clock time of one render.
+    ``max_seconds``: CPU seconds the rendering thread spends in one render (not wall time:
+    a render on a loaded machine takes longer but does the same work).
     """
 
     max_output_chars: int = 32_000_000
@@ -66,14 +70,18 @@ _CLOCK_EVERY = 256
 
 
 class RenderBudget:
-    """What one render has used so far; the sandbox hooks charge it."""
+    """What one render has used so far; the sandbox hooks charge it.
+
+    A render runs on one thread from start to end (a budget is a context variable of that
+    thread), so the thread's CPU clock measures exactly the render's work.
+    """
 
     __slots__ = ("deadline", "limits", "steps")
 
     def __init__(self, limits: RenderLimits) -> None:
         self.limits = limits
         self.steps = 0
-        self.deadline = time.monotonic() + limits.max_seconds
+        self.deadline = time.thread_time() + limits.max_seconds
 
     def step(self) -> None:
         """One loop iteration or call."""
@@ -88,10 +96,11 @@ class RenderBudget:
             self.check_time()
 
     def check_time(self) -> None:
-        if time.monotonic() > self.deadline:
+        if time.thread_time() > self.deadline:
             raise TemplateLimitError(
                 "max_seconds",
-                f"render limit max_seconds={self.limits.max_seconds:g} exceeded",
+                f"render limit max_seconds={self.limits.max_seconds:g} exceeded "
+                "(CPU time of the render)",
             )
 
     def check_value(self, size: int, what: str) -> None:
