@@ -32,6 +32,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+
 from helpers.paths import TESTS_DIR
 from helpers.serve_standin import KEY, LoopThread, Reply, StandIn
 
@@ -183,7 +184,7 @@ class ProxyCatcher:
             self.attempts.append(line.decode(errors="replace").strip() or "<empty>")
             writer.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
             await writer.drain()
-        except (TimeoutError, ConnectionError):
+        except (asyncio.TimeoutError, ConnectionError):
             self.attempts.append("<no request line>")
         finally:
             writer.close()
@@ -330,7 +331,9 @@ def run_cli(command: list[str], cwd: Path, env: dict[str, str]) -> Run:
             timeout=CLI_TIMEOUT,
         )
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{Path(command[0]).name} did not finish in {CLI_TIMEOUT:.0f} s: {exc.stderr!r}")
+        pytest.fail(
+            f"{Path(command[0]).name} did not finish in {CLI_TIMEOUT:.0f} s: {exc.stderr!r}"
+        )
     return Run(done.returncode, done.stdout, done.stderr)
 
 
@@ -378,7 +381,6 @@ def save_fixture(name: str, captured: Captured, replacements: Mapping[str, str])
 def load_fixture(path: Path) -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads(path.read_text())
     return loaded
-
 
 
 def tiny_png(width: int = 4, height: int = 4) -> bytes:
