@@ -24,16 +24,18 @@ import os
 import re
 import struct
 import subprocess
+import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import aiohttp
 import pytest
 from aiohttp import web
 
-from helpers.paths import TESTS_DIR
+from autoparser import ChatTemplate
+from helpers.paths import CORPUS_SKIP_REASON, TESTS_DIR, corpus_dir
 from helpers.serve_standin import KEY, LoopThread, Reply, StandIn
 
 AGENTS_DIR = Path(
@@ -54,9 +56,25 @@ def cli_path(name: str) -> Path | None:
 def require_cli(name: str) -> Path:
     """The CLI's path; skips with the reason when it is absent, fails in CI (CI=true)."""
     path = cli_path(name)
-    if path is not None:
-        return path
-    reason = f"{name} is not installed in {AGENTS_DIR} (scripts/setup_agents.sh)"
+    if path is None:
+        _missing(f"{name} is not installed in {AGENTS_DIR} (scripts/setup_agents.sh)")
+    return path
+
+
+def qwen3_template() -> ChatTemplate:
+    """The real Qwen3 template the scripted engine answers for, from the corpus; skips
+    without the corpus, fails in CI (CI=true)."""
+    root = corpus_dir()
+    path = root / QWEN3 if root else None
+    if path is None or not path.is_file():
+        _missing(f"{QWEN3} is not in the template corpus ({CORPUS_SKIP_REASON})")
+    return ChatTemplate.from_file(path)
+
+
+QWEN3 = "Qwen-Qwen3-0.6B.jinja"
+
+
+def _missing(reason: str) -> NoReturn:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI must run the agent CLI tests: {reason}")
     pytest.skip(reason)
@@ -349,6 +367,29 @@ def run_replacements(work: Path, home: Path) -> dict[str, str]:
 
 
 SLUG = re.compile(r"[^A-Za-z0-9]")
+
+
+def run_until(command: list[str], cwd: Path, env: dict[str, str], seen: Callable[[], bool]) -> None:
+    """Run a CLI until ``seen()`` holds (then stop it) or it exits; a CLI still going at
+    CLI_TIMEOUT without it fails the test."""
+    proc = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + CLI_TIMEOUT
+        while not seen() and proc.poll() is None:
+            if time.monotonic() > deadline:
+                pytest.fail(f"{Path(command[0]).name}: nothing seen in {CLI_TIMEOUT:.0f} s")
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        proc.wait(timeout=30)
 
 
 def scrub(value: Any, replacements: Mapping[str, str]) -> Any:

@@ -21,8 +21,14 @@ import pytest
 
 pytest.importorskip("aiohttp", reason="the serve extra (aiohttp) is not installed")
 
-from helpers.agent_clis import FIXTURES, ScriptedEngine, load_fixture, qwen3_answer, qwen3_call
-from helpers.formats import corpus_template
+from helpers.agent_clis import (
+    FIXTURES,
+    ScriptedEngine,
+    load_fixture,
+    qwen3_answer,
+    qwen3_call,
+    qwen3_template,
+)
 from helpers.serve_standin import LoopThread, as_text
 
 from autoparser.serve import create_app
@@ -58,6 +64,10 @@ EXPECTED = {
     "responses_codex_user_image": ("text", DESCRIBED),
 }
 FILES = sorted(FIXTURES.glob("*.json"))
+
+
+def refused(name: str) -> pytest.MarkDecorator:
+    return pytest.mark.xfail(strict=True, raises=AssertionError, reason=REFUSED[name])
 
 
 def test_every_captured_body_has_an_expectation() -> None:
@@ -97,7 +107,7 @@ def engine(first_call: str) -> ScriptedEngine:
 def served(loop: LoopThread) -> dict[str, tuple[str, ScriptedEngine]]:
     """Serve in front of the scripted engine, one per API (each client's own tools): the
     URL and the engine, by API path."""
-    template = corpus_template("Qwen-Qwen3-0.6B.jinja", "Qwen3")
+    template = qwen3_template()
     out = {}
     for path, first_call in (("/v1/messages", "Write"), ("/v1/responses", "exec_command")):
         standin = engine(first_call)
@@ -152,12 +162,7 @@ def answer(path: str, payloads: list[dict[str, Any]]) -> tuple[list[str], str, b
 
 @pytest.mark.parametrize(
     "path",
-    [
-        pytest.param(p, id=p.stem, marks=pytest.mark.xfail(strict=True, reason=REFUSED[p.stem]))
-        if p.stem in REFUSED
-        else pytest.param(p, id=p.stem)
-        for p in FILES
-    ],
+    [pytest.param(p, id=p.stem, marks=refused(p.stem)) if p.stem in REFUSED else p for p in FILES],
 )
 def test_captured_body_is_served(served: dict[str, tuple[str, ScriptedEngine]], path: Path) -> None:
     record = load_fixture(path)
@@ -175,6 +180,7 @@ def test_captured_body_is_served(served: dict[str, tuple[str, ScriptedEngine]], 
 
 @pytest.mark.xfail(
     strict=True,
+    raises=AssertionError,
     reason=NAMESPACE + "; past that, the reasoning item after the call opens an empty "
     "assistant turn of its own",
 )

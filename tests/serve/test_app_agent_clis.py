@@ -41,13 +41,14 @@ from helpers.agent_clis import (
     codex_env,
     qwen3_answer,
     qwen3_call,
+    qwen3_template,
     require_cli,
     run_cli,
     run_replacements,
+    run_until,
     save_fixture,
     tiny_png,
 )
-from helpers.formats import corpus_template
 from helpers.serve_standin import LoopThread, as_text
 
 from autoparser.serve import create_app
@@ -139,7 +140,7 @@ class Stack:
     proxy catcher; one per module, each scenario's requests told apart by its key."""
 
     def __init__(self, loop: LoopThread) -> None:
-        template = corpus_template("Qwen-Qwen3-0.6B.jinja", "Qwen3")
+        template = qwen3_template()
         self.engine = ScriptedEngine()
         config = ServeConfig(loop.serve(self.engine.app()), template=template, model="qwen3")
         self.recorder = Recorder(loop.serve(create_app(config)))
@@ -205,13 +206,38 @@ CODEX_400 = "issue 31: serve answers Codex's first request 400 (its namespace to
 
 
 def loop_param(name: str, reason: str) -> Any:
-    return pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=reason), id=name)
+    """A loop expected to fail on an assertion (a missing CLI still fails or skips)."""
+    refused = pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)
+    return pytest.param(name, marks=refused, id=name)
 
 
 def explain(outcome: Outcome) -> str:
     statuses = [(c.path, c.status) for c in outcome.sent]
     run = outcome.run
     return f"exit {run.returncode}; sent {statuses}\n{run.stdout[-1500:]}\n{run.stderr[-1500:]}"
+
+
+@pytest.mark.parametrize(
+    ("cli", "vendor"), [("claude", "api.anthropic.com:443"), ("codex", "api.openai.com:443")]
+)
+def test_the_catcher_sees_a_cli_reaching_out(
+    cli: str, vendor: str, tmp_path: Path, loop: LoopThread
+) -> None:
+    """The check below can fail: pointed at its vendor's API instead of serve, each CLI
+    goes through the proxy variables, and the catcher records where it went."""
+    path = require_cli(cli)
+    catcher = ProxyCatcher()
+    proxy = catcher.start(loop)
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    if cli == "claude":
+        command = claude_command(path, "hello", "Write")
+        env = claude_env(home, proxy, "https://" + vendor.split(":")[0])
+    else:
+        command = codex_command(path, "hello")
+        env = codex_env(home, proxy, "https://" + vendor.split(":")[0])
+    run_until(command, work, env, lambda: bool(catcher.attempts))
+    assert any(vendor in attempt for attempt in catcher.attempts), catcher.attempts
 
 
 @ALL
