@@ -249,7 +249,6 @@ def claude_env(home: Path, proxy: str, base_url: str) -> dict[str, str]:
         DISABLE_AUTOUPDATER="1",
         DISABLE_BUG_COMMAND="1",
         DISABLE_COST_WARNINGS="1",
-        DISABLE_NON_ESSENTIAL_MODEL_CALLS="1",
         CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY="1",
         CLAUDE_CODE_DISABLE_TERMINAL_TITLE="1",
         CLAUDE_CODE_IDE_SKIP_AUTO_INSTALL="1",
