@@ -18,6 +18,7 @@ What the end-to-end tests of tests/serve/test_app_agent_clis.py share:
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import json
 import os
@@ -217,12 +218,17 @@ class ProxyCatcher:
 
 
 def isolated_env(home: Path, proxy: str) -> dict[str, str]:
-    """An environment of the run's own: a fresh HOME and config dirs, every proxy variable
-    at the catcher (127.0.0.1 exempt), no variable of the developer's that a CLI reads."""
-    keep = {"PATH", "LANG", "LC_ALL", "TERM", "TMPDIR", "SYSTEMROOT"}
+    """An environment of the run's own: a fresh HOME, config and temporary dirs, every
+    proxy variable at the catcher (127.0.0.1 exempt), no variable of the developer's that a
+    CLI reads."""
+    keep = {"PATH", "LANG", "LC_ALL", "TERM", "SYSTEMROOT"}
     env = {k: v for k, v in os.environ.items() if k in keep}
+    # Claude Code keeps session files (an attached image, among others) under the temporary
+    # directory: the run's own too.
+    (home / "tmp").mkdir(parents=True, exist_ok=True)
     env.update(
         HOME=str(home),
+        TMPDIR=str(home / "tmp"),
         XDG_CONFIG_HOME=str(home / ".config"),
         XDG_CACHE_HOME=str(home / ".cache"),
         XDG_DATA_HOME=str(home / ".local" / "share"),
@@ -313,15 +319,35 @@ def codex_env(home: Path, proxy: str, base_url: str) -> dict[str, str]:
     return env
 
 
-def codex_command(cli: Path, prompt: str) -> list[str]:
+def claude_image_command(cli: Path, image: Path, prompt: str) -> tuple[list[str], str]:
+    """``claude -p`` given a user message with an image attached, as an SDK or script sends
+    one (stream-json input, one message a line): the command and its stdin."""
+    command = [str(cli), "-p", "--input-format", "stream-json", "--output-format", "stream-json"]
+    content = [
+        {
+            "type": "image",
+            "source": {
+                "type": "base64",
+                "media_type": "image/png",
+                "data": base64.b64encode(image.read_bytes()).decode(),
+            },
+        },
+        {"type": "text", "text": prompt},
+    ]
+    line = {"type": "user", "message": {"role": "user", "content": content}}
+    return [*command, "--verbose", "--model", "qwen3"], json.dumps(line) + "\n"
+
+
+def codex_command(cli: Path, prompt: str, image: Path | None = None) -> list[str]:
     """``codex exec`` as a user runs it non-interactively (its default streamed output),
     commands run without asking and without a sandbox (the test's directory is the
-    workspace; the container may not offer Codex's sandbox)."""
+    workspace; the container may not offer Codex's sandbox); ``image`` attached with -i."""
     return [
         str(cli),
         "exec",
         "--skip-git-repo-check",
         "--dangerously-bypass-approvals-and-sandbox",
+        *([f"--image={image}"] if image else []),  # (-i takes several: not before the prompt)
         prompt,
     ]
 
@@ -335,14 +361,14 @@ class Run:
     stderr: str
 
 
-def run_cli(command: list[str], cwd: Path, env: dict[str, str]) -> Run:
-    """Run a CLI to its end, stdin closed; a hang past CLI_TIMEOUT fails the test."""
+def run_cli(command: list[str], cwd: Path, env: dict[str, str], stdin: str = "") -> Run:
+    """Run a CLI to its end, given ``stdin``; a hang past CLI_TIMEOUT fails the test."""
     try:
         done = subprocess.run(
             command,
             cwd=cwd,
             env=env,
-            stdin=subprocess.DEVNULL,
+            input=stdin,
             capture_output=True,
             text=True,
             timeout=CLI_TIMEOUT,

@@ -37,6 +37,7 @@ from helpers.agent_clis import (
     ScriptedEngine,
     claude_command,
     claude_env,
+    claude_image_command,
     codex_command,
     codex_env,
     qwen3_answer,
@@ -58,23 +59,28 @@ CAPTURE = os.environ.get("AUTOPARSER_CAPTURE_AGENT_REQUESTS") == "1"
 GREETING = "hello from qwen3\n"
 WROTE = "Created hello.txt."
 SAW = "The image is one flat colour."
+DESCRIBED = "A flat-coloured square."
 
 
 @dataclasses.dataclass(frozen=True)
 class Scenario:
-    """One agent loop: which CLI, the prompt, the script's replies (made for the run's
-    working directory), and what the captured requests are saved as."""
+    """One agent loop: which CLI, the script's key (the prompt carries it), the prompt, the
+    script's replies (made for the run's working directory), and what the captured requests
+    are saved as."""
 
     cli: str
+    key: str
     prompt: str
     replies: Callable[[Path], list[str]]
     tools: tuple[str, ...] = ()
     fixtures: tuple[tuple[int, str], ...] = ()  # (request index, fixture name)
+    attach: bool = False  # the user's message carries the working directory's pixel.png
 
 
 SCENARIOS = {
     "claude_write": Scenario(
         "claude",
+        "write",
         "Create hello.txt saying hello.",
         lambda work: [
             qwen3_call(
@@ -89,6 +95,7 @@ SCENARIOS = {
     ),
     "claude_image": Scenario(
         "claude",
+        "image",
         "What is in pixel.png?",
         lambda work: [
             qwen3_call("Read", {"file_path": str(work / "pixel.png")}, "I will look at it."),
@@ -99,6 +106,7 @@ SCENARIOS = {
     ),
     "codex_write": Scenario(
         "codex",
+        "write",
         "Create hello.txt saying hello.",
         lambda work: [
             qwen3_call(
@@ -112,12 +120,29 @@ SCENARIOS = {
     ),
     "codex_image": Scenario(
         "codex",
+        "image",
         "What is in pixel.png?",
         lambda work: [
             qwen3_call("view_image", {"path": str(work / "pixel.png")}, "I will look at it."),
             qwen3_answer(SAW, "I saw the image."),
         ],
         fixtures=((1, "responses_codex_view_image"),),
+    ),
+    "claude_user_image": Scenario(
+        "claude",
+        "uimg",
+        "Describe the attached image.",
+        lambda work: [qwen3_answer(DESCRIBED, "The user attached an image.")],
+        fixtures=((0, "messages_claude_code_user_image"),),
+        attach=True,
+    ),
+    "codex_user_image": Scenario(
+        "codex",
+        "uimg",
+        "Describe the attached image.",
+        lambda work: [qwen3_answer(DESCRIBED, "The user attached an image.")],
+        fixtures=((0, "responses_codex_user_image"),),
+        attach=True,
     ),
 }
 API_PATH = {"claude": "/v1/messages", "codex": "/v1/responses"}
@@ -137,7 +162,8 @@ class Outcome:
 
 class Stack:
     """The scripted engine, serve (Qwen3 template) and the recorder in front of it, and the
-    proxy catcher; one per module, each scenario's requests told apart by its key."""
+    proxy catcher; one per CLI (its scripts call its own tools), each scenario's requests
+    told apart by its key."""
 
     def __init__(self, loop: LoopThread) -> None:
         template = qwen3_template()
@@ -159,18 +185,22 @@ class Stack:
         cli = require_cli(scenario.cli)
         home, work = tmp.mktemp(f"{name}-home"), tmp.mktemp(f"{name}-work")
         (work / "pixel.png").write_bytes(tiny_png())
-        key = self.engine.script(name, scenario.replies(work))
+        key = self.engine.script(scenario.key, scenario.replies(work))
         prompt = f"{scenario.prompt} {key}"
         sent_before = len(self.recorder.seen)
         prompts_before = len(self.engine.received)
         attempts_before = len(self.catcher.attempts)
-        if scenario.cli == "claude":
+        image, stdin = work / "pixel.png", ""
+        if scenario.cli == "claude" and scenario.attach:
+            command, stdin = claude_image_command(cli, image, prompt)
+            env = claude_env(home, self.proxy, self.url)
+        elif scenario.cli == "claude":
             command = claude_command(cli, prompt, *scenario.tools)
             env = claude_env(home, self.proxy, self.url)
         else:
-            command = codex_command(cli, prompt)
+            command = codex_command(cli, prompt, image if scenario.attach else None)
             env = codex_env(home, self.proxy, self.url)
-        run = run_cli(command, work, env)
+        run = run_cli(command, work, env, stdin)
         sent = [
             c
             for c in self.recorder.seen[sent_before:]
@@ -188,15 +218,18 @@ class Stack:
 
 
 @pytest.fixture(scope="module")
-def stack(loop: LoopThread) -> Iterator[Stack]:
-    yield Stack(loop)
+def stacks(loop: LoopThread) -> Iterator[dict[str, Stack]]:
+    yield {"claude": Stack(loop), "codex": Stack(loop)}
 
 
 @pytest.fixture
 def outcome(
-    request: pytest.FixtureRequest, stack: Stack, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    stacks: dict[str, Stack],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Outcome:
-    return stack.outcome(request.param, tmp_path_factory)
+    name = request.param
+    return stacks[SCENARIOS[name].cli].outcome(name, tmp_path_factory)
 
 
 ALL = pytest.mark.parametrize("outcome", list(SCENARIOS), indirect=True)
@@ -290,6 +323,23 @@ ORDER = (
 )
 
 
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        loop_param("claude_user_image", CLAUDE_400 + "; an image in the user's message"),
+        loop_param("codex_user_image", CODEX_400 + "; an image in the user's message"),
+    ],
+    indirect=True,
+)
+def test_image_from_the_user_keeps_the_session(outcome: Outcome) -> None:
+    """The user attached an image; serve took it (to the model or as a placeholder) and
+    the answer came back."""
+    assert outcome.run.returncode == 0, explain(outcome)
+    assert [c.status for c in outcome.sent] == [200]
+    assert "image" in str(outcome.sent[0].body)
+    assert DESCRIBED in outcome.run.stdout
+
+
 @pytest.mark.parametrize("outcome", [loop_param("codex_write", ORDER)], indirect=True)
 def test_codex_items_in_any_order_make_one_assistant_turn(outcome: Outcome) -> None:
     """Codex sends items back in the order they finished (its follow-up here has the
@@ -297,7 +347,7 @@ def test_codex_items_in_any_order_make_one_assistant_turn(outcome: Outcome) -> N
     its thinking and its call in one assistant turn, then the tool's response."""
     assert len(outcome.prompts) >= 2, explain(outcome)
     follow_up = outcome.prompts[-1]
-    turn = follow_up[follow_up.rindex("[[codex_write]]") :]
+    turn = follow_up[follow_up.rindex("[[write]]") :]
     assistant_turns = re.findall(r"<\|im_start\|>assistant\n(.*?)<\|im_end\|>", turn, re.S)
     assert len(assistant_turns) == 1, turn
     assert "I will write it." in assistant_turns[0]
