@@ -196,6 +196,7 @@ class ProxyCatcher:
 
     def __init__(self) -> None:
         self.attempts: list[str] = []
+        self._server: asyncio.Server | None = None
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -210,11 +211,19 @@ class ProxyCatcher:
 
     def start(self, loop: LoopThread) -> str:
         async def start() -> str:
-            server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-            port = server.sockets[0].getsockname()[1]
+            self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+            port = self._server.sockets[0].getsockname()[1]
             return f"http://127.0.0.1:{port}"
 
         return str(loop.call(start))
+
+    def stop(self, loop: LoopThread) -> None:
+        async def stop() -> None:
+            if self._server is not None:
+                self._server.close()
+                await self._server.wait_closed()
+
+        loop.call(stop)
 
 
 def isolated_env(home: Path, proxy: str) -> dict[str, str]:

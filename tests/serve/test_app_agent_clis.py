@@ -219,7 +219,10 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def stacks(loop: LoopThread) -> Iterator[dict[str, Stack]]:
-    yield {"claude": Stack(loop), "codex": Stack(loop)}
+    made = {"claude": Stack(loop), "codex": Stack(loop)}
+    yield made
+    for stack in made.values():
+        stack.catcher.stop(loop)
 
 
 @pytest.fixture
@@ -269,7 +272,10 @@ def test_the_catcher_sees_a_cli_reaching_out(
     else:
         command = codex_command(path, "hello")
         env = codex_env(home, proxy, "https://" + vendor.split(":")[0])
-    run_until(command, work, env, lambda: bool(catcher.attempts))
+    try:
+        run_until(command, work, env, lambda: bool(catcher.attempts))
+    finally:
+        catcher.stop(loop)
     assert any(vendor in attempt for attempt in catcher.attempts), catcher.attempts
 
 
