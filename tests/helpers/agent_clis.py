@@ -288,13 +288,14 @@ def claude_command(cli: Path, prompt: str, *tools: str) -> list[str]:
 
 
 # Codex's config: a provider at serve speaking the Responses API, and every feature that
-# would reach OpenAI off (analytics, feedback, update checks, plugins and their catalogue,
-# hosted web search, OpenTelemetry export).
+# would reach OpenAI, GitHub or ChatGPT off (analytics, feedback, update checks, plugins and
+# their catalogue, OpenTelemetry export). Hosted web search stays at its default: it is a
+# tool the server would run (Codex only lists it in its requests), and what Codex sends by
+# default is what serve has to take.
 CODEX_CONFIG = """\
 model = "qwen3"
 model_provider = "autoparser"
 check_for_update_on_startup = false
-web_search = "disabled"
 
 [model_providers.autoparser]
 name = "autoparser serve"

@@ -11,6 +11,7 @@ xfails naming the cause, to be lifted as serve learns to take them."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import urllib.error
 import urllib.request
@@ -40,7 +41,7 @@ DESCRIBED = "A flat-coloured square."
 
 # Why serve refuses each body today (issue 31); the fix lifts the mark (strict: an XPASS fails).
 MAX_LENGTH = "issue 31: a tool's maxLength 524288 is past serve's schema limit (400)"
-NAMESPACE = "issue 31: Codex's namespace tool (multi_agent_v1) is refused (400)"
+NAMESPACE = "issue 31: Codex's namespace tool (multi_agent_v1) and web_search are refused (400)"
 REFUSED = {
     "messages_claude_code_first": MAX_LENGTH,
     "messages_claude_code_first_all_tools": MAX_LENGTH
@@ -75,6 +76,19 @@ def refused(name: str) -> pytest.MarkDecorator:
 def test_every_captured_body_has_an_expectation() -> None:
     assert FILES, f"no captured bodies in {FIXTURES}"
     assert {p.stem for p in FILES} == set(EXPECTED) == set(REFUSED)
+
+
+# What a capture must not keep: the machine's temporary dirs (the run's own home and working
+# directory are replaced by /home/user...) and its kernel release.
+MACHINE = re.compile(r"(?<!/home/user)/tmp/|pytest-of-|\b\d+\.\d+\.\d+-\w+-v\d+\b")
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_captured_body_names_nothing_of_the_machine(path: Path) -> None:
+    text = path.read_text()
+    assert MACHINE.findall(text) == []
+    assert os.uname().release not in text
+    assert "/home/user/project" in text
 
 
 def engine(first_call: str) -> ScriptedEngine:
