@@ -6,7 +6,9 @@ Each body must be accepted and its stream run to its end with the answer the scr
 that step: the first request's tool call, a follow-up's final text. Issue 31: serve answers
 every one of them 400 today (a tool schema bound past its limit, a ``system`` message inside
 ``messages``, an image in a tool result or user turn, a ``namespace`` tool); those are strict
-xfails naming the cause, to be lifted as serve learns to take them."""
+xfails naming the cause, to be lifted as serve learns to take them. The captures are also
+checked to hold every row of the issue's table that these CLI versions send (Claude Code
+2.1.332 sends no ``propertyNames``), and to name nothing of the machine they were taken on."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import os
 import re
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +84,98 @@ def test_every_captured_body_has_an_expectation() -> None:
 # What a capture must not keep: the machine's temporary dirs (the run's own home and working
 # directory are replaced by /home/user...) and its kernel release.
 MACHINE = re.compile(r"(?<!/home/user)/tmp/|pytest-of-|\b\d+\.\d+\.\d+-\w+-v\d+\b")
+
+
+def _schemas(value: Any) -> Iterator[dict[str, Any]]:
+    """Every JSON object nested in ``value``."""
+    if isinstance(value, dict):
+        yield value
+        for item in value.values():
+            yield from _schemas(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _schemas(item)
+
+
+def _body(name: str) -> dict[str, Any]:
+    body: dict[str, Any] = load_fixture(FIXTURES / f"{name}.json")["body"]
+    return body
+
+
+def _blocks(body: dict[str, Any], role: str) -> list[dict[str, Any]]:
+    return [
+        block
+        for message in body["messages"]
+        if message["role"] == role and isinstance(message["content"], list)
+        for block in message["content"]
+    ]
+
+
+# Issue 31's table, row by row: what each capture must hold for the replay tests to cover
+# it (a re-capture by newer CLIs that lost one would leave a row untested).
+ROWS: dict[str, Callable[[], bool]] = {
+    "claude: a tool bound past the limit (maxLength 524288)": lambda: any(
+        s.get("maxLength") == 524288 for s in _schemas(_body("messages_claude_code_first")["tools"])
+    ),
+    "claude: a system message inside messages": lambda: any(
+        m["role"] == "system" for m in _body("messages_claude_code_first")["messages"]
+    ),
+    "claude: system text blocks with cache_control": lambda: any(
+        "cache_control" in block for block in _body("messages_claude_code_first")["system"]
+    ),
+    "claude: adaptive thinking, context_management, output_config.effort, metadata": lambda: (
+        _body("messages_claude_code_first")["thinking"]["type"] == "adaptive"
+        and {"context_management", "output_config", "metadata"}
+        <= set(_body("messages_claude_code_first"))
+    ),
+    "claude: its thinking block sent back with an empty signature": lambda: any(
+        block["type"] == "thinking" and block["signature"] == ""
+        for block in _blocks(_body("messages_claude_code_tool_result"), "assistant")
+    ),
+    "claude: an image in a tool result": lambda: any(
+        block["type"] == "tool_result"
+        and any(part.get("type") == "image" for part in block["content"])
+        for block in _blocks(_body("messages_claude_code_tool_result_image"), "user")
+    ),
+    "claude: an image in the user's message": lambda: any(
+        block["type"] == "image"
+        for block in _blocks(_body("messages_claude_code_user_image"), "user")
+    ),
+    "codex: a namespace tool and hosted web_search": lambda: (
+        {"namespace", "web_search"}
+        <= {tool["type"] for tool in _body("responses_codex_first")["tools"]}
+    ),
+    "codex: developer items, reasoning.summary, store false, include, cache key, metadata": (
+        lambda: (
+            any(i.get("role") == "developer" for i in _body("responses_codex_first")["input"])
+            and _body("responses_codex_first")["reasoning"].get("summary") is not None
+            and _body("responses_codex_first")["store"] is False
+            and "reasoning.encrypted_content" in _body("responses_codex_first")["include"]
+            and {"prompt_cache_key", "client_metadata"} <= set(_body("responses_codex_first"))
+        )
+    ),
+    "codex: an image in a function_call_output (view_image)": lambda: any(
+        item["type"] == "function_call_output"
+        and isinstance(item["output"], list)
+        and any(part.get("type") == "input_image" for part in item["output"])
+        for item in _body("responses_codex_view_image")["input"]
+    ),
+    "codex: an image in the user's message": lambda: any(
+        part.get("type") == "input_image"
+        for item in _body("responses_codex_user_image")["input"]
+        if item.get("role") == "user"
+        for part in item["content"]
+    ),
+    "codex: items sent back as [function_call, reasoning, function_call_output]": lambda: (
+        [item["type"] for item in _body("responses_codex_function_call_output")["input"][-3:]]
+        == ["function_call", "reasoning", "function_call_output"]
+    ),
+}
+
+
+@pytest.mark.parametrize("row", list(ROWS))
+def test_captures_hold_the_row(row: str) -> None:
+    assert ROWS[row]()
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
