@@ -213,6 +213,8 @@ class Stack:
         ]
         if CAPTURE:
             for index, fixture in scenario.fixtures:
+                if index >= len(sent):
+                    pytest.fail(f"{name}: request {index} to capture as {fixture} never came")
                 save_fixture(fixture, sent[index], run_replacements(work, home))
         return Outcome(run, sent, prompts, self.catcher.attempts[attempts_before:], work)
 
@@ -238,7 +240,7 @@ def outcome(
 ALL = pytest.mark.parametrize("outcome", list(SCENARIOS), indirect=True)
 # Why each loop does not complete today (issue 31); lifted as serve takes what they send.
 CLAUDE_400 = "issue 31: serve answers Claude Code's first request 400 (a maxLength past the limit)"
-CODEX_400 = "issue 31: serve answers Codex's first request 400 (its namespace tool)"
+CODEX_400 = "issue 31: serve answers Codex's first request 400 (namespace and web_search tools)"
 
 
 def loop_param(name: str, reason: str) -> Any:
