@@ -8,7 +8,8 @@ document, in order), in a folder holding the example files autoparser ships
 parse their arguments and load the template they name: they would listen forever); its other
 lines name an outside program, each listed in ``EXTERNAL`` with what the test checks of it
 instead. A block without a language is a drawing or an output listing, and ``text`` a
-signature sketch: not code. Figures quoted in README.md live in docs/performance.md alone.
+signature sketch: not code; a ``toml`` block (a configuration file) must parse. Figures quoted
+in README.md live in docs/performance.md alone.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from autoparser.examples import example_path
 ROOT = REPO_ROOT
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.M | re.S)
-LANGUAGES = {"", "python", "sh", "text"}
+LANGUAGES = {"", "python", "sh", "text", "toml"}
 SERVER = "http://127.0.0.1:8000"
 # Outside programs the docs show, and what stands for running them here.
 EXTERNAL = {
@@ -41,6 +42,9 @@ EXTERNAL = {
     "python -m pytest": "the suite itself",
     "llama-server": "llama.cpp's server (tests/serve/test_app_llama_server.py runs a real one)",
     "vllm serve": "vLLM (tests/integrations/vllm/test_parsers.py runs the real one)",
+    "export ": "an environment variable the commands after it read",
+    "claude ": "Claude Code (tests/serve/test_app_agent_clis.py runs the real one, so configured)",
+    "codex": "Codex CLI (tests/serve/test_app_agent_clis.py runs the real one, so configured)",
 }
 
 
@@ -148,6 +152,18 @@ def test_sh_blocks_run(path: Path, examples: Path, capsys: pytest.CaptureFixture
             else:
                 assert command.startswith(tuple(EXTERNAL)), f"{where}: not runnable here"
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("path", _with("toml"), ids=_name)
+def test_toml_blocks_parse(path: Path) -> None:
+    """A ``toml`` block is a configuration file to copy: it must at least be valid TOML."""
+    tomllib = pytest.importorskip("tomllib", reason="tomllib needs Python 3.11")
+    for line, language, code in blocks(path):
+        if language == "toml":
+            try:
+                tomllib.loads(code)
+            except tomllib.TOMLDecodeError as exc:
+                raise AssertionError(f"{_name(path)}, block at line {line}: {exc}") from exc
 
 
 def test_readme_figures_come_from_performance_md() -> None:
