@@ -733,6 +733,14 @@ class _Renders:
                 ) from None
         return self._done[key]
 
+    def optional(self, count: int) -> str | None:
+        """The render of the first ``count`` messages, or None when the template refuses it
+        (a conversation cut after an assistant turn the template expects a reply to)."""
+        try:
+            return self(count, False)
+        except TemplateError:
+            return None
+
     def variant(self, index: int, message: Mapping[str, object]) -> str | None:
         """The conversation up to ``messages[index]`` with that message replaced."""
         try:
@@ -769,17 +777,14 @@ def _turn(renders: _Renders, index: int, markers: Sequence[str], generation_prom
             before = renders(index, False)
             header = prompt[len(before) :] if prompt.startswith(before) else ""
             base = len(before) if upto.startswith(before) else _locate(upto, before, 0)
-            if base < 0:
-                raise TemplateError(
-                    f"messages[{index}]: the template renders the messages before this "
-                    "assistant turn differently once the turn follows, too differently to "
-                    "locate the turn"
-                )
-            start = base + header_match(header, upto[base:])
+            if base >= 0:
+                start = base + header_match(header, upto[base:])
+            else:  # the history moves once the turn follows: the turn is what differs
+                start = max(0, boundary_at_or_before(upto, common_prefix(prompt, upto)))
     tail = ""
     if markers and index + 1 < len(renders.messages):
-        following = renders(index + 2, False)
-        if following.startswith(upto):
+        following = renders.optional(index + 2)
+        if following is not None and following.startswith(upto):
             tail = following[len(upto) : _extend_over_marker(following, len(upto), markers)]
     return _Turn(index, prompt, upto, start, tail, rendered)
 
@@ -840,7 +845,7 @@ def _subtract(span: Span, cuts: Sequence[Span]) -> list[Span]:
             if cut_end < end:
                 kept.append((cut_end, end))
         pieces = kept
-    return pieces
+    return [(start, end) for start, end in pieces if end > start]
 
 
 def _trained_spans(
