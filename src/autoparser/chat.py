@@ -252,7 +252,12 @@ class ChatTemplate:
         text = render(messages, add_generation_prompt)
         analysis = self.for_tools(tools).analyze()
         spans = assistant_spans(
-            text, messages, render, analysis.end_of_turn, analysis.generation_prompt
+            text,
+            messages,
+            render,
+            analysis.end_of_turn,
+            analysis.generation_prompt,
+            add_generation_prompt,
         )
         return RenderedPrompt(text, spans)
 

@@ -214,37 +214,52 @@ def assistant_spans(
     render: RenderFn,
     end_of_turn: Sequence[str] = (),
     generation_prompt: str = "",
+    add_generation_prompt: bool = False,
 ) -> list[Span]:
     """The generated spans of ``text`` (the full render of ``messages``), per assistant turn.
 
     ``render`` renders a prefix of the conversation with the same options (tools, template
     variables, polyfills) as ``text``; ``end_of_turn`` is the analysis' end-of-turn markers
     and ``generation_prompt`` its generation prompt (where a conversation that opens with an
-    assistant turn starts it, after what the template prints first).
+    assistant turn starts it, after what the template prints first);
+    ``add_generation_prompt`` whether ``text`` was rendered with it.
     Raises TemplateError naming the turn when a prefix the spans need does not render.
     """
     markers = _special_markers(end_of_turn)
     spans: list[Span] = []
     lo = 0
+    # Each prefix render is made only when needed: the prompt and the conversation up to the
+    # turn always (the latter is ``text`` itself for a last turn rendered without the
+    # generation prompt), the history without the generation prompt only to align a turn
+    # whose prompt is not a prefix of ``text``. The renders are the whole cost.
+    done: dict[tuple[int, bool], str | None] = {}
+    if not add_generation_prompt:
+        done[(len(messages), False)] = text
+
+    def prefix(count: int, agp: bool) -> str:
+        if (count, agp) not in done:
+            done[(count, agp)] = _render(render, messages[:count], agp) if count else ""
+        rendered = done[(count, agp)]
+        if rendered is None:
+            raise TemplateError(
+                f"messages[{count if agp else count - 1}]: the template does not render the "
+                "conversation up to this assistant turn, so the turn cannot be located"
+            )
+        return rendered
+
     for index, message in enumerate(messages):
         if message.get("role") != "assistant":
             continue
-        head = list(messages[:index])
-        before = _render(render, head, False) if head else ""
-        prompt = _render(render, head, True) if head else ""
-        upto = _render(render, [*head, message], False)
-        if before is None or prompt is None or upto is None:
-            raise TemplateError(
-                f"messages[{index}]: the template does not render the conversation up to this "
-                "assistant turn, so the turn cannot be located"
-            )
-        header = prompt[len(before) :] if prompt.startswith(before) else ""
+        prompt = prefix(index, True)
+        upto = prefix(index + 1, False)
         anchor = _anchor(messages[index - 1]) if index else ""
-        if not head:  # nothing before it: the prompt is the template's generation prompt
+        if not index:  # nothing before it: the prompt is the template's generation prompt
             start = _after_first_prompt(text, generation_prompt)
         elif text.startswith(prompt):
             start = max(lo, len(prompt))
         else:
+            before = prefix(index, False)
+            header = prompt[len(before) :] if prompt.startswith(before) else ""
             base = _locate(text, before, lo, anchor)
             if base < 0:
                 raise TemplateError(
@@ -261,6 +276,8 @@ def assistant_spans(
             # differently once later messages follow, its own render in ``upto`` aligned on
             # its longest tail found in ``text`` after the start: the further of the two.
             end = max(start, boundary_at_or_before(upto, shared))
+            before = prefix(index, False)
+            header = prompt[len(before) :] if prompt.startswith(before) else ""
             base_upto = max(0, _locate(upto, before, 0, anchor))
             own = upto[base_upto + header_match(header, upto[base_upto:]) :]
             limit = min(len(text), start + len(own))
