@@ -281,8 +281,8 @@ class ChatTemplate:
         each the exact prompt the model was given plus what it generated, where the template
         rewrites history (Qwen3 and DeepSeek drop earlier reasoning). ``parts`` (content,
         reasoning, tool_calls), ``turns`` ("all" or "last") and ``end_of_turn`` choose what is
-        trained; ``check`` compares each sample with fresh renders of its prompt and
-        generation. See :mod:`autoparser.training` and docs/training.md.
+        trained; ``check`` compares each sample with the inference renders of its prompt and
+        generation (:meth:`sample_skew`). See :mod:`autoparser.training` and docs/training.md.
         """
         options = TrainingOptions(frozenset(parts), turns, end_of_turn, split, check)
         analysis = self.for_tools(tools).analyze()

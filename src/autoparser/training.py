@@ -708,7 +708,9 @@ class TrainingOptions:
     marker and the template's text after it are in (``end_of_turn``), how the conversation is
     split (``split``: ``"auto"`` per turn only where history is rewritten, ``"per_turn"``
     always, ``"single"`` never, an error where history is rewritten), and whether each
-    sample is checked against fresh renders of its prompt and generation (``check``)."""
+    sample is checked by :func:`sample_skew` against the inference renders of its prompt and
+    generation (``check``: a guard on how the samples were assembled; the same check on
+    samples made elsewhere is where skew is found)."""
 
     parts: frozenset[str] = PARTS
     turns: str = "all"
