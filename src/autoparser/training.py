@@ -676,7 +676,9 @@ class TrainingFinding:
 
     ``kind`` is ``"prompt_not_rendered"`` when the template renders the turn without the end
     of the prompt it gives the model (a forced ``<think>`` the history lacks): the sample is
-    that prompt plus the turn as rendered, which the model may never have produced.
+    that prompt plus the turn as rendered, which the model may never have produced;
+    ``"turn_not_rendered"`` when it renders nothing of the turn (a template that drops tool
+    calls, or the last assistant message): nothing of it is trained.
     """
 
     index: int
@@ -808,10 +810,41 @@ def _turn(renders: _Renders, index: int, markers: Sequence[str], generation_prom
     return _Turn(index, prompt, upto, start, tail, rendered)
 
 
+def _strings(value: object) -> list[str]:
+    """The non-empty strings of a message field (a call's name and argument values)."""
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    if isinstance(value, Mapping):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _find_all(text: str, needle: str, start: int, end: int) -> list[Span]:
+    found, at = [], text.find(needle, start, end)
+    while at >= 0:
+        found.append((at, at + len(needle)))
+        at = text.find(needle, at + len(needle), end)
+    return found
+
+
+_MIN_KEPT = 4
+
+
 def _part_regions(renders: _Renders, turn: _Turn, excluded: Sequence[str]) -> list[Span]:
     """Where the excluded parts of the turn render, in ``turn.upto``: the difference between
-    the turn's render and the render of the same turn without the part."""
+    the turn's render and the render of the same turn without the part, less the text of the
+    parts kept (a template may render the reasoning only beside a call, so removing the call
+    removes both). When the template refuses the turn without the part, the part's own text
+    where it occurs in the turn."""
     message = renders.messages[turn.index]
+    kept = [
+        text
+        for part in PARTS - set(excluded)
+        for key in _PART_KEYS[part]
+        for text in _strings(message.get(key))
+    ]
     regions: list[Span] = []
     for part in excluded:
         keys = [k for k in _PART_KEYS[part] if message.get(k)]
@@ -822,13 +855,25 @@ def _part_regions(renders: _Renders, turn: _Turn, excluded: Sequence[str]) -> li
             variant["content"] = ""
         other = renders.variant(turn.index, variant)
         if other is None:
-            raise TemplateError(
-                f"messages[{turn.index}]: the template does not render this turn without its "
-                f"{part}, so where the {part} renders cannot be told"
-            )
+            texts = [t for k in keys for t in _strings(message[k])]
+            found = [r for t in texts for r in _find_all(turn.upto, t, turn.start, len(turn.upto))]
+            if texts and not found:
+                raise TemplateError(
+                    f"messages[{turn.index}]: the template does not render this turn without "
+                    f"its {part}, nor its {part} as given, so where the {part} renders cannot "
+                    "be told"
+                )
+            regions.extend(found)
+            continue
         head = common_prefix(turn.upto, other)
         tail = _common_suffix(turn.upto, other, min(len(turn.upto), len(other)) - head)
-        regions.append((max(head, turn.start), len(turn.upto) - tail))
+        cut = (max(head, turn.start), len(turn.upto) - tail)
+        # Kept text inside the cut, unless it is part of the excluded text itself or too short
+        # to be told from a coincidence (a one-letter argument inside a marker).
+        own = [t for k in keys for t in _strings(message[k])]
+        guarded = [t for t in kept if len(t) >= _MIN_KEPT and not any(t in o for o in own)]
+        protected = [r for t in guarded for r in _find_all(turn.upto, t, cut[0], cut[1])]
+        regions.extend(_subtract(cut, protected))
     return [r for r in regions if r[1] > r[0]]
 
 
@@ -927,6 +972,14 @@ def training_samples(
         )
         for t in turns
         if not t.prompt_rendered
+    ) + tuple(
+        TrainingFinding(
+            t.index,
+            "turn_not_rendered",
+            "the template renders nothing of this turn after its prompt: nothing is trained",
+        )
+        for t in turns
+        if not (t.upto[t.start :] + t.tail).strip()
     )
     per_turn = options.split == "per_turn" or (options.split == "auto" and rewritten is not None)
     if rewritten is not None and options.split == "single":

@@ -19,8 +19,8 @@ import pytest
 from helpers.parity import fixed_clock, our_clock, with_conventional_variables
 
 from autoparser import ChatTemplate
-from autoparser.errors import TemplateError
-from autoparser.training import TrainingSamples
+from autoparser.errors import AutoparserError, TemplateError
+from autoparser.training import TrainingSamples, strip_generation_blocks
 
 ctu = pytest.importorskip("transformers.utils.chat_template_utils")
 from helpers.paths import corpus_params  # noqa: E402
@@ -206,11 +206,7 @@ def _check_shape(
 @pytest.mark.parametrize("path", corpus_params())
 @pytest.mark.usefixtures("fixed_clock")
 def test_training_samples_match_the_transformers_oracle(path: Path) -> None:
-    source = path.read_text(encoding="utf-8")
-    if "generation" in source and "{%" in source:
-        from autoparser.training import strip_generation_blocks
-
-        source = strip_generation_blocks(source)
+    source = strip_generation_blocks(path.read_text(encoding="utf-8"))
     try:
         template = ChatTemplate(
             source, bos_token=BOS, eos_token=EOS, name=path.stem, clock=our_clock
@@ -226,3 +222,41 @@ def test_training_samples_match_the_transformers_oracle(path: Path) -> None:
         assert set(outcomes.values()) == {"refused"}, "listed as without oracle but compared"
     else:
         assert set(outcomes.values()) != {"refused"}, "transformers renders no shape"
+
+
+# A tool conversation with reasoning on both turns: every part occurs, in two turns.
+PARTS_CASE = [dict(m) for m in SHAPES["parallel_calls"][0]]
+PARTS_CASE[4] = {**PARTS_CASE[4], "reasoning_content": "Summarise both."}
+# Per part: text that must be trained when only that part is, and text that must not be.
+PART_TEXTS = {
+    "content": (["Warm, early afternoon."], ["Two tools.", "Summarise both.", "get_time"]),
+    "tool_calls": (["get_weather", "get_time"], ["Warm, early", "Two tools.", "Summarise"]),
+    "reasoning": (["Two tools."], ["Warm, early", "get_time"]),
+}
+
+
+@pytest.mark.parametrize("path", corpus_params())
+def test_parts_train_only_what_they_name(path: Path) -> None:
+    """Training one part trains its text and none of the others', wherever the template
+    renders that part at all (reasoning is dropped from history by many templates)."""
+    if path.stem in NO_ORACLE:
+        pytest.skip(NO_ORACLE[path.stem])
+    source = strip_generation_blocks(path.read_text(encoding="utf-8"))
+    template = ChatTemplate(source, bos_token=BOS, eos_token=EOS, name=path.stem, clock=our_clock)
+    tools = SHAPES["parallel_calls"][1]
+    try:
+        every = template.training_samples(PARTS_CASE, tools, polyfills=False)
+    except AutoparserError:
+        return  # the template cannot render the conversation (it raises): nothing to split
+    trained = "".join(t for s in every.samples for t in s.trained_text())
+    compared = 0
+    for part, (present, absent) in PART_TEXTS.items():
+        if not all(text in trained for text in present):
+            continue  # the template does not render this part here
+        only = template.training_samples(PARTS_CASE, tools, parts=[part], polyfills=False)
+        text = "".join(t for s in only.samples for t in s.trained_text())
+        assert all(t in text for t in present), (part, text)
+        assert not any(t in text for t in absent), (part, text)
+        compared += 1
+    silent = {f.index for f in every.findings if f.kind == "turn_not_rendered"}
+    assert compared or silent == {1, 4}, "no part rendered, and no finding says so"
