@@ -23,6 +23,12 @@ full conversation is reported as it was actually rendered there. A partly matche
 cut back to a marker boundary (never half a ``<think>``); a template whose renders move too
 much to locate a turn gets a TemplateError naming the message, never a guessed span.
 
+One rendered conversation is the right training text only when every turn renders there
+as the model saw it. :func:`training_samples` checks that (each turn's prompt and its render
+are prefixes of the whole) and otherwise makes one sample per turn, the exact prompt plus
+what the model generated; its options choose the parts, the turns and the end-of-turn
+token trained, and :func:`sample_skew` compares any sample with the inference renders.
+
 The same algorithm is written in Jinja by :func:`training_template`, which wraps a template
 so that transformers' ``{% generation %}`` blocks mark exactly these spans. Every step uses
 only ``str.startswith``/``str.find`` with binary searches, so both versions agree and no
