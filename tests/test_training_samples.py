@@ -185,3 +185,32 @@ def test_rows_and_collate_keep_exactly_the_trained_tokens() -> None:
         ]
         assert kept and len(kept) < len(row["input_ids"])
         assert isinstance(batch["labels"], torch.Tensor)
+
+
+def test_a_stop_token_the_next_message_prints_stays_with_a_rewritten_turn() -> None:
+    """GLM-style: no end-of-turn after the assistant, the next message's ``<|user|>`` is the
+    model's stop token; the turn renders differently once that message follows (its reasoning
+    dropped), and the per-turn sample still ends with the token."""
+    source = (
+        "{%- for m in messages -%}<|{{ m.role }}|>\n"
+        "{%- if m.role == 'assistant' and loop.last and m.reasoning_content -%}"
+        "<think>{{ m.reasoning_content }}</think>{%- endif -%}{{ m.content }}{%- endfor -%}"
+        "{%- if add_generation_prompt -%}<|assistant|>\n{%- endif -%}"
+    )
+    template = ChatTemplate(source)
+    (marker,) = template.analyze().end_of_turn
+    messages = [
+        {"role": "user", "content": "Hi!"},
+        {"role": "assistant", "content": "Hello!", "reasoning_content": "Greet them."},
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "4.", "reasoning_content": "Add them."},
+    ]
+    result = template.training_samples(messages)
+    assert result.per_turn
+    first = result.samples[0]
+    prompt = template.render(messages[:1], add_generation_prompt=True)
+    generated = template.render(messages[:2], add_generation_prompt=False)[len(prompt) :]
+    assert "Greet them." in generated
+    assert first.text == prompt + generated + marker
+    assert first.trained_text() == [generated + marker]
+    assert template.sample_skew(first, messages) == []

@@ -791,7 +791,31 @@ def _common_suffix(a: str, b: str, limit: int) -> int:
     return min(limit, common_prefix(a[::-1], b[::-1]))
 
 
+def _owed_marker(
+    upto: str, start: int, following: str, content: str, markers: Sequence[str]
+) -> str:
+    """The end-of-turn special token the next message prints first (GLM's ``<|user|>``),
+    read from the render with that message (``following``): the model emits it to stop.
+
+    When the template renders the turn differently once a message follows (its reasoning
+    dropped), the turn's end is found in ``following`` as the longest tail of ``upto``
+    there, trusted when it holds the turn's content or enough of the turn.
+    """
+    if following.startswith(upto):
+        return following[len(upto) : _extend_over_marker(following, len(upto), markers)]
+    shared = common_prefix(upto, following)
+    found = _longest_suffix_found(upto, following, min(start, shared), len(following))
+    tail = upto[len(upto) - found :]
+    if not found or not (
+        (content and content in tail) or found >= min(_MIN_TAIL, len(upto) - start)
+    ):
+        return ""
+    end = following.find(tail, min(start, shared)) + found
+    return following[end : _extend_over_marker(following, end, markers)]
+
+
 def _turn(renders: _Renders, index: int, markers: Sequence[str], generation_prompt: str) -> _Turn:
+    """Where ``messages[index]`` starts and ends in the render up to it, and its prompt."""
     upto = renders(index + 1, False)
     if index == 0:
         start, prompt, rendered = _after_first_prompt(upto, generation_prompt), "", True
@@ -811,8 +835,10 @@ def _turn(renders: _Renders, index: int, markers: Sequence[str], generation_prom
     tail = ""
     if markers and index + 1 < len(renders.messages):
         following = renders.optional(index + 2)
-        if following is not None and following.startswith(upto):
-            tail = following[len(upto) : _extend_over_marker(following, len(upto), markers)]
+        if following is not None:
+            content = renders.messages[index].get("content")
+            text = content if isinstance(content, str) else ""
+            tail = _owed_marker(upto, start, following, text, markers)
     return _Turn(index, prompt, upto, start, tail, rendered)
 
 
