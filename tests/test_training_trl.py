@@ -28,6 +28,7 @@ import pytest
 from helpers.paths import corpus_dir
 
 from autoparser import ChatTemplate, RenderedPrompt, tokenize_for_training
+from autoparser.cli import main as cli_main
 from autoparser.training import IGNORE_INDEX, TrainingSample, collate, sample_rows
 
 
@@ -202,14 +203,19 @@ def _assert_seen_equals(
     not (TEMPLATES / "mistralai-Mistral-Nemo-Instruct-2407.jinja").exists(),
     reason="template corpus not found",
 )
-def test_trl_with_our_training_template_and_with_our_rows(tmp_path: Path) -> None:
-    source = (TEMPLATES / "mistralai-Mistral-Nemo-Instruct-2407.jinja").read_text("utf-8")
+def test_trl_with_our_training_template_and_with_our_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = TEMPLATES / "mistralai-Mistral-Nemo-Instruct-2407.jinja"
+    source = path.read_text("utf-8")
     template = ChatTemplate(source, bos_token=BOS, eos_token=EOS)
     results = [template.training_samples(c, polyfills=False) for c in CONVERSATIONS]
     assert not any(r.per_turn for r in results), [r.reason for r in results]
     samples = [s for r in results for s in r.samples]
     tokenizer = _tokenizer(source, [s.text for s in samples])
-    tokenizer.chat_template = template.training_template()  # `autoparser training-template`
+    command = ["training-template", str(path), "--bos-token", BOS, "--eos-token", EOS]
+    assert cli_main(command) == 0
+    tokenizer.chat_template = capsys.readouterr().out  # `autoparser training-template` output
     expected = _expected(tokenizer, samples)
     # TRL renders and masks the conversations itself, through the generation blocks.
     seen = _train(tokenizer, [{"messages": c} for c in CONVERSATIONS], tmp_path / "trl")
