@@ -158,6 +158,8 @@ def test_bad_options_and_conversations_are_request_errors() -> None:
         template.training_samples(MESSAGES, turns="first")
     with pytest.raises(RequestError, match="split"):
         template.training_samples(MESSAGES, split="sometimes")
+    one = template.training_samples(MESSAGES, parts="content")  # a name, not its letters
+    assert one.samples == template.training_samples(MESSAGES, parts=["content"]).samples
     with pytest.raises(RequestError, match="no assistant turn"):
         template.training_samples(MESSAGES[:2])
 

@@ -284,7 +284,8 @@ class ChatTemplate:
         trained; ``check`` compares each sample with the inference renders of its prompt and
         generation (:meth:`sample_skew`). See :mod:`autoparser.training` and docs/training.md.
         """
-        options = TrainingOptions(frozenset(parts), turns, end_of_turn, split, check)
+        chosen = frozenset((parts,) if isinstance(parts, str) else parts)  # one part as a name
+        options = TrainingOptions(chosen, turns, end_of_turn, split, check)
         analysis = self.for_tools(tools).analyze()
         return training_samples(
             messages,
