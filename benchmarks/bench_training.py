@@ -2,9 +2,12 @@
 
 Baseline, measured in the same run: transformers' ``render_jinja_template`` of the original
 template. Compared with it: ``ChatTemplate.render_spans`` (our spans, renders of the
-conversation's prefixes) and transformers rendering the generated training template with
-``return_assistant_tokens_mask=True`` (the same spans computed in Jinja). Prints the time
-per conversation and the ratio to the baseline. ``--smoke`` runs a short pass for CI.
+conversation's prefixes), ``ChatTemplate.training_samples`` (the samples, checked against
+inference renders) and transformers rendering the generated training template with
+``return_assistant_tokens_mask=True`` (the same spans computed in Jinja), on a six-message
+conversation with two assistant turns (one a tool call) and on a one-turn one (user,
+assistant: most instruction data). Prints the time per conversation and the ratio to the
+baseline. ``--smoke`` runs a short pass for CI.
 """
 
 from __future__ import annotations
@@ -40,44 +43,53 @@ def main() -> None:
     repeats = 3 if args.smoke else 30
     found = {p.stem: p for p in templates()}
     paths: list[Path] = [found[n] for n in NAMES if n in found] or list(found.values())[:1]
-    messages: list[dict[str, Any]] = [dict(m) for m in MESSAGES]
-    clean = [{k: v for k, v in m.items() if v is not None} for m in messages]
-    print(f"{'template':40} {'render':>9} {'spans':>9} {'ratio':>6} {'wrapped':>9} {'ratio':>6}")
+    conversations = {
+        "6 msgs": [dict(m) for m in MESSAGES],
+        "1 turn": [dict(MESSAGES[1]), {"role": "assistant", "content": "It is 21C in Paris."}],
+    }
+    print(
+        f"{'template':38} {'conv':6} {'render':>8} {'spans':>8} {'ratio':>5} "
+        f"{'samples':>8} {'ratio':>5} {'wrapped':>8} {'ratio':>5}"
+    )
     for path in paths:
         source = path.read_text(encoding="utf-8")
         template = ChatTemplate(source, bos_token="<s>", eos_token="</s>", name=path.stem)
         try:
             wrapped = template.training_template()
         except AutoparserError as exc:
-            print(f"{path.stem:40} refused: {exc}")
+            print(f"{path.stem:38} refused: {exc}")
             continue
+        for label, messages in conversations.items():
+            clean = [{k: v for k, v in m.items() if v is not None} for m in messages]
 
-        def baseline(src: str = source) -> object:
-            return render_jinja_template(
-                conversations=[clean], tools=[WEATHER], chat_template=src, **TOKENS
-            )
+            def baseline(src: str = source, conv: list[dict[str, Any]] = clean) -> object:
+                return render_jinja_template(
+                    conversations=[conv], tools=[WEATHER], chat_template=src, **TOKENS
+                )
 
-        def spans(t: ChatTemplate = template) -> object:
-            return t.render_spans(messages, [WEATHER], polyfills=False)
+            def spans(t: ChatTemplate = template, conv: list[dict[str, Any]] = messages) -> object:
+                return t.render_spans(conv, [WEATHER], polyfills=False)
 
-        def generated(src: str = wrapped) -> object:
-            return render_jinja_template(
-                conversations=[clean],
-                tools=[WEATHER],
-                chat_template=src,
-                return_assistant_tokens_mask=True,
-                **TOKENS,
-            )
+            def samples(
+                t: ChatTemplate = template, conv: list[dict[str, Any]] = messages
+            ) -> object:
+                return t.training_samples(conv, [WEATHER], polyfills=False)
 
-        for fn in (baseline, spans, generated):
-            fn()  # compile and analyse outside the timing
-        base = best_of(baseline, repeats, time.process_time)
-        ours = best_of(spans, repeats, time.process_time)
-        gen = best_of(generated, repeats, time.process_time)
-        print(
-            f"{path.stem:40} {base * 1e3:7.2f}ms {ours * 1e3:7.2f}ms {ours / base:5.1f}x "
-            f"{gen * 1e3:7.2f}ms {gen / base:5.1f}x"
-        )
+            def generated(src: str = wrapped, conv: list[dict[str, Any]] = clean) -> object:
+                return render_jinja_template(
+                    conversations=[conv],
+                    tools=[WEATHER],
+                    chat_template=src,
+                    return_assistant_tokens_mask=True,
+                    **TOKENS,
+                )
+
+            for fn in (baseline, spans, samples, generated):
+                fn()  # compile and analyse outside the timing
+            base = best_of(baseline, repeats, time.process_time)
+            times = [best_of(fn, repeats, time.process_time) for fn in (spans, samples, generated)]
+            cells = " ".join(f"{t * 1e3:6.2f}ms {t / base:4.1f}x" for t in times)
+            print(f"{path.stem:38} {label:6} {base * 1e3:6.2f}ms {cells}")
 
 
 if __name__ == "__main__":

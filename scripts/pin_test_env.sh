@@ -23,7 +23,7 @@ else
     trap 'rm -rf "$TMP"' EXIT
     python3 -m venv "$TMP/venv"
     "$TMP/venv/bin/python" -m pip install --quiet --upgrade pip
-    "$TMP/venv/bin/python" -m pip install --quiet -e ".[test,dev]"
+    "$TMP/venv/bin/python" -m pip install --quiet -e ".[test,dev,train]"
     # xgrammar without its torch/triton requirements (only its EBNF parser is used).
     "$TMP/venv/bin/python" -m pip install --quiet --no-deps xgrammar apache-tvm-ffi
     { echo "$HEADER"; freeze "$TMP/venv/bin/python"; } >"$OUT"

@@ -41,9 +41,15 @@ from autoparser.template.loading import (
 )
 from autoparser.template.provenance import caller_spans
 from autoparser.training import (
+    PARTS,
     RenderedPrompt,
+    TrainingOptions,
+    TrainingSample,
+    TrainingSamples,
     assistant_spans,
     checked_training_template,
+    sample_skew,
+    training_samples,
 )
 from autoparser.verify import verified
 
@@ -246,9 +252,80 @@ class ChatTemplate:
         text = render(messages, add_generation_prompt)
         analysis = self.for_tools(tools).analyze()
         spans = assistant_spans(
-            text, messages, render, analysis.end_of_turn, analysis.generation_prompt
+            text,
+            messages,
+            render,
+            analysis.end_of_turn,
+            analysis.generation_prompt,
+            add_generation_prompt,
         )
         return RenderedPrompt(text, spans)
+
+    def training_samples(
+        self,
+        messages: Sequence[JsonMapping],
+        tools: Sequence[JsonMapping] | None = None,
+        *,
+        parts: Sequence[str] = tuple(sorted(PARTS)),
+        turns: str = "all",
+        end_of_turn: bool = True,
+        split: str = "auto",
+        check: bool = True,
+        polyfills: bool | None = None,
+        now: datetime | None = None,
+        **template_kwargs: object,
+    ) -> TrainingSamples:
+        """The samples to train on for a conversation, and the character spans to train.
+
+        One sample (the whole render) where history renders stably; one per assistant turn,
+        each the exact prompt the model was given plus what it generated, where the template
+        rewrites history (Qwen3 and DeepSeek drop earlier reasoning). ``parts`` (content,
+        reasoning, tool_calls), ``turns`` ("all" or "last") and ``end_of_turn`` choose what is
+        trained; ``check`` compares each sample with the inference renders of its prompt and
+        generation (:meth:`sample_skew`). See :mod:`autoparser.training` and docs/training.md.
+        """
+        chosen = frozenset((parts,) if isinstance(parts, str) else parts)  # one part as a name
+        options = TrainingOptions(chosen, turns, end_of_turn, split, check)
+        analysis = self.for_tools(tools).analyze()
+        return training_samples(
+            messages,
+            self._prefix_renderer(tools, polyfills, template_kwargs, now),
+            options,
+            analysis.end_of_turn,
+            analysis.generation_prompt,
+        )
+
+    def sample_skew(
+        self,
+        sample: TrainingSample,
+        messages: Sequence[JsonMapping],
+        tools: Sequence[JsonMapping] | None = None,
+        *,
+        polyfills: bool | None = None,
+        now: datetime | None = None,
+        **template_kwargs: object,
+    ) -> list[str]:
+        """How a training sample (ours, or text and turns made by another engine) differs
+        from this template's inference prompt plus generation, per turn; empty when it
+        matches byte for byte."""
+        return sample_skew(
+            sample,
+            messages,
+            self._prefix_renderer(tools, polyfills, template_kwargs, now),
+            self.for_tools(tools).analyze().end_of_turn,
+        )
+
+    def _prefix_renderer(
+        self,
+        tools: Sequence[JsonMapping] | None,
+        polyfills: bool | None,
+        template_kwargs: Mapping[str, object],
+        now: datetime | None,
+    ) -> Callable[[Sequence[JsonMapping], bool], str]:
+        def render(part: Sequence[JsonMapping], agp: bool) -> str:
+            return self._render(part, tools, agp, polyfills, template_kwargs, now)
+
+        return render
 
     def training_template(self) -> str:
         """This template with ``{% generation %}`` blocks marking :meth:`render_spans`' spans.

@@ -23,6 +23,12 @@ full conversation is reported as it was actually rendered there. A partly matche
 cut back to a marker boundary (never half a ``<think>``); a template whose renders move too
 much to locate a turn gets a TemplateError naming the message, never a guessed span.
 
+One rendered conversation is the right training text only when every turn renders there
+as the model saw it. :func:`training_samples` checks that (each turn's prompt and its render
+are prefixes of the whole) and otherwise makes one sample per turn, the exact prompt plus
+what the model generated; its options choose the parts, the turns and the end-of-turn
+token trained, and :func:`sample_skew` compares any sample with the inference renders.
+
 The same algorithm is written in Jinja by :func:`training_template`, which wraps a template
 so that transformers' ``{% generation %}`` blocks mark exactly these spans. Every step uses
 only ``str.startswith``/``str.find`` with binary searches, so both versions agree and no
@@ -214,37 +220,52 @@ def assistant_spans(
     render: RenderFn,
     end_of_turn: Sequence[str] = (),
     generation_prompt: str = "",
+    add_generation_prompt: bool = False,
 ) -> list[Span]:
     """The generated spans of ``text`` (the full render of ``messages``), per assistant turn.
 
     ``render`` renders a prefix of the conversation with the same options (tools, template
     variables, polyfills) as ``text``; ``end_of_turn`` is the analysis' end-of-turn markers
     and ``generation_prompt`` its generation prompt (where a conversation that opens with an
-    assistant turn starts it, after what the template prints first).
+    assistant turn starts it, after what the template prints first);
+    ``add_generation_prompt`` whether ``text`` was rendered with it.
     Raises TemplateError naming the turn when a prefix the spans need does not render.
     """
     markers = _special_markers(end_of_turn)
     spans: list[Span] = []
     lo = 0
+    # Each prefix render is made only when needed: the prompt and the conversation up to the
+    # turn always (the latter is ``text`` itself for a last turn rendered without the
+    # generation prompt), the history without the generation prompt only to align a turn
+    # whose prompt is not a prefix of ``text``. The renders are the whole cost.
+    done: dict[tuple[int, bool], str | None] = {}
+    if not add_generation_prompt:
+        done[(len(messages), False)] = text
+
+    def prefix(count: int, agp: bool) -> str:
+        if (count, agp) not in done:
+            done[(count, agp)] = _render(render, messages[:count], agp) if count else ""
+        rendered = done[(count, agp)]
+        if rendered is None:
+            raise TemplateError(
+                f"messages[{count if agp else count - 1}]: the template does not render the "
+                "conversation up to this assistant turn, so the turn cannot be located"
+            )
+        return rendered
+
     for index, message in enumerate(messages):
         if message.get("role") != "assistant":
             continue
-        head = list(messages[:index])
-        before = _render(render, head, False) if head else ""
-        prompt = _render(render, head, True) if head else ""
-        upto = _render(render, [*head, message], False)
-        if before is None or prompt is None or upto is None:
-            raise TemplateError(
-                f"messages[{index}]: the template does not render the conversation up to this "
-                "assistant turn, so the turn cannot be located"
-            )
-        header = prompt[len(before) :] if prompt.startswith(before) else ""
+        prompt = prefix(index, True)
+        upto = prefix(index + 1, False)
         anchor = _anchor(messages[index - 1]) if index else ""
-        if not head:  # nothing before it: the prompt is the template's generation prompt
+        if not index:  # nothing before it: the prompt is the template's generation prompt
             start = _after_first_prompt(text, generation_prompt)
         elif text.startswith(prompt):
             start = max(lo, len(prompt))
         else:
+            before = prefix(index, False)
+            header = prompt[len(before) :] if prompt.startswith(before) else ""
             base = _locate(text, before, lo, anchor)
             if base < 0:
                 raise TemplateError(
@@ -261,6 +282,8 @@ def assistant_spans(
             # differently once later messages follow, its own render in ``upto`` aligned on
             # its longest tail found in ``text`` after the start: the further of the two.
             end = max(start, boundary_at_or_before(upto, shared))
+            before = prefix(index, False)
+            header = prompt[len(before) :] if prompt.startswith(before) else ""
             base_upto = max(0, _locate(upto, before, 0, anchor))
             own = upto[base_upto + header_match(header, upto[base_upto:]) :]
             limit = min(len(text), start + len(own))
@@ -611,3 +634,513 @@ def checked_training_template(
                     "from the original"
                 )
     return wrapped
+
+
+# ------------------------------------------------------------- training samples
+
+# The parts of an assistant turn a trainer may train on.
+PARTS = frozenset({"content", "reasoning", "tool_calls"})
+# The message keys each part is read from (removing them shows where the part renders).
+_PART_KEYS = {
+    "content": ("content",),
+    "reasoning": ("reasoning_content", "reasoning", "thinking"),
+    "tool_calls": ("tool_calls",),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainedTurn:
+    """One assistant turn inside a sample: ``messages[index]``, generated as
+    ``text[start:end]`` after the prompt ``text[:start]``."""
+
+    index: int
+    start: int
+    end: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingSample:
+    """A text to train on and the character spans the loss covers.
+
+    ``turns`` are the assistant turns it holds (what the model generated for each, before the
+    options cut parts out); ``spans`` are what is trained after the options: ordered,
+    disjoint, inside the turns.
+    """
+
+    text: str
+    spans: tuple[Span, ...]
+    turns: tuple[TrainedTurn, ...]
+
+    def trained_text(self) -> list[str]:
+        """The text of each trained span, in order."""
+        return [self.text[s:e] for s, e in self.spans]
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingFinding:
+    """Something about a turn a trainer should know; the samples are still made.
+
+    ``kind`` is ``"prompt_not_rendered"`` when the template renders the turn without the end
+    of the prompt it gives the model (a forced ``<think>`` the history lacks): the sample is
+    that prompt plus the turn as rendered, which the model may never have produced;
+    ``"turn_not_rendered"`` when it renders nothing of the turn (a template that drops tool
+    calls, or the last assistant message): nothing of it is trained.
+    """
+
+    index: int
+    kind: str
+    detail: str
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingSamples:
+    """The samples of one conversation, and whether (and why) it was split per turn.
+
+    ``per_turn`` is False when every trained turn renders as a prefix of the whole
+    conversation: one sample holds them all. It is True when the template rewrites history
+    (the render up to a turn, or the prompt the model was given for it, is not a prefix of
+    the whole render): each turn is then its own sample, the exact prompt plus the turn.
+    ``reason`` says which, naming the first turn that decided it.
+    """
+
+    samples: tuple[TrainingSample, ...]
+    per_turn: bool
+    reason: str
+    findings: tuple[TrainingFinding, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingOptions:
+    """What is trained: the parts of each turn (``content``, ``reasoning``, ``tool_calls``),
+    every turn or only the last (``turns``: ``"all"`` | ``"last"``), whether the end-of-turn
+    marker and the template's text after it are in (``end_of_turn``), how the conversation is
+    split (``split``: ``"auto"`` per turn only where history is rewritten, ``"per_turn"``
+    always, ``"single"`` never, an error where history is rewritten), and whether each
+    sample is checked by :func:`sample_skew` against the inference renders of its prompt and
+    generation (``check``: a guard on how the samples were assembled; the same check on
+    samples made elsewhere is where skew is found)."""
+
+    parts: frozenset[str] = PARTS
+    turns: str = "all"
+    end_of_turn: bool = True
+    split: str = "auto"
+    check: bool = True
+
+    def __post_init__(self) -> None:
+        unknown = set(self.parts) - PARTS
+        if unknown or not self.parts:
+            raise RequestError(
+                f"parts: expected a non-empty subset of {sorted(PARTS)}, got {sorted(self.parts)}"
+            )
+        if self.turns not in ("all", "last"):
+            raise RequestError(f"turns: expected 'all' or 'last', got {self.turns!r}")
+        if self.split not in ("auto", "per_turn", "single"):
+            raise RequestError(
+                f"split: expected 'auto', 'per_turn' or 'single', got {self.split!r}"
+            )
+
+
+class _Renders:
+    """Renders of the prefixes of one conversation, each made once (the check reuses them)."""
+
+    def __init__(self, messages: Sequence[Mapping[str, object]], render: RenderFn) -> None:
+        self.messages = messages
+        self._render = render
+        self._done: dict[tuple[int, bool], str] = {}
+
+    def __call__(self, count: int, agp: bool) -> str:
+        key = (count, agp)
+        if key not in self._done:
+            try:
+                self._done[key] = self._render(self.messages[:count], agp)
+            except TemplateError as exc:
+                raise TemplateError(
+                    f"messages[{max(0, count - 1)}]: the template does not render the "
+                    f"conversation up to this message: {exc}"
+                ) from None
+        return self._done[key]
+
+    def optional(self, count: int) -> str | None:
+        """The render of the first ``count`` messages, or None when the template refuses it
+        (a conversation cut after an assistant turn the template expects a reply to)."""
+        try:
+            return self(count, False)
+        except TemplateError:
+            return None
+
+    def variant(self, index: int, message: Mapping[str, object]) -> str | None:
+        """The conversation up to ``messages[index]`` with that message replaced."""
+        try:
+            return self._render([*self.messages[:index], message], False)
+        except TemplateError:
+            return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Turn:
+    index: int
+    prompt: str  # what the model was given ("" for a turn that opens the conversation)
+    upto: str  # the render of the conversation up to and including the turn
+    start: int  # where the turn's generation starts in ``upto``
+    tail: str  # an end-of-turn special token the next message prints, owed to this turn
+    prompt_rendered: bool  # ``upto`` starts with ``prompt``
+
+
+def _common_suffix(a: str, b: str, limit: int) -> int:
+    """Length of the longest common suffix of ``a`` and ``b``, at most ``limit``."""
+    return min(limit, common_prefix(a[::-1], b[::-1]))
+
+
+def _owed_marker(
+    upto: str, start: int, following: str, content: str, markers: Sequence[str]
+) -> str:
+    """The end-of-turn special token the next message prints first (GLM's ``<|user|>``),
+    read from the render with that message (``following``): the model emits it to stop.
+
+    When the template renders the turn differently once a message follows (its reasoning
+    dropped), the turn's end is found in ``following`` as the longest tail of ``upto``
+    there, trusted when it holds the turn's content or enough of the turn.
+    """
+    if following.startswith(upto):
+        return following[len(upto) : _extend_over_marker(following, len(upto), markers)]
+    shared = common_prefix(upto, following)
+    found = _longest_suffix_found(upto, following, min(start, shared), len(following))
+    tail = upto[len(upto) - found :]
+    if not found or not (
+        (content and content in tail) or found >= min(_MIN_TAIL, len(upto) - start)
+    ):
+        return ""
+    end = following.find(tail, min(start, shared)) + found
+    return following[end : _extend_over_marker(following, end, markers)]
+
+
+def _turn(renders: _Renders, index: int, markers: Sequence[str], generation_prompt: str) -> _Turn:
+    """Where ``messages[index]`` starts and ends in the render up to it, and its prompt."""
+    upto = renders(index + 1, False)
+    if index == 0:
+        start, prompt, rendered = _after_first_prompt(upto, generation_prompt), "", True
+    else:
+        prompt = renders(index, True)
+        rendered = upto.startswith(prompt)
+        if rendered:
+            start = len(prompt)
+        else:
+            before = renders(index, False)
+            header = prompt[len(before) :] if prompt.startswith(before) else ""
+            base = len(before) if upto.startswith(before) else _locate(upto, before, 0)
+            if base >= 0:
+                start = base + header_match(header, upto[base:])
+            else:  # the history moves once the turn follows: the turn is what differs
+                start = max(0, boundary_at_or_before(upto, common_prefix(prompt, upto)))
+    tail = ""
+    if markers and index + 1 < len(renders.messages):
+        following = renders.optional(index + 2)
+        if following is not None:
+            content = renders.messages[index].get("content")
+            text = content if isinstance(content, str) else ""
+            tail = _owed_marker(upto, start, following, text, markers)
+    return _Turn(index, prompt, upto, start, tail, rendered)
+
+
+def _strings(value: object) -> list[str]:
+    """The non-empty strings of a message field (a call's name and argument values)."""
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    if isinstance(value, Mapping):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _find_all(text: str, needle: str, start: int, end: int) -> list[Span]:
+    found, at = [], text.find(needle, start, end)
+    while at >= 0:
+        found.append((at, at + len(needle)))
+        at = text.find(needle, at + len(needle), end)
+    return found
+
+
+_MIN_KEPT = 4
+
+
+def _part_regions(renders: _Renders, turn: _Turn, excluded: Sequence[str]) -> list[Span]:
+    """Where the excluded parts of the turn render, in ``turn.upto``: the difference between
+    the turn's render and the render of the same turn without the part, less the text of the
+    parts kept (a template may render the reasoning only beside a call, so removing the call
+    removes both). When the template refuses the turn without the part, the part's own text
+    where it occurs in the turn."""
+    message = renders.messages[turn.index]
+    kept = [
+        text
+        for part in PARTS - set(excluded)
+        for key in _PART_KEYS[part]
+        for text in _strings(message.get(key))
+    ]
+    regions: list[Span] = []
+    for part in excluded:
+        keys = [k for k in _PART_KEYS[part] if message.get(k)]
+        if not keys:
+            continue
+        variant = {k: v for k, v in message.items() if k not in keys}
+        if part == "content":
+            variant["content"] = ""
+        other = renders.variant(turn.index, variant)
+        if other is None:
+            texts = [t for k in keys for t in _strings(message[k])]
+            found = [r for t in texts for r in _find_all(turn.upto, t, turn.start, len(turn.upto))]
+            if texts and not found:
+                raise TemplateError(
+                    f"messages[{turn.index}]: the template does not render this turn without "
+                    f"its {part}, nor its {part} as given, so where the {part} renders cannot "
+                    "be told"
+                )
+            regions.extend(found)
+            continue
+        head = common_prefix(turn.upto, other)
+        tail = _common_suffix(turn.upto, other, min(len(turn.upto), len(other)) - head)
+        cut = (max(head, turn.start), len(turn.upto) - tail)
+        # Kept text inside the cut, unless it is part of the excluded text itself or too short
+        # to be told from a coincidence (a one-letter argument inside a marker).
+        own = [t for k in keys for t in _strings(message[k])]
+        guarded = [t for t in kept if len(t) >= _MIN_KEPT and not any(t in o for o in own)]
+        protected = [r for t in guarded for r in _find_all(turn.upto, t, cut[0], cut[1])]
+        regions.extend(_subtract(cut, protected))
+    return [r for r in regions if r[1] > r[0]]
+
+
+def _end_of_turn_start(text: str, start: int, end: int, markers: Sequence[str]) -> int:
+    """Where the end-of-turn marker of ``text[start:end]`` starts (the last marker followed
+    by nothing but whitespace or another marker); ``end`` when there is none."""
+    found = end
+    window = text[start:end]
+    for marker in markers:
+        if not marker.strip():
+            continue
+        at = window.rfind(marker.strip())
+        if at < 0:
+            continue
+        rest = window[at + len(marker.strip()) :]
+        for other in markers:
+            rest = rest.replace(other.strip(), "") if other.strip() else rest
+        if not rest.strip():
+            found = min(found, start + at)
+    return found
+
+
+def _subtract(span: Span, cuts: Sequence[Span]) -> list[Span]:
+    pieces = [span]
+    for cut_start, cut_end in sorted(cuts):
+        kept: list[Span] = []
+        for start, end in pieces:
+            if cut_end <= start or end <= cut_start:
+                kept.append((start, end))
+                continue
+            if start < cut_start:
+                kept.append((start, cut_start))
+            if cut_end < end:
+                kept.append((cut_end, end))
+        pieces = kept
+    return [(start, end) for start, end in pieces if end > start]
+
+
+def _trained_spans(
+    renders: _Renders,
+    turn: _Turn,
+    placed: TrainedTurn,
+    text: str,
+    options: TrainingOptions,
+    end_of_turn: Sequence[str],
+) -> list[Span]:
+    excluded = sorted(PARTS - options.parts)
+    shift = placed.start - turn.start  # turn.upto coordinates -> sample coordinates
+    cuts = [(s + shift, e + shift) for s, e in _part_regions(renders, turn, excluded)]
+    if not options.end_of_turn:
+        cuts.append((_end_of_turn_start(text, placed.start, placed.end, end_of_turn), placed.end))
+    return _subtract((placed.start, placed.end), cuts)
+
+
+def training_samples(
+    messages: Sequence[Mapping[str, object]],
+    render: RenderFn,
+    options: TrainingOptions = TrainingOptions(),
+    end_of_turn: Sequence[str] = (),
+    generation_prompt: str = "",
+) -> TrainingSamples:
+    """The samples to train on for ``messages``, with the spans ``options`` ask for.
+
+    ``render`` renders a prefix of the conversation with the options of the whole (tools,
+    template variables); ``end_of_turn`` and ``generation_prompt`` come from the analysis.
+    Where every trained turn's render and prompt are prefixes of the whole render, one sample
+    (the whole render) holds every turn; otherwise each turn is its own sample: the prompt
+    the model was given for it plus what it generated. Raises RequestError for a
+    conversation without an assistant turn, TemplateError when a render the samples need
+    fails or (``check``) a sample is not its prompt plus its generation.
+    """
+    indices = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    if not indices:
+        raise RequestError("messages: no assistant turn to train on")
+    if options.turns == "last":
+        indices = indices[-1:]
+    renders = _Renders(messages, render)
+    markers = _special_markers(end_of_turn)
+    turns = [_turn(renders, i, markers, generation_prompt) for i in indices]
+    whole = renders(len(messages), False)
+    rewritten = next(
+        (
+            t
+            for t in turns
+            if not whole.startswith(t.upto + t.tail) or not whole.startswith(t.prompt)
+        ),
+        None,
+    )
+    findings = tuple(
+        TrainingFinding(
+            t.index,
+            "prompt_not_rendered",
+            "the template renders this turn without the end of the prompt it gives the "
+            f"model ({t.prompt[len(t.prompt) - 40 :]!r}); the sample is that prompt plus "
+            "the turn as rendered",
+        )
+        for t in turns
+        if not t.prompt_rendered
+    ) + tuple(
+        TrainingFinding(
+            t.index,
+            "turn_not_rendered",
+            "the template renders nothing of this turn after its prompt: nothing is trained",
+        )
+        for t in turns
+        if not (t.upto[t.start :] + t.tail).strip()
+    )
+    per_turn = options.split == "per_turn" or (options.split == "auto" and rewritten is not None)
+    if rewritten is not None and options.split == "single":
+        raise TemplateError(
+            f"messages[{rewritten.index}]: the template renders this turn (or its prompt) "
+            "differently once later messages follow; one sample cannot hold what the model "
+            "saw (use split='auto' or 'per_turn')"
+        )
+    if per_turn:
+        reason = (
+            "split per turn on request"
+            if rewritten is None
+            else f"messages[{rewritten.index}]: the render up to this turn (or its prompt) is "
+            "not a prefix of the whole render: the template rewrites history, so each "
+            "turn is its own sample"
+        )
+        samples = []
+        for t in turns:
+            # A turn opening the conversation keeps what the template prints before it.
+            prompt = t.prompt if t.index else t.upto[: t.start]
+            text = prompt + t.upto[t.start :] + t.tail
+            placed = TrainedTurn(t.index, len(prompt), len(text))
+            spans = _trained_spans(renders, t, placed, text, options, end_of_turn)
+            samples.append(TrainingSample(text, tuple(spans), (placed,)))
+    else:
+        reason = (
+            "every trained turn and its prompt render as a prefix of the whole conversation: "
+            "one sample"
+        )
+        placed_turns = [TrainedTurn(t.index, t.start, len(t.upto) + len(t.tail)) for t in turns]
+        spans = [
+            span
+            for t, placed in zip(turns, placed_turns, strict=True)
+            for span in _trained_spans(renders, t, placed, whole, options, end_of_turn)
+        ]
+        samples = [TrainingSample(whole, tuple(spans), tuple(placed_turns))]
+    result = TrainingSamples(tuple(samples), per_turn, reason, findings)
+    if options.check:
+        for sample in result.samples:
+            problems = sample_skew(sample, messages, render, end_of_turn, renders)
+            if problems:
+                raise TemplateError("training sample skew: " + "; ".join(problems))
+    return result
+
+
+def sample_skew(
+    sample: TrainingSample,
+    messages: Sequence[Mapping[str, object]],
+    render: RenderFn,
+    end_of_turn: Sequence[str] = (),
+    renders: _Renders | None = None,
+) -> list[str]:
+    """How ``sample`` differs from inference, per turn: ``text[:start]`` must be the prompt
+    the model is given for the turn (the conversation before it with the generation prompt)
+    and ``text[start:end]`` what the template renders after that prompt once the turn is
+    added (plus an end-of-turn token the next message prints). Empty when it matches; a
+    sample made from another engine's render (a training template, a dataset) is checked
+    the same way.
+    """
+    renders = renders or _Renders(messages, render)
+    markers = _special_markers(end_of_turn)
+    problems = []
+    for turn in sample.turns:
+        upto = renders(turn.index + 1, False)
+        generated = sample.text[turn.start : turn.end]
+        if turn.index:
+            prompt = renders(turn.index, True)
+            if sample.text[: turn.start] != prompt:
+                at = common_prefix(prompt, sample.text[: turn.start])
+                problems.append(
+                    f"messages[{turn.index}]: the text before the turn is not the inference "
+                    f"prompt (they differ from character {at})"
+                )
+                continue
+            if not upto.startswith(prompt):
+                continue  # reported as a finding: the template cannot render it after the prompt
+            want = upto[len(prompt) :]
+        elif upto[: turn.start] == sample.text[: turn.start]:
+            want = upto[turn.start :]
+        else:
+            problems.append(f"messages[{turn.index}]: the text before the turn differs")
+            continue
+        extra = generated[len(want) :] if generated.startswith(want) else None
+        if extra is None or (extra.strip() and extra.strip() not in markers):
+            problems.append(
+                f"messages[{turn.index}]: the trained text is not what the template renders "
+                "after the prompt"
+            )
+    return problems
+
+
+# ------------------------------------------------------------ rows and collation
+
+IGNORE_INDEX = -100  # the label causal-LM losses skip (PyTorch's cross_entropy default)
+
+
+def sample_rows(
+    tokenizer: Any, samples: TrainingSamples | Sequence[TrainingSample]
+) -> list[dict[str, list[int]]]:
+    """One dataset row per sample: ``input_ids``, ``attention_mask`` and ``assistant_masks``
+    (1 where a token overlaps a trained span), as TRL's ``SFTTrainer`` takes pre-tokenized
+    data with ``assistant_only_loss=True``, and as :func:`collate` takes it."""
+    items = samples.samples if isinstance(samples, TrainingSamples) else samples
+    return [tokenize_for_training(tokenizer, RenderedPrompt(s.text, list(s.spans))) for s in items]
+
+
+def collate(rows: Sequence[Mapping[str, Sequence[int]]], pad_token_id: int) -> dict[str, Any]:
+    """A batch for a causal LM from rows of :func:`sample_rows`: ids padded on the right,
+    ``labels`` the ids where ``assistant_masks`` is 1 and ``IGNORE_INDEX`` elsewhere (the
+    model shifts them itself), as PyTorch tensors (torch is imported here, on first use)."""
+    import torch  # the optional ``train`` extra
+
+    if not rows:
+        raise RequestError("rows: nothing to collate")
+    width = max(len(r["input_ids"]) for r in rows)
+    ids, attention, labels = [], [], []
+    for row in rows:
+        pad = width - len(row["input_ids"])
+        ids.append([*row["input_ids"], *[pad_token_id] * pad])
+        attention.append([*row.get("attention_mask", [1] * len(row["input_ids"])), *[0] * pad])
+        labels.append(
+            [
+                token if keep else IGNORE_INDEX
+                for token, keep in zip(row["input_ids"], row["assistant_masks"], strict=True)
+            ]
+            + [IGNORE_INDEX] * pad
+        )
+    return {
+        "input_ids": torch.tensor(ids, dtype=torch.long),
+        "attention_mask": torch.tensor(attention, dtype=torch.long),
+        "labels": torch.tensor(labels, dtype=torch.long),
+    }
