@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 
-from autoparser.analysis.model import TemplateAnalysis
+from autoparser.analysis.model import ReasoningMode, TemplateAnalysis
 from autoparser.cache import CACHES, Store
 from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError, SchemaError
@@ -224,10 +224,19 @@ def is_forced_open(analysis: TemplateAnalysis, prompt: str, enable_thinking: boo
 
 
 def prompt_closes_reasoning(analysis: TemplateAnalysis, prompt: str, forced: bool) -> bool:
-    """Does the prompt end with a closed reasoning block (a template's thinking-off prompt,
-    ``<think>\n\n</think>\n``)? Then thinking is off for this request."""
-    end = analysis.reasoning.end.strip()
-    return bool(end) and not forced and prompt.rstrip().endswith(end)
+    """Does the prompt end with a closed reasoning block? Then thinking is off for this
+    request: an empty block (a template's thinking-off prompt, ``<think>\n\n</think>\n``),
+    or the closer alone where the template's thinking-off prompt writes it so (DeepSeek's
+    ``<｜Assistant｜></think>``). A closer that is also the turn header the generation
+    prompt writes (HyperCLOVA X's ``<|im_end|>\n<|im_start|>assistant``) is neither."""
+    r = analysis.reasoning
+    end, start = r.end.strip(), r.start.strip()
+    text = prompt.rstrip()
+    if forced or not end or not text.endswith(end):
+        return False
+    if start and text[: -len(end)].rstrip().endswith(start):
+        return True
+    return r.mode is ReasoningMode.FORCED_CLOSED and end in r.disabled_prompt_suffix
 
 
 def build_params(

@@ -100,7 +100,7 @@ def test_every_forced_request_ends_in_a_valid_call(
     schema = WEATHER["function"]["parameters"]
     for seed in range(3):
         answer = _complete(llama, params.prompt, params.grammar, seed)
-        assert not answer.get("stop_type") == "limit", answer.get("content")
+        assert answer.get("stop_type") != "limit", answer.get("content")
         message = params.parse(answer["content"])
         assert [c.name for c in message.tool_calls] == ["get_weather"], answer["content"]
         jsonschema.validate(json.loads(message.tool_calls[0].arguments), schema)
