@@ -444,7 +444,14 @@ def _json_argument(
         # closes string values only; other values follow the suffix bare, as JSON or as
         # Python's repr (True, ['a']).
         repr_value = tag(tags.TOOL_ARG_PY, python_value())
-        return tag(tags.TOOL_ARG, header + space() + choice_of([value, repr_value]))
+        values = [value, repr_value]
+        quote = notation.quote_token(a)
+        if quote:
+            # The template's own notation for objects and arrays (FunctionGemma's
+            # ``{lang:<escape>fr<escape>,safe:true}``), in the grammar too: the template
+            # renders it, so constrained decoding must be able to write it.
+            values.append(tag(notation.NOTATION_TAG, notation.notation_value(quote)))
+        return tag(tags.TOOL_ARG, header + space() + choice_of(values))
     suffix = closing(a.value_suffix, strict) if a.value_suffix else None
     lead = space() if a.value_prefix else None
     if strict:
