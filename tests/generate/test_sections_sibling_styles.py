@@ -52,8 +52,7 @@ JSON_CALL = '{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}'
         (f"<|tool_call_start|>[{JSON_CALL}]<|tool_call_end|>", [PARIS]),
         (f"<|tool_call_start|>[{JSON_CALL}, {JSON_CALL}]<|tool_call_end|>", [PARIS, PARIS]),
         (
-            f'<|tool_call_start|>[{JSON_CALL}, get_weather(city="Paris", days=2)]'
-            "<|tool_call_end|>",
+            f'<|tool_call_start|>[{JSON_CALL}, get_weather(city="Paris", days=2)]<|tool_call_end|>',
             [PARIS, PARIS],
         ),
     ],
