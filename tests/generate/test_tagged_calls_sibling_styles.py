@@ -42,7 +42,9 @@ TAGGED = (
     '<calls>\n<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n'
     '<parameter name="days">2</parameter>\n</invoke>\n</calls>'
 )
-JSON_BODY = '<calls>\n<invoke name="get_weather">\n{"city": "Paris", "days": 2}\n</invoke>\n</calls>'
+JSON_BODY = (
+    '<calls>\n<invoke name="get_weather">\n{"city": "Paris", "days": 2}\n</invoke>\n</calls>'
+)
 
 
 @pytest.mark.parametrize("text", [TAGGED, JSON_BODY], ids=["tagged", "json-body"])
