@@ -67,6 +67,7 @@ def lenient_body(ctx: BuildContext, section: Parser | None, triggers: Sequence[s
     delims = list(dict.fromkeys([*triggers, *dropped]))
     alts: list[Parser] = []
     if section is not None:
+        alts.append(section)
         token = wrapper_token(ctx, triggers)
         if token is not None:
             # A special token the model adds around its calls is markup when a call follows
@@ -74,7 +75,6 @@ def lenient_body(ctx: BuildContext, section: Parser | None, triggers: Sequence[s
             opener, parser = token
             delims.append(opener)
             alts.append(seq_of(parser, space(), section, optional(seq_of(space(), parser))))
-        alts.append(section)
     # The end of turn ends the message: whatever a template or engine appends after it
     # (the next turn's header) is not part of it.
     alts.extend(literal(m) + rest() for m in sorted(set(ctx.end_markers), key=len, reverse=True))
@@ -111,11 +111,12 @@ def wrapper_token(ctx: BuildContext, openers: Sequence[str]) -> tuple[str, Parse
         spelled = re.compile(re.escape(opener) + rf"[{_TOKEN_NAME}]{{1,40}}" + re.escape(closer))
         if spelled.search(printed) is None:
             continue
-        token = seq_of(opener, chars(_TOKEN_NAME, 1, 40), closer)
-        kept = [m for m in (*ctx.end_markers, *openers) if m.startswith(opener)]
+        # The opener first: the alternative fails at once where no token starts.
+        kept = [m[len(opener) :] for m in (*ctx.end_markers, *openers) if m.startswith(opener)]
+        name = chars(_TOKEN_NAME, 1, 40)
         if kept:
-            token = seq_of(negate(choice_of([literal(m) for m in kept])), token)
-        return opener, token
+            name = seq_of(negate(choice_of([literal(m) for m in kept if m])), name)
+        return opener, seq_of(opener, name, closer)
     return None
 
 
