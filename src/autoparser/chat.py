@@ -413,6 +413,7 @@ class ChatTemplate:
         polyfills: bool | None = None,
         now: datetime | None = None,
         calls_in_reasoning: bool = False,
+        reasoning_budget: int | None = None,
         provenance: bool = False,
         **template_kwargs: object,
     ) -> ChatParams:
@@ -424,7 +425,9 @@ class ChatTemplate:
         ``calls_in_reasoning=True`` reads tool calls the model writes inside its reasoning
         as calls and goes on with the reasoning after them (default: a whole call before
         the reasoning closes ends the reasoning there; see
-        docs/streaming.md); ``provenance=True`` fills ``caller_spans``, where the caller's
+        docs/streaming.md); ``reasoning_budget`` bounds the reasoning the grammar lets
+        the model write, in characters (``None``: unbounded; see docs/grammar.md);
+        ``provenance=True`` fills ``caller_spans``, where the caller's
         text is in the prompt (see :mod:`autoparser.template.provenance`).
         """
         check_messages(messages)  # a malformed request is a RequestError before anything renders
@@ -439,6 +442,7 @@ class ChatTemplate:
             reasoning_format=reasoning_format,
             template_supports_parallel=analysis.tools.parallel_calls,
             calls_in_reasoning=calls_in_reasoning,
+            reasoning_budget=reasoning_budget,
         )
         if enable_thinking is not None:
             # Mapped onto the template's own switch; a caller's explicit kwargs win.

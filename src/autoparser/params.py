@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 
-from autoparser.analysis.model import TemplateAnalysis
+from autoparser.analysis.model import ReasoningMode, TemplateAnalysis
 from autoparser.cache import CACHES, Store
 from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError, SchemaError
@@ -223,6 +223,22 @@ def is_forced_open(analysis: TemplateAnalysis, prompt: str, enable_thinking: boo
     return analysis.prompt_opens_reasoning(prompt, enable_thinking)
 
 
+def prompt_closes_reasoning(analysis: TemplateAnalysis, prompt: str, forced: bool) -> bool:
+    """Does the prompt end with a closed reasoning block? Then thinking is off for this
+    request: an empty block (a template's thinking-off prompt, ``<think>\n\n</think>\n``),
+    or the closer alone where the template's thinking-off prompt writes it so (DeepSeek's
+    ``<｜Assistant｜></think>``). A closer that is also the turn header the generation
+    prompt writes (HyperCLOVA X's ``<|im_end|>\n<|im_start|>assistant``) is neither."""
+    r = analysis.reasoning
+    end, start = r.end.strip(), r.start.strip()
+    text = prompt.rstrip()
+    if forced or not end or not text.endswith(end):
+        return False
+    if start and text[: -len(end)].rstrip().endswith(start):
+        return True
+    return r.mode is ReasoningMode.FORCED_CLOSED and end in r.disabled_prompt_suffix
+
+
 def build_params(
     analysis: TemplateAnalysis,
     *,
@@ -236,6 +252,7 @@ def build_params(
     reasoning_format: str = "auto",
     call_id_seed: int | None = None,
     calls_in_reasoning: bool = False,
+    reasoning_budget: int | None = None,
 ) -> ChatParams:
     """ChatParams from an analysis and an already rendered prompt (no template needed)."""
     request = normalize_request(
@@ -247,6 +264,7 @@ def build_params(
         reasoning_format=reasoning_format,
         template_supports_parallel=analysis.tools.parallel_calls,
         calls_in_reasoning=calls_in_reasoning,
+        reasoning_budget=reasoning_budget,
     )
     return params_for_request(
         analysis,
@@ -362,12 +380,13 @@ def params_for_request(
     # That fact is all builders see of the prompt, so what they build is memoised across
     # prompts.
     opened = bool(opener) and not forced and prompt.rstrip().endswith(opener)
-    ctx = dataclasses.replace(ctx, call_opened=opened)
+    off = request.enable_thinking is False or prompt_closes_reasoning(analysis, prompt, forced)
+    ctx = dataclasses.replace(ctx, call_opened=opened, thinking_off=off)
     if key is None:
         built = _build(ctx, with_grammar)
     else:
         built = _BUILT.get_or_build(
-            (id(analysis), key, forced, opened, with_grammar),
+            (id(analysis), key, forced, opened, off, with_grammar),
             lambda: _build(ctx, with_grammar),
             owner=analysis,
         )

@@ -267,6 +267,15 @@ def _check(path: Path) -> None:
             rendered = ""  # no tool-call turn renders at all
         assert "Paris" not in rendered, "the template renders calls"
         pytest.skip(f"tool format set by workaround {set_by[0]}: the template renders no call")
+    if not template.caps.supports_tool_calls:
+        # The format is the one the tool instructions teach (``taught_format``): the template
+        # itself renders no call to read back.
+        try:
+            rendered = template_render(template, CALLS[:1])
+        except AssertionError:
+            rendered = ""
+        assert "Paris" not in rendered, "the template renders calls"
+        pytest.skip("n/a: a format taught in the tool instructions; no call turn renders")
     counts = [1, 2] if analysis.tools.parallel_calls else [1]
     for n in counts:
         calls = CALLS[:n]

@@ -791,6 +791,7 @@ def test_memo_key_covers_every_request_field() -> None:
         "enable_thinking": True,
         "reasoning_format": "none",
         "calls_in_reasoning": True,
+        "reasoning_budget": 100,
     }
     assert set(changed) == {f.name for f in dc.fields(Request)}
     keys = {request_key(base)} | {

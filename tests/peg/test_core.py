@@ -244,6 +244,22 @@ def test_until_one_of_earliest_and_hold_back() -> None:
         until("")
 
 
+def test_until_a_delimiter_inside_the_unfinished_tail_of_an_earlier_one_waits() -> None:
+    """Leftmost wins, partial input as whole: ``<|`` complete inside ``all\n<|con`` (a
+    prefix of the earlier-starting ``all\n<|content|>``) does not end the span yet."""
+    p = until_one_of("all\n<|content|>", "<|")
+    assert st(p, "x all\n<|con", partial=True) == (MORE, 2)
+    assert st(p, "x all\n<|content|>") == (OK, 2)
+    assert st(p, "x all\n<|cox|>", partial=True) == (OK, 6)
+    assert st(p, "x al<|", partial=True) == (OK, 4)
+    # Random splits of a text holding both: the stream's spans are the whole text's.
+    text = "say all\n<|content|>hi <| there"
+    whole = st(p, text)
+    for k in range(len(text) + 1):
+        status, end = st(p, text[:k], partial=True)
+        assert end <= whole[1] or status is OK, (k, status, end)
+
+
 def test_until_prefix_inside_text_is_not_held_back() -> None:
     assert st(until("</think>"), "a</thb", partial=True) == (MORE, 6)
 

@@ -350,6 +350,31 @@ def test_template_kwargs_and_reasoning_effort_reach_the_template(loop: LoopThrea
     assert "[effort=high flag=on]" in served.sent_prompt()
 
 
+def test_reasoning_budget_reaches_the_grammar(loop: LoopThread) -> None:
+    """``reasoning_budget`` bounds the forced grammar's reasoning (docs/streaming.md)."""
+    source = (
+        "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"
+        "{% if tools %}{{ tools | tojson }}{% endif %}"
+        "{%- for m in messages %}{%- for tc in m.tool_calls or [] %}<tool_call>"
+        '{"name": "{{ tc.function.name }}", "arguments": {{ tc.function.arguments | tojson }}}'
+        "</tool_call>{%- endfor %}{%- endfor %}"
+        "{% if add_generation_prompt %}<|assistant|><think>{% endif %}"
+    )
+    served = Served(loop, ChatTemplate(source), "llama.cpp")
+    served.standin.add("k", "ok")
+    body = {
+        "messages": [{"role": "user", "content": "[[k]]"}],
+        "tools": TOOLS,
+        "tool_choice": "required",
+        "reasoning_budget": 7,
+    }
+    served.post(body)
+    grammar = served.sent()["grammar"]
+    assert "{0,7}" in grammar
+    served.post({**body, "reasoning_budget": None})
+    assert "{0,7}" not in served.sent()["grammar"]
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_finish_reason_and_usage(loop: LoopThread, kind: str) -> None:
     case = CASE_BY_NAME["hermes"]
@@ -403,6 +428,8 @@ ERROR_CASES = [
     pytest.param(
         {"chat_template_kwargs": {"tools": []}}, "chat_template_kwargs", id="reserved-kwarg"
     ),
+    pytest.param({"reasoning_budget": -1}, "reasoning_budget", id="negative-budget"),
+    pytest.param({"reasoning_budget": "5"}, "reasoning_budget", id="budget-type"),
 ]
 
 

@@ -14,7 +14,7 @@ from autoparser.analysis.model import (
     ToolsAnalysis,
 )
 from autoparser.analysis.reasoning import analyze_reasoning, generation_prompts
-from autoparser.analysis.tools import ToolFindings, analyze_tools
+from autoparser.analysis.tools import ToolFindings, analyze_tools, taught_format
 from autoparser.analysis.workarounds import apply_workarounds
 from autoparser.cache import CACHES, Store
 from autoparser.template import Renderer
@@ -66,6 +66,10 @@ def run_analysis(template: Renderer) -> TemplateAnalysis:
     )
     if supports_tools and findings.tools.format.mode is ToolFormat.NONE:
         findings = _calls_shown_otherwise(probe, reasoning, eot) or findings
+    if caps.supports_tools and findings.tools.format.mode is ToolFormat.NONE:
+        # No call renders: the format the tool instructions teach, if they show one.
+        taught = taught_format(probe)
+        findings = ToolFindings(taught, findings.end_of_turn) if taught else findings
     content = dataclasses.replace(content, requires_non_null_content=caps.requires_non_null_content)
     stops = tuple(dict.fromkeys(s for s in (eot, findings.end_of_turn) if s))
     analysis = TemplateAnalysis(

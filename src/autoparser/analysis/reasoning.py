@@ -160,6 +160,21 @@ def _toggle_markers(enabled: str, disabled: str, common: str) -> tuple[str, str]
     return "", ""
 
 
+def _toggle_markers_at_the_end(probe: Probe) -> tuple[str, str]:
+    """Reasoning markers a template writes only at the very end of its thinking-off render,
+    outside the generation prompt (Hunyuan-A13B appends ``<think>\n\n</think>\n`` to
+    every render when ``enable_thinking`` is false, generation prompt or not): the block the
+    model writes itself when thinking is on."""
+    on = probe.render(gen_prompt=True, thinking=True)
+    off = probe.render(gen_prompt=True, thinking=False)
+    if on is None or off is None or on == off:
+        return "", ""
+    d = diff_split(on, off)
+    if d.suffix.strip():
+        return "", ""  # a change inside the conversation, not what thinking off appends
+    return _toggle_markers(d.left, d.right, d.prefix)
+
+
 def analyze_reasoning(
     probe: Probe, prompts: GenerationPrompts, supports_tools: bool, field: str
 ) -> tuple[ReasoningAnalysis, str]:
@@ -208,6 +223,8 @@ def analyze_reasoning(
     t_start, t_end = _toggle_markers(
         prompts.enabled[len(common) :], prompts.disabled[len(common) :], common
     )
+    if not t_start and not t_end:
+        t_start, t_end = _toggle_markers_at_the_end(probe)
     if not start and not end:
         start, end = t_start, t_end
     elif start and not end and t_start == start:

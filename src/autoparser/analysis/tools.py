@@ -945,6 +945,48 @@ def described_wrapper(probe: Probe, tools: ToolsAnalysis) -> tuple[str, str]:
     return opener, _described_close(opener, described[found.end() :])
 
 
+# A call example in the tool instructions: a tag (``<tool_call>``, ``<|tool_call|>``), a JSON
+# object whose first two keys name the function and its arguments (their values may be
+# placeholders, ``<function-name>``), the tag's closer.
+_TAUGHT_TAG = r"(?P<open><(?P<bar>\|?)(?P<tag>[A-Za-z_][\w.-]{0,40})(?P=bar)>)"
+_TAUGHT_BODY = (
+    r'(?P<lead>\s*)\{\s*"(?P<name>[A-Za-z_]\w{0,40})"\s*:\s*[^,\n]{1,80},'
+    r'\s*"(?P<args>[A-Za-z_]\w{0,40})"\s*:\s*[^\n]{1,120}?\}(?P<trail>\s*)'
+)
+_TAUGHT_CALL = re.compile(_TAUGHT_TAG + _TAUGHT_BODY + r"(?P<close></?(?P=bar)/?(?P=tag)(?P=bar)>)")
+
+
+def taught_format(probe: Probe) -> ToolsAnalysis | None:
+    """The call format a template teaches only in its tool instructions, when no call turn
+    renders one: SmolLM3's "... within <tool_call></tool_call> XML tags:\n<tool_call>\n
+    {"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>". Read from the
+    text the template adds when tools are given: a tag, a JSON object naming the function
+    and its arguments, the tag's closer (``</tool_call>``, ``<|/tool_call|>``). None when
+    the instructions show no such example."""
+    plain, with_tools = probe.render(), probe.render(tools=True)
+    if plain is None or with_tools is None or plain == with_tools:
+        return None
+    added = diff_split(plain, with_tools).right
+    for found in _TAUGHT_CALL.finditer(added):
+        bar, tag = found.group("bar"), found.group("tag")
+        if found.group("close") != f"<{bar}/{tag}{bar}>" or needle_in(found.group()):
+            continue
+        name, args = found.group("name"), found.group("args")
+        if name == args:
+            continue
+        fmt = ToolFormatAnalysis(
+            mode=ToolFormat.JSON_NATIVE,
+            per_call_start=found.group("open") + found.group("lead"),
+            per_call_end=found.group("trail") + found.group("close"),
+            name_field=name,
+            args_field=args,
+            field_order=(name, args),
+            json_style="spaced",
+        )
+        return ToolsAnalysis(format=fmt, call_separator="\n", parallel_calls=True)
+    return None
+
+
 def analyze_tools(probe: Probe, reasoning: ReasoningAnalysis, text_eot: str = "") -> ToolFindings:
     """T1-T7 on a template; ToolFormat.NONE when it renders no tool calls.
 

@@ -25,9 +25,11 @@ from autoparser.generate.sections import (
 from autoparser.peg import (
     Parser,
     any_char,
+    chars,
     end,
     json_schema,
     literal,
+    negate,
     optional,
     rest,
     space,
@@ -66,6 +68,13 @@ def lenient_body(ctx: BuildContext, section: Parser | None, triggers: Sequence[s
     alts: list[Parser] = []
     if section is not None:
         alts.append(section)
+        token = wrapper_token(ctx, triggers)
+        if token is not None:
+            # A special token the model adds around its calls is markup when a call follows
+            # it: dropped, with its partner right after the calls.
+            opener, parser = token
+            delims.append(opener)
+            alts.append(seq_of(parser, space(), section, optional(seq_of(space(), parser))))
     # The end of turn ends the message: whatever a template or engine appends after it
     # (the next turn's header) is not part of it.
     alts.extend(literal(m) + rest() for m in sorted(set(ctx.end_markers), key=len, reverse=True))
@@ -78,6 +87,37 @@ def lenient_body(ctx: BuildContext, section: Parser | None, triggers: Sequence[s
     if section is not None:
         return zero_or_more(section) + tag(tags.CONTENT, rest())
     return tag(tags.CONTENT, rest())
+
+
+# How special tokens are spelled (``<|python_tag|>``, DeepSeek's ``<｜end▁of▁sentence｜>``):
+# two-character brackets that plain text does not write.
+_TOKEN_SPELLINGS = (("<|", "|>"), ("<\uff5c", "\uff5c>"))
+_TOKEN_NAME = "^ \t\r\n<>|\uff5c"
+
+
+def wrapper_token(ctx: BuildContext, openers: Sequence[str]) -> tuple[str, Parser] | None:
+    """Any special token spelled as the template spells its own, for the lenient parser:
+    (the spelling's opener, its parser), None when the template prints no such token.
+
+    Models add tokens around their calls that the template never prints: Llama 3.2's
+    ``<|python_tag|>`` before a JSON call, Llama 4's ``<|python_start|>`` ... ``<|python_end|>``
+    around a Python list. Which tokens a model knows is its vocabulary's business; how its
+    tokens are spelled is read from the ones the template prints (the generation prompt, the
+    end of turn, the markers). End-of-turn markers and call openers keep their own meaning.
+    """
+    a = ctx.analysis
+    printed = "".join((a.generation_prompt, *a.end_of_turn, *a.preserved_tokens))
+    for opener, closer in _TOKEN_SPELLINGS:
+        spelled = re.compile(re.escape(opener) + rf"[{_TOKEN_NAME}]{{1,40}}" + re.escape(closer))
+        if spelled.search(printed) is None:
+            continue
+        # The opener first: the alternative fails at once where no token starts.
+        kept = [m[len(opener) :] for m in (*ctx.end_markers, *openers) if m.startswith(opener)]
+        name = chars(_TOKEN_NAME, 1, 40)
+        if kept:
+            name = seq_of(negate(choice_of([literal(m) for m in kept if m])), name)
+        return opener, seq_of(opener, name, closer)
+    return None
 
 
 def _with_call_openers(ctx: BuildContext) -> BuildContext:

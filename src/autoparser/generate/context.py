@@ -30,6 +30,10 @@ class BuildContext:
     # The prompt ends with the call opener (call_opener()): the output starts inside the
     # first call, whose opener is already written; later calls carry their own.
     call_opened: bool = False
+    # Thinking is off: the request said so (``enable_thinking=False``), or the prompt ends
+    # with the reasoning block closed (the template's thinking-off prompt). The grammar
+    # then writes no reasoning block (``generate.reasoning``).
+    thinking_off: bool = False
     # Where a call can start in the output (the lenient parser's content stops there).
     call_openers: tuple[str, ...] = ()
     # Whether the template pads a raw string value (a newline before / after it, as

@@ -42,11 +42,15 @@ _KEY_CHARS = "a-zA-Z0-9_.$@\\-"
 def quote_token(a: ArgumentsAnalysis) -> str:
     """The token that quotes string values (``<escape>``), or "" when the format has none:
     the value suffix is a ``<...>`` token, there is no value prefix, and the name suffix
-    ends with the same token after the name's own separator (``:<escape>``)."""
+    ends with the same token after the name's own separator (``:<escape>``). A template
+    that writes non-string values bare itself (FunctionGemma's own: ``n:5``,
+    ``o:{a:<escape>x<escape>}``) shows that separator as the name suffix before them."""
     q = a.value_suffix
-    if a.value_prefix or not _TOKEN_RE.match(q) or a.name_suffix_json:
+    if a.value_prefix or not _TOKEN_RE.match(q):
         return ""
     bare = a.name_suffix[: -len(q)] if a.name_suffix.endswith(q) else ""
+    if a.name_suffix_json and a.name_suffix_json != bare:
+        return ""
     return q if bare.strip() else ""
 
 

@@ -12,11 +12,14 @@ from autoparser.peg import (
     Parser,
     any_char,
     atomic,
+    char_class,
     choice,
     literal,
     negate,
     optional,
     peek,
+    repeat,
+    seq,
     space,
     tag,
     until,
@@ -55,14 +58,22 @@ def reasoning_parser(
     r = ctx.analysis.reasoning
     if not ctx.extract_reasoning or not r.end:
         return None
+    budget = ctx.request.reasoning_budget
+    if strict and not ctx.thinking_forced_open and (ctx.thinking_off or budget == 0):
+        # Thinking is off (or has no budget) and the prompt left no block open: the grammar
+        # writes none, so a forced call is the first thing the model writes.
+        return None
     stops = [r.end] if strict else [r.end, *ctx.end_markers]
     body = tag(tags.REASONING, until(r.end) if len(stops) == 1 else until_one_of(*stops))
+    close = tag(tags.REASONING_CLOSE, literal(r.end))
+    if strict and budget is not None:
+        body = tag(tags.REASONING, bounded_text(r.end, budget))
+        close = tag(tags.REASONING_CLOSE, spelled(r.end))
     with_calls: Parser | None = None
     if calls is not None and not strict:
         delims = list(dict.fromkeys([*stops, *openers]))
         text = negate(choice(*[literal(m) for m in stops])) + any_char() + until_one_of(*delims)
         body = with_calls = zero_or_more(choice(calls, tag(tags.REASONING, text)))
-    close = tag(tags.REASONING_CLOSE, literal(r.end))
     repeated = None if strict else _repeated_markup(ctx)
     if repeated is not None:
         close = close + repeated
@@ -89,6 +100,65 @@ def reasoning_parser(
     if strict:
         return optional(opened)
     return optional(choice(opened, opener_left_out(ctx, with_calls)))
+
+
+# llama.cpp refuses a repetition over 2000 times; longer budgets are written in blocks.
+_BLOCK = 1000
+# How many of the end marker's first character may stand in a row (``<<`` and ``<<<`` in
+# code) inside one piece of bounded text.
+_RUN = 8
+
+
+def bounded_text(end: str, budget: int) -> Parser:
+    """At most ``budget`` pieces of text that never hold ``end`` (the grammar's reasoning
+    under ``reasoning_budget``).
+
+    GBNF has no bounded "anything but this marker", so the text is spelled in pieces: a
+    character other than the marker's first, or a run of the marker's first character and
+    the rest of a proper prefix of the marker, followed by a character that neither
+    continues it nor starts it again (``</th`` + ``x``). Most pieces are one character, a
+    partial marker is one piece; the text may end in a partial marker. Past ``_BLOCK``
+    pieces the count is written as whole blocks and a rest, each count spelled one way
+    only (no ambiguity for the engine). A marker whose first character comes again inside
+    it (``]]>``) gets the safe subset: that character never stands in the text.
+    """
+    first = end[0]
+    pieces: list[Parser] = [char_class("^" + _class_char(first))]
+    partials: list[Parser] = []
+    if first not in end[1:]:
+        run = repeat(literal(first), 1, _RUN)
+        for i in range(1, len(end)):
+            prefix = run + spelled(end[1:i]) if i > 1 else run
+            stop = "".join(_class_char(c) for c in (end[i], first))
+            pieces.append(prefix + char_class("^" + stop))
+            partials.append(prefix)
+    piece = choice(*pieces)
+    if budget <= _BLOCK:
+        text = repeat(piece, 0, budget)
+    else:
+        # k pieces are k // _BLOCK whole blocks and k % _BLOCK more: all blocks and at most
+        # the budget's rest, or fewer blocks and fewer than a block more.
+        blocks, rest_count = divmod(budget, _BLOCK)
+        block = repeat(piece, _BLOCK, _BLOCK)
+        full = repeat(block, blocks, blocks)
+        if rest_count:
+            full = seq(full, repeat(piece, 0, rest_count))
+        text = choice(full, seq(repeat(block, 0, blocks - 1), repeat(piece, 0, _BLOCK - 1)))
+    if partials and budget:
+        text = seq(text, optional(choice(*partials)))
+    return text
+
+
+def spelled(text: str) -> Parser:
+    """A literal written one character per string: llguidance lexes a string as one greedy
+    token, which must not commit to a marker where the bounded text's pieces may stand
+    (``</th`` then a space, then ``</think>``)."""
+    return seq(*(literal(c) for c in text))
+
+
+def _class_char(ch: str) -> str:
+    """A character as a class spec writes it (escaped where the spec reads it)."""
+    return f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else ch
 
 
 def _repeated_markup(ctx: BuildContext) -> Parser | None:

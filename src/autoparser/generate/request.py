@@ -47,6 +47,10 @@ class Request:
     enable_thinking: bool | None = None
     reasoning_format: str = "auto"
     calls_in_reasoning: bool = False  # read calls written inside reasoning as calls
+    # The most reasoning the grammar lets the model write, in characters (a partial end
+    # marker counting as one; see generate.reasoning.bounded_text); None = unbounded, 0 =
+    # no reasoning block unless the prompt opened one (then it must close at once).
+    reasoning_budget: int | None = None
 
     @property
     def calls_enabled(self) -> bool:
@@ -58,6 +62,13 @@ class Request:
         if self.forced_tool is None:
             return self.tools
         return tuple(t for t in self.tools if t.name == self.forced_tool)
+
+
+def _described(value: object) -> str:
+    """A bad option's value for an error: a number as it is, anything else by its type."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return type(value).__name__
 
 
 def check_messages(messages: object) -> None:
@@ -123,6 +134,7 @@ def normalize_request(
     reasoning_format: str,
     template_supports_parallel: bool,
     calls_in_reasoning: bool = False,
+    reasoning_budget: int | None = None,
 ) -> Request:
     """Check the request options against each other; RequestError names the bad field."""
     specs = normalize_tools(tools)
@@ -184,8 +196,18 @@ def normalize_request(
         raise RequestError(
             f"calls_in_reasoning: must be a boolean, got {type(calls_in_reasoning).__name__}"
         )
+    if reasoning_budget is not None and (
+        isinstance(reasoning_budget, bool)
+        or not isinstance(reasoning_budget, int)
+        or reasoning_budget < 0
+    ):
+        raise RequestError(
+            "reasoning_budget: must be a non-negative integer (characters) or None, "
+            f"got {_described(reasoning_budget)}"
+        )
     return Request(
         calls_in_reasoning=calls_in_reasoning,
+        reasoning_budget=reasoning_budget,
         tools=specs,
         tool_choice=choice,
         forced_tool=forced,

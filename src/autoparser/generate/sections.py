@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 
 from autoparser import tags
-from autoparser.analysis.model import ToolFormat
+from autoparser.analysis.model import ToolFormat, ToolFormatAnalysis, ToolsAnalysis
 from autoparser.cache import CACHES, Store
 from autoparser.cancel import checkpoint
 from autoparser.generate import families
@@ -269,6 +269,31 @@ def _one_call(ctx: BuildContext, tools: Sequence[ToolSpec], strict: bool) -> Par
     )
 
 
+# The call object JSON formats write (``{"name": ..., "arguments": {...}}``), as a sibling
+# style a model of a Python-call format also writes.
+_JSON_CALL = ToolFormatAnalysis(
+    mode=ToolFormat.JSON_NATIVE,
+    name_field="name",
+    args_field="arguments",
+    field_order=("name", "arguments"),
+    json_style="spaced",
+)
+
+
+def _json_sibling(ctx: BuildContext, tools: Sequence[ToolSpec]) -> Parser | None:
+    """For the lenient parser of a Python-call format, a call written as a JSON object
+    inside the format's section (LFM2 writes ``[{"name": "f", "arguments": {...}}]`` where
+    its template teaches ``[f(a=1)]``): the other style of the same family, told apart
+    without doubt (a Python call starts with a name, this one with ``{``). None elsewhere."""
+    if not is_pythonic(ctx.analysis):
+        return None
+    tools_analysis = ToolsAnalysis(format=_JSON_CALL)
+    json_ctx = dataclasses.replace(
+        ctx, analysis=dataclasses.replace(ctx.analysis, tools=tools_analysis)
+    )
+    return _one_call(json_ctx, tools, strict=False)
+
+
 def _section_end(marker: str) -> Parser | None:
     """The lenient parser's section closer: optional, tagged ``TOOL_SECTION_END``."""
     return optional(tag(tags.TOOL_SECTION_END, literal(marker))) if marker else None
@@ -294,6 +319,10 @@ def tool_section(
     section_start, section_end, call_start, _ = effective_markers(ctx)
     call = _one_call(ctx, tools, strict)
     first = _one_call(first_ctx, tools, strict) if first_ctx is not ctx else call
+    sibling = None if strict else _json_sibling(ctx, tools)
+    if sibling is not None:
+        call = choice(call, sibling)
+        first = call if first_ctx is ctx else choice(first, sibling)
     if strict and parallel:
         # One grammar rule for a call to any tool, used by the first call and the next ones:
         # written inline, every tool's alternative was emitted (and sent to the engine) twice.

@@ -444,7 +444,14 @@ def _json_argument(
         # closes string values only; other values follow the suffix bare, as JSON or as
         # Python's repr (True, ['a']).
         repr_value = tag(tags.TOOL_ARG_PY, python_value())
-        return tag(tags.TOOL_ARG, header + space() + choice_of([value, repr_value]))
+        values = [value, repr_value]
+        quote = notation.quote_token(a)
+        if quote:
+            # The template's own notation for objects and arrays (FunctionGemma's
+            # ``{lang:<escape>fr<escape>,safe:true}``), in the grammar too: the template
+            # renders it, so constrained decoding must be able to write it.
+            values.append(tag(notation.NOTATION_TAG, notation.notation_value(quote)))
+        return tag(tags.TOOL_ARG, header + space() + choice_of(values))
     suffix = closing(a.value_suffix, strict) if a.value_suffix else None
     lead = space() if a.value_prefix else None
     if strict:
@@ -758,8 +765,31 @@ def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
     call = with_call_id(
         ctx, name_part(ctx, tool, strict), body, closing(t.function.close, strict), strict
     )
-    empty = None if strict else _self_closed_call(ctx, tool)
-    return call if empty is None else choice_of([call, empty])
+    alternatives = [call]
+    if not strict:
+        alternatives += [p for p in (_json_body_call(ctx, tool), _self_closed_call(ctx, tool)) if p]
+    return choice_of(alternatives)
+
+
+def _json_body_call(ctx: BuildContext, tool: ToolSpec) -> Parser | None:
+    """A call whose arguments are one JSON object instead of the format's tagged arguments,
+    for the lenient parser: the other style of the family (DeepSeek V3.2 models write
+    ``<｜DSML｜invoke name="f">{"city": "Paris"}</｜DSML｜invoke>``). Only where it is told
+    apart without doubt: the arguments open with markup, never with ``{``, and the call has
+    a closer that ends the object. None elsewhere."""
+    t = ctx.analysis.tools
+    a = t.arguments
+    opener = a.start.strip() or a.name_prefix.strip()
+    if not opener or opener.startswith("{") or not t.function.close.strip():
+        return None
+    body = tag(tags.TOOL_ARGS, json_object())
+    return with_call_id(
+        ctx,
+        name_part(ctx, tool, False),
+        space() + body + space(),
+        closing(t.function.close, False),
+        False,
+    )
 
 
 # An XML element's opening up to its first attribute: ``<｜DSML｜invoke name="``.

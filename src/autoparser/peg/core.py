@@ -758,6 +758,14 @@ class Until(Parser):
             m = self._rx.search(text, start)
             i = m.start() if m else -1
         if i >= 0:
+            if ctx.partial and self._hold_rx is not None and n - i < self._longest:
+                # A delimiter that starts earlier may still come: the one found lies inside
+                # the unfinished tail of a longer one (``<|`` in ``all\n<|con``). Leftmost
+                # wins, as on the whole text: hold back from where that one starts.
+                held = self._hold_rx.search(text, max(pos, n - self._longest + 1))
+                if held is not None and held.start() < i:
+                    ctx.frontier = (self, pos)
+                    return (MORE, held.start(), _NO_NODES, True, "")
             return (OK, i, _NO_NODES, False, "")
         ctx.until_hints[key] = max(pos, n - self._longest + 1)
         ctx.hits += 1

@@ -45,6 +45,7 @@ REFUSED_FIELDS = {
 RESERVED_TEMPLATE_KWARGS = frozenset(
     {"messages", "tools", "tool_choice", "parallel_tool_calls", "response_format"}
     | {"reasoning_format", "add_generation_prompt", "polyfills", "provenance"}
+    | {"reasoning_budget"}
 )
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 HEADERS_AFTER = 1.0  # seconds of engine silence before SSE headers go out anyway
@@ -196,6 +197,9 @@ def parse_request(body: Mapping[str, object], typed_content: bool, provenance: b
     reasoning_format = _field(body, "reasoning_format", str, "a string")
     if reasoning_format is not None:
         options["reasoning_format"] = reasoning_format
+    if body.get("reasoning_budget") is not None:
+        # Checked by the library (a RequestError naming the field: a 400).
+        options["reasoning_budget"] = body["reasoning_budget"]
     return ChatRequest(messages, options, stream, include_usage, sampling, parallel)
 
 
