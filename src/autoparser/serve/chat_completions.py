@@ -19,7 +19,14 @@ from typing import Protocol, TypeVar
 
 from aiohttp import web
 
-from autoparser import ChatMessage, ChatParams, SchemaError, StreamDelta, loosen_schema
+from autoparser import (
+    ChatMessage,
+    ChatParams,
+    SchemaError,
+    StreamDelta,
+    TemplateError,
+    loosen_schema,
+)
 from autoparser.serve import openai_format as oai
 from autoparser.serve.backends import BackendError, Finished, Generation
 from autoparser.serve.engine import EngineLink, Served, generation
@@ -289,6 +296,48 @@ def loosen_options(
     return out, found
 
 
+def _with_text(content: object, text: str, before: bool) -> object:
+    """``content`` (a string, text parts or None) with ``text`` added before or after."""
+    if isinstance(content, list):
+        part = {"type": "text", "text": text}
+        return [part, *content] if before else [*content, part]
+    if not content:
+        return text
+    return f"{text}\n\n{content}" if before else f"{content}\n\n{text}"
+
+
+def _plain_text(content: object) -> str:
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return content if isinstance(content, str) else ""
+
+
+def fold_system_messages(
+    messages: list[dict[str, object]],
+) -> tuple[list[dict[str, object]], int]:
+    """The messages with every system (or developer) message after the first turn folded
+    into the next user message (else the one before, else the leading system prompt), for
+    templates that take a system message only first; and how many were folded."""
+    out = [dict(m) for m in messages]
+    start = next((i for i, m in enumerate(out) if m["role"] not in ("system", "developer")), 0)
+    late = [i for i in range(start + 1, len(out)) if out[i]["role"] in ("system", "developer")]
+    users = [i for i, m in enumerate(out) if m["role"] == "user"]
+    for i in late:
+        text = _plain_text(out[i]["content"])
+        after = [u for u in users if u > i]
+        before = [u for u in users if u < i]
+        if after:
+            out[after[0]]["content"] = _with_text(out[after[0]]["content"], text, True)
+        elif before:
+            out[before[-1]]["content"] = _with_text(out[before[-1]]["content"], text, False)
+        elif start > 0:
+            out[0]["content"] = _with_text(out[0]["content"], text, False)
+        else:
+            continue
+        out[i] = {}
+    return [m for m in out if m], sum(1 for m in out if not m)
+
+
 def _reasoning_keys(obj: dict[str, object], field: str) -> dict[str, object]:
     """The message or delta with reasoning under the configured field name(s)."""
     if "reasoning_content" not in obj or field == "reasoning_content":
@@ -395,7 +444,20 @@ class Chat:
         options, loosened = loosen_options(req.options, self.limits, settings.strict_schemas)
         for found in (*req.degraded, *loosened):
             state.degrade(found.what, found.label, found.detail)
-        params = await self.link.prepare(served, req.messages, options)
+        try:
+            params = await self.link.prepare(served, req.messages, options)
+        except InvalidRequest as exc:
+            folded, count = fold_system_messages(req.messages)
+            if not count or not isinstance(exc.__cause__, TemplateError):
+                raise
+            params = await self.link.prepare(served, folded, options)
+            state.degrade(
+                "system_message",
+                "system_message",
+                f"messages: the template takes a system message only first ({exc}): "
+                f"{count} later one(s) folded into the user turn",
+            )
+            req = dataclasses.replace(req, messages=folded)
         gen = generation(params, req.sampling, self.settings.plain_user_text)
         return Prepared(served, req, params, gen)
 
