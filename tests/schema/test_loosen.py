@@ -120,3 +120,31 @@ def test_the_loosened_grammar_accepts_what_the_schema_allowed() -> None:
         jsonschema.validate(value, schema)
         jsonschema.validate(value, loose)
     jsonschema.validate({"text": "x" * 60, "n": 4}, loose)  # wider where it was loosened
+
+
+def test_what_only_the_converter_finds_is_loosened_at_the_node_it_names() -> None:
+    """Claude Code's SendMessage tool (captured): two ``allOf`` patterns the converter
+    cannot merge; the second is dropped, the first still holds (and the same answer comes
+    from the cache). A malformed or unsatisfiable schema is no such thing: left for the
+    converter to name (a client's 400)."""
+    captured = TESTS_DIR / "data" / "agent_requests" / "messages_claude_code_first_all_tools.json"
+    tools = json.loads(captured.read_text(encoding="utf-8"))["body"]["tools"]
+    send = next(t for t in tools if t["name"] == "SendMessage")["input_schema"]
+    with pytest.raises(SchemaError, match="cannot merge"):
+        schema_rules(send, "t")
+    loose, findings = loosen_schema(send, max_count=10_000)
+    assert [(f.pointer, f.keyword, f.reason) for f in findings] == [
+        ("#/properties/to/allOf/1/pattern", "pattern", "unconvertible")
+    ]
+    assert isinstance(loose, dict)
+    assert loose["properties"]["to"]["allOf"] == [send["properties"]["to"]["allOf"][0], {}]
+    schema_rules(loose, "t")
+    assert loosen_schema(send, max_count=10_000) == (loose, findings)
+    for broken in (
+        {"type": "object", "properties": {"a": {"type": "integer", "minimum": 5, "maximum": 1}}},
+        {"type": 5},
+        {"properties": {"a": {"$ref": "#/$defs/missing"}}},
+    ):
+        assert loosen_schema(broken) == (broken, ())
+        with pytest.raises(SchemaError):
+            schema_rules(broken, "t")

@@ -12,12 +12,16 @@ and count. ``strict=True`` raises a ``SchemaError`` naming the first one instead
 
 from __future__ import annotations
 
+import copy
+import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from autoparser.cache import CACHES, Store
 from autoparser.errors import SchemaError
-from autoparser.schema.convert import IGNORED_KEYWORDS, SUPPORTED_KEYWORDS
+from autoparser.schema.convert import IGNORED_KEYWORDS, SUPPORTED_KEYWORDS, schema_rules
 from autoparser.schema.regex import translate_pattern
 from autoparser.schema.string_formats import FORMAT_RULES
 
@@ -29,13 +33,23 @@ _ONE = ("items", "additionalProperties", "additionalItems", "not", "contains", "
 _ONE_MORE = ("else", "propertyNames", "unevaluatedItems", "unevaluatedProperties")
 _LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
+# Where a converter error is: "... at /properties/a/allOf/1: ..." (or "#" for the root).
+_AT = re.compile(r" at (#|/[^\s:]*)")
+_QUOTED = re.compile(r"'([A-Za-z$]+)'")
+# Converter errors about what it cannot express (not about a schema no value satisfies, or
+# a malformed one: those stay the caller's to name).
+_INEXPRESSIBLE = re.compile(r"cannot merge|unsupported|combined with")
+MAX_ROUNDS = 64  # conversions tried while loosening what only the converter finds
+# Loosened schemas by (canonical schema, max_count): agents send the same tools each turn.
+_LOOSENED: Store[tuple[object, tuple[Loosened, ...]]] = CACHES.store("loosened_schemas", 4096)
 
 
 @dataclass(frozen=True)
 class Loosened:
     """One keyword left out of the grammar: where (a JSON pointer, ``#`` the root), what,
     and why (``unsupported``, ``above_limit``, ``always_true``, ``combined``,
-    ``bad_pattern``)."""
+    ``bad_pattern``, ``unconvertible``: what the converter itself refused there, ``value``
+    saying why)."""
 
     pointer: str
     keyword: str
@@ -50,6 +64,7 @@ class Loosened:
             "always_true": f"{self.keyword} is always true",
             "combined": f"{self.keyword} combined with pattern or format",
             "bad_pattern": "a pattern the grammar cannot express",
+            "unconvertible": f"{self.value}",
         }[self.reason]
 
     def describe(self) -> str:
@@ -149,6 +164,57 @@ class _Loosener:
         return node
 
 
+def _locate(schema: object, pointer: str) -> tuple[object, object, str | int | None]:
+    """(parent, node, key in parent) at a converter's pointer; the parent is None at the
+    root or where the pointer leads nowhere."""
+    parent: object = None
+    node: object = schema
+    key: str | int | None = None
+    for raw in [p for p in pointer.split("/")[1:] if p]:
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and part in node:
+            parent, node, key = node, node[part], part
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            parent, node, key = node, node[int(part)], int(part)
+        else:
+            return None, None, None
+    return parent, node, key
+
+
+def _converted(schema: object, found: list[Loosened]) -> object:
+    """``schema`` loosened further until the converter takes it: for each error about what
+    it cannot express (``allOf`` parts it cannot merge...), the node the error names loses
+    the keyword the error names, or becomes any value when none is named. A malformed or
+    unsatisfiable schema is returned as it is, for the converter to name."""
+    for _ in range(MAX_ROUNDS):
+        try:
+            schema_rules(schema, "loosen")
+            return schema
+        except SchemaError as exc:
+            text = exc.detail
+        except (TypeError, ValueError, AttributeError):
+            return schema  # malformed beyond a schema error: the caller's checks name it
+        if not _INEXPRESSIBLE.search(text):
+            return schema  # malformed or unsatisfiable: the converter names it to the caller
+        where = _AT.search(text)
+        pointer = "#" if where is None or where.group(1) == "#" else "#" + where.group(1)
+        parent, node, key = _locate(schema, pointer)
+        named = [k for k in _QUOTED.findall(text) if isinstance(node, Mapping) and k in node]
+        if isinstance(node, dict) and named:
+            del node[named[0]]
+            found.append(Loosened(f"{pointer}/{named[0]}", named[0], "unconvertible", text))
+        elif isinstance(parent, dict) and isinstance(key, str) and not isinstance(node, Mapping):
+            del parent[key]  # a keyword's value (``pattern``, a bound): the keyword goes
+            found.append(Loosened(pointer, key, "unconvertible", text))
+        elif isinstance(parent, (dict, list)) and key is not None:
+            parent[key] = {}  # type: ignore[index]
+            found.append(Loosened(pointer, "schema", "unconvertible", text))
+        else:
+            found.append(Loosened("#", "schema", "unconvertible", text))
+            return {}
+    raise SchemaError(f"the schema could not be loosened into one the grammar takes: {text}")
+
+
 def loosen_schema(
     schema: object, *, max_count: int | None = None, strict: bool = False
 ) -> tuple[object, tuple[Loosened, ...]]:
@@ -162,5 +228,20 @@ def loosen_schema(
     is kept as given, so ``schema_rules`` still names any other problem. With ``strict``,
     the first such keyword is a ``SchemaError`` naming its JSON pointer instead.
     """
+    if strict:
+        return _Loosener(max_count, strict).visit(schema, "#"), ()
+    try:
+        key = json.dumps([schema, max_count], sort_keys=True)
+    except (TypeError, ValueError):
+        key = None
+    known = _LOOSENED.get(key) if key is not None else None
+    if known is not None:
+        return copy.deepcopy(known[0]), known[1]
     loosener = _Loosener(max_count, strict)
-    return loosener.visit(schema, "#"), tuple(loosener.found)
+    loose = loosener.visit(schema, "#")
+    if isinstance(loose, (Mapping, bool)):
+        loose = _converted(copy.deepcopy(loose), loosener.found)
+    result = (loose, tuple(loosener.found))
+    if key is not None:
+        _LOOSENED.put(key, result)
+    return copy.deepcopy(loose), result[1]
