@@ -151,3 +151,39 @@ def test_a_late_system_message_is_folded_for_a_template_that_refuses_it(
     assert "<|im_start|>user\n<system-reminder>R</system-reminder>\n\nsecond<|im_end|>" in prompt
     assert prompt.count("<|im_start|>system") == 1
     assert 'autoparser_degraded_total{what="system_message"} 1.0' in served.metrics()
+
+
+# Refuses a system message anywhere but first, and a user turn that starts with a reminder.
+REFUSES_REMINDERS = SYSTEM_FIRST.replace(
+    "{%- if m.role == 'system' and not loop.first -%}",
+    "{%- if (m.role == 'system' and not loop.first) or (m.role == 'user' and "
+    "m.content is string and m.content.startswith('<system-reminder>')) -%}",
+)
+
+
+def test_a_system_message_no_form_of_which_fits_is_refused_in_anthropics_words(
+    loop: LoopThread,
+) -> None:
+    """Claude Code acts on Anthropic's wording of this refusal (it then sends its
+    reminders as user text); the chat route keeps the template's own message."""
+    served = Served(loop, ChatTemplate(REFUSES_REMINDERS, eos_token="<|im_end|>"))
+    messages = [
+        {"role": "user", "content": "first"},
+        {"role": "system", "content": "<system-reminder>R</system-reminder>"},
+        {"role": "user", "content": "second"},
+    ]
+    body = {"model": "m", "max_tokens": 20, "messages": messages}
+    status, raw = served.send("/v1/messages", body, {"Content-Type": "application/json"})
+    assert status == 400
+    error = json.loads(raw)["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["message"] == (
+        'messages: Unexpected role "system". The Messages API accepts a top-level `system` '
+        'parameter, not "system" as an input message role.'
+    )
+    status, raw = served.send(
+        "/v1/chat/completions", {"messages": messages}, {"Content-Type": "application/json"}
+    )
+    assert status == 400
+    assert "System message must be at the beginning" in json.loads(raw)["error"]["message"]
+    assert not served.completions()

@@ -22,10 +22,21 @@ from autoparser import ChatMessage, StreamDelta
 from autoparser.serve import messages_api, responses_api
 from autoparser.serve.backends import BackendError, Finished
 from autoparser.serve.chat_completions import Chat, Prepared
-from autoparser.serve.limits import Degradation, InvalidRequest, read_body
+from autoparser.serve.limits import (
+    Degradation,
+    InvalidRequest,
+    SystemMessageRefused,
+    read_body,
+)
 from autoparser.serve.observe import ErrorShape, error_reply, info
 
 Rename = Callable[[str | None], str | None]
+# Anthropic's own words for a system message in ``messages``: Claude Code reacts to them
+# (it sends its reminders as user text instead), so a refusal says exactly this.
+ANTHROPIC_SYSTEM_ROLE = (
+    'messages: Unexpected role "system". The Messages API accepts a top-level `system` '
+    'parameter, not "system" as an input message role.'
+)
 
 
 def _renamed(exc: InvalidRequest, rename: Rename) -> InvalidRequest:
@@ -33,7 +44,7 @@ def _renamed(exc: InvalidRequest, rename: Rename) -> InvalidRequest:
     message, param = str(exc), rename(exc.param)
     if exc.param and param != exc.param and message.startswith(exc.param):
         message = str(param) + message[len(exc.param) :]
-    return InvalidRequest(message, param, exc.status)
+    return type(exc)(message, param, exc.status)  # its kind kept (SystemMessageRefused)
 
 
 async def _prepare(
@@ -152,9 +163,13 @@ class Messages:
         if counting and body.get("max_tokens") is None:
             body = {**body, "max_tokens": 1}  # not a field of count_tokens
         mapped = messages_api.to_chat(body, self.chat.settings.media)
-        prepared = await _prepare(
-            self.chat, request, mapped.chat, messages_api.param_name, mapped.degraded
-        )
+        try:
+            prepared = await _prepare(
+                self.chat, request, mapped.chat, messages_api.param_name, mapped.degraded
+            )
+        except SystemMessageRefused as exc:
+            info(request).error = str(exc)
+            raise InvalidRequest(ANTHROPIC_SYSTEM_ROLE, "messages") from exc
         info(request).stream = mapped.stream
         return mapped, prepared
 

@@ -30,7 +30,13 @@ from autoparser import (
 from autoparser.serve import openai_format as oai
 from autoparser.serve.backends import BackendError, Finished, Generation
 from autoparser.serve.engine import EngineLink, Served, generation
-from autoparser.serve.limits import Degradation, InvalidRequest, Limits, read_body
+from autoparser.serve.limits import (
+    Degradation,
+    InvalidRequest,
+    Limits,
+    SystemMessageRefused,
+    read_body,
+)
 from autoparser.serve.observe import RequestInfo, error_body, error_reply, info, public_text
 from autoparser.serve.options import SamplingOptions, boolean
 
@@ -450,7 +456,12 @@ class Chat:
             folded, count = fold_system_messages(req.messages)
             if not count or not isinstance(exc.__cause__, TemplateError):
                 raise
-            params = await self.link.prepare(served, folded, options)
+            try:
+                params = await self.link.prepare(served, folded, options)
+            except InvalidRequest as again:
+                if not isinstance(again.__cause__, TemplateError):
+                    raise
+                raise SystemMessageRefused(str(exc), exc.param, exc.status) from exc
             state.degrade(
                 "system_message",
                 "system_message",

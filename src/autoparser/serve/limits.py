@@ -39,6 +39,11 @@ class InvalidRequest(Exception):
         self.status = status
 
 
+class SystemMessageRefused(InvalidRequest):
+    """The template refuses a system message after the first turn, even folded into a user
+    turn: routes word this as their API does (Anthropic's clients act on its wording)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Degradation:
     """Something a request asked for that is served in a lesser form instead of refused:
