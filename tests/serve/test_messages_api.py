@@ -46,7 +46,8 @@ def test_every_captured_request_maps(name: str) -> None:
     assert chat["messages"][2]["content"] == reminder
     assert chat["chat_template_kwargs"] == {"enable_thinking": True}
     assert chat["reasoning_effort"] == body["output_config"]["effort"]
-    assert [t["function"]["name"] for t in chat["tools"]] == [t["name"] for t in body["tools"]]
+    offered = [t["name"] for t in body["tools"] if not t.get("defer_loading")]
+    assert [t["function"]["name"] for t in chat["tools"]] == offered
     assert mapped.stream is True
     trimmed = {k: v for k, v in body.items() if k not in ("metadata", "context_management")}
     assert messages_api.to_chat(trimmed).chat == chat
@@ -171,3 +172,41 @@ def test_an_unknown_role_is_worded_as_anthropic_words_it() -> None:
         messages_api.to_chat(body)
     assert info.value.param == "messages[0].role"
     assert str(info.value).startswith("messages[0].role: unexpected role 'robot'")
+
+
+def test_deferred_tools_join_once_a_tool_reference_loaded_them() -> None:
+    """Claude Code's first request has a ``defer_loading`` placeholder tool: not offered.
+    A ``tool_reference`` in a ToolSearch result loads its tool, as Anthropic's search does."""
+    body = captured("messages_claude_code_first.json")
+    deferred = [t["name"] for t in body["tools"] if t.get("defer_loading")]
+    assert deferred == ["DeferredToolPlaceholder"]
+    names = [t["function"]["name"] for t in messages_api.to_chat(body).chat["tools"]]
+    assert "DeferredToolPlaceholder" not in names and "ToolSearch" in names
+    later = {
+        "max_tokens": 5,
+        "tools": [
+            {"name": "ToolSearch", "input_schema": {"type": "object"}},
+            {"name": "WebFetch", "input_schema": {"type": "object"}, "defer_loading": True},
+            {"name": "Cron", "input_schema": {"type": "object"}, "defer_loading": True},
+        ],
+        "messages": [
+            {"role": "user", "content": "fetch it"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "ToolSearch", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "content": [{"type": "tool_reference", "tool_name": "WebFetch"}],
+                    }
+                ],
+            },
+        ],
+    }
+    chat = messages_api.to_chat(later).chat
+    assert [t["function"]["name"] for t in chat["tools"]] == ["ToolSearch", "WebFetch"]
+    assert chat["messages"][-1]["content"] == "Tool WebFetch loaded."

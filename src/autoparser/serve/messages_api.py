@@ -88,6 +88,7 @@ class _Mapping:
     def __init__(self, media: str) -> None:
         self.media = media
         self.degraded: list[Degradation] = []
+        self.referenced: set[str] = set()  # tools a tool_reference block loaded
 
     def media_text(self, block: Mapping[str, object], where: str) -> str:
         """The placeholder of an image or document block (a 400 under ``--media reject``)."""
@@ -119,10 +120,18 @@ def _tool_result(
             kind = part.get("type") if isinstance(part, Mapping) else None
             if isinstance(part, Mapping) and kind in MEDIA_BLOCKS:
                 parts.append(state.media_text(part, at))
+            elif isinstance(part, Mapping) and kind == "tool_reference":
+                name = part.get("tool_name")
+                if not isinstance(name, str):
+                    raise _fail("must be a string", f"{at}.tool_name")
+                state.referenced.add(name)  # its deferred definition joins the tools
+                parts.append(f"Tool {name} loaded.")
             elif isinstance(part, Mapping) and kind == "text":
                 parts.append(_text(part, at))
             else:
-                raise _fail("only text, image and document blocks are supported", at)
+                raise _fail(
+                    "only text, image, document and tool_reference blocks are supported", at
+                )
         content = "\n".join(parts)
     elif not isinstance(content, str):
         raise _fail("must be a string or a list of text blocks", f"{where}.content")
@@ -240,9 +249,12 @@ def chat_messages(
 
 
 def _tools(tools: object, state: _Mapping) -> list[dict[str, object]] | None:
-    """Client tools as chat tools. Anthropic's own tools (``web_search_20250305``,
-    ``code_execution_...``, ``bash_...``, ``text_editor_...``: a versioned ``type``) are
-    run by Anthropic or defined by it; they are left out, with a warning."""
+    """Client tools as chat tools. A ``defer_loading`` tool joins them only once a
+    ``tool_reference`` block in the conversation loaded it (Anthropic's tool search; Claude
+    Code's ``DeferredToolPlaceholder`` never is). Anthropic's own tools
+    (``web_search_20250305``, ``code_execution_...``, ``bash_...``, ``text_editor_...``:
+    a versioned ``type``) are run by Anthropic or defined by it; they are left out, with a
+    warning."""
     if tools is None:
         return None
     if not isinstance(tools, list):
@@ -265,6 +277,8 @@ def _tools(tools: object, state: _Mapping) -> list[dict[str, object]] | None:
             raise _fail("must be a string", f"tools[{i}].name")
         if not isinstance(tool.get("input_schema"), Mapping):
             raise _fail("must be an object", f"tools[{i}].input_schema")
+        if tool.get("defer_loading") is True and tool["name"] not in state.referenced:
+            continue
         function: dict[str, object] = {"name": tool["name"]}
         if isinstance(tool.get("description"), str):
             function["description"] = tool["description"]
