@@ -41,6 +41,7 @@ _QUOTED = re.compile(r"'([A-Za-z$]+)'")
 _INEXPRESSIBLE = re.compile(r"cannot merge|unsupported|combined with")
 MAX_ROUNDS = 64  # conversions tried while loosening what only the converter finds
 # Loosened schemas by (canonical schema, max_count): agents send the same tools each turn.
+# (None: nothing to loosen, the schema is its own answer).
 _LOOSENED: Store[tuple[object, tuple[Loosened, ...]]] = CACHES.store("loosened_schemas", 4096)
 
 
@@ -235,13 +236,15 @@ def loosen_schema(
     except (TypeError, ValueError):
         key = None
     known = _LOOSENED.get(key) if key is not None else None
-    if known is not None:
-        return copy.deepcopy(known[0]), known[1]
-    loosener = _Loosener(max_count, strict)
-    loose = loosener.visit(schema, "#")
-    if isinstance(loose, (Mapping, bool)):
-        loose = _converted(copy.deepcopy(loose), loosener.found)
-    result = (loose, tuple(loosener.found))
-    if key is not None:
-        _LOOSENED.put(key, result)
-    return copy.deepcopy(loose), result[1]
+    if known is None:
+        loosener = _Loosener(max_count, strict)
+        loose = loosener.visit(schema, "#")
+        if isinstance(loose, (Mapping, bool)):
+            loose = _converted(copy.deepcopy(loose), loosener.found)
+        # Nothing loosened: the schema itself is the answer (no copy to make per request).
+        known = (loose if loosener.found else None, tuple(loosener.found))
+        if key is not None:
+            _LOOSENED.put(key, known)
+    if known[0] is None:
+        return schema, ()
+    return copy.deepcopy(known[0]), known[1]
