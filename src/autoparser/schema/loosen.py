@@ -207,8 +207,11 @@ def _converted(schema: object, found: list[Loosened]) -> object:
         elif isinstance(parent, dict) and isinstance(key, str) and not isinstance(node, Mapping):
             del parent[key]  # a keyword's value (``pattern``, a bound): the keyword goes
             found.append(Loosened(pointer, key, "unconvertible", text))
-        elif isinstance(parent, (dict, list)) and key is not None:
-            parent[key] = {}  # type: ignore[index]
+        elif isinstance(parent, dict) and isinstance(key, str):
+            parent[key] = {}  # the node takes any value
+            found.append(Loosened(pointer, "schema", "unconvertible", text))
+        elif isinstance(parent, list) and isinstance(key, int):
+            parent[key] = {}
             found.append(Loosened(pointer, "schema", "unconvertible", text))
         else:
             found.append(Loosened("#", "schema", "unconvertible", text))

@@ -194,7 +194,9 @@ class _Turns:
         elif isinstance(old, str) and isinstance(content, str):
             turn["content"] = f"{old}\n{content}"
         else:
-            parts = [{"type": "text", "text": old}] if isinstance(old, str) else list(old)  # type: ignore[call-overload]
+            parts: list[object] = [{"type": "text", "text": old}] if isinstance(old, str) else []
+            if isinstance(old, list):
+                parts = list(old)
             more = [{"type": "text", "text": content}] if isinstance(content, str) else content
             turn["content"] = [*parts, *more]
 
