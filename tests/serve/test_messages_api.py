@@ -210,3 +210,13 @@ def test_deferred_tools_join_once_a_tool_reference_loaded_them() -> None:
     chat = messages_api.to_chat(later).chat
     assert [t["function"]["name"] for t in chat["tools"]] == ["ToolSearch", "WebFetch"]
     assert chat["messages"][-1]["content"] == "Tool WebFetch loaded."
+
+
+def test_a_user_image_becomes_a_placeholder() -> None:
+    body = captured("messages_claude_code_user_image.json")
+    mapped = messages_api.to_chat(body)
+    user = next(m for m in mapped.chat["messages"] if m["role"] == "user")
+    texts = user["content"] if isinstance(user["content"], list) else [user["content"]]
+    texts = [t["text"] if isinstance(t, dict) else t for t in texts]
+    assert any(placeholder_text("image (image/png)") in t for t in texts)
+    assert [d.what for d in mapped.degraded] == ["media"]

@@ -63,6 +63,10 @@ def test_every_captured_request_maps(name: str) -> None:
     assert mapped.tools[flat[0]] == responses_api.ServedTool(
         namespace["tools"][0]["name"], namespace["name"]
     )
+    hosted = [f"tools[{i}]" for i, t in enumerate(body["tools"]) if t["type"] == "web_search"]
+    assert hosted  # Codex's default hosted web search: left out, with a warning
+    assert [d.detail.split(":")[0] for d in mapped.degraded if d.what == "hosted_tool"] == hosted
+    assert "web_search" not in names
     ignored = ("store", "include", "prompt_cache_key", "client_metadata")
     trimmed = {k: v for k, v in body.items() if k not in ignored}
     trimmed["reasoning"] = {k: v for k, v in body["reasoning"].items() if k != "summary"}
@@ -88,7 +92,9 @@ def test_reasoning_sent_back_after_its_call_joins_the_calls_turn(name: str) -> N
 def test_an_image_in_a_call_output_or_a_user_turn_becomes_a_placeholder() -> None:
     mapped = responses_api.to_chat(captured("responses_codex_view_image.json"))
     assert mapped.chat["messages"][-1]["content"] == placeholder_text("image")
-    assert [d.what for d in mapped.degraded] == ["media"]
+    assert [d.detail for d in mapped.degraded if d.what == "media"] == [
+        "input[6].output[0]: image replaced by a text placeholder"
+    ]
     mapped = responses_api.to_chat(captured("responses_codex_user_image.json"))
     user = mapped.chat["messages"][-1]
     assert user["role"] == "user"
