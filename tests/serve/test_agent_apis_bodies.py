@@ -187,3 +187,26 @@ def test_a_system_message_no_form_of_which_fits_is_refused_in_anthropics_words(
     assert status == 400
     assert "System message must be at the beginning" in json.loads(raw)["error"]["message"]
     assert not served.completions()
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_call_to_a_namespaced_tool_comes_back_with_its_namespace(
+    servers: dict[str, Served], stream: bool
+) -> None:
+    """Codex's first request; the model calls the flat name it saw; the client gets the
+    function's own name and the namespace (codex-rs routes a call by both)."""
+    served = servers["hermes"]
+    captured = json.loads((REAL / "responses_codex_first.json").read_text(encoding="utf-8"))
+    body = {**captured["body"], "stream": stream}
+    call = {"name": "multi_agent_v1__close_agent", "arguments": {"target": "a1"}}
+    served.standin.add("write", f"<tool_call>\n{json.dumps(call)}\n</tool_call>")
+    status, raw = served.send("/v1/responses", body, {"Content-Type": "application/json"})
+    assert status == 200, raw[:2000]
+    if stream:
+        done = [e["item"] for e in _events(raw) if e["type"] == "response.output_item.done"]
+    else:
+        done = json.loads(raw)["output"]
+    calls = [item for item in done if item["type"] == "function_call"]
+    assert [(c["name"], c["namespace"], json.loads(c["arguments"])) for c in calls] == [
+        ("close_agent", "multi_agent_v1", {"target": "a1"})
+    ]
