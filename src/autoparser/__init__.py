@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     )
     from autoparser.message import ChatMessage, ToolCall
     from autoparser.params import ChatParams
+    from autoparser.schema.loosen import Loosened, loosen_schema
     from autoparser.session import ReasoningSplit, Reply, RequestOptions, Session, merge_deltas
     from autoparser.stream import TOOL_CALL_DELTAS, StreamDelta, StreamParser, ToolCallDelta
     from autoparser.template import TemplateCaps
@@ -63,6 +64,8 @@ _WHERE = {
     "CancelToken": "autoparser.cancel",
     "ChatMessage": "autoparser.message",
     "ChatParams": "autoparser.params",
+    "Loosened": "autoparser.schema.loosen",
+    "loosen_schema": "autoparser.schema.loosen",
     "ChatTemplate": "autoparser.chat",
     "ExportError": "autoparser.errors",
     "GrammarError": "autoparser.errors",
@@ -165,6 +168,10 @@ def _module(where: str) -> ModuleType:
         from autoparser import training
 
         return training
+    if where == "autoparser.schema.loosen":
+        from autoparser.schema import loosen
+
+        return loosen
     if where == "autoparser.template.provenance":
         from autoparser.template import provenance
 
@@ -209,6 +216,7 @@ __all__ = [
     "JsonObject",
     "JsonSchema",
     "JsonValue",
+    "Loosened",
     "MessageDict",
     "ReasoningSplit",
     "RenderedPrompt",
@@ -236,6 +244,7 @@ __all__ = [
     "load_path",
     "load_pretrained",
     "load_text",
+    "loosen_schema",
     "merge_deltas",
     "tokenize_for_training",
 ]

@@ -431,6 +431,8 @@ class _Converter:
                 return None
             types = inferred
         else:
+            if not isinstance(kind, (str, list)):
+                raise SchemaError(f"type at {pointer}/type must be a string or a list")
             types = [kind] if isinstance(kind, str) else list(kind)
             for t in types:
                 if t not in JSON_TYPES:

@@ -22,10 +22,21 @@ from autoparser import ChatMessage, StreamDelta
 from autoparser.serve import messages_api, responses_api
 from autoparser.serve.backends import BackendError, Finished
 from autoparser.serve.chat_completions import Chat, Prepared
-from autoparser.serve.limits import InvalidRequest, read_body
+from autoparser.serve.limits import (
+    Degradation,
+    InvalidRequest,
+    SystemMessageRefused,
+    read_body,
+)
 from autoparser.serve.observe import ErrorShape, error_reply, info
 
 Rename = Callable[[str | None], str | None]
+# Anthropic's own words for a system message in ``messages``: Claude Code reacts to them
+# (it sends its reminders as user text instead), so a refusal says exactly this.
+ANTHROPIC_SYSTEM_ROLE = (
+    'messages: Unexpected role "system". The Messages API accepts a top-level `system` '
+    'parameter, not "system" as an input message role.'
+)
 
 
 def _renamed(exc: InvalidRequest, rename: Rename) -> InvalidRequest:
@@ -33,12 +44,21 @@ def _renamed(exc: InvalidRequest, rename: Rename) -> InvalidRequest:
     message, param = str(exc), rename(exc.param)
     if exc.param and param != exc.param and message.startswith(exc.param):
         message = str(param) + message[len(exc.param) :]
-    return InvalidRequest(message, param, exc.status)
+    return type(exc)(message, param, exc.status)  # its kind kept (SystemMessageRefused)
 
 
 async def _prepare(
-    chat: Chat, request: web.Request, body: Mapping[str, object], rename: Rename
+    chat: Chat,
+    request: web.Request,
+    body: Mapping[str, object],
+    rename: Rename,
+    degraded: tuple[Degradation, ...] = (),
 ) -> Prepared:
+    """The chat route's ``prepare``, after logging what the mapping served in a lesser
+    form; errors name the API's own fields."""
+    state = info(request)
+    for found in degraded:
+        state.degrade(found.what, found.label, found.detail)
     try:
         return await chat.prepare(request, body)
     except InvalidRequest as exc:
@@ -78,21 +98,26 @@ class Responses:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = read_body(await request.read(), self.chat.limits)
+        settings = self.chat.settings
         try:
-            mapped = responses_api.to_chat(body)
+            mapped = responses_api.to_chat(body, settings.media, settings.strict_schemas)
         except InvalidRequest as exc:
             raise _renamed(exc, responses_api.param_name) from exc
-        prepared = await _prepare(self.chat, request, mapped.chat, responses_api.param_name)
+        prepared = await _prepare(
+            self.chat, request, mapped.chat, responses_api.param_name, mapped.degraded
+        )
         info(request).stream = mapped.stream
         ident = responses_api.Identity.new(prepared.served.model)
         if mapped.stream:
-            sink = _ResponsesSink(responses_api.ResponseEvents(ident, mapped.echo))
-            return await self.chat.relay(request, prepared, sink, "whole")
+            events = responses_api.ResponseEvents(ident, mapped.echo, mapped.tools)
+            return await self.chat.relay(request, prepared, _ResponsesSink(events), "whole")
         done = await self.chat.generate(request, prepared)
         if isinstance(done, web.Response):
             return done
         message, end = done
-        answer = responses_api.response(ident, mapped.echo, message, end.hit_limit, end.usage)
+        answer = responses_api.response(
+            ident, mapped.echo, message, end.hit_limit, end.usage, mapped.tools
+        )
         self.chat.account(request, message, end, str(answer["status"]))
         return web.json_response(answer)
 
@@ -137,8 +162,14 @@ class Messages:
         body = read_body(await request.read(), self.chat.limits)
         if counting and body.get("max_tokens") is None:
             body = {**body, "max_tokens": 1}  # not a field of count_tokens
-        mapped = messages_api.to_chat(body)
-        prepared = await _prepare(self.chat, request, mapped.chat, messages_api.param_name)
+        mapped = messages_api.to_chat(body, self.chat.settings.media)
+        try:
+            prepared = await _prepare(
+                self.chat, request, mapped.chat, messages_api.param_name, mapped.degraded
+            )
+        except SystemMessageRefused as exc:
+            info(request).error = str(exc)
+            raise InvalidRequest(ANTHROPIC_SYSTEM_ROLE, "messages") from exc
         info(request).stream = mapped.stream
         return mapped, prepared
 

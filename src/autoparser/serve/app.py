@@ -26,7 +26,12 @@ from autoparser import TOOL_CALL_DELTAS, ChatTemplate
 from autoparser.serve import agent_apis
 from autoparser.serve import openai_format as oai
 from autoparser.serve.backends import Hooks
-from autoparser.serve.chat_completions import REASONING_FIELDS, Chat, ChatSettings
+from autoparser.serve.chat_completions import (
+    MEDIA_POLICIES,
+    REASONING_FIELDS,
+    Chat,
+    ChatSettings,
+)
 from autoparser.serve.engine import EngineLink, EngineUnavailable
 from autoparser.serve.kinds import KIND_CHOICES
 from autoparser.serve.limits import Limits
@@ -63,6 +68,8 @@ class ServeConfig:
     log_format: str = "text"
     reasoning_field: str = "reasoning"
     plain_user_text: bool = True
+    strict_schemas: bool = False  # refuse what the grammar cannot express, not loosen it
+    media: str = "placeholder"  # images and documents: a text placeholder, or "reject"
 
     def __post_init__(self) -> None:
         if self.backend_kind not in KIND_CHOICES:
@@ -81,6 +88,8 @@ class ServeConfig:
                 f"reasoning_field must be one of {', '.join(REASONING_FIELDS)}: "
                 f"{self.reasoning_field}"
             )
+        if self.media not in MEDIA_POLICIES:
+            raise ValueError(f"media must be one of {', '.join(MEDIA_POLICIES)}: {self.media}")
         if any(not key for key in self.api_keys):
             raise ValueError("an API key must not be empty")
 
@@ -149,7 +158,13 @@ def create_app(config: ServeConfig) -> web.Application:
     app[SECURITY] = Security(config.api_keys, config.allowed_origins)
     app[ADMISSION] = admission = Admission(limits.max_concurrent)
     app.on_response_prepare.append(on_prepare)
-    settings = ChatSettings(config.tool_call_deltas, config.reasoning_field, config.plain_user_text)
+    settings = ChatSettings(
+        config.tool_call_deltas,
+        config.reasoning_field,
+        config.plain_user_text,
+        config.strict_schemas,
+        config.media,
+    )
 
     # POST routes, by path: their handlers are bound to the engine link at startup.
     handlers: dict[str, agent_apis.Handler] = {}

@@ -19,11 +19,24 @@ from typing import Protocol, TypeVar
 
 from aiohttp import web
 
-from autoparser import ChatMessage, ChatParams, StreamDelta
+from autoparser import (
+    ChatMessage,
+    ChatParams,
+    SchemaError,
+    StreamDelta,
+    TemplateError,
+    loosen_schema,
+)
 from autoparser.serve import openai_format as oai
 from autoparser.serve.backends import BackendError, Finished, Generation
 from autoparser.serve.engine import EngineLink, Served, generation
-from autoparser.serve.limits import InvalidRequest, Limits, read_body
+from autoparser.serve.limits import (
+    Degradation,
+    InvalidRequest,
+    Limits,
+    SystemMessageRefused,
+    read_body,
+)
 from autoparser.serve.observe import RequestInfo, error_body, error_reply, info, public_text
 from autoparser.serve.options import SamplingOptions, boolean
 
@@ -47,6 +60,13 @@ RESERVED_TEMPLATE_KWARGS = frozenset(
     | {"reasoning_format", "add_generation_prompt", "polyfills", "provenance"}
     | {"reasoning_budget"}
 )
+MEDIA_POLICIES = ("placeholder", "reject")
+# Content parts that are not text, by API: what each is called in a placeholder.
+MEDIA_PARTS = {
+    "image_url": "image", "input_image": "image", "image": "image",
+    "input_audio": "audio", "audio": "audio",
+    "file": "document", "input_file": "document", "document": "document",
+}  # fmt: skip
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 HEADERS_AFTER = 1.0  # seconds of engine silence before SSE headers go out anyway
 
@@ -60,6 +80,8 @@ class ChatSettings:
     tool_call_deltas: str | None = None
     reasoning_field: str = "reasoning"
     plain_user_text: bool = True
+    strict_schemas: bool = False  # refuse schema keywords the grammar cannot express
+    media: str = "placeholder"  # images/documents: a text placeholder, or "reject" (400)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +94,7 @@ class ChatRequest:
     include_usage: bool
     sampling: SamplingOptions
     parallel_tool_calls: bool | None
+    degraded: tuple[Degradation, ...] = ()
 
 
 def _field(body: Mapping[str, object], name: str, kind: type[_T], what: str) -> _T | None:
@@ -97,10 +120,28 @@ def _object_field(body: Mapping[str, object], name: str) -> Mapping[str, object]
     return value
 
 
-def _content(content: object, where: str, typed: bool) -> str | list[dict[str, str]] | None:
+def media_placeholder(kind: str, where: str, policy: str) -> Degradation:
+    """A media part the engine path cannot carry: a 400 naming it under ``reject``, else
+    what replaces it (``placeholder_text``) and its log line."""
+    if policy == "reject":
+        raise InvalidRequest(
+            f"{where}: {kind} content is not supported by this server (text only)", where
+        )
+    return Degradation("media", "media", f"{where}: {kind} replaced by a text placeholder")
+
+
+def placeholder_text(kind: str) -> str:
+    """The text the model sees where an image or document was left out."""
+    return f"[{kind} omitted: this model cannot see it]"
+
+
+def _content(
+    content: object, where: str, typed: bool, media: str, found: list[Degradation]
+) -> str | list[dict[str, str]] | None:
     """A message's content: a string, null, or content parts. Text parts are joined with
     newlines for templates that take strings (as vLLM does), kept for templates that read
-    parts; image, audio and file parts are refused (no engine path carries them)."""
+    parts; image, audio and file parts become a short text placeholder (no engine path
+    carries them; ``media="reject"``: refused)."""
     if content is None or isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -110,10 +151,14 @@ def _content(content: object, where: str, typed: bool) -> str | list[dict[str, s
         at = f"{where}[{j}]"
         if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
             raise InvalidRequest(f"{at}: must be an object with a 'type'", at)
-        if part["type"] != "text":
+        kind = part["type"]
+        if kind in MEDIA_PARTS:
+            found.append(media_placeholder(MEDIA_PARTS[kind], at, media))
+            texts.append(placeholder_text(MEDIA_PARTS[kind]))
+            continue
+        if kind != "text":
             raise InvalidRequest(
-                f"{at}: {part['type']} content parts are not supported by this server (text only)",
-                at,
+                f"{at}: {kind} content parts are not supported by this server (text only)", at
             )
         if not isinstance(part.get("text"), str):
             raise InvalidRequest(f"{at}.text: must be a string", f"{at}.text")
@@ -123,8 +168,15 @@ def _content(content: object, where: str, typed: bool) -> str | list[dict[str, s
     return "\n".join(texts)
 
 
-def check_messages(messages: object, typed_content: bool) -> list[dict[str, object]]:
-    """Roles and contents checked; content parts made what the template takes."""
+def check_messages(
+    messages: object,
+    typed_content: bool,
+    media: str = "placeholder",
+    found: list[Degradation] | None = None,
+) -> list[dict[str, object]]:
+    """Roles and contents checked; content parts made what the template takes (media
+    parts: see ``_content``; what was replaced is appended to ``found``)."""
+    found = [] if found is None else found
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("messages: must be a non-empty list of message objects", "messages")
     out: list[dict[str, object]] = []
@@ -140,7 +192,9 @@ def check_messages(messages: object, typed_content: bool) -> list[dict[str, obje
                 f"{where}.role: must be one of {', '.join(sorted(ROLES))}", f"{where}.role"
             )
         copy = dict(message)
-        copy["content"] = _content(message.get("content"), f"{where}.content", typed_content)
+        copy["content"] = _content(
+            message.get("content"), f"{where}.content", typed_content, media, found
+        )
         if "reasoning" in copy and "reasoning_content" not in copy:
             copy["reasoning_content"] = copy.pop("reasoning")  # vLLM's current name
         if copy.get("reasoning_content") is not None and not isinstance(
@@ -153,7 +207,12 @@ def check_messages(messages: object, typed_content: bool) -> list[dict[str, obje
     return out
 
 
-def parse_request(body: Mapping[str, object], typed_content: bool, provenance: bool) -> ChatRequest:
+def parse_request(
+    body: Mapping[str, object],
+    typed_content: bool,
+    provenance: bool,
+    media: str = "placeholder",
+) -> ChatRequest:
     """Check the body's fields (types, ranges, refused features); the template checks the
     rest (tools, tool_choice, response_format) naming the field too."""
     for name, why in REFUSED_FIELDS.items():
@@ -165,7 +224,8 @@ def parse_request(body: Mapping[str, object], typed_content: bool, provenance: b
     modalities = _field(body, "modalities", list, "a list")
     if modalities is not None and modalities != ["text"]:
         raise InvalidRequest("modalities: only ['text'] is supported", "modalities")
-    messages = check_messages(body.get("messages"), typed_content)
+    degraded: list[Degradation] = []
+    messages = check_messages(body.get("messages"), typed_content, media, degraded)
 
     stream = _field(body, "stream", bool, "a boolean") or False
     stream_options = _object_field(body, "stream_options") or {}
@@ -200,7 +260,92 @@ def parse_request(body: Mapping[str, object], typed_content: bool, provenance: b
     if body.get("reasoning_budget") is not None:
         # Checked by the library (a RequestError naming the field: a 400).
         options["reasoning_budget"] = body["reasoning_budget"]
-    return ChatRequest(messages, options, stream, include_usage, sampling, parallel)
+    return ChatRequest(
+        messages, options, stream, include_usage, sampling, parallel, tuple(degraded)
+    )
+
+
+def _loosened(
+    schema: object, where: str, limits: Limits, strict: bool, found: list[Degradation]
+) -> object:
+    """``schema`` with what the grammar cannot express left out (``loosen_schema``), each
+    finding appended to ``found``; with ``strict``, the first is a 400 naming its pointer."""
+    try:
+        loose, findings = loosen_schema(schema, max_count=limits.max_schema_count, strict=strict)
+    except SchemaError as exc:
+        raise InvalidRequest(f"{where}: {exc}", where) from exc
+    for finding in findings:
+        found.append(Degradation("schema", finding.keyword, f"{where}: {finding.describe()}"))
+    return loose
+
+
+def loosen_options(
+    options: Mapping[str, object], limits: Limits, strict: bool
+) -> tuple[dict[str, object], list[Degradation]]:
+    """The tools' and the response format's schemas loosened where the grammar cannot
+    follow them (``_loosened``); malformed tools are left for the template to name."""
+    found: list[Degradation] = []
+    out = dict(options)
+    tools = options.get("tools")
+    if isinstance(tools, list):
+        loose_tools: list[object] = []
+        for i, tool in enumerate(tools):
+            function = tool.get("function") if isinstance(tool, Mapping) else None
+            if isinstance(function, Mapping) and isinstance(function.get("parameters"), Mapping):
+                where = f"tools[{i}].function.parameters"
+                parameters = _loosened(function["parameters"], where, limits, strict, found)
+                tool = {**tool, "function": {**function, "parameters": parameters}}
+            loose_tools.append(tool)
+        out["tools"] = loose_tools
+    fmt = options.get("response_format")
+    spec = fmt.get("json_schema") if isinstance(fmt, Mapping) else None
+    if isinstance(fmt, Mapping) and isinstance(spec, Mapping) and "schema" in spec:
+        where = "response_format.json_schema.schema"
+        schema = _loosened(spec["schema"], where, limits, strict, found)
+        out["response_format"] = {**fmt, "json_schema": {**spec, "schema": schema}}
+    return out, found
+
+
+def _with_text(content: object, text: str, before: bool) -> object:
+    """``content`` (a string, text parts or None) with ``text`` added before or after."""
+    if isinstance(content, list):
+        part = {"type": "text", "text": text}
+        return [part, *content] if before else [*content, part]
+    if not content:
+        return text
+    return f"{text}\n\n{content}" if before else f"{content}\n\n{text}"
+
+
+def _plain_text(content: object) -> str:
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return content if isinstance(content, str) else ""
+
+
+def fold_system_messages(
+    messages: list[dict[str, object]],
+) -> tuple[list[dict[str, object]], int]:
+    """The messages with every system (or developer) message after the first turn folded
+    into the next user message (else the one before, else the leading system prompt), for
+    templates that take a system message only first; and how many were folded."""
+    out = [dict(m) for m in messages]
+    start = next((i for i, m in enumerate(out) if m["role"] not in ("system", "developer")), 0)
+    late = [i for i in range(start + 1, len(out)) if out[i]["role"] in ("system", "developer")]
+    users = [i for i, m in enumerate(out) if m["role"] == "user"]
+    for i in late:
+        text = _plain_text(out[i]["content"])
+        after = [u for u in users if u > i]
+        before = [u for u in users if u < i]
+        if after:
+            out[after[0]]["content"] = _with_text(out[after[0]]["content"], text, True)
+        elif before:
+            out[before[-1]]["content"] = _with_text(out[before[-1]]["content"], text, False)
+        elif start > 0:
+            out[0]["content"] = _with_text(out[0]["content"], text, False)
+        else:
+            continue
+        out[i] = {}
+    return [m for m in out if m], sum(1 for m in out if not m)
 
 
 def _reasoning_keys(obj: dict[str, object], field: str) -> dict[str, object]:
@@ -302,9 +447,32 @@ class Chat:
         the engine's generation; a client's mistake is an InvalidRequest naming the field."""
         served = await self.link.resolve()
         typed = served.template.caps.requires_typed_content
-        req = parse_request(body, typed, self.settings.plain_user_text)
-        info(request).stream = req.stream
-        params = await self.link.prepare(served, req.messages, req.options)
+        settings = self.settings
+        req = parse_request(body, typed, settings.plain_user_text, settings.media)
+        state = info(request)
+        state.stream = req.stream
+        options, loosened = loosen_options(req.options, self.limits, settings.strict_schemas)
+        for found in (*req.degraded, *loosened):
+            state.degrade(found.what, found.label, found.detail)
+        try:
+            params = await self.link.prepare(served, req.messages, options)
+        except InvalidRequest as exc:
+            folded, count = fold_system_messages(req.messages)
+            if not count or not isinstance(exc.__cause__, TemplateError):
+                raise
+            try:
+                params = await self.link.prepare(served, folded, options)
+            except InvalidRequest as again:
+                if not isinstance(again.__cause__, TemplateError):
+                    raise
+                raise SystemMessageRefused(str(exc), exc.param, exc.status) from exc
+            state.degrade(
+                "system_message",
+                "system_message",
+                f"messages: the template takes a system message only first ({exc}): "
+                f"{count} later one(s) folded into the user turn",
+            )
+            req = dataclasses.replace(req, messages=folded)
         gen = generation(params, req.sampling, self.settings.plain_user_text)
         return Prepared(served, req, params, gen)
 

@@ -97,6 +97,20 @@ def register(subparsers: argparse._SubParsersAction[_P]) -> _P:
         "tokens (default on; llama.cpp, vLLM and SGLang engines: the prompt goes as token "
         "ids; an engine that cannot tokenize gets the text, and the log says so)",
     )
+    serve.add_argument(
+        "--strict-schemas",
+        action="store_true",
+        help="refuse (400, naming the JSON pointer) a tool schema keyword or bound the "
+        "grammar cannot express; default: leave it out of the grammar at that node, with a "
+        "log line and the autoparser_schema_degraded_total metric",
+    )
+    serve.add_argument(
+        "--media",
+        choices=["placeholder", "reject"],
+        default="placeholder",
+        help="images and documents in messages and tool results: replaced by a short text "
+        "placeholder naming what was left out (default), or refused with a 400",
+    )
     serve.add_argument("--api-key", action="append", default=[], help="accepted Bearer key")
     serve.add_argument("--api-key-file", help="file of accepted Bearer keys, one per line")
     serve.add_argument(
@@ -161,6 +175,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             log_format=args.log_format,
             reasoning_field=args.reasoning_field,
             plain_user_text=args.plain_user_text == "on",
+            strict_schemas=args.strict_schemas,
+            media=args.media,
         )
         run(config, log_level=args.log_level)
     except (ValueError, OSError, AutoparserError) as exc:

@@ -28,6 +28,7 @@ from autoparser import (
     ChatParams,
     ChatTemplate,
     RequestError,
+    SchemaError,
     TemplateError,
     WorkLimitError,
 )
@@ -46,6 +47,7 @@ from autoparser.serve.options import SamplingOptions
 
 log = logging.getLogger("autoparser.serve")
 _FIELD_PREFIX = re.compile(r"^([A-Za-z_][\w.\[\]]*):")
+_BARE_POINTER = re.compile(r"(?<= at )/")
 FAILING_AFTER = 3  # consecutive engine failures that make /health say "failing"
 
 
@@ -243,7 +245,8 @@ class EngineLink:
                 413,
             ) from exc
         except RequestError as exc:
-            raise InvalidRequest(str(exc), param_of(str(exc))) from exc
+            text = request_error_text(exc)
+            raise InvalidRequest(text, param_of(text)) from exc
         except TemplateError as exc:
             raise InvalidRequest(
                 f"the chat template cannot render this request: {exc}", "messages"
@@ -251,6 +254,17 @@ class EngineLink:
         if not isinstance(params, ChatParams):  # pragma: no cover - apply's contract
             raise TypeError(f"template.apply returned {type(params).__name__}")
         return params
+
+
+def request_error_text(exc: RequestError) -> str:
+    """A library error as a client reads it: no advice only a library caller can follow
+    (``lenient=True``), and schema pointers written ``#/...`` so that they read as places
+    in the request (the error scrubber keeps those, and strips paths)."""
+    text = SchemaError.message_with_hint(exc, "")
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, SchemaError):
+        cause = cause.__cause__
+    return text if cause is None else _BARE_POINTER.sub("#/", text)
 
 
 def param_of(message: str) -> str | None:

@@ -21,9 +21,6 @@ MAX_TOOLS = 2048
 MAX_SCHEMA_BYTES = 256 * 1024
 MAX_MESSAGES = 2048
 MAX_SCHEMA_COUNT = 10_000  # largest minLength/maxItems/... a tool schema may ask for
-COUNT_KEYWORDS = frozenset(
-    {"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"}
-)
 MAX_CONCURRENT = 128
 CONNECT_TIMEOUT = 10.0
 FIRST_BYTE_TIMEOUT = 300.0
@@ -40,6 +37,23 @@ class InvalidRequest(Exception):
         super().__init__(message)
         self.param = param
         self.status = status
+
+
+class SystemMessageRefused(InvalidRequest):
+    """The template refuses a system message after the first turn, even folded into a user
+    turn: routes word this as their API does (Anthropic's clients act on its wording)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Degradation:
+    """Something a request asked for that is served in a lesser form instead of refused:
+    ``what`` (the metric's label: schema, media, hosted_tool, tool_grammar,
+    system_message), ``label`` (a schema's keyword; else ``what``) and ``detail`` (the log
+    line, naming the field)."""
+
+    what: str
+    label: str
+    detail: str
 
 
 class Unavailable(Exception):
@@ -95,20 +109,11 @@ def check_depth(value: object, limit: int, depth: int = 1) -> None:
     """InvalidRequest when containers nest deeper than ``limit`` (``value`` sitting at
     ``depth``), for JSON as ``json.loads`` gives it. Level by level, without recursion: the
     library's walks over schemas and messages are recursive."""
-    _walk(value, depth, limit, 0)
-
-
-def _walk(value: object, depth: int, limit: int, most: int) -> tuple[str, float] | None:
-    """``check_depth``; with ``most`` (not 0), also the first count keyword above ``most``
-    and its value, found in the same pass."""
-    found = None
     level = [value]
     while level:
         below: list[object] = []
         for node in level:
             if type(node) is dict:
-                if most and found is None and not COUNT_KEYWORDS.isdisjoint(node):
-                    found = _too_large(node, most)
                 below += node.values()
             elif type(node) is list:
                 below += node
@@ -118,30 +123,16 @@ def _walk(value: object, depth: int, limit: int, most: int) -> tuple[str, float]
                 raise _too_deep(limit)
         level = below
         depth += 1
-    return found
 
 
 def _too_deep(limit: int) -> InvalidRequest:
     return InvalidRequest(f"the request body nests deeper than {limit} levels", None, 400)
 
 
-def _too_large(node: Mapping[str, object], most: int) -> tuple[str, float] | None:
-    """Length and count keywords a grammar would have to spell out one by one (an engine
-    refuses ``x{1000000000}``): the first above ``most``."""
-    for key, value in node.items():
-        if (
-            key in COUNT_KEYWORDS
-            and isinstance(value, (int, float))
-            and not isinstance(value, bool)
-            and value > most
-        ):
-            return key, value
-    return None
-
-
 def check_tools(tools: object, limits: Limits, depth: int = 2) -> None:
     """The number of tools, and each tool's nesting (``tools`` sitting at ``depth`` of the
-    body), size and count keywords."""
+    body) and size. Count keywords above ``max_schema_count`` are the schema loosening's
+    (``Chat.prepare``): left open, or refused naming their pointer with strict schemas."""
     if not isinstance(tools, list):
         check_depth(tools, limits.max_depth, depth)
         return
@@ -154,19 +145,12 @@ def check_tools(tools: object, limits: Limits, depth: int = 2) -> None:
         raise _too_deep(limits.max_depth)
     for i, tool in enumerate(tools):
         where = f"tools[{i}]"
-        too_large = _walk(tool, depth + 1, limits.max_depth, limits.max_schema_count)
+        check_depth(tool, limits.max_depth, depth + 1)
         size = len(json.dumps(tool, ensure_ascii=False))
         if size > limits.max_schema_bytes:
             raise InvalidRequest(
                 f"{where}: the tool definition is {size} bytes, more than the server's "
                 f"limit of {limits.max_schema_bytes}",
-                where,
-            )
-        if too_large is not None:
-            key, value = too_large
-            raise InvalidRequest(
-                f"{where}: {key} {value:g} is more than the server's limit of "
-                f"{limits.max_schema_count}",
                 where,
             )
 

@@ -15,7 +15,8 @@ import uuid
 from collections.abc import Mapping
 
 from autoparser import ChatMessage
-from autoparser.serve.limits import InvalidRequest
+from autoparser.serve.chat_completions import media_placeholder, placeholder_text
+from autoparser.serve.limits import Degradation, InvalidRequest
 from autoparser.serve.openai_format import Usage
 
 # Anthropic's error type for an HTTP status.
@@ -40,6 +41,7 @@ class MessagesRequest:
     chat: dict[str, object]
     stop_sequences: tuple[str, ...]
     stream: bool
+    degraded: tuple[Degradation, ...] = ()
 
 
 def error_body(status: int, message: str) -> dict[str, object]:
@@ -76,6 +78,28 @@ def _text(block: Mapping[str, object], where: str) -> str:
     return str(block["text"])
 
 
+# Content blocks a model cannot see through a text-only engine path, by what they are.
+MEDIA_BLOCKS = {"image": "image", "document": "document"}
+
+
+class _Mapping:
+    """One request's mapping state: the media policy and what was served in a lesser form."""
+
+    def __init__(self, media: str) -> None:
+        self.media = media
+        self.degraded: list[Degradation] = []
+        self.referenced: set[str] = set()  # tools a tool_reference block loaded
+
+    def media_text(self, block: Mapping[str, object], where: str) -> str:
+        """The placeholder of an image or document block (a 400 under ``--media reject``)."""
+        kind = MEDIA_BLOCKS[str(block["type"])]
+        source = block.get("source")
+        if isinstance(source, Mapping) and isinstance(source.get("media_type"), str):
+            kind = f"{kind} ({source['media_type']})"
+        self.degraded.append(media_placeholder(kind, where, self.media))
+        return placeholder_text(kind)
+
+
 def _joined(texts: list[str]) -> str | list[dict[str, object]]:
     if len(texts) == 1:
         return texts[0]
@@ -83,7 +107,7 @@ def _joined(texts: list[str]) -> str | list[dict[str, object]]:
 
 
 def _tool_result(
-    block: Mapping[str, object], where: str, names: Mapping[str, str]
+    block: Mapping[str, object], where: str, names: Mapping[str, str], state: _Mapping
 ) -> dict[str, object]:
     call_id = block.get("tool_use_id")
     if not isinstance(call_id, str):
@@ -92,9 +116,22 @@ def _tool_result(
     if isinstance(content, list):
         parts: list[str] = []
         for j, part in enumerate(content):
-            if not isinstance(part, Mapping) or part.get("type") != "text":
-                raise _fail("only text blocks are supported", f"{where}.content[{j}]")
-            parts.append(_text(part, f"{where}.content[{j}]"))
+            at = f"{where}.content[{j}]"
+            kind = part.get("type") if isinstance(part, Mapping) else None
+            if isinstance(part, Mapping) and kind in MEDIA_BLOCKS:
+                parts.append(state.media_text(part, at))
+            elif isinstance(part, Mapping) and kind == "tool_reference":
+                name = part.get("tool_name")
+                if not isinstance(name, str):
+                    raise _fail("must be a string", f"{at}.tool_name")
+                state.referenced.add(name)  # its deferred definition joins the tools
+                parts.append(f"Tool {name} loaded.")
+            elif isinstance(part, Mapping) and kind == "text":
+                parts.append(_text(part, at))
+            else:
+                raise _fail(
+                    "only text, image, document and tool_reference blocks are supported", at
+                )
         content = "\n".join(parts)
     elif not isinstance(content, str):
         raise _fail("must be a string or a list of text blocks", f"{where}.content")
@@ -106,22 +143,34 @@ def _tool_result(
     return tool
 
 
-def chat_messages(system: object, messages: object) -> list[dict[str, object]]:
+def _system_text(content: object, where: str) -> str:
+    """A system prompt: a string, or text blocks (``cache_control`` and the like ignored)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise _fail("must be a string or a list of text blocks", where)
+    texts: list[str] = []
+    for i, block in enumerate(_blocks(content, where)):
+        if block.get("type") != "text":
+            raise _fail("only text blocks are supported", f"{where}[{i}]")
+        texts.append(_text(block, f"{where}[{i}]"))
+    return "\n".join(texts)
+
+
+def chat_messages(
+    system: object, messages: object, state: _Mapping | None = None
+) -> list[dict[str, object]]:
     """``system`` + ``messages`` as chat messages: ``tool_result`` blocks become tool
     messages (before the user's text), ``thinking`` the assistant's reasoning, ``tool_use``
-    its tool calls (``is_error`` results are prefixed "Error: ")."""
+    its tool calls (``is_error`` results are prefixed "Error: "), images and documents a
+    text placeholder. A ``system`` message in ``messages`` (Claude Code's reminders) stays
+    a system message where it is; before the first turn, it joins the system prompt (a
+    template that refuses one later in the conversation gets it folded into a user turn:
+    ``Chat.prepare``)."""
+    state = _Mapping("placeholder") if state is None else state
     out: list[dict[str, object]] = []
     if system is not None:
-        if isinstance(system, list):
-            texts: list[str] = []
-            for i, block in enumerate(_blocks(system, "system")):
-                if block.get("type") != "text":
-                    raise _fail("only text blocks are supported", f"system[{i}]")
-                texts.append(_text(block, f"system[{i}]"))
-            system = "\n".join(texts)
-        elif not isinstance(system, str):
-            raise _fail("must be a string or a list of text blocks", "system")
-        out.append({"role": "system", "content": system})
+        out.append({"role": "system", "content": _system_text(system, "system")})
     if not isinstance(messages, list) or not messages:
         raise _fail("must be a non-empty list of messages", "messages")
     names: dict[str, str] = {}
@@ -130,17 +179,28 @@ def chat_messages(system: object, messages: object) -> list[dict[str, object]]:
         if not isinstance(message, Mapping):
             raise _fail("must be an object", where)
         role = message.get("role")
+        if role == "system":
+            text = _system_text(message.get("content"), f"{where}.content")
+            if all(m["role"] == "system" for m in out) and out:
+                out[-1]["content"] = f"{out[-1]['content']}\n\n{text}"
+            else:
+                out.append({"role": "system", "content": text})
+            continue
         if role not in ("user", "assistant"):
-            raise _fail("must be user or assistant", f"{where}.role")
+            raise _fail(
+                f"unexpected role {role!r}: must be user, assistant or system", f"{where}.role"
+            )
         blocks = _blocks(message.get("content"), f"{where}.content")
         texts = []
         if role == "user":
             for j, block in enumerate(blocks):
                 at = f"{where}.content[{j}]"
                 if block["type"] == "tool_result":
-                    out.append(_tool_result(block, at, names))
+                    out.append(_tool_result(block, at, names, state))
                 elif block["type"] == "text":
                     texts.append(_text(block, at))
+                elif block["type"] in MEDIA_BLOCKS:
+                    texts.append(state.media_text(block, at))
                 else:
                     raise _fail(f"unsupported block type {block['type']!r}", f"{at}.type")
             if texts:
@@ -188,7 +248,13 @@ def chat_messages(system: object, messages: object) -> list[dict[str, object]]:
     return out
 
 
-def _tools(tools: object) -> list[dict[str, object]] | None:
+def _tools(tools: object, state: _Mapping) -> list[dict[str, object]] | None:
+    """Client tools as chat tools. A ``defer_loading`` tool joins them only once a
+    ``tool_reference`` block in the conversation loaded it (Anthropic's tool search; Claude
+    Code's ``DeferredToolPlaceholder`` never is). Anthropic's own tools
+    (``web_search_20250305``, ``code_execution_...``, ``bash_...``, ``text_editor_...``:
+    a versioned ``type``) are run by Anthropic or defined by it; they are left out, with a
+    warning."""
     if tools is None:
         return None
     if not isinstance(tools, list):
@@ -198,14 +264,21 @@ def _tools(tools: object) -> list[dict[str, object]] | None:
         if not isinstance(tool, Mapping):
             raise _fail("must be an object", f"tools[{i}]")
         if tool.get("type") not in (None, "custom"):
-            raise _fail(
-                f"only custom (client) tools are supported, got {tool.get('type')!r}",
-                f"tools[{i}].type",
+            state.degraded.append(
+                Degradation(
+                    "hosted_tool",
+                    "hosted_tool",
+                    f"tools[{i}]: {tool.get('type')!r} is a tool only Anthropic can run or "
+                    "define: left out of the prompt",
+                )
             )
+            continue
         if not isinstance(tool.get("name"), str):
             raise _fail("must be a string", f"tools[{i}].name")
         if not isinstance(tool.get("input_schema"), Mapping):
             raise _fail("must be an object", f"tools[{i}].input_schema")
+        if tool.get("defer_loading") is True and tool["name"] not in state.referenced:
+            continue
         function: dict[str, object] = {"name": tool["name"]}
         if isinstance(tool.get("description"), str):
             function["description"] = tool["description"]
@@ -240,9 +313,9 @@ def _tool_choice(choice: object, chat: dict[str, object]) -> None:
 
 
 def _thinking(thinking: object, chat: dict[str, object]) -> None:
-    """``thinking`` turns the template's reasoning switch on or off (unset: the template's
-    default). ``budget_tokens`` is checked but not enforced: the engine cannot end a
-    reasoning block at a budget."""
+    """``thinking`` turns the template's reasoning switch on (enabled, adaptive) or off
+    (disabled); unset: the template's default. ``budget_tokens`` is checked but not
+    enforced: the engine cannot end a reasoning block at a budget."""
     if thinking is None:
         return
     if not isinstance(thinking, Mapping):
@@ -258,8 +331,23 @@ def _thinking(thinking: object, chat: dict[str, object]) -> None:
     chat["chat_template_kwargs"] = {"enable_thinking": kind != "disabled"}
 
 
-def to_chat(body: object) -> MessagesRequest:
-    """Map a Messages request body onto a chat-completions body (a 400 names the field)."""
+def _effort(config: object, chat: dict[str, object]) -> None:
+    """``output_config.effort`` reaches the template as ``reasoning_effort`` (what
+    templates with effort levels read), unless thinking is off."""
+    effort = config.get("effort") if isinstance(config, Mapping) else None
+    kwargs = chat.get("chat_template_kwargs")
+    off = isinstance(kwargs, Mapping) and kwargs.get("enable_thinking") is False
+    if isinstance(effort, str) and not off:
+        chat["reasoning_effort"] = effort
+
+
+def to_chat(body: object, media: str = "placeholder") -> MessagesRequest:
+    """Map a Messages request body onto a chat-completions body (a 400 names the field).
+
+    Fields Claude Code sends that change nothing here are accepted and ignored:
+    ``metadata``, ``cache_control`` on any block, ``context_management``, ``service_tier``,
+    ``container``, ``mcp_servers``, and the ``anthropic-beta`` headers; ``thinking``
+    blocks come back with any signature (an empty one included)."""
     if not isinstance(body, Mapping):
         raise InvalidRequest("the request body must be a JSON object")
     limit = body.get("max_tokens")
@@ -271,19 +359,21 @@ def to_chat(body: object) -> MessagesRequest:
     stops = body.get("stop_sequences") or []
     if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
         raise _fail("must be a list of non-empty strings", "stop_sequences")
+    state = _Mapping(media)
     chat: dict[str, object] = {
-        "messages": chat_messages(body.get("system"), body.get("messages")),
-        "tools": _tools(body.get("tools")),
+        "messages": chat_messages(body.get("system"), body.get("messages"), state),
+        "tools": _tools(body.get("tools"), state),
         "max_tokens": limit,
     }
     if stops:
         chat["stop"] = list(stops)
     _tool_choice(body.get("tool_choice"), chat)
     _thinking(body.get("thinking"), chat)
+    _effort(body.get("output_config"), chat)
     for name in ("temperature", "top_p", "top_k"):
         if body.get(name) is not None:
             chat[name] = body[name]
-    return MessagesRequest(chat, tuple(stops), stream)
+    return MessagesRequest(chat, tuple(stops), stream, tuple(state.degraded))
 
 
 def param_name(chat_param: str | None) -> str | None:

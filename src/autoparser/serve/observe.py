@@ -35,7 +35,8 @@ REQUEST_ID = "x-request-id"
 _ID_OK = re.compile(r"^[\w.:\-]{1,128}$")
 # Absolute paths and URLs never reach a client (they are in the log, under the request id).
 _URL = re.compile(r"\b[a-z][a-z0-9+.\-]*://[^\s'\"<>]+", re.IGNORECASE)
-_PATH = re.compile(r"(?<![\w.])(?:/[\w.\-~]+){2,}")
+# A JSON pointer (``#/properties/x``) names a place in the request, not on the server.
+_PATH = re.compile(r"(?<![\w.#])(?:/[\w.\-~$]+){2,}")
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
@@ -104,6 +105,15 @@ class RequestInfo:
     prompt_form: str = ""  # how the prompt went: text | protected | unchecked (backends)
     engine_error: str = ""
     error: str = ""  # what went wrong, in full (the log only)
+    # (what, label) of each thing served in a lesser form than asked (``degrade``)
+    degraded: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    def degrade(self, what: str, label: str, detail: str) -> None:
+        """Something the client sent was served in a lesser form (a schema keyword left
+        out of the grammar, an image replaced by a placeholder, a hosted tool left out):
+        one warning line now, counted in the metrics when the request ends."""
+        log.warning("request %s: %s", self.id, detail)
+        self.degraded.append((what, label))
 
 
 INFO: web.RequestKey[RequestInfo] = web.RequestKey("autoparser_info", RequestInfo)
@@ -174,6 +184,20 @@ class Metrics:
             "as plain text; boundary: the text around their edges checked; template_edge: "
             "template text next to caller text, cut at its control tokens).",
             ["cache", "result"], registry=r,
+        )  # fmt: skip
+        self.schema_degraded = Counter(
+            "autoparser_schema_degraded",
+            "Tool and response schema keywords the grammar could not express, left out of it "
+            "(the grammar is looser at that node), by keyword; --strict-schemas refuses them.",
+            ["keyword"], registry=r,
+        )  # fmt: skip
+        self.degraded = Counter(
+            "autoparser_degraded",
+            "Parts of requests served in a lesser form instead of refused, by what: media "
+            "(an image or document replaced by a text placeholder), hosted_tool (a tool only "
+            "the provider can run, left out), tool_grammar (a custom tool's grammar not "
+            "enforced), system_message (a system message moved or merged to fit the template).",
+            ["what"], registry=r,
         )  # fmt: skip
         self.prompts = Counter(
             "autoparser_prompts",
@@ -372,6 +396,11 @@ def _finish(
         metrics.engine_errors.labels(state.engine_error).inc()
     if state.prompt_form:
         metrics.prompts.labels(state.prompt_form).inc()
+    for what, label in state.degraded:
+        if what == "schema":
+            metrics.schema_degraded.labels(label).inc()
+        else:
+            metrics.degraded.labels(what).inc()
     if request.path in ("/health", "/ready", "/metrics") and status == 200:
         return  # probes every few seconds would drown the log; failures are logged
     record: dict[str, object] = {
@@ -388,6 +417,8 @@ def _finish(
     }
     if state.prompt_form:
         record["prompt_form"] = state.prompt_form
+    if state.degraded:
+        record["degraded"] = len(state.degraded)
     if state.first_token is not None:
         record["ttft_ms"] = round((state.first_token - state.started) * 1000, 1)
     if state.error:

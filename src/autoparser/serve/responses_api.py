@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from autoparser import ChatMessage
-from autoparser.serve.limits import InvalidRequest
+from autoparser.serve.chat_completions import MEDIA_PARTS, media_placeholder, placeholder_text
+from autoparser.serve.limits import Degradation, InvalidRequest
 from autoparser.serve.openai_format import Usage
 
 # Fields refused with a 400 naming them (a non-null value), and why.
@@ -36,9 +37,21 @@ REFUSED = {
     "max_tool_calls": "max_tool_calls is not supported",
 }
 # Fields accepted and not acted on: bookkeeping a stateless local server has no use for.
-IGNORED = ("store", "metadata", "user", "safety_identifier", "prompt_cache_key", "service_tier")
+IGNORED = (
+    "store", "metadata", "user", "safety_identifier", "prompt_cache_key", "service_tier",
+    "include", "client_metadata", "stream_options", "truncation",
+)  # fmt: skip
 SAMPLING = ("temperature", "top_p", "top_k", "seed", "presence_penalty", "frequency_penalty")
-TEXT_PARTS = ("input_text", "output_text", "text")
+TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
+# Items of tools only the provider runs (their tools are left out of the prompt): skipped.
+HOSTED_ITEMS = (
+    "web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call",
+    "computer_call", "computer_call_output", "local_shell_call", "local_shell_call_output",
+    "mcp_call", "mcp_list_tools", "mcp_approval_request", "mcp_approval_response",
+    "tool_search_call", "tool_search_output", "compaction", "compaction_summary",
+)  # fmt: skip
+# The one argument of a custom (freeform) tool served as a function.
+CUSTOM_INPUT = "input"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,14 +62,49 @@ class ResponsesRequest:
     chat: dict[str, object]
     echo: dict[str, object]
     stream: bool
+    tools: Mapping[str, ServedTool] = dataclasses.field(default_factory=dict)
+    degraded: tuple[Degradation, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class ServedTool:
+    """How a client's tool is served, to give its calls back in the client's shape: a
+    function of a ``namespace`` under a flat name (``namespace`` + ``name``), or a
+    ``custom`` tool whose one string input is the function's ``input`` argument."""
+
+    name: str
+    namespace: str | None = None
+    custom: bool = False
+
+
+class _State:
+    """One request's mapping: the media policy, strictness, the served tools (by the name
+    the model sees) and what was served in a lesser form."""
+
+    def __init__(self, media: str, strict: bool) -> None:
+        self.media = media
+        self.strict = strict
+        self.tools: dict[str, ServedTool] = {}
+        self.degraded: list[Degradation] = []
+
+    def media_text(self, kind: str, where: str) -> str:
+        self.degraded.append(media_placeholder(kind, where, self.media))
+        return placeholder_text(kind)
+
+    def flat_name(self, name: str, namespace: object) -> str:
+        """The name the model sees for a tool (``namespace`` given: a namespace's)."""
+        if not isinstance(namespace, str) or not namespace:
+            return name
+        return namespace + name if namespace.endswith("_") else f"{namespace}__{name}"
 
 
 def _fail(message: str, param: str) -> InvalidRequest:
     return InvalidRequest(f"{param}: {message}", param)
 
 
-def _text_of(content: object, where: str) -> str | list[dict[str, object]]:
-    """A message's content: a string, or its text parts (one part becomes a string)."""
+def _text_of(content: object, where: str, state: _State) -> str | list[dict[str, object]]:
+    """A message's content: a string, or its text parts (one part becomes a string);
+    images and files become a text placeholder."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -67,6 +115,9 @@ def _text_of(content: object, where: str) -> str | list[dict[str, object]]:
             texts.append(part)
             continue
         kind = part.get("type") if isinstance(part, Mapping) else None
+        if isinstance(kind, str) and kind in MEDIA_PARTS:
+            texts.append(state.media_text(MEDIA_PARTS[kind], f"{where}[{i}]"))
+            continue
         if kind not in TEXT_PARTS or not isinstance(part.get("text"), str):
             shown = kind if isinstance(kind, str) else type(part).__name__
             raise _fail(f"only text parts are supported, got {shown!r}", f"{where}[{i}]")
@@ -92,113 +143,247 @@ def _reasoning_text(item: Mapping[str, object], where: str) -> str:
     return ""
 
 
-def input_messages(items: object, instructions: object) -> list[dict[str, object]]:
-    """``instructions`` + ``input`` as chat messages: function calls join the assistant turn
-    they belong to, outputs become tool messages, a reasoning item starts an assistant turn."""
-    messages: list[dict[str, object]] = []
+class _Turns:
+    """Chat messages built from input items, each assistant-side item (reasoning, an
+    assistant message, a call) joined to the turn it belongs to, whatever order the client
+    sends them back in: the open assistant turn when nothing came after it, or when what
+    came after are outputs of its calls and some of its calls are still unanswered (Codex
+    stores a reasoning item after the call it preceded)."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, object]] = []
+        self.turn: dict[str, object] | None = None
+        self.unanswered: set[str] = set()  # call ids of ``turn`` without an output yet
+        self.names: dict[str, str] = {}  # call_id -> the name the model sees
+
+    def assistant(self) -> dict[str, object]:
+        last = self.messages[-1] if self.messages else None
+        if self.turn is not None and (last is self.turn or self.unanswered):
+            return self.turn
+        self.turn = {"role": "assistant", "content": None}
+        self.unanswered = set()
+        self.messages.append(self.turn)
+        return self.turn
+
+    def call(self, call_id: str, name: str, arguments: str) -> None:
+        turn = self.assistant()
+        calls = turn.setdefault("tool_calls", [])
+        if isinstance(calls, list):  # always: only this class writes tool_calls
+            calls.append(
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments},
+                }
+            )
+        self.names[call_id] = name
+        self.unanswered.add(call_id)
+
+    def output(self, call_id: str, content: object) -> None:
+        tool: dict[str, object] = {"role": "tool", "tool_call_id": call_id, "content": content}
+        if call_id in self.names:
+            tool["name"] = self.names[call_id]
+        self.unanswered.discard(call_id)
+        self.messages.append(tool)
+
+    def text(self, content: str | list[dict[str, object]]) -> None:
+        turn = self.assistant()
+        old = turn.get("content")
+        if not old:
+            turn["content"] = content
+        elif isinstance(old, str) and isinstance(content, str):
+            turn["content"] = f"{old}\n{content}"
+        else:
+            parts: list[object] = [{"type": "text", "text": old}] if isinstance(old, str) else []
+            if isinstance(old, list):
+                parts = list(old)
+            more = [{"type": "text", "text": content}] if isinstance(content, str) else content
+            turn["content"] = [*parts, *more]
+
+    def reasoning(self, text: str) -> None:
+        turn = self.assistant()
+        old = turn.get("reasoning_content")
+        turn["reasoning_content"] = f"{old}\n{text}" if old else text
+
+    def other(self, message: dict[str, object]) -> None:
+        self.turn = None
+        self.unanswered = set()
+        self.messages.append(message)
+
+    def done(self) -> list[dict[str, object]]:
+        """The messages; a turn holding only reasoning (nothing the model said or called)
+        is left out: a template would render it as an empty turn."""
+        return [
+            m
+            for m in self.messages
+            if not (m["role"] == "assistant" and not m.get("content") and not m.get("tool_calls"))
+        ]
+
+
+def input_messages(
+    items: object, instructions: object, state: _State | None = None
+) -> list[dict[str, object]]:
+    """``instructions`` + ``input`` as chat messages: calls (function, namespaced, custom)
+    join the assistant turn they belong to (``_Turns``), outputs become tool messages,
+    developer messages system ones; items of provider-run tools are skipped."""
+    state = _State("placeholder", False) if state is None else state
+    turns = _Turns()
     if instructions is not None:
         if not isinstance(instructions, str):
             raise _fail("must be a string", "instructions")
-        messages.append({"role": "system", "content": instructions})
+        turns.other({"role": "system", "content": instructions})
     if isinstance(items, str):
-        return [*messages, {"role": "user", "content": items}]
+        return [*turns.done(), {"role": "user", "content": items}]
     if not isinstance(items, list) or not items:
         raise _fail("must be a string or a non-empty list of items", "input")
-    names: dict[str, str] = {}  # call_id -> function name, for the tool messages
     for i, item in enumerate(items):
         where = f"input[{i}]"
         if not isinstance(item, Mapping):
             raise _fail("must be an object", where)
         kind = item.get("type", "message")
-        last = messages[-1] if messages else None
         if kind == "message":
             role = item.get("role")
             if role not in ("user", "system", "developer", "assistant"):
                 raise _fail("must be user, system, developer or assistant", f"{where}.role")
-            message: dict[str, object] = {
-                "role": "system" if role == "developer" else role,
-                "content": _text_of(item.get("content"), f"{where}.content"),
-            }
-            # an assistant message after this turn's reasoning-only item is the same turn
-            if (
-                role == "assistant"
-                and last is not None
-                and last["role"] == "assistant"
-                and not last.get("content")
-                and not last.get("tool_calls")
-            ):
-                last["content"] = message["content"]
-                continue
-            messages.append(message)
-        elif kind == "function_call":
-            call_id, name, arguments = item.get("call_id"), item.get("name"), item.get("arguments")
-            for field, value in (("call_id", call_id), ("name", name), ("arguments", arguments)):
-                if not isinstance(value, str):
+            content = _text_of(item.get("content"), f"{where}.content", state)
+            if role == "assistant":
+                turns.text(content)
+            else:
+                turns.other({"role": "system" if role == "developer" else role, "content": content})
+        elif kind in ("function_call", "custom_tool_call"):
+            value = "arguments" if kind == "function_call" else "input"
+            call_id, name, given = item.get("call_id"), item.get("name"), item.get(value)
+            for field, found in (("call_id", call_id), ("name", name), (value, given)):
+                if not isinstance(found, str):
                     raise _fail("must be a string", f"{where}.{field}")
-            call = {
-                "id": call_id,
-                "type": "function",
-                "function": {"name": name, "arguments": arguments},
-            }
-            names[str(call_id)] = str(name)
-            if last is None or last["role"] != "assistant":
-                last = {"role": "assistant", "content": None}
-                messages.append(last)
-            calls = last.setdefault("tool_calls", [])
-            if isinstance(calls, list):  # always: this function writes every tool_calls
-                calls.append(call)
-        elif kind == "function_call_output":
+            flat = state.flat_name(str(name), item.get("namespace"))
+            arguments = str(given) if kind == "function_call" else json.dumps({CUSTOM_INPUT: given})
+            turns.call(str(call_id), flat, arguments)
+        elif kind in ("function_call_output", "custom_tool_call_output"):
             call_id = item.get("call_id")
             if not isinstance(call_id, str):
                 raise _fail("must be a string", f"{where}.call_id")
-            output = _text_of(item.get("output"), f"{where}.output")
-            tool: dict[str, object] = {"role": "tool", "tool_call_id": call_id, "content": output}
-            if call_id in names:
-                tool["name"] = names[call_id]
-            messages.append(tool)
+            turns.output(call_id, _text_of(item.get("output"), f"{where}.output", state))
         elif kind == "reasoning":
             reasoning = _reasoning_text(item, where)
-            if reasoning:  # the start of an assistant turn
-                messages.append(
-                    {"role": "assistant", "content": None, "reasoning_content": reasoning}
+            if reasoning:
+                turns.reasoning(reasoning)
+        elif kind in HOSTED_ITEMS:
+            state.degraded.append(
+                Degradation(
+                    "hosted_tool",
+                    "hosted_tool",
+                    f"{where}: a {kind} item (a provider-run tool) skipped",
                 )
+            )
         else:
             raise _fail(
                 f"unsupported item type {kind!r} (message, function_call, "
-                "function_call_output and reasoning are)",
+                "function_call_output, custom_tool_call, custom_tool_call_output and "
+                "reasoning are)",
                 f"{where}.type",
             )
-    return messages
+    return turns.done()
 
 
-def _tools(tools: object) -> list[dict[str, object]] | None:
+def _function(tool: Mapping[str, object], where: str, name: str) -> dict[str, object]:
+    if not isinstance(tool.get("name"), str):
+        raise _fail("must be a string", f"{where}.name")
+    function = {"name": name, **{k: tool[k] for k in ("description", "parameters") if k in tool}}
+    if tool.get("description") is None:
+        function.pop("description", None)
+    if function.get("parameters") is None:
+        function["parameters"] = {"type": "object", "properties": {}}
+    return {"type": "function", "function": function}
+
+
+def _custom(tool: Mapping[str, object], where: str, state: _State) -> dict[str, object]:
+    """A custom (freeform) tool as a function of one string argument, ``input``; a regex
+    grammar constrains that string (a full match), a Lark grammar cannot be expressed
+    here: the string is left free (a 400 with ``--strict-schemas``)."""
+    name = tool.get("name")
+    if not isinstance(name, str):
+        raise _fail("must be a string", f"{where}.name")
+    value: dict[str, object] = {"type": "string"}
+    fmt = tool.get("format")
+    if isinstance(fmt, Mapping) and fmt.get("type") == "grammar":
+        syntax, definition = fmt.get("syntax"), fmt.get("definition")
+        if syntax == "regex" and isinstance(definition, str):
+            value["pattern"] = f"^(?:{definition})$"
+        else:
+            why = f"{where} ({name}): a {syntax} grammar cannot be expressed in the grammar"
+            if state.strict:
+                raise _fail(f"{why} (only regex grammars can)", f"{where}.format")
+            state.degraded.append(
+                Degradation("tool_grammar", "tool_grammar", f"{why}: its input is left free")
+            )
+    parameters = {
+        "type": "object",
+        "properties": {CUSTOM_INPUT: value},
+        "required": [CUSTOM_INPUT],
+        "additionalProperties": False,
+    }
+    function: dict[str, object] = {"name": name, "parameters": parameters}
+    if isinstance(tool.get("description"), str):
+        function["description"] = tool["description"]
+    state.tools[name] = ServedTool(name, custom=True)
+    return {"type": "function", "function": function}
+
+
+def _tools(tools: object, state: _State) -> list[dict[str, object]] | None:
+    """Function tools; the functions of ``namespace`` tools under flat names; ``custom``
+    tools as functions of one string. Tools only the provider runs (``web_search``,
+    ``file_search``, ``code_interpreter``, ``local_shell``, ``computer_use_preview``,
+    ``image_generation``, ``mcp``...) are left out, with a warning."""
     if tools is None:
         return None
     if not isinstance(tools, list):
-        raise _fail("must be a list of function tools", "tools")
+        raise _fail("must be a list of tools", "tools")
     out: list[dict[str, object]] = []
     for i, tool in enumerate(tools):
-        if not isinstance(tool, Mapping) or tool.get("type") != "function":
-            kind = tool.get("type") if isinstance(tool, Mapping) else None
-            raise _fail(f"only function tools are supported, got {kind!r}", f"tools[{i}].type")
-        if not isinstance(tool.get("name"), str):
-            raise _fail("must be a string", f"tools[{i}].name")
-        function = {k: tool[k] for k in ("name", "description", "parameters") if k in tool}
-        if tool.get("description") is None:
-            function.pop("description", None)
-        if function.get("parameters") is None:
-            function["parameters"] = {"type": "object", "properties": {}}
-        out.append({"type": "function", "function": function})
+        where = f"tools[{i}]"
+        if not isinstance(tool, Mapping):
+            raise _fail("must be an object", where)
+        kind = tool.get("type")
+        if kind == "function":
+            out.append(_function(tool, where, str(tool.get("name"))))
+            if isinstance(tool.get("name"), str):
+                state.tools[str(tool["name"])] = ServedTool(str(tool["name"]))
+        elif kind == "custom":
+            out.append(_custom(tool, where, state))
+        elif kind == "namespace":
+            namespace, members = tool.get("name"), tool.get("tools")
+            if not isinstance(namespace, str) or not isinstance(members, list):
+                raise _fail("a namespace has a string name and a list of tools", where)
+            for j, member in enumerate(members):
+                at = f"{where}.tools[{j}]"
+                if not isinstance(member, Mapping) or member.get("type", "function") != "function":
+                    raise _fail("a namespace holds function tools", at)
+                flat = state.flat_name(str(member.get("name")), namespace)
+                out.append(_function(member, at, flat))
+                state.tools[flat] = ServedTool(str(member["name"]), namespace)
+        elif isinstance(kind, str):
+            state.degraded.append(
+                Degradation(
+                    "hosted_tool",
+                    "hosted_tool",
+                    f"{where}: {kind!r} is a tool only the provider can run: left out of "
+                    "the prompt",
+                )
+            )
+        else:
+            raise _fail("must be a string", f"{where}.type")
     return out or None
 
 
-def _tool_choice(choice: object) -> str | dict[str, object]:
+def _tool_choice(choice: object, state: _State) -> str | dict[str, object]:
     if choice is None or choice in ("auto", "none", "required"):
         return choice or "auto"
-    if isinstance(choice, Mapping) and choice.get("type") == "function":
+    if isinstance(choice, Mapping) and choice.get("type") in ("function", "custom"):
         if not isinstance(choice.get("name"), str):
             raise _fail("must be a string", "tool_choice.name")
-        return {"type": "function", "function": {"name": choice["name"]}}
+        name = state.flat_name(str(choice["name"]), choice.get("namespace"))
+        return {"type": "function", "function": {"name": name}}
     raise _fail("must be auto, none, required or {type: function, name}", "tool_choice")
 
 
@@ -242,9 +427,10 @@ def _reasoning(reasoning: object, chat: dict[str, object]) -> None:
         chat["reasoning_effort"] = effort
 
 
-def to_chat(body: object) -> ResponsesRequest:
+def to_chat(body: object, media: str = "placeholder", strict: bool = False) -> ResponsesRequest:
     """Map a Responses request body onto a chat-completions body (a 400 names the
-    Responses field)."""
+    Responses field). ``IGNORED`` fields (Codex's ``store: false``, ``include``,
+    ``prompt_cache_key``, ``client_metadata``...) are accepted and change nothing."""
     if not isinstance(body, Mapping):
         raise InvalidRequest("the request body must be a JSON object")
     for name, why in REFUSED.items():
@@ -253,10 +439,11 @@ def to_chat(body: object) -> ResponsesRequest:
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise _fail("must be a boolean", "stream")
+    state = _State(media, strict)
     chat: dict[str, object] = {
-        "messages": input_messages(body.get("input"), body.get("instructions")),
-        "tools": _tools(body.get("tools")),
-        "tool_choice": _tool_choice(body.get("tool_choice")),
+        "tools": _tools(body.get("tools"), state),
+        "messages": input_messages(body.get("input"), body.get("instructions"), state),
+        "tool_choice": _tool_choice(body.get("tool_choice"), state),
     }
     if body.get("parallel_tool_calls") is not None:
         if not isinstance(body["parallel_tool_calls"], bool):
@@ -286,7 +473,7 @@ def to_chat(body: object) -> ResponsesRequest:
         "tools": body.get("tools") or [],
         "top_p": body.get("top_p"),
     }
-    return ResponsesRequest(chat, echo, stream)
+    return ResponsesRequest(chat, echo, stream, state.tools, tuple(state.degraded))
 
 
 def param_name(chat_param: str | None) -> str | None:
@@ -362,6 +549,38 @@ def call_item(
     }
 
 
+def output_call(
+    item_id: str,
+    call_id: str,
+    name: str,
+    arguments: str,
+    status: str,
+    tools: Mapping[str, ServedTool],
+) -> dict[str, object]:
+    """A call as the client's tool expects it back: a ``function_call`` (with its
+    ``namespace`` and the function's own name for a namespaced tool, as Codex routes it),
+    or a ``custom_tool_call`` whose ``input`` is the string the model wrote."""
+    served = tools.get(name)
+    if served is not None and served.custom:
+        try:
+            value = json.loads(arguments).get(CUSTOM_INPUT, "") if arguments else ""
+        except (ValueError, AttributeError):
+            value = arguments  # the grammar makes this unreachable; never lose the text
+        return {
+            "id": item_id,
+            "type": "custom_tool_call",
+            "call_id": call_id,
+            "name": served.name,
+            "input": value if isinstance(value, str) else json.dumps(value),
+            "status": status,
+        }
+    item = call_item(item_id, call_id, name, arguments, status)
+    if served is not None and served.namespace is not None:
+        item["name"] = served.name
+        item["namespace"] = served.namespace
+    return item
+
+
 def status_of(message: ChatMessage, hit_limit: bool) -> str:
     """``incomplete`` when the engine stopped on the token limit, else ``completed``."""
     return "incomplete" if hit_limit else "completed"
@@ -411,6 +630,7 @@ def response(
     message: ChatMessage,
     hit_limit: bool,
     counts: Usage,
+    tools: Mapping[str, ServedTool] | None = None,
 ) -> dict[str, object]:
     """The whole answer: reasoning, message, function calls (in that order)."""
     status = status_of(message, hit_limit)
@@ -420,22 +640,31 @@ def response(
     if message.content:
         output.append(message_item(_id("msg"), message.content, status))
     for call in message.tool_calls:
-        output.append(call_item(_id("fc"), call.id, call.name, call.arguments, "completed"))
+        output.append(
+            output_call(_id("fc"), call.id, call.name, call.arguments, "completed", tools or {})
+        )
     return envelope(ident, echo, status, output, counts)
 
 
 class ResponseEvents:
     """The parser's chat deltas as Responses stream events.
 
-    Text and reasoning items stay open until the end (their text may resume after a call);
-    a function call is an item of its own, announced whole (the parser's "whole" policy:
-    a call is announced only once it is complete and valid, so the final response never
-    lacks one that was announced).
+    One item is open at a time: a reasoning or message item is done before the next item
+    starts, a call's included (as OpenAI streams them: a client such as Codex stores items
+    in the order they are done); text after a call opens a new item. A call is an item of its own,
+    announced whole (the parser's "whole" policy: a call is announced only once it is
+    complete and valid, so the final response never lacks one that was announced).
     """
 
-    def __init__(self, ident: Identity, echo: Mapping[str, object]) -> None:
+    def __init__(
+        self,
+        ident: Identity,
+        echo: Mapping[str, object],
+        tools: Mapping[str, ServedTool] | None = None,
+    ) -> None:
         self.ident = ident
         self.echo = echo
+        self.tools: Mapping[str, ServedTool] = tools or {}
         self.sequence = 0
         # by output_index; built here and grown in place (text appended to content[0])
         self.items: list[dict[str, Any]] = []
@@ -456,6 +685,7 @@ class ResponseEvents:
     def _open_text(self, kind: str) -> tuple[list[dict[str, object]], int]:
         if kind in self.open:
             return [], self.open[kind]
+        closed = self._close_open("completed")  # one item open at a time
         index = len(self.items)
         if kind == "reasoning":
             item = reasoning_item(_id("rs"), "", "in_progress")
@@ -468,6 +698,7 @@ class ResponseEvents:
         self.items.append(item)
         self.open[kind] = index
         events = [
+            *closed,
             self._event("response.output_item.added", output_index=index, item=added),
             self._event(
                 "response.content_part.added",
@@ -514,39 +745,29 @@ class ResponseEvents:
         function: Mapping[str, object] = given if isinstance(given, Mapping) else {}
         if "id" not in call:  # "whole" policy: never an argument piece of an earlier call
             raise RuntimeError("a tool call delta without its announcement")
+        events = self._close_open("completed")
         index = len(self.items)
         arguments = str(function.get("arguments") or "")
-        item = call_item(_id("fc"), str(call["id"]), str(function.get("name")), "", "in_progress")
-        events = [self._event("response.output_item.added", output_index=index, item=dict(item))]
-        if arguments:
+        name, call_id = str(function.get("name")), str(call["id"])
+        item = output_call(_id("fc"), call_id, name, arguments, "completed", self.tools)
+        custom = item["type"] == "custom_tool_call"
+        key = "input" if custom else "arguments"
+        text = str(item[key])
+        added = {**item, key: "", "status": "in_progress"}
+        events.append(self._event("response.output_item.added", output_index=index, item=added))
+        kind = "response.custom_tool_call_input" if custom else "response.function_call_arguments"
+        if text:
             events.append(
-                self._event(
-                    "response.function_call_arguments.delta",
-                    item_id=item["id"],
-                    output_index=index,
-                    delta=arguments,
-                )
+                self._event(f"{kind}.delta", item_id=item["id"], output_index=index, delta=text)
             )
-        item["arguments"] = arguments
-        item["status"] = "completed"
         self.items.append(item)
-        events.append(
-            self._event(
-                "response.function_call_arguments.done",
-                item_id=item["id"],
-                output_index=index,
-                name=item["name"],
-                arguments=arguments,
-            )
-        )
+        done: dict[str, object] = {key: text} if custom else {"name": name, key: text}
+        events.append(self._event(f"{kind}.done", item_id=item["id"], output_index=index, **done))
         events.append(self._event("response.output_item.done", output_index=index, item=item))
         return events
 
-    def finish(
-        self, message: ChatMessage, hit_limit: bool, counts: Usage
-    ) -> list[dict[str, object]]:
-        """Close the open items, then ``response.completed`` (or ``response.incomplete``)."""
-        status = status_of(message, hit_limit)
+    def _close_open(self, status: str) -> list[dict[str, object]]:
+        """Done events for the open reasoning and message items, in output order."""
         events: list[dict[str, object]] = []
         for kind, index in sorted(self.open.items(), key=lambda kv: kv[1]):
             item = self.items[index]
@@ -579,6 +800,14 @@ class ResponseEvents:
             )
             events.append(self._event("response.output_item.done", output_index=index, item=item))
         self.open.clear()
+        return events
+
+    def finish(
+        self, message: ChatMessage, hit_limit: bool, counts: Usage
+    ) -> list[dict[str, object]]:
+        """Close the open items, then ``response.completed`` (or ``response.incomplete``)."""
+        status = status_of(message, hit_limit)
+        events = self._close_open(status)
         final = envelope(self.ident, self.echo, status, self.items, counts)
         kind = "response.incomplete" if status == "incomplete" else "response.completed"
         events.append(self._event(kind, response=final))
