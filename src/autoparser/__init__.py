@@ -38,7 +38,7 @@ if TYPE_CHECKING:
         ToolCallDict,
         ToolDict,
     )
-    from autoparser.message import ChatMessage, ToolCall
+    from autoparser.message import FINDING_KINDS, TOLERANCES, ChatMessage, Finding, ToolCall
     from autoparser.params import ChatParams
     from autoparser.session import ReasoningSplit, Reply, RequestOptions, Session, merge_deltas
     from autoparser.stream import TOOL_CALL_DELTAS, StreamDelta, StreamParser, ToolCallDelta
@@ -61,6 +61,9 @@ _WHERE = {
     "Cancelled": "autoparser.errors",
     "CancelToken": "autoparser.cancel",
     "ChatMessage": "autoparser.message",
+    "Finding": "autoparser.message",
+    "FINDING_KINDS": "autoparser.message",
+    "TOLERANCES": "autoparser.message",
     "ChatParams": "autoparser.params",
     "ChatTemplate": "autoparser.chat",
     "ExportError": "autoparser.errors",
@@ -188,6 +191,8 @@ def __dir__() -> list[str]:
 __all__ = [
     "CACHES",
     "DEFAULT_VARIANT",
+    "FINDING_KINDS",
+    "TOLERANCES",
     "TOOL_CALL_DELTAS",
     "AnalysisWarning",
     "AutoparserError",
@@ -199,6 +204,7 @@ __all__ = [
     "ChatParams",
     "ChatTemplate",
     "ExportError",
+    "Finding",
     "FunctionDict",
     "GrammarError",
     "GrammarTrigger",
