@@ -280,6 +280,7 @@ class Walked(NamedTuple):
     lead: int  # where the pending call's text would start, as content
     pending_spans: list[Span]  # the field that text would join (reasoning or content)
     end: int  # where the last node walked ends (untagged text follows)
+    reasoned: list[Span]  # calls of the message written inside a reasoning block
 
 
 def walk_tree(tree: Node, settle: Callable[[Node], bool]) -> Walked:
@@ -292,9 +293,11 @@ def walk_tree(tree: Node, settle: Callable[[Node], bool]) -> Walked:
     """
     reasoning: list[Span] = []
     content: list[Span] = []
+    reasoned: list[Span] = []
     prev_end = 0  # where the untagged text before the next node starts
     after_call = False  # the previous node is a call of the message
     in_reasoning = False  # the last text node was reasoning (calls_in_reasoning)
+    in_block = False  # inside a reasoning block (a call there ends it with an empty close)
     for child in tree.children:
         tag = child.tag
         if tag == tags.TOOL:
@@ -303,9 +306,11 @@ def walk_tree(tree: Node, settle: Callable[[Node], bool]) -> Walked:
             lead = child.start if after_call else prev_end
             spans = reasoning if in_reasoning else content
             if not child.complete:
-                return Walked(reasoning, content, child, lead, spans, prev_end)
+                return Walked(reasoning, content, child, lead, spans, prev_end, reasoned)
             if settle(child):
                 after_call = True
+                if in_block:
+                    reasoned.append((child.start, child.end))
             else:
                 spans.append((lead, child.end))
                 after_call = False
@@ -319,14 +324,16 @@ def walk_tree(tree: Node, settle: Callable[[Node], bool]) -> Walked:
             continue
         if tag == tags.REASONING:
             reasoning.append((child.start, child.end))
-            in_reasoning = True
+            in_reasoning = in_block = True
         else:
             in_reasoning = False
+            # A close node that reads nothing: a call ended the block, written inside it.
+            in_block = tag == tags.REASONING_CLOSE and child.start == child.end
             if tag == tags.CONTENT:
                 content.append((child.start, child.end))
         prev_end = child.end
         after_call = False
-    return Walked(reasoning, content, None, prev_end, content, prev_end)
+    return Walked(reasoning, content, None, prev_end, content, prev_end, reasoned)
 
 
 @functools.lru_cache(maxsize=256)
@@ -629,6 +636,8 @@ class Mapper:
         """The output ended after the walked tree: a call it ends inside was cut off
         (``_cut``); call openers alone after the last node make the message truncated."""
         self._note_unread_calls(walked.content, text)
+        for start, end in walked.reasoned:
+            self.note("call_in_reasoning", "kept", start, end)
         if walked.pending is not None:
             self._cut(walked.pending, walked.lead, text, walked.pending_spans)
         else:
