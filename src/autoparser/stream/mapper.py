@@ -693,9 +693,10 @@ class Mapper:
         return not text.strip()
 
     # ----------------------------------------------------------------- end of input
-    def close(self, tree: Node) -> None:
+    def close(self, tree: Node, text: str | None = None) -> None:
         """The end of generation: a reasoning block left open, or markup cut off, makes the
-        message truncated."""
+        message truncated (the markup's text, from ``text``, is then the message's
+        ``truncated_call``: its cut-off tail)."""
         found = {c.tag for c in tree.children}
         if tags.REASONING in found and tags.REASONING_CLOSE not in found:
             self.truncated = True
@@ -705,6 +706,9 @@ class Mapper:
             self.truncated = True
             cut = next(c for c in tree.children if c.tag == tags.CUT)
             self.note("truncated", "cut", cut.start, cut.end, "markup")
+            if self.truncated_call is None and text is not None:
+                # Nothing of the output is lost: the header cut off is the cut-off tail.
+                self.truncated_call = text[cut.start :].strip() or None
 
     # ----------------------------------------------------------------- output
     def take_deltas(self) -> list[dict[str, Any]]:

@@ -251,7 +251,7 @@ def _end_of_output(mapper: Mapper, text: str, tree: Node | None) -> None:
     """Map the whole output by its tree (see ``_output_tree``)."""
     if tree is not None:
         mapper.advance(tree, text, final=True)
-        mapper.close(tree)
+        mapper.close(tree, text)
     elif text:
         # Nothing parsed at all (cannot happen with generated parsers): keep the text.
         mapper.push_content(mapper.content.push(text))

@@ -32,7 +32,7 @@ def whole_message(mapper: Mapper, tree: Node, text: str) -> ChatMessage:
 
     walked = walk_tree(tree, settle)
     mapper.end_of_output(walked, text)
-    mapper.close(tree)
+    mapper.close(tree, text)
     return ChatMessage(
         content=_field(walked.content, text),
         reasoning_content=_field(walked.reasoning, text),
