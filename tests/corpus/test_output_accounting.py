@@ -3,7 +3,8 @@ ends in exactly one place of the message, whole and streamed.
 
 For every template (the project's own in tests/templates, and the corpus in
 ../shared/templates when present; a skip with the reason when absent), the outputs the
-template itself writes for a turn with calls, and a plain answer, get a needle (a word of
+template itself writes for a turn with calls, and a plain answer, with garbage around them
+(marker punctuation), get a needle (a word of
 letters no marker holds) inserted at any position: inside a marker, a tool name, an
 argument's name or value, the JSON punctuation, reasoning or content. The text may then be
 cut anywhere after the needle (the output stopped there). Whatever that breaks, the needle
@@ -52,9 +53,24 @@ CALLS = [
 ]
 
 
+# Templates whose examples find text a format consumes as markup, with why (strict: the
+# derandomized examples fail today; one that passes must come off this list).
+KNOWN = {
+    "openai-gpt-oss-120b": "harmony's header after the channel name (the content type, "
+    "`json` or `<|constrain|>json`) is markup the handler consumes whatever it says: a word "
+    "written there is dropped (formats/harmony.py)",
+}
+
+
+def _param(path: Path, name: str) -> Any:
+    reason = KNOWN.get(path.stem)
+    marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+    return pytest.param(path, id=name, marks=marks)
+
+
 def _paths() -> list[Any]:
-    own = [pytest.param(p, id=f"own-{p.stem}") for p in own_templates()]
-    corpus = [pytest.param(p, id=p.stem) for p in corpus_templates()]
+    own = [_param(p, f"own-{p.stem}") for p in own_templates()]
+    corpus = [_param(p, p.stem) for p in corpus_templates()]
     if not corpus:
         reason = "template corpus not found: set AUTOPARSER_TEMPLATES or ../shared/templates"
         corpus = [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="no-corpus")]
@@ -117,6 +133,9 @@ def test_an_inserted_word_ends_in_exactly_one_place(path: Path, data: st.DataObj
         pytest.skip("the template cannot render a request with tools")
     params, outputs = case
     base = data.draw(st.sampled_from(outputs), label="output")
+    # Garbage around it: marker punctuation and words, never the needle's letters.
+    noise = st.text(alphabet="ab <>/{}[]\"'|=:\n", max_size=12)
+    base = data.draw(noise, label="before") + base + data.draw(noise, label="after")
     at = data.draw(st.integers(0, len(base)), label="at")
     text = base[:at] + NEEDLE + base[at:]
     end = data.draw(st.integers(at + len(NEEDLE), len(text)), label="cut")
