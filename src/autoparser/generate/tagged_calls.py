@@ -519,7 +519,7 @@ def _tagged_argument(
         if undeclared and a.value_suffix and json_name_suffix(a) == a.name_suffix:
             return choice_of(
                 [
-                    _union_typed_argument(ctx, name_p, None),
+                    _union_typed_argument(ctx, name_p, None, python=False),
                     _string_argument(ctx, name_p, schema, tool.parameters, strict, []),
                 ]
             )
@@ -556,16 +556,21 @@ def _tagged_argument(
     )
 
 
-def _union_typed_argument(ctx: BuildContext, name_p: Parser, kinds: set[str] | None) -> Parser:
+def _union_typed_argument(
+    ctx: BuildContext, name_p: Parser, kinds: set[str] | None, *, python: bool = True
+) -> Parser:
     """An argument of a union type that includes string, read as one of its other types
     (JSON, or a Python literal as str() prints it): only when the whole value up to its
-    suffix is one. A quoted value is the string as written, quotes included."""
+    suffix is one. A quoted value is the string as written, quotes included. Without
+    ``python``, JSON only (an undeclared argument: the Python-literal reader is a named,
+    recursive rule, which would keep the call off the compiled one-shot parse)."""
     a = ctx.analysis.tools.arguments
     json_parts: list[Parser] = []
     py_parts: list[Parser] = []
     if kinds is None:
         json_parts.append(json_value())
-        py_parts.append(python_value())
+        if python:
+            py_parts.append(python_value())
     else:
         if kinds & {"integer", "number"}:
             json_parts.append(json_number())

@@ -95,6 +95,7 @@ TOOL_CALL_DELTAS = ("whole", "incremental")
 """The streaming policies for tool calls (``tool_call_deltas``), the default first."""
 
 Span = tuple[int, int]
+_LEAD = 8  # whitespace a content span may start with before a call opener
 
 
 def check_tolerance(value: object) -> str:
@@ -649,16 +650,23 @@ class Mapper:
     def _note_unread_calls(self, content: list[Span], text: str) -> None:
         """A call opener in content: a call the format could not read (its arguments, its
         tool), kept as written; reported once per place, unless a refused call's finding
-        already covers it. One ``str.find`` per opener and span, at the end only."""
+        already covers it. The lenient parser's content stops at every opener, so one that
+        started no call begins a content span (after a little whitespace): a bounded
+        ``str.find`` per opener and span, at the end only, whatever the output's length."""
         if not self.openers or not content:
             return
-        refused = [(f.start, f.end) for f in self.findings.values() if f.outcome == "refused"]
+        refused: list[tuple[int, int]] | None = None
         for start, end in content:
             for marker in self.openers:
-                at = text.find(marker, start, end)
-                if at < 0 or any(a <= at < b for a, b in refused):
+                at = text.find(marker, start, min(end, start + len(marker) + _LEAD))
+                if at < 0:
                     continue
-                self.note("invalid_arguments", "refused", at, end, marker)
+                if refused is None:
+                    refused = [
+                        (f.start, f.end) for f in self.findings.values() if f.outcome == "refused"
+                    ]
+                if not any(a <= at < b for a, b in refused):
+                    self.note("invalid_arguments", "refused", at, end, marker)
                 break
 
     def _cut(self, node: Node, lead: int, text: str, spans: list[Span]) -> None:
