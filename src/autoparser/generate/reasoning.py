@@ -79,9 +79,10 @@ def reasoning_parser(
         # written after the call up to its closer (``maybe <tool_call>...</tool_call>
         # hmm</think>Answer.``: no raw closer reaches the content); atomic() holds that
         # text back while streaming until the closer decides it.
-        rest = until_one_of(*dict.fromkeys([r.end, *ctx.end_markers]))
+        # Further calls there are calls (an opener that starts none stays reasoning).
+        rest = negate(choice(*[literal(m) for m in stops])) + any_char() + until_one_of(*delims)
         closed = tag(tags.REASONING_CLOSE, literal(r.end))
-        resumed = atomic(tag(tags.REASONING, rest) + closed)
+        resumed = atomic(zero_or_more(choice(ends_at, tag(tags.REASONING, rest))) + closed)
         late = optional(choice(space() + closed, resumed))
         ended = tag(tags.REASONING_CLOSE, peek(ends_at)) + ends_at + late
         block = zero_or_more(chunk) + optional(choice(close, ended))

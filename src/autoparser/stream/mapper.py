@@ -714,9 +714,11 @@ class Mapper:
             self.truncated = True
             cut = next(c for c in tree.children if c.tag == tags.CUT)
             self.note("truncated", "cut", cut.start, cut.end, "markup")
-            if self.truncated_call is None and text is not None:
-                # Nothing of the output is lost: the header cut off is the cut-off tail.
-                self.truncated_call = text[cut.start :].strip() or None
+            tail = text[cut.start :] if text is not None else ""
+            if self.truncated_call is None and not self.only_openers(tail):
+                # Nothing the model wrote is lost: a header cut off with more than call
+                # openers in it is the cut-off tail (openers alone are dropped, as ever).
+                self.truncated_call = tail.strip()
 
     # ----------------------------------------------------------------- output
     def take_deltas(self) -> list[dict[str, Any]]:
