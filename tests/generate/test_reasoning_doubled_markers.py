@@ -1,7 +1,7 @@
-"""Doubled reasoning markers (issue 34): ``<think><think>`` and a second ``</think>`` are
-markup the lenient parser drops; no raw marker reaches the content or the reasoning.
-Inline templates of our own: a ChatML one whose model writes ``<think>`` itself, and one
-whose generation prompt opens it."""
+"""Doubled reasoning markers (issue 34): a second ``</think>`` is markup the lenient parser
+drops, no raw marker reaches the content; a doubled opener (``<think><think>``) is a strict
+xfail, for what dropping it cost the normal path. Inline templates of our own: a ChatML one
+whose model writes ``<think>`` itself, and one whose generation prompt opens it."""
 
 from __future__ import annotations
 
@@ -26,13 +26,28 @@ def _params(source: str) -> ChatParams:
     return ChatTemplate(source).apply(USER, call_id_seed=1)
 
 
+DOUBLED_OPENER = (
+    "a doubled opener (<think><think>) is read as reasoning text: the lenient alternative "
+    "that drops it cost every parse of a reasoning model 1.5-2 µs (a step after the opener, "
+    "or an alternative before it, in the compiled one-shot parse), more than the normal "
+    "path may pay (issue 36); needs a cheaper form"
+)
+
+
 @pytest.mark.parametrize("source", [MODEL_OPENS, FORCED_OPEN], ids=["model", "forced"])
 @pytest.mark.parametrize(
     "text",
     [
-        "<think><think>Let me see.</think>Answer.",
-        "<think>\n<think>\nLet me see.</think>\n</think>\nAnswer.",
-        "<think><think><think>Let me see.</think></think>Answer.",
+        "<think>Let me see.</think></think>Answer.",
+        "<think>Let me see.</think>\n</think>\nAnswer.",
+        pytest.param(
+            "<think><think>Let me see.</think>Answer.",
+            marks=pytest.mark.xfail(reason=DOUBLED_OPENER, strict=True),
+        ),
+        pytest.param(
+            "<think>\n<think>\nLet me see.</think>\n</think>\nAnswer.",
+            marks=pytest.mark.xfail(reason=DOUBLED_OPENER, strict=True),
+        ),
     ],
 )
 def test_doubled_markers_are_dropped(source: str, text: str) -> None:

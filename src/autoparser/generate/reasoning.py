@@ -86,31 +86,18 @@ def reasoning_parser(
         late = optional(choice(space() + closed, resumed))
         ended = tag(tags.REASONING_CLOSE, peek(ends_at)) + ends_at + late
         block = zero_or_more(chunk) + optional(choice(close, ended))
-    again = _repeated_opener(ctx) if not strict else None
     if ctx.thinking_forced_open:
-        # Some models repeat the start marker the prompt already wrote (the lenient
-        # parser: any number of times).
-        if not r.start:
-            return block
-        return (again if again is not None else optional(space() + literal(r.start))) + block
+        # Some models repeat the start marker the prompt already wrote.
+        return (optional(space() + literal(r.start)) + block) if r.start else block
     if not r.start:
         # DELIMITER without a start marker, thinking not forced on: the block is reasoning
         # only if its end delimiter comes; atomic() holds it back until then (no retraction).
         strict_block = body + close
         return optional(atomic(strict_block if not strict else block))
-    opened = space() + literal(r.start) + (again + block if again is not None else block)
+    opened = space() + literal(r.start) + block
     if strict:
         return optional(opened)
     return optional(choice(opened, opener_left_out(ctx, with_calls)))
-
-
-def _repeated_opener(ctx: BuildContext) -> Parser | None:
-    """A start marker the model wrote twice (``<think><think>``), for the lenient parser:
-    markup, only where the marker is markup (a repeated word stays reasoning text)."""
-    start = ctx.analysis.reasoning.start.strip()
-    if len(start) < 3 or start[0] not in "<[|":
-        return None
-    return zero_or_more(space() + literal(start))
 
 
 def _repeated_markup(ctx: BuildContext) -> Parser | None:

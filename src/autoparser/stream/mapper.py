@@ -370,7 +370,8 @@ class Mapper:
         tolerance: str = "keep",
     ) -> None:
         self.policy = policy
-        self.reject = check_tolerance(tolerance) == "reject"
+        # Checked only when not the default: this runs once per parse.
+        self.reject = tolerance != "keep" and check_tolerance(tolerance) == "reject"
         # What was tolerated or refused, by (where, kind, what): a stream may read a call
         # node in several trees; the message lists each once, in output order.
         self.findings: dict[tuple[int, str, str], Finding] = {}
@@ -636,9 +637,11 @@ class Mapper:
     def end_of_output(self, walked: Walked, text: str) -> None:
         """The output ended after the walked tree: a call it ends inside was cut off
         (``_cut``); call openers alone after the last node make the message truncated."""
-        self._note_unread_calls(walked.content, text)
-        for start, end in walked.reasoned:
-            self.note("call_in_reasoning", "kept", start, end)
+        if self.openers and walked.content:
+            self._note_unread_calls(walked.content, text)
+        if walked.reasoned:
+            for start, end in walked.reasoned:
+                self.note("call_in_reasoning", "kept", start, end)
         if walked.pending is not None:
             self._cut(walked.pending, walked.lead, text, walked.pending_spans)
         else:
@@ -653,8 +656,6 @@ class Mapper:
         already covers it. The lenient parser's content stops at every opener, so one that
         started no call begins a content span (after a little whitespace): a bounded
         ``str.find`` per opener and span, at the end only, whatever the output's length."""
-        if not self.openers or not content:
-            return
         refused: list[tuple[int, int]] | None = None
         for start, end in content:
             for marker in self.openers:
@@ -764,5 +765,5 @@ class Mapper:
             tool_calls=calls,
             truncated=self.truncated,
             truncated_call=self.truncated_call,
-            findings=self.finding_list([c.start for c in self.calls]),
+            findings=self.finding_list([c.start for c in self.calls]) if self.findings else (),
         )

@@ -39,7 +39,7 @@ def whole_message(mapper: Mapper, tree: Node, text: str) -> ChatMessage:
         tool_calls=calls,
         truncated=mapper.truncated,
         truncated_call=mapper.truncated_call,
-        findings=mapper.finding_list(starts),
+        findings=mapper.finding_list(starts) if mapper.findings else (),
     )
 
 
