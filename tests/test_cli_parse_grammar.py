@@ -65,3 +65,47 @@ def test_grammar_unknown_tool_is_an_error(
 ) -> None:
     assert main(["grammar", QWEN, "--tools", tools_file, "--tool-choice", "nope"]) == 2
     assert "tool_choice" in capsys.readouterr().err
+
+
+UNDECLARED = (
+    "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+    "<parameter=hours>\n3\n</parameter>\n</function>\n</tool_call>"
+)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_parse_reports_findings_on_stderr_and_strict_fails_on_a_cut_call(
+    tools_file: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    stream: bool,
+) -> None:
+    """A kept call with an undeclared argument is a finding, exit 0 even with --strict; a
+    call cut off is one too, and --strict then exits with EXIT_REFUSED."""
+    from autoparser.cli import EXIT_REFUSED
+
+    extra = ["--stream"] if stream else []
+    monkeypatch.setattr("sys.stdin", io.StringIO(UNDECLARED))
+    assert main(["parse", QWEN, "--tools", tools_file, "--strict", *extra]) == 0
+    err = capsys.readouterr().err
+    assert "autoparser: finding: undeclared argument 'hours'" in err and ": kept" in err
+    cut = OUTPUT[: OUTPUT.index("Paris") + 2]
+    monkeypatch.setattr("sys.stdin", io.StringIO(cut))
+    assert main(["parse", QWEN, "--tools", tools_file, *extra]) == 0
+    assert "autoparser: finding: truncated 'call'" in capsys.readouterr().err
+    monkeypatch.setattr("sys.stdin", io.StringIO(cut))
+    assert main(["parse", QWEN, "--tools", tools_file, "--strict", *extra]) == EXIT_REFUSED
+
+
+def test_parse_tolerance_reject_refuses_the_undeclared_argument(
+    tools_file: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from autoparser.cli import EXIT_REFUSED
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(UNDECLARED))
+    code = main(["parse", QWEN, "--tools", tools_file, "--tolerance", "reject", "--strict"])
+    captured = capsys.readouterr()
+    assert code == EXIT_REFUSED
+    message = json.loads(captured.out)
+    assert "tool_calls" not in message and message["content"] == UNDECLARED
+    assert "undeclared argument 'hours'" in captured.err and ": refused" in captured.err

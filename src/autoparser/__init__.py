@@ -39,7 +39,7 @@ if TYPE_CHECKING:
         ToolCallDict,
         ToolDict,
     )
-    from autoparser.message import ChatMessage, ToolCall
+    from autoparser.message import FINDING_KINDS, TOLERANCES, ChatMessage, Finding, ToolCall
     from autoparser.params import ChatParams
     from autoparser.schema.loosen import Loosened, loosen_schema
     from autoparser.session import ReasoningSplit, Reply, RequestOptions, Session, merge_deltas
@@ -63,6 +63,9 @@ _WHERE = {
     "Cancelled": "autoparser.errors",
     "CancelToken": "autoparser.cancel",
     "ChatMessage": "autoparser.message",
+    "Finding": "autoparser.message",
+    "FINDING_KINDS": "autoparser.message",
+    "TOLERANCES": "autoparser.message",
     "ChatParams": "autoparser.params",
     "Loosened": "autoparser.schema.loosen",
     "loosen_schema": "autoparser.schema.loosen",
@@ -197,6 +200,8 @@ def __dir__() -> list[str]:
 __all__ = [
     "CACHES",
     "DEFAULT_VARIANT",
+    "FINDING_KINDS",
+    "TOLERANCES",
     "TOOL_CALL_DELTAS",
     "AnalysisWarning",
     "AutoparserError",
@@ -208,6 +213,7 @@ __all__ = [
     "ChatParams",
     "ChatTemplate",
     "ExportError",
+    "Finding",
     "FunctionDict",
     "GrammarError",
     "GrammarTrigger",

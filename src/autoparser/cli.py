@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from autoparser.errors import AutoparserError
+from autoparser.message import TOLERANCES
 
 TYPE_CHECKING = False  # not typing's: importing typing costs --help more than the rest
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
     from autoparser.analysis.model import AnalysisVerification
     from autoparser.chat import ChatTemplate
+    from autoparser.message import ChatMessage
     from autoparser.params import ChatParams
 
     _T = TypeVar("_T")
@@ -343,34 +345,48 @@ def _apply(template: ChatTemplate, args: argparse.Namespace) -> ChatParams:
     return template.apply(options.pop("messages"), **options, **kwargs)
 
 
+EXIT_REFUSED = 3
+"""``autoparser parse --strict``'s exit code when a call was refused or cut off (2 is an
+error of the command itself)."""
+
+
 def cmd_parse(args: argparse.Namespace) -> int:
-    """Parse model output (stdin) into a message; --stream prints the deltas instead."""
+    """Parse model output (stdin) into a message; --stream prints the deltas instead.
+    What the parse tolerated or refused goes to stderr, one line per finding."""
     template = _load_template(args)
     params = _apply(template, args)
     text = _read_text(args.output, "the output")
+    finish = args.finish_reason
     if not args.stream:
-        print(json.dumps(params.parse(text).to_openai(), ensure_ascii=False, indent=2))
-        return 0
-    stream = params.stream(tool_call_deltas=args.tool_call_deltas)
+        message = params.parse(text, finish_reason=finish, tolerance=args.tolerance)
+        print(json.dumps(message.to_openai(), ensure_ascii=False, indent=2))
+        return _report_findings(message, args.strict)
+    stream = params.stream(tool_call_deltas=args.tool_call_deltas, tolerance=args.tolerance)
     size = max(1, args.chunk_size)
     show = _chunk_printer(args.chunks)
     for start in range(0, len(text), size):
         for delta in stream.feed(text[start : start + size]):
             show(delta, None)
-    for delta in stream.finish():
+    for delta in stream.finish(finish_reason=finish):
         show(delta, None)
     if args.chunks == "openai":
-        finish = "tool_calls" if stream.message.tool_calls else "stop"
-        show({}, "length" if stream.message.truncated else finish)
-    if stream.message.truncated:
-        print("autoparser: note: the output ends inside a call or reasoning", file=sys.stderr)
+        ended = "tool_calls" if stream.message.tool_calls else "stop"
+        show({}, "length" if stream.message.truncated else ended)
     if stream.dropped_calls:
         dropped = ", ".join(map(str, stream.dropped_calls))
         print(
             f"autoparser: note: calls announced and then dropped (not whole and valid): {dropped}",
             file=sys.stderr,
         )
-    return 0
+    return _report_findings(stream.message, args.strict)
+
+
+def _report_findings(message: ChatMessage, strict: bool) -> int:
+    """Print each finding to stderr; the exit code (``EXIT_REFUSED`` under ``strict`` when
+    a call was refused or cut off)."""
+    for finding in message.findings:
+        print(f"autoparser: finding: {finding.describe()}", file=sys.stderr)
+    return EXIT_REFUSED if strict and message.refused else 0
 
 
 def _chunk_printer(style: str) -> Callable[[Mapping[str, object], str | None], None]:
@@ -564,6 +580,25 @@ def build_argument_parser() -> argparse.ArgumentParser:
         default="whole",
         help="with --stream: each tool call in one delta once complete and valid (default), "
         "or its name and arguments as they are written",
+    )
+    parse.add_argument(
+        "--tolerance",
+        choices=list(TOLERANCES),
+        default="keep",
+        help="a call read only by the format's markers (an argument the schema does not "
+        "declare): keep it with a finding (default), or reject it (its text stays content)",
+    )
+    parse.add_argument(
+        "--strict",
+        action="store_true",
+        help=f"exit with code {EXIT_REFUSED} when a call was refused or cut off "
+        "(the findings on stderr say why)",
+    )
+    parse.add_argument(
+        "--finish-reason",
+        default=None,
+        help="the engine's reason for stopping; 'length' makes a call the output ends "
+        "inside a cut call",
     )
     parse.add_argument(
         "--calls-in-reasoning",

@@ -3,12 +3,69 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal
 
 from autoparser.jsontypes import MessageDict, ToolCallDict
 
 # The message keys an assistant turn's reasoning may come under (OpenAI-compatible servers
 # use all three), in order of preference when a message carries several.
 REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
+
+
+FindingKind = Literal[
+    "undeclared_argument",
+    "invalid_arguments",
+    "call_in_reasoning",
+    "truncated",
+]
+"""What a parse tolerated or refused: an argument the tool's schema does not declare (read
+by the format's markers alone), a call whose arguments did not read (its text kept as
+content), a call written inside reasoning (its text kept as reasoning), output cut off."""
+
+FINDING_KINDS: tuple[FindingKind, ...] = (
+    "undeclared_argument",
+    "invalid_arguments",
+    "call_in_reasoning",
+    "truncated",
+)
+
+FindingOutcome = Literal["kept", "refused", "cut"]
+"""What became of the text a finding is about: a call kept (``kept``), a call refused and
+its text kept where it was written (``refused``), or the output's cut-off tail (``cut``)."""
+
+TOLERANCES = ("keep", "reject")
+"""What the parser does with a call it reads only by the format's markers (an undeclared
+argument): keep it with a finding (the default, as vLLM and SGLang do), or refuse it (its
+text stays content, with a finding)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """Something of the model's output the parse tolerated or refused, and why.
+
+    ``output[start:end]`` is the text it is about (a call, or the tail cut off); ``detail``
+    names what (the argument, the marker); ``call`` is the index in ``tool_calls`` of the
+    call it was kept as, else None. Data for the faces: the CLI prints it, the studio shows
+    it next to the span, serve logs and counts it.
+    """
+
+    kind: FindingKind
+    outcome: FindingOutcome
+    start: int
+    end: int
+    detail: str = ""
+    call: int | None = None
+
+    def describe(self) -> str:
+        """One line for a person: what, where, what became of it."""
+        what = f"{self.kind.replace('_', ' ')}"
+        if self.detail:
+            what += f" {self.detail!r}"
+        return f"{what} at {self.start}-{self.end}: {self.outcome}"
+
+    def to_dict(self) -> dict[str, str | int | None]:
+        """The finding as JSON-ready data."""
+        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +107,18 @@ class ChatMessage:
     # The raw text of the call the output ended inside (from its opener), else None. Not
     # part of OpenAI's message (``to_openai`` leaves it out).
     truncated_call: str | None = None
+    # What the parse tolerated or refused, in output order (``Finding``); not part of
+    # OpenAI's message either.
+    findings: tuple[Finding, ...] = ()
+
+    @property
+    def refused(self) -> bool:
+        """Whether a call was refused or cut off (what ``autoparser parse --strict`` fails
+        on); a reasoning block left open cuts no call."""
+        return any(
+            f.outcome == "refused" or (f.outcome == "cut" and f.detail != "reasoning")
+            for f in self.findings
+        )
 
     def to_openai(self) -> MessageDict:
         """The message as OpenAI's ``choices[].message`` (absent fields left out)."""

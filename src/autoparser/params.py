@@ -70,7 +70,12 @@ class ChatParams:
         return source if isinstance(source, str) else source()
 
     def parse(
-        self, text: str, partial: bool = False, *, finish_reason: str | None = None
+        self,
+        text: str,
+        partial: bool = False,
+        *,
+        finish_reason: str | None = None,
+        tolerance: str = "keep",
     ) -> ChatMessage:
         """The message in ``text``: the model's whole output, or with ``partial`` the
         output so far (a call appears once it is whole and valid, as with ``stream()``).
@@ -78,12 +83,21 @@ class ChatParams:
         ``finish_reason``: the engine's reason for stopping; ``"length"`` (the token limit)
         makes a call the output ends inside a cut call, not a call, even when only its close
         tag is missing (see ``StreamParser.finish``).
+
+        ``tolerance``: ``"keep"`` (default) keeps a call read only by the format's markers
+        (an undeclared argument) with a finding; ``"reject"`` refuses it (its text is
+        content). What was tolerated or refused is ``ChatMessage.findings``.
         """
         return parse_text(
-            self.definition, self.call_ids, text, partial=partial, finish_reason=finish_reason
+            self.definition,
+            self.call_ids,
+            text,
+            partial=partial,
+            finish_reason=finish_reason,
+            tolerance=tolerance,
         )
 
-    def stream(self, tool_call_deltas: str = "whole") -> StreamParser:
+    def stream(self, tool_call_deltas: str = "whole", *, tolerance: str = "keep") -> StreamParser:
         """A new stream parser for one generation.
 
         ``tool_call_deltas``: ``"whole"`` (default) sends each tool call in one delta once
@@ -91,8 +105,11 @@ class ChatParams:
         text; ``"incremental"`` sends the name, then argument fragments as they are
         written, and a call that then breaks cannot be taken back (see
         ``StreamParser.dropped_calls``). Any other value is a ``RequestError``.
+        ``tolerance``: as for ``parse``.
         """
-        return StreamParser(self.definition, self.call_ids, tool_call_deltas=tool_call_deltas)
+        return StreamParser(
+            self.definition, self.call_ids, tool_call_deltas=tool_call_deltas, tolerance=tolerance
+        )
 
     def grammar_fields(self) -> dict[str, object]:
         """The grammar and what an engine needs with it (laziness, triggers, preserved tokens,

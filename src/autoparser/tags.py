@@ -28,6 +28,10 @@ TOOL_ARG = "tool-arg"  # one tagged argument; children below
 
 # Children of a TOOL_ARG node.
 TOOL_ARG_NAME = "tool-arg-name"  # the argument name (inside atomic())
+# Inside a TOOL_ARG_NAME: a name the tool's schema does not declare, read by the format's
+# markers alone (lenient parsers only, after every declared name failed); the call is kept
+# with an ``undeclared_argument`` finding, or refused under the "reject" tolerance.
+TOOL_ARG_UNDECLARED = "tool-arg-undeclared"
 TOOL_ARG_STRING = "tool-arg-string"  # raw text value -> JSON string
 TOOL_ARG_TEXT = "tool-arg-text"  # raw text value -> JSON string, exactly (no newline trimmed)
 # Raw text values whose template pads one side only: that side's one newline dropped.
@@ -53,6 +57,7 @@ ALL = (
     TOOL_ARGS_STR,
     TOOL_ARG,
     TOOL_ARG_NAME,
+    TOOL_ARG_UNDECLARED,
     TOOL_ARG_STRING,
     TOOL_ARG_TEXT,
     TOOL_ARG_STRING_LEAD,

@@ -821,16 +821,24 @@ def _reasoning_params(template: str, calls_in_reasoning: bool | None) -> ChatPar
 @pytest.mark.parametrize(("template", "text"), REASONING_CALLS)
 def test_a_call_inside_reasoning_ends_it_by_default(template: str, text: str) -> None:
     """Default (as llama.cpp, vLLM and Ollama): a call written before the reasoning closes
-    ends the reasoning; the text after the call is content as written."""
+    ends the reasoning there; the text after the call up to the block's closer is reasoning
+    (no raw closer reaches the content, issue 34), and without a closer it is content."""
     params = _reasoning_params(template, None)
-    closer = text[text.index("Done thinking.") + 14 : text.index("\nAnswer.")]
     assert _as_data(params.parse(text)) == {
-        "content": f"Done thinking.{closer}\nAnswer.",
-        "reasoning_content": "Let me check.",
+        "content": "Answer.",
+        "reasoning_content": "Let me check.\n\nDone thinking.",
         "tool_calls": [weather()],
     }
     assert params.parse(text) == _reasoning_params(template, False).parse(text)
     check_streaming(params, text, count=8, seed=1)
+    closer = text[text.index("Done thinking.") + 14 : text.index("\nAnswer.")]
+    unclosed = text.replace(closer, "")
+    assert _as_data(params.parse(unclosed)) == {
+        "content": "Done thinking.\nAnswer.",
+        "reasoning_content": "Let me check.",
+        "tool_calls": [weather()],
+    }
+    check_streaming(params, unclosed, count=8, seed=1)
 
 
 @pytest.mark.parametrize(("template", "text"), REASONING_CALLS)
@@ -874,8 +882,8 @@ def test_calls_inside_think_on_qwen3_both_ways() -> None:
     )
     default = template.apply(USER, tools=tools, enable_thinking=True, call_id_seed=1)
     assert _as_data(default.parse(text)) == {
-        "content": "ok.</think>\n\nAnswer.",
-        "reasoning_content": "Let me check.",
+        "content": "Answer.",
+        "reasoning_content": "Let me check.\n\nok.",
         "tool_calls": [weather()],
     }
     asked = template.apply(

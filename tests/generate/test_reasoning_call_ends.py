@@ -69,18 +69,20 @@ def test_a_call_before_the_closer_ends_the_reasoning(source: str, lead: str) -> 
 
 @pytest.mark.parametrize("source", [FORCED_OPEN, MODEL_OPENS], ids=["forced", "model"])
 def test_text_after_the_call_is_content_and_a_late_closer_is_dropped(source: str) -> None:
-    """The closer right after the calls ends the block late; later text is content as
-    written (a closer after more text included: where the block ended is already known)."""
+    """The closer after the calls ends the block late: text before it is reasoning (no raw
+    closer reaches the content, issue 34); without a closer, later text is content."""
     params = _params(source)
     lead = "" if params.prompt.endswith("<think>") else "<think>"
-    for after, content in (
-        ("\n</think>\nAnswer.", "Answer."),
-        ("\nDone.</think>\nAnswer.", "Done.</think>\nAnswer."),
+    for after, reasoning, content in (
+        ("\n</think>\nAnswer.", "Checking.", "Answer."),
+        ("\nDone.</think>\nAnswer.", "Checking.\n\nDone.", "Answer."),
+        ("\nAnswer.", "Checking.", "Answer."),
     ):
         text = f"{lead}Checking.\n{CALL}{after}"
         message = params.parse(text)
-        assert message.reasoning_content == "Checking."
+        assert message.reasoning_content == reasoning
         assert message.content == content and not message.truncated
+        assert [f.kind for f in message.findings] == ["call_in_reasoning"]
         assert _calls(params, text) == [WEATHER_CALL]
         check_streaming(params, text, count=8, seed=2)
 

@@ -449,9 +449,12 @@ def test_metrics(loop: LoopThread) -> None:
     case = CASE_BY_NAME["hermes"]
     served = Served(loop, reply=case.output(scenarios(case)["one_call"], TOOLS))
     served.standin.add("cut", "a reply the limit cuts", hit_limit=True)
+    cut_call = '<tool_call>\n{"name": "get_weather", "arguments": {"ci'
+    served.standin.add("cutcall", cut_call, hit_limit=True)
     served.chat({"messages": HI, "tools": TOOLS})
     served.chat({"messages": HI, "tools": TOOLS, "stream": True})
     served.chat({"messages": [{"role": "user", "content": "[[cut]]"}]})
+    served.chat({"messages": [{"role": "user", "content": "[[cutcall]]"}], "tools": TOOLS})
     served.chat({"messages": HI, "top_p": 9})
     served.standin.mode = "http500"
     served.chat({"messages": HI})
@@ -464,20 +467,24 @@ def test_metrics(loop: LoopThread) -> None:
         return float(found.group(1))
 
     route = 'route="/v1/chat/completions"'
-    assert value("autoparser_requests_total", "{" + route + ',status="200"}') == 3
+    assert value("autoparser_requests_total", "{" + route + ',status="200"}') == 4
     assert value("autoparser_requests_total", "{" + route + ',status="400"}') == 1
     assert value("autoparser_requests_total", "{" + route + ',status="502"}') == 1
-    assert value("autoparser_request_duration_seconds_count", "{" + route + "}") == 5
+    assert value("autoparser_request_duration_seconds_count", "{" + route + "}") == 6
     assert value("autoparser_time_to_first_token_seconds_count", "{" + route + "}") == 1
     assert value("autoparser_tool_calls_total", '{outcome="parsed"}') == 2
-    assert value("autoparser_truncated_outputs_total") == 1
+    # What the parse made of the calls: two read clean, one cut off by the token limit.
+    assert value("autoparser_calls_total", '{outcome="kept",reason="clean"}') == 2
+    assert value("autoparser_calls_total", '{outcome="cut",reason="truncated"}') == 1
+    assert value("autoparser_truncated_outputs_total") == 2
     assert value("autoparser_engine_errors_total", '{kind="http"}') == 1
     assert value("autoparser_requests_in_flight") == 0
     assert value("autoparser_prompt_tokens_total") > 0
     assert value("autoparser_completion_tokens_total") > 0
     # The user's text is tokenized once per distinct text: [[k]] missed once, hit twice.
     assert value("autoparser_cache_lookups_total", '{cache="tokenize",result="hit"}') == 2
-    assert value("autoparser_cache_lookups_total", '{cache="tokenize",result="miss"}') == 2
+    # (three distinct texts: HI, [[cut]], [[cutcall]])
+    assert value("autoparser_cache_lookups_total", '{cache="tokenize",result="miss"}') == 3
 
 
 def test_error_bodies_carry_no_urls_paths_or_reprs(loop: LoopThread, tmp_path: Path) -> None:

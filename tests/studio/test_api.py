@@ -143,6 +143,14 @@ def test_parse_message_and_spans(url: str) -> None:
     status, data = _call(url, "/api/parse", {**BASE, "output": cut, "finish_reason": "length"})
     assert data["truncated"] is True and data["finish_reason"] == "length"
     assert not data["message"].get("tool_calls")
+    # The reason, next to the span it is about: the cut call's.
+    [finding] = data["findings"]
+    assert (finding["kind"], finding["outcome"], finding["detail"]) == ("truncated", "cut", "call")
+    marked = [s for s in data["spans"] if s.get("findings")]
+    assert marked and all(s["findings"] == [finding["text"]] for s in marked)
+    assert marked[-1]["end"] == len(cut) and "truncated" in finding["text"]
+    status, data = _call(url, "/api/parse", BASE)
+    assert data["findings"] == [] and not any("findings" in s for s in data["spans"])
 
 
 def test_stream_replay_adds_up_to_parse(url: str) -> None:

@@ -245,8 +245,11 @@ def arguments(tool: ToolSpec, a: ArgumentsAnalysis, *, strict: bool) -> Parser:
         if quotes_all_values(a) and not _string_only(props[name], tool.parameters):
             value = _stringified(values, value, tool, name, strict)
         one.append(tag(tags.TOOL_ARG, header + space() + value))
-    if not names:  # no declared parameters: any identifier, any literal
-        header = atomic(tag(tags.TOOL_ARG_NAME, IDENTIFIER) + space() + literal("="))
+    if not names or not strict:
+        # No declared parameters: any identifier, any literal. In the parser, also where
+        # every declared name failed (an undeclared argument, reported; never in the grammar).
+        any_name = IDENTIFIER if not names else tag(tags.TOOL_ARG_UNDECLARED, IDENTIFIER)
+        header = atomic(tag(tags.TOOL_ARG_NAME, any_name) + space() + literal("="))
         one.append(tag(tags.TOOL_ARG, header + space() + values.value({}, strict)))
     arg = choice(*one)
     # The parser reads a missing comma; the grammar allows one where the template prints

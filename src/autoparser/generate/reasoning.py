@@ -53,7 +53,8 @@ def reasoning_parser(
     the reasoning is the text before the call's opener, and the call is read after it, as
     llama.cpp, vLLM and Ollama do. An opener that does not start a valid call stays
     reasoning text; while streaming, the text from an opener is held back until decided. A
-    closer written right after the calls is dropped; text after them is content.
+    closer written after the calls is dropped, the text before it reasoning; without a
+    closer, text after the calls is content.
     """
     r = ctx.analysis.reasoning
     if not ctx.extract_reasoning or not r.end:
@@ -85,7 +86,15 @@ def reasoning_parser(
         delims = list(dict.fromkeys([*stops, *openers]))
         not_text = negate(choice(*[literal(m) for m in stops], ends_at))
         chunk = tag(tags.REASONING, not_text + any_char() + until_one_of(*delims))
-        late = optional(space() + literal(r.end))
+        # After the calls: the block's late end, or the rest of the block, reasoning
+        # written after the call up to its closer (``maybe <tool_call>...</tool_call>
+        # hmm</think>Answer.``: no raw closer reaches the content); atomic() holds that
+        # text back while streaming until the closer decides it.
+        # Further calls there are calls (an opener that starts none stays reasoning).
+        rest = negate(choice(*[literal(m) for m in stops])) + any_char() + until_one_of(*delims)
+        closed = tag(tags.REASONING_CLOSE, literal(r.end))
+        resumed = atomic(zero_or_more(choice(ends_at, tag(tags.REASONING, rest))) + closed)
+        late = optional(choice(space() + closed, resumed))
         ended = tag(tags.REASONING_CLOSE, peek(ends_at)) + ends_at + late
         block = zero_or_more(chunk) + optional(choice(close, ended))
     if ctx.thinking_forced_open:

@@ -497,13 +497,18 @@ def _bare_notation_argument(a: ArgumentsAnalysis, name_p: Parser) -> Parser | No
     return tag(tags.TOOL_ARG, header + space() + value)
 
 
-def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict: bool) -> Parser:
+def _tagged_argument(
+    ctx: BuildContext, tool: ToolSpec, name: str | None, strict: bool, *, undeclared: bool = False
+) -> Parser:
     """One argument: string-typed parameters raw text, others JSON.
 
     Where the template writes a different name suffix before non-string values (a typed
     suffix), the lenient parser accepts either suffix for any parameter and types the
     value by the suffix the model wrote; the grammar allows the one the schema implies
     (either, for a nullable string and for the arguments of an open-ended tool).
+    ``undeclared`` (lenient only, ``name`` None): an argument the tool's schema does not
+    declare, its name tagged ``TOOL_ARG_UNDECLARED``, its value JSON (or a Python
+    literal) where the whole value is one, else the text.
     """
     if ctx.analysis.tools.arguments.value_item_name and name is not None:
         declared = tool.properties.get(name, {})
@@ -512,9 +517,19 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
     ctx = _with_named_closer(ctx, name)
     a = ctx.analysis.tools.arguments
     if name is None:  # open-ended tool: any identifier as argument name, string value
-        name_p: Parser = tag(tags.TOOL_ARG_NAME, chars("a-zA-Z0-9_.\\-", 1, 128))
+        any_name = chars("a-zA-Z0-9_.\\-", 1, 128)
+        if undeclared:
+            any_name = tag(tags.TOOL_ARG_UNDECLARED, any_name)
+        name_p: Parser = tag(tags.TOOL_ARG_NAME, any_name)
         is_string = True
         schema: Any = {}
+        if undeclared and a.value_suffix and json_name_suffix(a) == a.name_suffix:
+            return choice_of(
+                [
+                    _union_typed_argument(ctx, name_p, None, python=False),
+                    _string_argument(ctx, name_p, schema, tool.parameters, strict, []),
+                ]
+            )
     else:
         name_p = tag(tags.TOOL_ARG_NAME, _name_literal(a, name, strict))
         schema = tool.properties.get(name, {})
@@ -548,16 +563,21 @@ def _tagged_argument(ctx: BuildContext, tool: ToolSpec, name: str | None, strict
     )
 
 
-def _union_typed_argument(ctx: BuildContext, name_p: Parser, kinds: set[str] | None) -> Parser:
+def _union_typed_argument(
+    ctx: BuildContext, name_p: Parser, kinds: set[str] | None, *, python: bool = True
+) -> Parser:
     """An argument of a union type that includes string, read as one of its other types
     (JSON, or a Python literal as str() prints it): only when the whole value up to its
-    suffix is one. A quoted value is the string as written, quotes included."""
+    suffix is one. A quoted value is the string as written, quotes included. Without
+    ``python``, JSON only (an undeclared argument: the Python-literal reader is a named,
+    recursive rule, which would keep the call off the compiled one-shot parse)."""
     a = ctx.analysis.tools.arguments
     json_parts: list[Parser] = []
     py_parts: list[Parser] = []
     if kinds is None:
         json_parts.append(json_value())
-        py_parts.append(python_value())
+        if python:
+            py_parts.append(python_value())
     else:
         if kinds & {"integer", "number"}:
             json_parts.append(json_number())
@@ -752,7 +772,12 @@ def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
     else:
         # The parser tries longer names first, so that none shadows a longer one.
         names: list[str | None] = [*sorted(tool.properties, key=len, reverse=True)] or [None]
-        one = choice_of([_tagged_argument(ctx, tool, n, strict) for n in names])
+        read = [_tagged_argument(ctx, tool, n, strict) for n in names]
+        if tool.properties:
+            # Where every declared name failed: any name, by the format's markers alone
+            # (reported as an undeclared argument; the grammar never writes one).
+            read.append(_tagged_argument(ctx, tool, None, strict, undeclared=True))
+        one = choice_of(read)
         args_seq = optional(one + zero_or_more(sep + one))
     closers = _closers(ctx)
     goes_on: Parser | None = None

@@ -513,6 +513,7 @@ class Chat:
         state.prompt_tokens = end.usage.prompt_tokens
         state.completion_tokens = end.usage.completion_tokens
         state.tool_calls = len(message.tool_calls)
+        state.findings = message.findings
         state.finish_reason = reason
         state.truncated = end.hit_limit
         state.prompt_form = end.prompt_form

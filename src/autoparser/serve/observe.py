@@ -31,6 +31,8 @@ access_log = logging.getLogger("autoparser.serve.access")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 if TYPE_CHECKING:
     from aiohttp.typedefs import Middleware
+
+    from autoparser import Finding
 REQUEST_ID = "x-request-id"
 _ID_OK = re.compile(r"^[\w.:\-]{1,128}$")
 # Absolute paths and URLs never reach a client (they are in the log, under the request id).
@@ -105,6 +107,8 @@ class RequestInfo:
     prompt_form: str = ""  # how the prompt went: text | protected | unchecked (backends)
     engine_error: str = ""
     error: str = ""  # what went wrong, in full (the log only)
+    # The finished message's findings (what the parse tolerated or refused, and why).
+    findings: tuple[Finding, ...] = ()
     # (what, label) of each thing served in a lesser form than asked (``degrade``)
     degraded: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
@@ -154,6 +158,13 @@ class Metrics:
             "Tool calls in model output: parsed (returned) or rejected (malformed, cut off, "
             "or beyond parallel_tool_calls=false).",
             ["outcome"], registry=r,
+        )  # fmt: skip
+        self.calls = Counter(
+            "autoparser_calls",
+            "What the parse made of the calls in model output, by outcome (kept, refused, "
+            "cut) and reason (clean: read as the schema says; else the finding's kind: "
+            "undeclared_argument, invalid_arguments, call_in_reasoning, truncated).",
+            ["outcome", "reason"], registry=r,
         )  # fmt: skip
         self.truncated = Counter(
             "autoparser_truncated_outputs", "Outputs the token limit cut off.", registry=r
@@ -392,6 +403,7 @@ def _finish(
         metrics.tool_calls.labels("rejected").inc(state.rejected_calls)
     if state.truncated:
         metrics.truncated.inc()
+    _count_calls(metrics, state)
     if state.engine_error:
         metrics.engine_errors.labels(state.engine_error).inc()
     if state.prompt_form:
@@ -423,4 +435,20 @@ def _finish(
         record["ttft_ms"] = round((state.first_token - state.started) * 1000, 1)
     if state.error:
         record["error"] = state.error
+    if state.findings:
+        record["findings"] = [f"{f.kind}:{f.outcome}" for f in state.findings]
     write_access_line(record, fmt)
+
+
+def _count_calls(metrics: Metrics, state: RequestInfo) -> None:
+    """``autoparser_calls_total``: each finding by its outcome and kind, each call kept
+    without one as clean; each finding logged under the request id."""
+    flagged = set()
+    for finding in state.findings:
+        metrics.calls.labels(finding.outcome, finding.kind).inc()
+        log.info("request %s: parse %s", state.id, finding.describe())
+        if finding.call is not None:
+            flagged.add(finding.call)
+    clean = state.tool_calls - len(flagged)
+    if clean > 0:
+        metrics.calls.labels("kept", "clean").inc(clean)

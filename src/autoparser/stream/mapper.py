@@ -9,6 +9,7 @@ one streamer per encoding (``stream/arguments.py``). See docs/streaming.md.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import random
@@ -17,7 +18,14 @@ from typing import Any, NamedTuple
 
 from autoparser import tags
 from autoparser.errors import RequestError
-from autoparser.message import ChatMessage, ToolCall
+from autoparser.message import (
+    TOLERANCES,
+    ChatMessage,
+    Finding,
+    FindingKind,
+    FindingOutcome,
+    ToolCall,
+)
 from autoparser.peg import Node
 from autoparser.stream.arguments import (
     ArgumentStreamer,
@@ -87,6 +95,32 @@ TOOL_CALL_DELTAS = ("whole", "incremental")
 """The streaming policies for tool calls (``tool_call_deltas``), the default first."""
 
 Span = tuple[int, int]
+_LEAD = 8  # whitespace a content span may start with before a call opener
+
+
+def check_tolerance(value: object) -> str:
+    """The tolerance policy's name, or a RequestError naming the option and its values."""
+    if not isinstance(value, str) or value not in TOLERANCES:
+        raise RequestError(
+            f"tolerance: must be one of {', '.join(map(repr, TOLERANCES))}, got {value!r}"
+        )
+    return value
+
+
+def undeclared_names(node: Node, text: str) -> list[str]:
+    """The names of a call node's arguments that the lenient parser read by the format's
+    markers alone (``TOOL_ARG_UNDECLARED``): none on the normal path, where the walk is
+    one look at each argument's name node."""
+    found: list[str] = []
+    for child in node.children:
+        if child.tag != tags.TOOL_ARG:
+            continue
+        for part in child.children:
+            if part.tag == tags.TOOL_ARG_NAME:
+                if part.children and part.children[0].tag == tags.TOOL_ARG_UNDECLARED:
+                    found.append(part.text(text))
+                break
+    return found
 
 
 def check_tool_call_deltas(value: object) -> str:
@@ -247,6 +281,7 @@ class Walked(NamedTuple):
     lead: int  # where the pending call's text would start, as content
     pending_spans: list[Span]  # the field that text would join (reasoning or content)
     end: int  # where the last node walked ends (untagged text follows)
+    reasoned: list[Span]  # calls of the message written inside a reasoning block
 
 
 def walk_tree(tree: Node, settle: Callable[[Node], bool]) -> Walked:
@@ -259,9 +294,11 @@ def walk_tree(tree: Node, settle: Callable[[Node], bool]) -> Walked:
     """
     reasoning: list[Span] = []
     content: list[Span] = []
+    reasoned: list[Span] = []
     prev_end = 0  # where the untagged text before the next node starts
     after_call = False  # the previous node is a call of the message
     in_reasoning = False  # the last text node was reasoning (calls_in_reasoning)
+    in_block = False  # inside a reasoning block (a call there ends it with an empty close)
     for child in tree.children:
         tag = child.tag
         if tag == tags.TOOL:
@@ -270,9 +307,11 @@ def walk_tree(tree: Node, settle: Callable[[Node], bool]) -> Walked:
             lead = child.start if after_call else prev_end
             spans = reasoning if in_reasoning else content
             if not child.complete:
-                return Walked(reasoning, content, child, lead, spans, prev_end)
+                return Walked(reasoning, content, child, lead, spans, prev_end, reasoned)
             if settle(child):
                 after_call = True
+                if in_block:
+                    reasoned.append((child.start, child.end))
             else:
                 spans.append((lead, child.end))
                 after_call = False
@@ -286,14 +325,16 @@ def walk_tree(tree: Node, settle: Callable[[Node], bool]) -> Walked:
             continue
         if tag == tags.REASONING:
             reasoning.append((child.start, child.end))
-            in_reasoning = True
+            in_reasoning = in_block = True
         else:
             in_reasoning = False
+            # A close node that reads nothing: a call ended the block, written inside it.
+            in_block = tag == tags.REASONING_CLOSE and child.start == child.end
             if tag == tags.CONTENT:
                 content.append((child.start, child.end))
         prev_end = child.end
         after_call = False
-    return Walked(reasoning, content, None, prev_end, content, prev_end)
+    return Walked(reasoning, content, None, prev_end, content, prev_end, reasoned)
 
 
 @functools.lru_cache(maxsize=256)
@@ -326,8 +367,14 @@ class Mapper:
         incremental: bool = False,
         openers: Sequence[str] = (),
         json_end: Callable[[int], int] = lambda pos: -1,
+        tolerance: str = "keep",
     ) -> None:
         self.policy = policy
+        # Checked only when not the default: this runs once per parse.
+        self.reject = tolerance != "keep" and check_tolerance(tolerance) == "reject"
+        # What was tolerated or refused, by (where, kind, what): a stream may read a call
+        # node in several trees; the message lists each once, in output order.
+        self.findings: dict[tuple[int, str, str], Finding] = {}
         self.json_end = json_end
         self.converters = converters
         self.incremental = incremental
@@ -509,6 +556,7 @@ class Mapper:
                     return name, call_id, "{}"
                 whole = self.json_end(args.start) == args.end and arguments[0] == "{"
                 if not whole and not json_object_text(arguments):
+                    self.note("invalid_arguments", "refused", node.start, node.end, name)
                     return None
                 return name, call_id, arguments
         call = _Call(node.start, self.events)
@@ -516,8 +564,36 @@ class Mapper:
         call.advance(node, text, self.converters)
         closing = call.complete()
         if call.invalid:
+            self.note("invalid_arguments", "refused", node.start, node.end, call.name)
             return None
+        undeclared = undeclared_names(node, text)
+        if undeclared:
+            outcome: FindingOutcome = "refused" if self.reject else "kept"
+            for arg in undeclared:
+                self.note("undeclared_argument", outcome, node.start, node.end, arg)
+            if self.reject:
+                return None
         return call.name, call.id, call.out.text() + closing
+
+    def note(
+        self, kind: FindingKind, outcome: FindingOutcome, start: int, end: int, detail: str = ""
+    ) -> None:
+        """Record a finding (once per place, kind and detail)."""
+        key = (start, kind, detail)
+        if key not in self.findings:
+            self.findings[key] = Finding(kind, outcome, start, end, detail)
+
+    def finding_list(self, call_starts: Sequence[int]) -> tuple[Finding, ...]:
+        """The findings in output order, each kept call's naming its index in the
+        message's ``tool_calls`` (``call_starts``: where each of those calls starts)."""
+        if not self.findings:
+            return ()
+        index = {start: i for i, start in enumerate(call_starts)}
+        out = []
+        for (start, _, _), found in sorted(self.findings.items(), key=lambda kv: kv[0]):
+            call = index.get(start) if found.outcome == "kept" else None
+            out.append(dataclasses.replace(found, call=call) if call is not None else found)
+        return tuple(out)
 
     def _identify(self, call: _Call, node: Node, text: str) -> bool:
         """Read the call's name and id; False while they are not complete yet."""
@@ -561,12 +637,38 @@ class Mapper:
     def end_of_output(self, walked: Walked, text: str) -> None:
         """The output ended after the walked tree: a call it ends inside was cut off
         (``_cut``); call openers alone after the last node make the message truncated."""
+        if self.openers and walked.content:
+            self._note_unread_calls(walked.content, text)
+        if walked.reasoned:
+            for start, end in walked.reasoned:
+                self.note("call_in_reasoning", "kept", start, end)
         if walked.pending is not None:
             self._cut(walked.pending, walked.lead, text, walked.pending_spans)
         else:
             tail = text[walked.end :]
-            if self.only_openers(tail):
-                self.truncated = self.truncated or bool(tail.strip())
+            if self.only_openers(tail) and tail.strip():
+                self.truncated = True
+                self.note("truncated", "cut", walked.end, len(text), "opener")
+
+    def _note_unread_calls(self, content: list[Span], text: str) -> None:
+        """A call opener in content: a call the format could not read (its arguments, its
+        tool), kept as written; reported once per place, unless a refused call's finding
+        already covers it. The lenient parser's content stops at every opener, so one that
+        started no call begins a content span (after a little whitespace): a bounded
+        ``str.find`` per opener and span, at the end only, whatever the output's length."""
+        refused: list[tuple[int, int]] | None = None
+        for start, end in content:
+            for marker in self.openers:
+                at = text.find(marker, start, min(end, start + len(marker) + _LEAD))
+                if at < 0:
+                    continue
+                if refused is None:
+                    refused = [
+                        (f.start, f.end) for f in self.findings.values() if f.outcome == "refused"
+                    ]
+                if not any(a <= at < b for a, b in refused):
+                    self.note("invalid_arguments", "refused", at, end, marker)
+                break
 
     def _cut(self, node: Node, lead: int, text: str, spans: list[Span]) -> None:
         """The output ended inside this call. A call was under way (its name is there, or
@@ -584,8 +686,11 @@ class Mapper:
             named = False
         if named or any(m in rest for m in self.openers):
             self.truncated = True
+            detail = "opener"
             if not self.only_openers(rest):
                 self.truncated_call = rest.strip()
+                detail = "call"
+            self.note("truncated", "cut", lead, len(text), detail)
             return
         if not self.only_openers(rest):
             spans.append((lead, len(text)))
@@ -597,14 +702,24 @@ class Mapper:
         return not text.strip()
 
     # ----------------------------------------------------------------- end of input
-    def close(self, tree: Node) -> None:
+    def close(self, tree: Node, text: str | None = None) -> None:
         """The end of generation: a reasoning block left open, or markup cut off, makes the
-        message truncated."""
+        message truncated (the markup's text, from ``text``, is then the message's
+        ``truncated_call``: its cut-off tail)."""
         found = {c.tag for c in tree.children}
         if tags.REASONING in found and tags.REASONING_CLOSE not in found:
             self.truncated = True
+            blocks = [c for c in tree.children if c.tag == tags.REASONING]
+            self.note("truncated", "cut", blocks[0].start, blocks[-1].end, "reasoning")
         if tags.CUT in found:
             self.truncated = True
+            cut = next(c for c in tree.children if c.tag == tags.CUT)
+            self.note("truncated", "cut", cut.start, cut.end, "markup")
+            tail = text[cut.start :] if text is not None else ""
+            if self.truncated_call is None and not self.only_openers(tail):
+                # Nothing the model wrote is lost: a header cut off with more than call
+                # openers in it is the cut-off tail (openers alone are dropped, as ever).
+                self.truncated_call = tail.strip()
 
     # ----------------------------------------------------------------- output
     def take_deltas(self) -> list[dict[str, Any]]:
@@ -650,4 +765,5 @@ class Mapper:
             tool_calls=calls,
             truncated=self.truncated,
             truncated_call=self.truncated_call,
+            findings=self.finding_list([c.start for c in self.calls]) if self.findings else (),
         )

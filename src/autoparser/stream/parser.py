@@ -35,6 +35,10 @@ class StreamParser:
     that then turns out not to be one (invalid arguments, or the output ended inside it)
     cannot be taken back: its delta index is listed in ``dropped_calls``, its text follows
     as content, and ``message`` (which equals ``parse``) does not hold it.
+
+    ``tolerance``: a call read only by the format's markers (an argument the schema does
+    not declare) is kept with a finding (``"keep"``, default) or refused (``"reject"``:
+    its text is content); either way ``message.findings`` says so.
     """
 
     def __init__(
@@ -43,6 +47,7 @@ class StreamParser:
         call_ids: CallIdPolicy,
         *,
         tool_call_deltas: str = "whole",
+        tolerance: str = "keep",
     ) -> None:
         policy = check_tool_call_deltas(tool_call_deltas)
         self.tool_call_deltas = policy
@@ -52,6 +57,7 @@ class StreamParser:
             definition.value_converters,
             incremental=policy == "incremental",
             openers=definition.call_openers or definition.trigger_markers,
+            tolerance=tolerance,
         )
         self._last_tree: Node | None = None
         self._moved = False  # feeds since _last_tree only moved its unfinished path
@@ -245,7 +251,7 @@ def _end_of_output(mapper: Mapper, text: str, tree: Node | None) -> None:
     """Map the whole output by its tree (see ``_output_tree``)."""
     if tree is not None:
         mapper.advance(tree, text, final=True)
-        mapper.close(tree)
+        mapper.close(tree, text)
     elif text:
         # Nothing parsed at all (cannot happen with generated parsers): keep the text.
         mapper.push_content(mapper.content.push(text))
@@ -282,6 +288,7 @@ def parse_text(
     partial: bool = False,
     *,
     finish_reason: str | None = None,
+    tolerance: str = "keep",
 ) -> ChatMessage:
     """``parse(text)``: exactly what a stream fed the whole text at once would produce.
 
@@ -294,7 +301,7 @@ def parse_text(
     hit_limit = finish_reason_hit_limit(finish_reason)
     shot = compiled(definition.parser)
     if shot is None or not isinstance(text, str):
-        return _parse_by_stream(definition, call_ids, text, partial, finish_reason)
+        return _parse_by_stream(definition, call_ids, text, partial, finish_reason, tolerance)
     # The full-mode run first: the partial-mode one then resumes from what the first
     # found independently of the end of the input, and stops at the first thing that
     # did depend on it, where the full-mode run tries every way the text could end.
@@ -307,12 +314,13 @@ def parse_text(
         status, tree = shot.parse(text, True, shared)
         last = tree if status != FAIL and text else None
     except RecursionError:
-        return _parse_by_stream(definition, call_ids, text, partial, finish_reason)
+        return _parse_by_stream(definition, call_ids, text, partial, finish_reason, tolerance)
     mapper = Mapper(
         call_ids,
         definition.value_converters,
         openers=definition.call_openers or definition.trigger_markers,
         json_end=lambda pos: json_value_end(shared, pos),
+        tolerance=tolerance,
     )
     if partial:
         if last is not None:
@@ -333,8 +341,9 @@ def _parse_by_stream(
     text: str,
     partial: bool,
     finish_reason: str | None,
+    tolerance: str,
 ) -> ChatMessage:
-    stream = StreamParser(definition, call_ids)
+    stream = StreamParser(definition, call_ids, tolerance=tolerance)
     stream.feed(text)
     if not partial:
         stream.finish(finish_reason=finish_reason)

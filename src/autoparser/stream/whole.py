@@ -20,23 +20,26 @@ def whole_message(mapper: Mapper, tree: Node, text: str) -> ChatMessage:
     """The message ``tree`` (the output's final tree) gives, by a mapper fed nothing yet
     (its policy, converters, openers and ``json_end`` are the request's)."""
     calls: list[ToolCall] = []
+    starts: list[int] = []
 
     def settle(node: Node) -> bool:
         found = mapper.read_call(node, text)
         if found is None:
             return False
         calls.append(ToolCall(id=found[1], name=found[0], arguments=found[2]))
+        starts.append(node.start)
         return True
 
     walked = walk_tree(tree, settle)
     mapper.end_of_output(walked, text)
-    mapper.close(tree)
+    mapper.close(tree, text)
     return ChatMessage(
         content=_field(walked.content, text),
         reasoning_content=_field(walked.reasoning, text),
         tool_calls=calls,
         truncated=mapper.truncated,
         truncated_call=mapper.truncated_call,
+        findings=mapper.finding_list(starts) if mapper.findings else (),
     )
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, overload
 from autoparser import (
     DEFAULT_VARIANT,
     AutoparserError,
+    ChatMessage,
     ChatParams,
     ChatTemplate,
     ExportError,
@@ -347,8 +348,24 @@ def parse(body: Mapping[str, object]) -> dict[str, object]:
         "message": message.to_openai(),
         "truncated": message.truncated,
         "finish_reason": finish or ("tool_calls" if message.tool_calls else "stop"),
-        "spans": [{"kind": s.kind, "start": s.start, "end": s.end} for s in spans],
+        "spans": [
+            {"kind": s.kind, "start": s.start, "end": s.end, **_reasons(message, s.start, s.end)}
+            for s in spans
+        ],
+        "findings": _findings(message),
     }
+
+
+def _findings(message: ChatMessage) -> list[dict[str, object]]:
+    """What the parse tolerated or refused, each with its sentence (``Finding.describe``)."""
+    return [{**f.to_dict(), "text": f.describe()} for f in message.findings]
+
+
+def _reasons(message: ChatMessage, start: int, end: int) -> dict[str, object]:
+    """``{"findings": [sentence, ...]}`` for a span that findings are about, else {}: the
+    reason shown next to the span."""
+    found = [f.describe() for f in message.findings if f.start < end and start < f.end]
+    return {"findings": found} if found else {}
 
 
 def stream(body: Mapping[str, object]) -> dict[str, object]:
@@ -383,6 +400,7 @@ def stream(body: Mapping[str, object]) -> dict[str, object]:
         "message": message.to_openai(),
         "truncated": message.truncated,
         "dropped_calls": list(parser.dropped_calls),
+        "findings": _findings(message),
     }
 
 

@@ -365,7 +365,12 @@ function showParsed(data) {
   const text = $("output").value;
   let html = "";
   for (const span of data.spans) {
-    html += `<span class="span-${span.kind}" title="${span.kind}">${visible(text.slice(span.start, span.end))}</span>`;
+    // The reason a span was tolerated or refused, next to it (and in its tooltip).
+    const reasons = span.findings || [];
+    const title = escapeHtml([span.kind, ...reasons].join("\n"));
+    const cls = reasons.length ? ` finding` : "";
+    html += `<span class="span-${span.kind}${cls}" title="${title}">${visible(text.slice(span.start, span.end))}</span>`;
+    if (reasons.length) html += `<sup class="finding-mark" title="${title}">⚠</sup>`;
   }
   $("output-spans").innerHTML = html;
   const box = $("parsed");
@@ -375,6 +380,11 @@ function showParsed(data) {
   meta.appendChild(el("span", { class: "badge" }, `finish_reason: ${data.finish_reason}`));
   if (data.truncated) meta.appendChild(el("span", { class: "badge warn", id: "truncated" }, "truncated"));
   box.appendChild(meta);
+  if ((data.findings || []).length) {
+    const list = el("ul", { class: "findings", id: "findings" });
+    for (const f of data.findings) list.appendChild(el("li", { class: `finding-${f.outcome}` }, f.text));
+    box.appendChild(list);
+  }
   if (m.reasoning_content) {
     box.appendChild(el("div", { class: "field-label" }, "reasoning_content"));
     box.appendChild(el("pre", { class: "code", id: "parsed-reasoning" }, m.reasoning_content));
