@@ -3,10 +3,10 @@
 in front of the scripted Qwen3 engine the capture ran against.
 
 Each body must be accepted and its stream run to its end with the answer the script gives at
-that step: the first request's tool call, a follow-up's final text. Issue 31: serve answers
-every one of them 400 today (a tool schema bound past its limit, a ``system`` message inside
-``messages``, an image in a tool result or user turn, a ``namespace`` tool); those are strict
-xfails naming the cause, to be lifted as serve learns to take them. The captures are also
+that step: the first request's tool call, a follow-up's final text. Issue 31: serve answered
+every one of them 400 before (a tool schema bound past its limit, a ``system`` message inside
+``messages``, an image in a tool result or user turn, a ``namespace`` tool, Codex's items
+out of order); each is now read or degraded, never refused. The captures are also
 checked to hold every row of the issue's table that these CLI versions send (Claude Code
 2.1.332 sends no ``propertyNames``), and to name nothing of the machine they were taken on."""
 
@@ -42,21 +42,6 @@ WROTE = "Created hello.txt."
 SAW = "The image is one flat colour."
 DESCRIBED = "A flat-coloured square."
 
-# Why serve refuses each body today (issue 31); the fix lifts the mark (strict: an XPASS fails).
-MAX_LENGTH = "issue 31: a tool's maxLength 524288 is past serve's schema limit (400)"
-NAMESPACE = "issue 31: Codex's namespace tool (multi_agent_v1) and web_search are refused (400)"
-REFUSED = {
-    "messages_claude_code_first": MAX_LENGTH,
-    "messages_claude_code_first_all_tools": MAX_LENGTH
-    + "; SendMessage's 'to': allOf of two patterns ('cannot merge differing pattern values')",
-    "messages_claude_code_tool_result": MAX_LENGTH,
-    "messages_claude_code_tool_result_image": MAX_LENGTH + "; an image in a tool result",
-    "messages_claude_code_user_image": MAX_LENGTH + "; an image in the user's message",
-    "responses_codex_first": NAMESPACE,
-    "responses_codex_function_call_output": NAMESPACE,
-    "responses_codex_view_image": NAMESPACE + "; an image in a function_call_output",
-    "responses_codex_user_image": NAMESPACE + "; an image in the user's message",
-}
 # What each body's answer holds: ("call", tool name) or ("text", the final answer).
 EXPECTED = {
     "messages_claude_code_first": ("call", "Write"),
@@ -72,13 +57,9 @@ EXPECTED = {
 FILES = sorted(FIXTURES.glob("*.json"))
 
 
-def refused(name: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, raises=AssertionError, reason=REFUSED[name])
-
-
 def test_every_captured_body_has_an_expectation() -> None:
     assert FILES, f"no captured bodies in {FIXTURES}"
-    assert {p.stem for p in FILES} == set(EXPECTED) == set(REFUSED)
+    assert {p.stem for p in FILES} == set(EXPECTED)
 
 
 # What a capture must not keep: the machine's temporary dirs (the run's own home and working
@@ -271,10 +252,7 @@ def answer(path: str, payloads: list[dict[str, Any]]) -> tuple[list[str], str, b
     return names, "".join(text), any(e.get("type") == "response.completed" for e in payloads)
 
 
-@pytest.mark.parametrize(
-    "path",
-    [pytest.param(p, id=p.stem, marks=refused(p.stem)) if p.stem in REFUSED else p for p in FILES],
-)
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_captured_body_is_served(served: dict[str, tuple[str, ScriptedEngine]], path: Path) -> None:
     record = load_fixture(path)
     assert record["body"].get("stream") is True, "the CLIs stream by default"
@@ -289,12 +267,6 @@ def test_captured_body_is_served(served: dict[str, tuple[str, ScriptedEngine]], 
         assert (names, text.strip()) == ([], want)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=NAMESPACE + "; past that, the reasoning item after the call opens an empty "
-    "assistant turn of its own",
-)
 def test_codex_item_order_makes_one_assistant_turn(
     served: dict[str, tuple[str, ScriptedEngine]],
 ) -> None:

@@ -8,9 +8,8 @@ as both stream by default. Nothing may leave 127.0.0.1: every proxy variable poi
 catcher, and each run's home is its own (see tests/helpers/agent_clis.py).
 
 Each run happens once (module cache) and is judged by two tests: it stayed local (always
-enforced), and its loop completed. Serve refuses what these CLIs send today (every first
-request answers 400), so the loop tests are strict xfails naming the cause until serve takes
-them. Skipped without the CLIs, except in CI (CI=true) where that fails.
+enforced), and its loop completed (before issue 31, serve answered every first request of
+both CLIs 400). Skipped without the CLIs, except in CI (CI=true) where that fails.
 
 With AUTOPARSER_CAPTURE_AGENT_REQUESTS=1 the runs also rewrite tests/data/agent_requests/
 (the bodies tests/serve/test_agent_apis_captured.py replays).
@@ -23,7 +22,6 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -238,15 +236,6 @@ def outcome(
 
 
 ALL = pytest.mark.parametrize("outcome", list(SCENARIOS), indirect=True)
-# Why each loop does not complete today (issue 31); lifted as serve takes what they send.
-CLAUDE_400 = "issue 31: serve answers Claude Code's first request 400 (a maxLength past the limit)"
-CODEX_400 = "issue 31: serve answers Codex's first request 400 (namespace and web_search tools)"
-
-
-def loop_param(name: str, reason: str) -> Any:
-    """A loop expected to fail on an assertion (a missing CLI still fails or skips)."""
-    refused = pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)
-    return pytest.param(name, marks=refused, id=name)
 
 
 def explain(outcome: Outcome) -> str:
@@ -292,8 +281,8 @@ def test_nothing_leaves_localhost(outcome: Outcome) -> None:
 @pytest.mark.parametrize(
     "outcome",
     [
-        loop_param("claude_write", CLAUDE_400),
-        loop_param("codex_write", CODEX_400),
+        "claude_write",
+        "codex_write",
     ],
     indirect=True,
 )
@@ -311,8 +300,8 @@ def test_tool_call_runs_and_the_answer_comes_back(outcome: Outcome) -> None:
 @pytest.mark.parametrize(
     "outcome",
     [
-        loop_param("claude_image", CLAUDE_400 + "; an image in a tool result"),
-        loop_param("codex_image", CODEX_400 + "; an image in a function_call_output"),
+        "claude_image",
+        "codex_image",
     ],
     indirect=True,
 )
@@ -325,17 +314,11 @@ def test_image_in_a_tool_result_keeps_the_session(outcome: Outcome) -> None:
     assert SAW in outcome.run.stdout
 
 
-ORDER = (
-    CODEX_400 + "; past that, the reasoning Codex sends after the call opens an empty assistant"
-    " turn of its own"
-)
-
-
 @pytest.mark.parametrize(
     "outcome",
     [
-        loop_param("claude_user_image", CLAUDE_400 + "; an image in the user's message"),
-        loop_param("codex_user_image", CODEX_400 + "; an image in the user's message"),
+        "claude_user_image",
+        "codex_user_image",
     ],
     indirect=True,
 )
@@ -348,7 +331,7 @@ def test_image_from_the_user_keeps_the_session(outcome: Outcome) -> None:
     assert DESCRIBED in outcome.run.stdout
 
 
-@pytest.mark.parametrize("outcome", [loop_param("codex_write", ORDER)], indirect=True)
+@pytest.mark.parametrize("outcome", ["codex_write"], indirect=True)
 def test_codex_items_in_any_order_make_one_assistant_turn(outcome: Outcome) -> None:
     """Codex sends items back in the order they finished (its follow-up here has the
     reasoning after the call when serve closes it last); whatever the order, the model sees
