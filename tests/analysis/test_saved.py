@@ -39,6 +39,13 @@ def _forget() -> None:
     clear_cache()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_process() -> None:
+    """Each test starts as a new process would: analyses saved by others are not in memory."""
+    CACHES.clear()
+    clear_cache()
+
+
 def test_the_library_version_in_the_key_is_the_packages() -> None:
     assert autoparser.__version__ == saved.LIBRARY_VERSION
 
@@ -141,8 +148,8 @@ def test_the_default_directory_follows_the_environment(
 ) -> None:
     monkeypatch.delenv(saved.ENV_VARIABLE, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert saved.default_cache_dir() == tmp_path / "autoparser" / "analysis"
+    assert saved.default_analysis_cache() == tmp_path / "autoparser" / "analysis"
     monkeypatch.setenv(saved.ENV_VARIABLE, str(tmp_path / "mine"))
-    assert saved.default_cache_dir() == tmp_path / "mine"
+    assert saved.default_analysis_cache() == tmp_path / "mine"
     monkeypatch.setenv(saved.ENV_VARIABLE, "off")
-    assert saved.default_cache_dir() is None
+    assert saved.default_analysis_cache() is None

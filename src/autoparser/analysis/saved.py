@@ -79,7 +79,7 @@ def cache_path(directory: str | Path, renderer: Renderer) -> Path:
     return Path(directory) / f"{template_hash(renderer)[:32]}.json"
 
 
-def default_cache_dir() -> Path | None:
+def default_analysis_cache() -> Path | None:
     """The analysis cache directory: ``$AUTOPARSER_ANALYSIS_CACHE`` ("off" for none), else
     ``$XDG_CACHE_HOME/autoparser/analysis`` (``~/.cache`` when unset)."""
     chosen = os.environ.get(ENV_VARIABLE)
