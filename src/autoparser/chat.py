@@ -35,6 +35,7 @@ from autoparser.template import (
     render_as_apply,
     template_caps,
 )
+from autoparser.template.caps import remember_probed
 from autoparser.template.environment import Clock
 from autoparser.template.loading import (
     DEFAULT_VARIANT,
@@ -432,11 +433,13 @@ class ChatTemplate:
         """Use the analysis saved at ``path`` when it was saved for this template, by this
         version (today, for a dated template); False when there is none to use (a stale or
         corrupt file is ignored and logged), and ``analyze()`` computes it as before."""
-        loaded = load_analysis(path, self.renderer)
-        if loaded is None:
+        saved = load_analysis(path, self.renderer)
+        if saved is None:
             return False
-        plain = remember_analysis(self.renderer, dataclasses.replace(loaded, verification=None))
-        remember_verified(self.renderer, plain, loaded)
+        remember_probed(self.renderer, saved.caps, saved.quirks)
+        checked = saved.analysis
+        plain = remember_analysis(self.renderer, dataclasses.replace(checked, verification=None))
+        remember_verified(self.renderer, plain, checked)
         return True
 
     def _warn_unverified(self, analysis: TemplateAnalysis) -> None:

@@ -59,10 +59,14 @@ def test_a_saved_analysis_reads_back_equal_and_is_used(tmp_path: Path) -> None:
     loaded = template.analyze()
     assert loaded == computed
     assert loaded.verification is not None and loaded.verification == computed.verification
-    # Used, not recomputed: the analysis store answers without a miss.
-    misses = CACHES.stats()["analysis"].misses
+    # Used, not recomputed: the analysis store answers without a miss, and the caps are
+    # not probed again (the caps store neither).
+    stats = CACHES.stats()
     assert template.analyze() is loaded
-    assert CACHES.stats()["analysis"].misses == misses
+    assert template.caps == ChatTemplate(CHATML).caps
+    after = CACHES.stats()
+    assert after["analysis"].misses == stats["analysis"].misses
+    assert after["caps"].misses == stats["caps"].misses
 
 
 def test_the_cache_directory_is_filled_once_then_read(tmp_path: Path) -> None:
@@ -117,13 +121,19 @@ def test_a_dated_template_is_keyed_by_the_render_date(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "{", "[]", '{"key": {}}', '{"key": 1, "analysis": {}}', "\udcff"],
-    ids=["empty", "truncated", "list", "no-fields", "bad-key", "not-utf8"],
+    ["", "{", "[]", '{"key": {}}', '{"key": 1, "analysis": {}}', "\udcff", "CAPS"],
+    ids=["empty", "truncated", "list", "no-fields", "bad-key", "not-utf8", "bad-caps"],
 )
 def test_a_corrupt_file_is_ignored_with_a_log_line(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, text: str
 ) -> None:
     path = tmp_path / "a.json"
+    if text == "CAPS":  # a good file but for one unknown capability
+        ChatTemplate(CHATML).save_analysis(path)
+        data = json.loads(path.read_text())
+        data["caps"]["supports_teleportation"] = True
+        text = json.dumps(data)
+        _forget()
     path.write_bytes(text.encode("utf-8", "surrogateescape"))
     with caplog.at_level(logging.INFO, logger="autoparser.analysis.saved"):
         template = ChatTemplate(CHATML)

@@ -1,5 +1,6 @@
 """Every corpus template's analysis, saved and read back in a fresh process' state, is the
-analysis computed (verification included), and is what ``analyze()`` then answers."""
+analysis computed (verification included), and is what ``analyze()`` then answers; so are
+the probed caps and quirks saved with it."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ NOW = dt.datetime(2030, 1, 2, 12, 0, 0)  # pinned: dated templates analyse the s
 def test_a_saved_analysis_reads_back_as_computed(path: Path, tmp_path: Path) -> None:
     source = path.read_text(encoding="utf-8")
     try:
-        computed = ChatTemplate(source, now=NOW).analyze()
+        first = ChatTemplate(source, now=NOW)
+        computed = first.analyze()
+        probed = (first.caps, first.quirks)
     except TemplateError as exc:
         pytest.skip(f"the template does not analyse, nothing to save: {exc}")
     saved = ChatTemplate(source, now=NOW).save_analysis(tmp_path / "analysis.json")
@@ -30,3 +33,4 @@ def test_a_saved_analysis_reads_back_as_computed(path: Path, tmp_path: Path) -> 
     assert template.load_analysis(saved)
     assert template.analyze() == computed
     assert template.analyze().to_dict() == computed.to_dict()
+    assert (template.caps, template.quirks) == probed

@@ -26,13 +26,15 @@ from typing import Any
 import jinja2
 
 from autoparser.analysis.model import TemplateAnalysis
-from autoparser.template import Renderer
+from autoparser.template import Renderer, TemplateCaps, TemplateQuirks
+from autoparser.template.caps import detect_caps, detect_quirks
 from autoparser.template.conventions import DATE_NAMES
+from autoparser.template.switches import ThinkingSwitch
 
 log = logging.getLogger(__name__)
 
 # Bumped when the file's shape or what an analysis means changes without a release.
-FORMAT = 1
+FORMAT = 2
 LIBRARY_VERSION = "0.1.0"  # autoparser.__version__ (tests/analysis/test_saved.py checks)
 ENV_VARIABLE = "AUTOPARSER_ANALYSIS_CACHE"  # a directory, or "off"
 _OFF = frozenset({"", "0", "off", "no", "false", "none"})
@@ -48,6 +50,16 @@ class AnalysisKey:
     jinja2: str
     format: int
     date: str  # the render date (ISO), "" when the template never reads the date
+
+
+@dataclasses.dataclass(frozen=True)
+class SavedAnalysis:
+    """What a saved file gives back: the verified analysis and the probed capabilities
+    (the caps probe is most of what ``apply`` would still pay in a new process)."""
+
+    analysis: TemplateAnalysis
+    caps: TemplateCaps
+    quirks: TemplateQuirks
 
 
 def template_hash(renderer: Renderer) -> str:
@@ -93,7 +105,12 @@ def save_analysis(path: str | Path, renderer: Renderer, analysis: TemplateAnalys
     """Write ``analysis`` of ``renderer`` to ``path`` (atomically: a reader never sees half
     a file); the directory is made when missing. Returns the path."""
     target = Path(path)
-    data = {"key": dataclasses.asdict(analysis_key(renderer)), "analysis": analysis.to_dict()}
+    data = {
+        "key": dataclasses.asdict(analysis_key(renderer)),
+        "analysis": analysis.to_dict(),
+        "caps": dataclasses.asdict(detect_caps(renderer)),
+        "quirks": dataclasses.asdict(detect_quirks(renderer)),
+    }
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=".analysis-", suffix=".tmp")
     try:
@@ -106,8 +123,8 @@ def save_analysis(path: str | Path, renderer: Renderer, analysis: TemplateAnalys
     return target
 
 
-def load_analysis(path: str | Path, renderer: Renderer) -> TemplateAnalysis | None:
-    """The analysis saved at ``path`` for ``renderer``, or None: no file, or one that is
+def load_analysis(path: str | Path, renderer: Renderer) -> SavedAnalysis | None:
+    """What was saved at ``path`` for ``renderer``, or None: no file, or one that is
     unreadable, corrupt or of another key (template, versions, format, date), logged."""
     source = Path(path)
     try:
@@ -120,7 +137,11 @@ def load_analysis(path: str | Path, renderer: Renderer) -> TemplateAnalysis | No
     try:
         data = json.loads(text)
         saved = AnalysisKey(**data["key"])
-        analysis = TemplateAnalysis.from_dict(data["analysis"])
+        loaded = SavedAnalysis(
+            TemplateAnalysis.from_dict(data["analysis"]),
+            _caps_from_dict(data["caps"]),
+            TemplateQuirks(**data["quirks"]),
+        )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         log.warning("saved analysis %s ignored: corrupt (%s)", source.name, type(exc).__name__)
         return None
@@ -129,7 +150,13 @@ def load_analysis(path: str | Path, renderer: Renderer) -> TemplateAnalysis | No
         stale = [f.name for f in dataclasses.fields(AnalysisKey) if _differs(saved, expected, f)]
         log.info("saved analysis %s ignored: stale (%s differs)", source.name, ", ".join(stale))
         return None
-    return analysis
+    return loaded
+
+
+def _caps_from_dict(data: dict[str, Any]) -> TemplateCaps:
+    switch = data.get("thinking_switch")
+    found = ThinkingSwitch(**switch) if switch is not None else None
+    return TemplateCaps(**{**data, "thinking_switch": found})
 
 
 def _differs(a: AnalysisKey, b: AnalysisKey, field: dataclasses.Field[Any]) -> bool:
