@@ -7,7 +7,7 @@ self-verification (renders of the probe conversations, parsers built and run). T
 phases are timed apart (medians over the templates, of each template's fastest run).
 With the saved analysis = what a later process pays when the analysis was saved
 (``ChatTemplate.save_analysis``): a new ``ChatTemplate`` (its compile included), the file
-read back, ``analyze()``.
+read back, ``analyze()`` and the caps (saved with it).
 
 Baseline, measured in the same run: compiling the template and rendering one prompt
 (what any use of the template costs). The ratio says how many "compile + render" the
@@ -124,6 +124,7 @@ def _saved(clearers: list[Callable[[], None]], source: str, path: Path) -> None:
     if not template.load_analysis(path):
         raise SystemExit(f"the saved analysis {path} was not used")
     template.analyze()
+    _ = template.caps, template.quirks  # what serve reads at startup: saved too
 
 
 def _median_ms(values: list[float]) -> str:
@@ -217,7 +218,7 @@ def main() -> int:
         saved_rows.sort()
         median_saved = statistics.median(r[0] for r in saved_rows)
         print(
-            "with the saved analysis (compile, read the file, analyze()): "
+            "with the saved analysis (compile, read the file, analyze(), caps): "
             f"median {median_saved * 1e3:.1f} ms, worst {saved_rows[-1][0] * 1e3:.1f} ms "
             f"({saved_rows[-1][1]}); / baseline: median {median_saved / median_base:.2f}x; "
             f"/ cold: median {median_saved / median_cold:.2f}x"
