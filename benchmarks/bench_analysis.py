@@ -5,6 +5,9 @@ probed capabilities, analyses, verifications), then ``template.analyze()``: the 
 compile, the capability probe, the analysis' variant renders and diffs, and the
 self-verification (renders of the probe conversations, parsers built and run). The four
 phases are timed apart (medians over the templates, of each template's fastest run).
+With the saved analysis = what a later process pays when the analysis was saved
+(``ChatTemplate.save_analysis``): a new ``ChatTemplate`` (its compile included), the file
+read back, ``analyze()`` and the caps (saved with it).
 
 Baseline, measured in the same run: compiling the template and rendering one prompt
 (what any use of the template costs). The ratio says how many "compile + render" the
@@ -22,8 +25,10 @@ import contextlib
 import functools
 import importlib
 import itertools
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -112,6 +117,16 @@ def _cold_phases(clearers: list[Callable[[], None]], source: str) -> tuple[float
     return tuple(b - a for a, b in itertools.pairwise(times))
 
 
+def _saved(clearers: list[Callable[[], None]], source: str, path: Path) -> None:
+    """A new process with the analysis saved: compile, read the file, ``analyze()``."""
+    _forget(clearers)
+    template = ChatTemplate(source, bos_token="<s>", eos_token="</s>")
+    if not template.load_analysis(path):
+        raise SystemExit(f"the saved analysis {path} was not used")
+    template.analyze()
+    _ = template.caps, template.quirks  # what serve reads at startup: saved too
+
+
 def _median_ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1e3:.1f} ms"
 
@@ -130,6 +145,9 @@ def main() -> int:
     repeats = 1 if args.smoke else 5
 
     clearers = _clearers()
+    saving = hasattr(ChatTemplate, "save_analysis")  # not in older checkouts
+    scratch = Path(tempfile.mkdtemp(prefix="bench-analysis-"))
+    saved_rows: list[tuple[float, str]] = []
     rows: list[tuple[float, float, str]] = []
     splits: list[tuple[float, ...]] = []
     skipped: list[str] = []
@@ -143,6 +161,11 @@ def main() -> int:
             continue
         fastest = min(runs, key=sum)
         rows.append((sum(fastest), base, path.stem))
+        if saving:
+            template = ChatTemplate(source, bos_token="<s>", eos_token="</s>")
+            file = template.save_analysis(scratch / f"{path.stem}.json")
+            load = functools.partial(_saved, clearers, source, file)
+            saved_rows.append((best_of(load, repeats, CLOCK), path.stem))
         splits.append(fastest)
     rows.sort()
     colds = [r[0] for r in rows]
@@ -191,6 +214,16 @@ def main() -> int:
         f"cached lookup: {cached * 1e6:.2f} us "
         f"({cached / dict_lookup:.1f}x a plain dict lookup of {dict_lookup * 1e9:.0f} ns)"
     )
+    if saved_rows:
+        saved_rows.sort()
+        median_saved = statistics.median(r[0] for r in saved_rows)
+        print(
+            "with the saved analysis (compile, read the file, analyze(), caps): "
+            f"median {median_saved * 1e3:.1f} ms, worst {saved_rows[-1][0] * 1e3:.1f} ms "
+            f"({saved_rows[-1][1]}); / baseline: median {median_saved / median_base:.2f}x; "
+            f"/ cold: median {median_saved / median_cold:.2f}x"
+        )
+    shutil.rmtree(scratch, ignore_errors=True)
     print("slowest: " + ", ".join(f"{n} {c * 1e3:.0f} ms" for c, _, n in rows[-3:]))
     return 0
 

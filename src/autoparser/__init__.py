@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from autoparser.analysis.model import TemplateAnalysis
+    from autoparser.analysis.saved import default_analysis_cache
     from autoparser.cache import CACHES, Caches, CacheStats, Store
     from autoparser.cancel import CancelToken
     from autoparser.chat import ChatTemplate
@@ -90,6 +91,7 @@ _WHERE = {
     "CacheStats": "autoparser.cache",
     "Store": "autoparser.cache",
     "TemplateAnalysis": "autoparser.analysis.model",
+    "default_analysis_cache": "autoparser.analysis.saved",
     "TemplateCaps": "autoparser.template",
     "TemplateError": "autoparser.errors",
     "TemplateLimitError": "autoparser.errors",
@@ -155,6 +157,10 @@ def _module(where: str) -> ModuleType:
         from autoparser.analysis import model
 
         return model
+    if where == "autoparser.analysis.saved":
+        from autoparser.analysis import saved
+
+        return saved
     if where == "autoparser.template":
         from autoparser import template
 
@@ -247,6 +253,7 @@ __all__ = [
     "assistant_tokens_mask",
     "caller_pieces",
     "decode_text",
+    "default_analysis_cache",
     "load_path",
     "load_pretrained",
     "load_text",

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
 from autoparser.analysis import TemplateAnalysis, analyze_template
+from autoparser.analysis.analyzer import remember_analysis
 from autoparser.analysis.evidence import MarkerEvidence, marker_evidence
+from autoparser.analysis.saved import cache_path, load_analysis, save_analysis
 from autoparser.errors import AnalysisWarning, TemplateError
 from autoparser.generate import normalize_request
 from autoparser.generate.request import check_messages
@@ -32,6 +35,7 @@ from autoparser.template import (
     render_as_apply,
     template_caps,
 )
+from autoparser.template.caps import remember_probed
 from autoparser.template.environment import Clock
 from autoparser.template.loading import (
     DEFAULT_VARIANT,
@@ -51,7 +55,9 @@ from autoparser.training import (
     sample_skew,
     training_samples,
 )
-from autoparser.verify import verified
+from autoparser.verify import remember_verified, verified
+
+log = logging.getLogger(__name__)
 
 # ``"none" | "auto" | "required"`` or ``{"type": "function", "function": {"name": ...}}``.
 ToolChoice = str | JsonMapping | None
@@ -73,6 +79,10 @@ class ChatTemplate:
     as ``functions`` JSON text, the date as ``datetime`` or ``current_date``) gets its
     conventional value, dated by the same clock; a value in ``template_kwargs`` wins, and a
     template that renders without them is rendered exactly as transformers does.
+
+    ``analysis_cache`` is a directory where the analysis is saved the first time it is
+    computed and read back from by later processes (see :mod:`autoparser.analysis.saved`:
+    a stale or corrupt file is ignored and replaced); None keeps it in memory only.
     """
 
     def __init__(
@@ -87,8 +97,11 @@ class ChatTemplate:
         special_tokens: Mapping[str, str] | None = None,
         now: datetime | None = None,
         clock: Clock | None = None,
+        analysis_cache: str | Path | None = None,
     ) -> None:
         self.source = source
+        self.analysis_cache = None if analysis_cache is None else Path(analysis_cache)
+        self._cache_consulted = False
         self.now = now
         self.clock = clock
         self.special_tokens: dict[str, str] = dict(special_tokens or {})
@@ -116,7 +129,13 @@ class ChatTemplate:
     # ----------------------------------------------------------------- loading
 
     @classmethod
-    def from_source(cls, loaded: TemplateSource, *, polyfills: bool = True) -> ChatTemplate:
+    def from_source(
+        cls,
+        loaded: TemplateSource,
+        *,
+        polyfills: bool = True,
+        analysis_cache: str | Path | None = None,
+    ) -> ChatTemplate:
         """A template from loaded model files: the 'default' (or only) variant, the others
         reachable through :meth:`variant`, with the files' BOS/EOS and special tokens."""
         variants = dict(loaded.variants)
@@ -135,12 +154,20 @@ class ChatTemplate:
             variants=variants,
             polyfills=polyfills,
             special_tokens=loaded.special_tokens,
+            analysis_cache=analysis_cache,
         )
 
     @classmethod
-    def from_file(cls, path: str | Path, *, polyfills: bool = True) -> ChatTemplate:
-        """Load a ``.jinja`` file, a ``tokenizer_config.json``, a model directory or a GGUF."""
-        return cls.from_source(load_path(path), polyfills=polyfills)
+    def from_file(
+        cls,
+        path: str | Path,
+        *,
+        polyfills: bool = True,
+        analysis_cache: str | Path | None = None,
+    ) -> ChatTemplate:
+        """Load a ``.jinja`` file, a ``tokenizer_config.json``, a model directory or a GGUF
+        (``analysis_cache``: a directory to save the analysis in, see the class)."""
+        return cls.from_source(load_path(path), polyfills=polyfills, analysis_cache=analysis_cache)
 
     @classmethod
     def from_pretrained(
@@ -166,6 +193,7 @@ class ChatTemplate:
                 special_tokens=self.special_tokens,
                 now=self.now,
                 clock=self.clock,
+                analysis_cache=self.analysis_cache,
             )
             self._variant_templates[name] = found
         return found
@@ -384,7 +412,35 @@ class ChatTemplate:
         ``verification`` says whether the parser built from it reads back the template's own
         renders (see :mod:`autoparser.verify`); ``apply`` warns when it does not.
         """
+        if self.analysis_cache is not None and not self._cache_consulted:
+            self._cache_consulted = True
+            path = cache_path(self.analysis_cache, self.renderer)
+            if not self.load_analysis(path):
+                analysis = verified(self.renderer, analyze_template(self.renderer))
+                try:
+                    save_analysis(path, self.renderer, analysis)
+                except OSError as exc:  # a read-only or full disk costs the next process only
+                    log.warning("analysis not saved to %s: %s", path, type(exc).__name__)
+                return analysis
         return verified(self.renderer, analyze_template(self.renderer))
+
+    def save_analysis(self, path: str | Path) -> Path:
+        """Write this template's (verified) analysis to a JSON file, keyed by the template's
+        hash, the library's version and, for a template that prints the date, the date."""
+        return save_analysis(path, self.renderer, self.analyze())
+
+    def load_analysis(self, path: str | Path) -> bool:
+        """Use the analysis saved at ``path`` when it was saved for this template, by this
+        version (today, for a dated template); False when there is none to use (a stale or
+        corrupt file is ignored and logged), and ``analyze()`` computes it as before."""
+        saved = load_analysis(path, self.renderer)
+        if saved is None:
+            return False
+        remember_probed(self.renderer, saved.caps, saved.quirks)
+        checked = saved.analysis
+        plain = remember_analysis(self.renderer, dataclasses.replace(checked, verification=None))
+        remember_verified(self.renderer, plain, checked)
+        return True
 
     def _warn_unverified(self, analysis: TemplateAnalysis) -> None:
         check = analysis.verification

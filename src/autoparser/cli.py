@@ -70,6 +70,7 @@ def _load_template(args: argparse.Namespace) -> ChatTemplate:
 def _template_from(path: str, args: argparse.Namespace) -> ChatTemplate:
     import dataclasses
 
+    from autoparser import default_analysis_cache
     from autoparser.chat import ChatTemplate
     from autoparser.template.loading import load_path, load_text
 
@@ -84,7 +85,8 @@ def _template_from(path: str, args: argparse.Namespace) -> ChatTemplate:
     }
     if tokens:
         loaded = dataclasses.replace(loaded, **tokens)
-    return ChatTemplate.from_source(loaded)
+    # The analysis is saved (keyed by the template's hash): a second run does not redo it.
+    return ChatTemplate.from_source(loaded, analysis_cache=default_analysis_cache())
 
 
 def _load_json_file(path: str | None, shape: type[_T]) -> _T | None:

@@ -557,3 +557,12 @@ def verified(renderer: Renderer, analysis: TemplateAnalysis) -> TemplateAnalysis
         lambda: dataclasses.replace(analysis, verification=verify_analysis(renderer, analysis)),
         owner=analysis,
     )
+
+
+def remember_verified(
+    renderer: Renderer, analysis: TemplateAnalysis, checked: TemplateAnalysis
+) -> TemplateAnalysis:
+    """Store ``checked`` (``analysis`` with its verification, e.g. read back from a saved
+    file) as what :func:`verified` answers for ``analysis`` of this template."""
+    key = (renderer.source, renderer.bos_token, renderer.eos_token, renderer.now, renderer.clock)
+    return _VERIFIED.put(key, checked, owner=analysis)

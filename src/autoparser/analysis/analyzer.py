@@ -31,6 +31,12 @@ def analyze_template(template: Renderer) -> TemplateAnalysis:
     return _ANALYSES.get_or_build(key, lambda: run_analysis(template))
 
 
+def remember_analysis(template: Renderer, analysis: TemplateAnalysis) -> TemplateAnalysis:
+    """Store an analysis computed elsewhere (a saved one, read back) as this template's."""
+    key = (template.source, template.bos_token, template.eos_token, template.now, template.clock)
+    return _ANALYSES.put(key, analysis)
+
+
 def clear_cache() -> None:
     """Forget every analysis (for tests and benchmarks that measure cold work)."""
     _ANALYSES.clear()

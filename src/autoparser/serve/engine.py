@@ -31,6 +31,7 @@ from autoparser import (
     SchemaError,
     TemplateError,
     WorkLimitError,
+    default_analysis_cache,
 )
 from autoparser.serve.backends import (
     Backend,
@@ -132,7 +133,10 @@ class EngineLink:
             return None
         if not isinstance(template, ChatTemplate):
             path = template
-            template = await self.in_thread(lambda: ChatTemplate.from_file(path))
+            cache = default_analysis_cache()  # the analysis is saved: a restart does not redo it
+            template = await self.in_thread(
+                lambda: ChatTemplate.from_file(path, analysis_cache=cache)
+            )
             self.given_template = template
         loaded: ChatTemplate = template
         await self.in_thread(loaded.analyze)

@@ -443,6 +443,12 @@ def _probe_cached(template: Renderer) -> tuple[TemplateCaps, TemplateQuirks]:
     return _CAPS.get_or_build(id(probe), lambda: _probe(probe), owner=probe)
 
 
+def remember_probed(template: Renderer, caps: TemplateCaps, quirks: TemplateQuirks) -> None:
+    """Store probe results found elsewhere (a saved analysis, read back) as this text's."""
+    probe = probe_for(template)
+    _CAPS.put(id(probe), (caps, quirks), owner=probe)
+
+
 _UNNAMED = "<template>"  # the name of the shared probe renderer (Renderer's default)
 
 
