@@ -65,6 +65,7 @@ class ServeConfig:
     limits: Limits = dataclasses.field(default_factory=Limits)
     api_keys: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()  # Host names served besides host's and localhost's
     log_format: str = "text"
     reasoning_field: str = "reasoning"
     plain_user_text: bool = True
@@ -155,7 +156,12 @@ def create_app(config: ServeConfig) -> web.Application:
         client_max_size=limits.max_body_bytes + 1,
     )
     app[METRICS] = registry = Metrics()
-    app[SECURITY] = Security(config.api_keys, config.allowed_origins)
+    app[SECURITY] = Security(
+        config.api_keys,
+        config.allowed_origins,
+        allowed_hosts=tuple(h.lower() for h in config.allowed_hosts),
+        bound_host=config.host,
+    )
     app[ADMISSION] = admission = Admission(limits.max_concurrent)
     app.on_response_prepare.append(on_prepare)
     settings = ChatSettings(

@@ -119,6 +119,12 @@ def register(subparsers: argparse._SubParsersAction[_P]) -> _P:
         help="comma-separated origins CORS answers (default none: CORS off; * for any)",
     )
     serve.add_argument(
+        "--allowed-hosts",
+        default="",
+        help="comma-separated Host names served besides the address listened on, localhost "
+        "names and loopback IPs (* for any; needed behind a proxy or DNS name)",
+    )
+    serve.add_argument(
         "--log-level",
         default="info",
         choices=["debug", "info", "warning", "error"],
@@ -143,6 +149,10 @@ def _keys(args: argparse.Namespace) -> tuple[str, ...]:
         text = Path(args.api_key_file).read_text(encoding="utf-8")
         keys += [line.strip() for line in text.splitlines() if line.strip()]
     return tuple(keys)
+
+
+def _listed(text: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in text.split(",") if item.strip())
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -171,7 +181,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             port=args.port,
             limits=limits,
             api_keys=_keys(args),
-            allowed_origins=tuple(o.strip() for o in args.allowed_origins.split(",") if o.strip()),
+            allowed_origins=_listed(args.allowed_origins),
+            allowed_hosts=_listed(args.allowed_hosts),
             log_format=args.log_format,
             reasoning_field=args.reasoning_field,
             plain_user_text=args.plain_user_text == "on",

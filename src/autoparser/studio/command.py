@@ -86,8 +86,12 @@ def cmd_studio(args: argparse.Namespace) -> int:
         initial = load_text(decode_text(sys.stdin.buffer.read(), "stdin"), "<stdin>")
     elif args.template:
         initial = _load(args.template, load_path)
+    import secrets
+
     port = args.port or _free_port(args.host)
-    url = f"http://{args.host}:{port}/"
+    token = secrets.token_urlsafe(24)  # in the fragment: never sent, never in a Referer
+    shown = f"[{args.host}]" if ":" in args.host else args.host
+    url = f"http://{shown}:{port}/#token={token}"
 
     def listening(_banner: str) -> None:
         """Called by aiohttp once the socket listens: only then the URL works."""
@@ -97,5 +101,5 @@ def cmd_studio(args: argparse.Namespace) -> int:
 
             webbrowser.open(url)
 
-    run(initial, args.host, port, print=listening)
+    run(initial, args.host, port, token, print=listening)
     return 0
