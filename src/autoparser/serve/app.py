@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import urllib.parse
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -91,6 +92,16 @@ class ServeConfig:
             )
         if self.media not in MEDIA_POLICIES:
             raise ValueError(f"media must be one of {', '.join(MEDIA_POLICIES)}: {self.media}")
+        parts = urllib.parse.urlsplit(self.backend_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                f"--backend must be the engine's http:// or https:// URL with a host "
+                f"(such as http://127.0.0.1:8080), got {self.backend_url!r}"
+            )
+        try:
+            parts.port  # noqa: B018 - a port that is not a number raises here
+        except ValueError as exc:
+            raise ValueError(f"--backend: {exc}, got {self.backend_url!r}") from exc
         if any(not key for key in self.api_keys):
             raise ValueError("an API key must not be empty")
 
@@ -209,13 +220,16 @@ def create_app(config: ServeConfig) -> web.Application:
                 config.backend_kind,
                 loaded.name.rsplit("/", 1)[-1] if loaded is not None else "from the engine",
             )
-            warm = asyncio.ensure_future(_warm(link))
+            stop = asyncio.Event()
+            warm = asyncio.ensure_future(_warm(link, stop))
             try:
                 yield
             finally:
+                # Stopped by the event as well as cancelled: a cancellation that arrives as
+                # a network call ends is lost in asyncio.wait_for (Python < 3.12).
+                stop.set()
                 warm.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await warm
+                await asyncio.wait({warm}, timeout=1.0)
                 link.close()
 
     async def drain(app: web.Application) -> None:
@@ -232,13 +246,14 @@ def create_app(config: ServeConfig) -> web.Application:
     return app
 
 
-async def _warm(link: EngineLink) -> None:
-    """Find out what the engine is in the background (retrying), so the first request
-    does not wait for it and /health tells why it cannot."""
+async def _warm(link: EngineLink, stop: asyncio.Event) -> None:
+    """Find out what the engine is in the background (retrying, until ``stop``), so the
+    first request does not wait for it and /health tells why it cannot."""
     delay = 0.5
-    while link.served is None:
+    while link.served is None and not stop.is_set():
         with contextlib.suppress(EngineUnavailable):
             await link.resolve()
         if link.served is None:
-            await asyncio.sleep(delay)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
             delay = min(delay * 2, 10.0)

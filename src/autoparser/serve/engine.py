@@ -49,6 +49,9 @@ log = logging.getLogger("autoparser.serve")
 _FIELD_PREFIX = re.compile(r"^([A-Za-z_][\w.\[\]]*):")
 _BARE_POINTER = re.compile(r"(?<= at )/")
 FAILING_AFTER = 3  # consecutive engine failures that make /health say "failing"
+# Seconds /health waits for a fresh look at the engine before it answers the last one seen:
+# a balancer's check must get an answer, whatever the engine does.
+HEALTH_WAIT = 0.5
 
 
 class EngineUnavailable(Unavailable):
@@ -95,8 +98,14 @@ class EngineLink:
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=4, thread_name_prefix="autoparser-prepare"
         )
+        # The engine's state as last seen by a health probe (None: it answered), and the
+        # probe in flight: one at a time, whoever asks.
+        self.engine_state: str | None = "the engine has not answered yet"
+        self._probe: asyncio.Future[str | None] | None = None
 
     def close(self) -> None:
+        if self._probe is not None:
+            self._probe.cancel()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     @property
@@ -209,30 +218,51 @@ class EngineLink:
             self.last_problem = error.public
 
     async def health(self) -> str | None:
-        """None when the engine answers and recent requests succeeded, else why not."""
+        """None when the engine answers and recent requests succeeded, else why not.
+
+        Answers within ``HEALTH_WAIT`` seconds whatever the engine does: a probe of the
+        engine starts (unless one is in flight) and is waited for that long; past it, the
+        state the last finished probe saw is the answer, and the probe goes on in the
+        background (bounded by the connect timeout) to update it."""
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.ensure_future(self._check())
+            self._probe.add_done_callback(self._probed)
+        await asyncio.wait({self._probe}, timeout=HEALTH_WAIT)  # never cancels the probe
+        if self.engine_state is not None:
+            return self.engine_state
+        if self.failures >= FAILING_AFTER:
+            return f"the last {self.failures} engine requests failed: {self.last_problem}"
+        return None
+
+    async def _check(self) -> str | None:
         if self.served is None:
             try:
                 await self.resolve()
             except EngineUnavailable as exc:
                 return str(exc)
         assert self.served is not None
-        problem = await self.served.backend.check()
-        if problem is not None:
-            return problem
-        if self.failures >= FAILING_AFTER:
-            return f"the last {self.failures} engine requests failed: {self.last_problem}"
-        return None
+        return await self.served.backend.check()
+
+    def _probed(self, probe: asyncio.Future[str | None]) -> None:
+        if probe.cancelled():
+            return
+        error = probe.exception()
+        if error is not None:
+            log.warning("engine health probe failed: %s", type(error).__name__)
+            self.engine_state = "the engine's health could not be checked"
+        else:
+            self.engine_state = probe.result()
 
     async def prepare(
         self,
-        served: Served,
+        template: ChatTemplate,
         messages: Sequence[Mapping[str, Any]],
         options: Mapping[str, Any],
     ) -> ChatParams:
         """``template.apply`` off the event loop within ``prepare_timeout`` seconds of the
         worker's CPU time (a 413 past it; a 400 naming the field for a request the template
         refuses). Time spent waiting for a worker or for the CPU is not counted."""
-        apply = functools.partial(served.template.apply, messages, **options)
+        apply = functools.partial(template.apply, messages, **options)
         try:
             params = await self.in_thread(
                 apply, cancellable=True, cpu_seconds=self.limits.prepare_timeout

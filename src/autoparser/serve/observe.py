@@ -81,11 +81,13 @@ def error_reply(
     param: str | None = None,
     headers: dict[str, str] | None = None,
     code: str | None = None,
+    echo: str = "",
 ) -> web.Response:
     """An error response in the shape the request's route speaks (OpenAI's by default),
-    its message made fit for a client (``public_text``)."""
+    its message made fit for a client (``public_text``) after ``echo``, what the client
+    itself sent (its own path: kept whole)."""
     shape = request.app.get(ERROR_SHAPES, {}).get(_route(request), openai_shape)
-    body = shape(status, public_text(message), kind, param, code)
+    body = shape(status, echo[:1000] + public_text(message), kind, param, code)
     return web.json_response(body, status=status, headers=headers)
 
 
@@ -459,7 +461,7 @@ async def _answer(request: web.Request, handler: Handler, state: RequestInfo) ->
             raise
         kind = "not_found_error" if exc.status == 404 else "invalid_request_error"
         return error_reply(
-            request, exc.status, f"{request.method} {request.path}: {exc.reason}", kind
+            request, exc.status, str(exc.reason), kind, echo=f"{request.method} {request.path}: "
         )
     except (ConnectionResetError, asyncio.CancelledError):
         state.error = "client disconnected"
