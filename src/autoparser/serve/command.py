@@ -68,8 +68,9 @@ def register(subparsers: argparse._SubParsersAction[_P]) -> _P:
     )
     serve.add_argument(
         "--template",
-        help="chat template (.jinja, tokenizer_config.json, directory, .gguf); "
-        "default: the llama.cpp backend's own (GET /props)",
+        help="chat template (.jinja, tokenizer_config.json, directory, .gguf, or a Hub model "
+        "id such as Qwen/Qwen3-0.6B with the hub extra); default: the llama.cpp backend's "
+        "own (GET /props)",
     )
     serve.add_argument("--model", help="model name to report and send (default: the backend's)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
@@ -191,6 +192,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         run(config, log_level=args.log_level)
     except (ValueError, OSError, AutoparserError) as exc:
-        print(f"autoparser: error: {exc}", file=sys.stderr)
+        text = f"autoparser: error: {exc}"
+        if args.log_format == "json":  # the last line of a JSON log is JSON too
+            import json
+
+            text = json.dumps({"level": "error", "logger": "autoparser", "message": text})
+        print(text, file=sys.stderr)
         return 2
     return 0

@@ -17,6 +17,7 @@ import concurrent.futures
 import dataclasses
 import functools
 import logging
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -140,8 +141,9 @@ class EngineLink:
         if template is None:
             return None
         if not isinstance(template, ChatTemplate):
-            path = template
-            template = await self.in_thread(lambda: ChatTemplate.from_file(path))
+            name = template
+            load = ChatTemplate.from_pretrained if is_hub_id(name) else ChatTemplate.from_file
+            template = await self.in_thread(lambda: load(name))
             self.given_template = template
         loaded: ChatTemplate = template
         await self.in_thread(loaded.analyze)
@@ -284,6 +286,20 @@ class EngineLink:
         if not isinstance(params, ChatParams):  # pragma: no cover - apply's contract
             raise TypeError(f"template.apply returned {type(params).__name__}")
         return params
+
+
+_HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
+
+
+def is_hub_id(name: str) -> bool:
+    """A ``--template`` naming a Hugging Face Hub model (``org/name``, the hub extra): that
+    shape, no such path, and no template file's ending (the CLI's rule, ``cli.is_hub_id``;
+    a face cannot import the CLI)."""
+    return (
+        _HUB_ID.fullmatch(name) is not None
+        and not name.lower().endswith((".jinja", ".j2", ".json", ".gguf", ".txt"))
+        and not os.path.exists(name)
+    )
 
 
 def request_error_text(exc: RequestError) -> str:

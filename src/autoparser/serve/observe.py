@@ -356,10 +356,33 @@ async def on_prepare(request: web.Request, response: web.StreamResponse) -> None
 
 
 def write_access_line(record: dict[str, object], fmt: str) -> None:
+    """One access line: its fields ride along (``access``) for ``JsonLines``."""
     if fmt == "json":
-        access_log.info(json.dumps(record, ensure_ascii=False))
+        text = json.dumps(record, ensure_ascii=False)
     else:
-        access_log.info(" ".join(f"{k}={v}" for k, v in record.items()))
+        text = " ".join(f"{k}={v}" for k, v in record.items())
+    access_log.info(text, extra={"access": record})
+
+
+class JsonLines(logging.Formatter):
+    """Every log record as one JSON object (``--log-format json``): time, level, logger and
+    the message, or an access line's own fields; a traceback as one string field. Whatever
+    logs (aiohttp's banner and errors, warnings), the line is JSON."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, object] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+        }
+        fields = getattr(record, "access", None)
+        if isinstance(fields, dict):
+            line.update(fields)
+        else:
+            line["message"] = record.getMessage()
+        if record.exc_info:
+            line["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False, default=str)
 
 
 def make_middleware(log_format: str) -> Middleware:

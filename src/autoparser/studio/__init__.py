@@ -3,7 +3,7 @@
 One page (static files in ``static/``, vanilla JS and CSS, nothing fetched at run time) over
 a small JSON API (``api.py``, served by ``app.py``) that shows what the library sees in a
 template: the prompt, the analysis and how each marker was found, parsed outputs, streamed
-deltas, the grammar and exports. Needs the ``serve`` extra (aiohttp); the library never
+deltas, the grammar and exports. Needs the ``studio`` extra (aiohttp); the library never
 imports this package. See docs/studio.md.
 """
 

@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction[_P]) -> _P:
         description=(
             "Serve a page that shows what autoparser sees in a template: the prompt with its "
             "markers, the analysis and how each marker was found, parsed model outputs and "
-            "their deltas, the grammar, and exports. Needs the serve extra (aiohttp)."
+            "their deltas, the grammar, and exports. Needs the studio extra (aiohttp)."
         ),
     )
     studio.add_argument(
@@ -74,7 +74,7 @@ def cmd_studio(args: argparse.Namespace) -> int:
         import aiohttp  # noqa: F401
     except ImportError:
         print(
-            "autoparser: error: studio needs the serve extra: pip install 'autoparser[serve]'",
+            "autoparser: error: studio needs the studio extra: pip install 'autoparser[studio]'",
             file=sys.stderr,
         )
         return 2
