@@ -8,6 +8,7 @@ import asyncio
 import json
 import socket
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -174,3 +175,41 @@ def test_a_wrong_method_names_the_full_path(loop: LoopThread) -> None:
     status, answer = _request(url + "/v1/chat/completions")
     assert status == 405
     assert answer["error"]["message"].startswith("GET /v1/chat/completions: ")
+
+
+def test_health_turns_503_when_a_known_engine_stops_answering(loop: LoopThread) -> None:
+    """The engine answered, then hangs: the background look (bounded by the connect
+    timeout) turns /health to 503 with the reason, no client request needed; each answer
+    meanwhile is immediate."""
+    hung = asyncio.Event()
+
+    async def health(request: web.Request) -> web.Response:
+        if hung.is_set():
+            await asyncio.sleep(3600)
+        return web.json_response({"status": "ok"})
+
+    app = web.Application()
+    app.router.add_get("/health", health)
+    engine = loop.serve(app)
+    config = ServeConfig(
+        engine, "llama.cpp", CASE_BY_NAME["hermes"].load(), limits=Limits(connect_timeout=0.5)
+    )
+    url = loop.serve(create_app(config)) + "/health"
+    _until(lambda: _request(url)[0] == 200)
+    loop.call(_set_later(hung))
+    _until(lambda: _request(url)[0] == 503)
+    assert "did not answer" in _request(url)[1]["reason"]
+
+
+def _set_later(event: asyncio.Event) -> Any:
+    async def set_it() -> None:
+        event.set()
+
+    return set_it
+
+
+def _until(condition: Any) -> None:
+    deadline = time.monotonic() + 120
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.1)

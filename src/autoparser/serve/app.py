@@ -33,7 +33,7 @@ from autoparser.serve.chat_completions import (
     Chat,
     ChatSettings,
 )
-from autoparser.serve.engine import EngineLink, EngineUnavailable
+from autoparser.serve.engine import HEALTH_INTERVAL, EngineLink
 from autoparser.serve.kinds import KIND_CHOICES
 from autoparser.serve.limits import Limits
 from autoparser.serve.observe import (
@@ -247,13 +247,15 @@ def create_app(config: ServeConfig) -> web.Application:
 
 
 async def _warm(link: EngineLink, stop: asyncio.Event) -> None:
-    """Find out what the engine is in the background (retrying, until ``stop``), so the
-    first request does not wait for it and /health tells why it cannot."""
+    """Look at the engine in the background until ``stop``: find out what it is (retrying,
+    backing off), so the first request does not wait for it, then check it every
+    ``HEALTH_INTERVAL`` seconds, so /health answers at once with what was last seen."""
     delay = 0.5
-    while link.served is None and not stop.is_set():
-        with contextlib.suppress(EngineUnavailable):
-            await link.resolve()
+    while not stop.is_set():
+        await link.watch()
         if link.served is None:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), delay)
-            delay = min(delay * 2, 10.0)
+            pause, delay = delay, min(delay * 2, 10.0)
+        else:
+            pause = HEALTH_INTERVAL
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), pause)

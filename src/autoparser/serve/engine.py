@@ -53,6 +53,7 @@ FAILING_AFTER = 3  # consecutive engine failures that make /health say "failing"
 # Seconds /health waits for a fresh look at the engine before it answers the last one seen:
 # a balancer's check must get an answer, whatever the engine does.
 HEALTH_WAIT = 0.5
+HEALTH_INTERVAL = 2.0  # seconds between background looks at a known engine
 
 
 class EngineUnavailable(Unavailable):
@@ -224,17 +225,26 @@ class EngineLink:
 
         Answers within ``HEALTH_WAIT`` seconds whatever the engine does: a probe of the
         engine starts (unless one is in flight) and is waited for that long; past it, the
-        state the last finished probe saw is the answer, and the probe goes on in the
-        background (bounded by the connect timeout) to update it."""
-        if self._probe is None or self._probe.done():
-            self._probe = asyncio.ensure_future(self._check())
-            self._probe.add_done_callback(self._probed)
-        await asyncio.wait({self._probe}, timeout=HEALTH_WAIT)  # never cancels the probe
+        state the last finished probe saw is the answer (the background task looks every
+        ``HEALTH_INTERVAL`` seconds), and the probe goes on, bounded by the connect timeout,
+        to update it."""
+        await asyncio.wait({self._start_probe()}, timeout=HEALTH_WAIT)  # never cancels it
         if self.engine_state is not None:
             return self.engine_state
         if self.failures >= FAILING_AFTER:
             return f"the last {self.failures} engine requests failed: {self.last_problem}"
         return None
+
+    async def watch(self) -> None:
+        """One look at the engine (finding out what it is, first), shared with any
+        /health asking meanwhile; the background task runs it every ``HEALTH_INTERVAL``."""
+        await asyncio.wait({self._start_probe()})
+
+    def _start_probe(self) -> asyncio.Future[str | None]:
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.ensure_future(self._check())
+            self._probe.add_done_callback(self._probed)
+        return self._probe
 
     async def _check(self) -> str | None:
         if self.served is None:
