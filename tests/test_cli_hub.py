@@ -5,7 +5,6 @@ is tested, never the network."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -13,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.hf_cache import fake_hf_home
 from helpers.paths import REPO_ROOT
 from helpers.processes import free_port
 
@@ -21,21 +21,13 @@ pytest.importorskip("huggingface_hub", reason="the hub extra is not installed")
 from autoparser.cli import is_hub_id
 
 EXAMPLE = REPO_ROOT / "src/autoparser/examples/chatml_tools.jinja"
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 @pytest.fixture
 def hf_home(tmp_path: Path) -> Path:
-    """A Hugging Face cache holding ``acme/tiny``'s tokenizer_config.json (as a download
-    would leave it: refs/main naming the snapshot)."""
-    repo = tmp_path / "hf" / "hub" / "models--acme--tiny"
-    snapshot = repo / "snapshots" / COMMIT
-    snapshot.mkdir(parents=True)
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text(COMMIT)
+    """A Hugging Face cache holding ``acme/tiny``'s tokenizer_config.json."""
     config = {"chat_template": EXAMPLE.read_text(encoding="utf-8"), "eos_token": "<|im_end|>"}
-    (snapshot / "tokenizer_config.json").write_text(json.dumps(config))
-    return tmp_path / "hf"
+    return fake_hf_home(tmp_path, "acme/tiny", config)
 
 
 def _env(hf_home: Path) -> dict[str, str]:

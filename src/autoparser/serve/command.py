@@ -123,7 +123,8 @@ def register(subparsers: argparse._SubParsersAction[_P]) -> _P:
     serve.add_argument(
         "--allowed-origins",
         default="",
-        help="comma-separated origins CORS answers (default none: CORS off; * for any)",
+        help="comma-separated browser origins allowed besides the server's own, answered "
+        "with CORS headers (default none: CORS off, a foreign Origin refused; * for any)",
     )
     serve.add_argument(
         "--allowed-hosts",
