@@ -28,7 +28,7 @@ from autoparser.serve.limits import Limits
 def _settings(argv: list[str], environ: dict[str, str] | None = None) -> argparse.Namespace:
     parser = build_argument_parser()
     args = parser.parse_args(["serve", *argv])
-    return command.settings(args, environ or {}, command._PARSER[0])
+    return command.settings(args, environ or {})
 
 
 @pytest.fixture

@@ -169,11 +169,15 @@ class SettingsError(ValueError):
 
 
 def settings(
-    args: argparse.Namespace, environ: Mapping[str, str], parser: argparse.ArgumentParser
+    args: argparse.Namespace,
+    environ: Mapping[str, str],
+    parser: argparse.ArgumentParser | None = None,
 ) -> argparse.Namespace:
     """The settings of a run: each flag given, else ``AUTOPARSER_<FLAG>`` from
     ``environ``, else the ``--config`` file's key, else the default; values from the
-    environment and the file are checked as the flag would check them."""
+    environment and the file are checked as the flag would check them. ``parser``: the
+    serve parser ``args`` came from (default: the one last registered)."""
+    parser = parser or _PARSER[0]
     given = vars(args)
     path = given.get("config") or environ.get(f"{ENV_PREFIX}CONFIG")
     from_file = _read_config(path) if path else {}
@@ -265,7 +269,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import os
 
     try:
-        args = settings(args, os.environ, _PARSER[0])
+        args = settings(args, os.environ)
         if not args.backend:
             raise SettingsError(
                 "--backend is required (or AUTOPARSER_BACKEND, or backend in --config)"
