@@ -220,9 +220,12 @@ def test_studio_prints_its_url_once_listening_and_a_taken_port_is_clean() -> Non
     try:
         assert proc.stderr is not None
         line = proc.stderr.readline()
-        found = re.match(r"autoparser studio: (http://127\.0\.0\.1:\d+/) ", line)
+        found = re.match(r"autoparser studio: (http://127\.0\.0\.1:\d+/)#token=([\w-]+) ", line)
         assert found, line
-        with urllib.request.urlopen(found.group(1) + "api/template", timeout=60) as answer:
+        request = urllib.request.Request(
+            found.group(1) + "api/template", headers={"X-Studio-Token": found.group(2)}
+        )
+        with urllib.request.urlopen(request, timeout=60) as answer:
             assert json.loads(answer.read())["name"] == "chatml_tools.jinja"
     finally:
         proc.terminate()

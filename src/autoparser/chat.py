@@ -171,10 +171,18 @@ class ChatTemplate:
 
     @classmethod
     def from_pretrained(
-        cls, repo_id: str, revision: str | None = None, *, polyfills: bool = True
+        cls,
+        repo_id: str,
+        revision: str | None = None,
+        *,
+        polyfills: bool = True,
+        analysis_cache: str | Path | None = None,
     ) -> ChatTemplate:
-        """Fetch the template of a Hugging Face Hub model (needs ``huggingface_hub``)."""
-        return cls.from_source(load_pretrained(repo_id, revision), polyfills=polyfills)
+        """Fetch the template of a Hugging Face Hub model (needs ``huggingface_hub``;
+        ``analysis_cache`` as for ``from_file``)."""
+        return cls.from_source(
+            load_pretrained(repo_id, revision), polyfills=polyfills, analysis_cache=analysis_cache
+        )
 
     def variant(self, name: str) -> ChatTemplate:
         """The named template variant (``tool_use`` ...), with the same special tokens."""

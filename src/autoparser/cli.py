@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -63,6 +64,21 @@ def _read_text(path: str, what: str) -> str:
         ) from None
 
 
+_HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
+_FILE_SUFFIXES = (".jinja", ".j2", ".json", ".gguf", ".txt")
+
+
+def is_hub_id(name: str) -> bool:
+    """Whether a template argument names a Hugging Face Hub model (``org/name``, the hub
+    extra) rather than a path: it has that shape, no such path exists, and it does not end
+    like a template file (a mistyped file then says so, not that the Hub lacks it)."""
+    return (
+        _HUB_ID.fullmatch(name) is not None
+        and not name.lower().endswith(_FILE_SUFFIXES)
+        and not os.path.exists(name)
+    )
+
+
 def _load_template(args: argparse.Namespace) -> ChatTemplate:
     return _template_from(args.template, args)
 
@@ -72,10 +88,12 @@ def _template_from(path: str, args: argparse.Namespace) -> ChatTemplate:
 
     from autoparser import default_analysis_cache
     from autoparser.chat import ChatTemplate
-    from autoparser.template.loading import load_path, load_text
+    from autoparser.template.loading import load_path, load_pretrained, load_text
 
     if path in STDIN_NAMES:
         loaded = load_text(_read_text(path, "the template"), "<stdin>")
+    elif is_hub_id(path):
+        loaded = load_pretrained(path)
     else:
         loaded = load_path(path)
     tokens = {
@@ -446,7 +464,11 @@ def cmd_grammar(args: argparse.Namespace) -> int:
     return 0
 
 
-TEMPLATE_HELP = ".jinja file, tokenizer_config.json, model directory or .gguf; - for stdin"
+TEMPLATE_HELP = (
+    ".jinja file, tokenizer_config.json, model directory or .gguf; - for stdin; or a Hub "
+    "model id such as Qwen/Qwen3-0.6B (the hub extra; the Hugging Face cache and "
+    "HF_HUB_OFFLINE are honoured)"
+)
 
 
 def _add_template_arguments(sub: argparse.ArgumentParser, many: bool = False) -> None:

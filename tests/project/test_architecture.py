@@ -61,6 +61,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("autoparser",),
     ("serve", "integrations", "studio"),
     ("cli",),
+    ("__main__",),
 )
 # Outward faces: on top of the library, through its public API only.
 FACES = ("serve", "integrations", "studio")

@@ -655,10 +655,12 @@ def test_core_does_not_import_aiohttp() -> None:
 
 def test_cli_serve_arguments() -> None:
     from autoparser.cli import build_argument_parser
+    from autoparser.serve import command
 
-    args = build_argument_parser().parse_args(
+    given = build_argument_parser().parse_args(
         ["serve", "--backend", "http://127.0.0.1:9", "--tool-call-deltas", "whole", "--port", "0"]
     )
+    args = command.settings(given, {})  # defaults filled, no environment
     assert (args.command, args.backend, args.backend_kind) == (
         "serve",
         "http://127.0.0.1:9",

@@ -540,8 +540,8 @@ def test_sigterm_drains_within_the_grace_period(loop: LoopThread, tmp_path: Path
         sock = socket.create_connection(("127.0.0.1", port))
         body = json.dumps({"messages": HI, "stream": True})
         sock.sendall(
-            f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
-            f"\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode()
+            f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode()
         )
         _wait_for(lambda: bool(standin.received))
         proc.send_signal(signal.SIGTERM)

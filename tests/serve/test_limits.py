@@ -101,3 +101,40 @@ def test_more_tools_than_the_limit_is_refused_naming_tools() -> None:
     with pytest.raises(InvalidRequest) as info:
         read_body(_body(distinct_tools(6, 1)).encode(), Limits(max_tools=5))
     assert info.value.param == "tools" and str(info.value).startswith("tools: 6 tools")
+
+
+# ------------------------------------------------------------------------- lone surrogates
+
+
+@pytest.mark.parametrize(
+    ("raw", "param", "point"),
+    [
+        (
+            rb'{"messages": [{"role": "user", "content": "a\ud800b"}]}',
+            "messages[0].content",
+            "D800",
+        ),
+        (rb'{"messages": [{"role": "user", "content": "\uDFFF"}]}', "messages[0].content", "DFFF"),
+        (rb'{"tools": [{"function": {"name": "\udc00"}}]}', "tools[0].function.name", "DC00"),
+        (rb'{"m": {"\udc00": 1}}', "m", "DC00"),
+        (rb'{"stop": ["ok", "\ud83d"]}', "stop[1]", "D83D"),
+    ],
+)
+def test_a_lone_surrogate_is_refused_naming_the_field(raw: bytes, param: str, point: str) -> None:
+    with pytest.raises(InvalidRequest) as raised:
+        read_body(raw, Limits())
+    assert raised.value.param == param and raised.value.status == 400
+    assert f"U+{point}" in str(raised.value)
+    str(raised.value).encode("utf-8")  # the message itself is text
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        rb'{"content": "\ud83d\ude00 a pair is one character"}',
+        rb'{"content": "an escaped backslash: \\ud800"}',
+        '{"content": "UTF-8 itself: \U0001f600"}'.encode(),
+    ],
+)
+def test_surrogate_pairs_and_lookalikes_pass(raw: bytes) -> None:
+    assert read_body(raw, Limits()) == json.loads(raw)

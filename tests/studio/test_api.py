@@ -34,15 +34,30 @@ BASE = {"template": TEMPLATE, "messages": MESSAGES, "tools": TOOLS, "output": OU
 def url() -> Iterator[str]:
     loop = LoopThread()
     try:
-        yield loop.serve(create_app())
+        yield loop.serve(create_app(token=TOKEN))
     finally:
         loop.close()
 
 
-def _call(url: str, path: str, body: Any = None, raw: bytes | None = None) -> tuple[int, Any]:
+TOKEN = "launch-token"
+JSON_TOKEN = {"Content-Type": "application/json", "X-Studio-Token": TOKEN}
+
+
+def _call(
+    url: str,
+    path: str,
+    body: Any = None,
+    raw: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, Any]:
+    """The status and answer, the request carrying the launch's token and a JSON
+    Content-Type unless ``headers`` says otherwise."""
     data = raw if raw is not None else None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(
-        url + path, data=data, method="GET" if data is None else "POST"
+        url + path,
+        data=data,
+        method="GET" if data is None else "POST",
+        headers=JSON_TOKEN if headers is None else headers,
     )
     try:
         with urllib.request.urlopen(request, timeout=120) as answer:
@@ -53,8 +68,14 @@ def _call(url: str, path: str, body: Any = None, raw: bytes | None = None) -> tu
     return status, payload
 
 
-def _error(url: str, path: str, body: Any = None, raw: bytes | None = None) -> dict[str, Any]:
-    status, payload = _call(url, path, body, raw)
+def _error(
+    url: str,
+    path: str,
+    body: Any = None,
+    raw: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    status, payload = _call(url, path, body, raw, headers)
     assert 400 <= status < 500, (status, payload)
     error: dict[str, Any] = payload["error"]
     text = json.dumps(payload)
@@ -268,3 +289,43 @@ def test_runaway_template_stops_at_the_render_limit(url: str) -> None:
     for path in ("/api/analyze", "/api/render"):
         error = _error(url, path, {**BASE, "template": runaway})
         assert error["type"] == "TemplateLimitError" and error["pane"] == "template"
+
+
+# ------------------------------------------------------------------------- other origins
+
+
+def test_the_api_needs_the_launch_token(url: str) -> None:
+    for headers in ({"Content-Type": "application/json"}, {**JSON_TOKEN, "X-Studio-Token": "x"}):
+        error = _error(url, "/api/render", BASE, headers=headers)
+        assert error["field"] == "X-Studio-Token"
+        status, payload = _call(url, "/api/template", headers=headers)
+        assert status == 403 and payload["error"]["field"] == "X-Studio-Token"
+    status, html = _call(url, "/", headers={})  # the page itself holds nothing of the user's
+    assert status == 200 and "/static/studio.js" in html
+
+
+@pytest.mark.parametrize("kind", [None, "text/plain", "application/x-www-form-urlencoded"])
+def test_a_body_not_declared_json_is_refused(url: str, kind: str | None) -> None:
+    headers = {"X-Studio-Token": TOKEN} | ({} if kind is None else {"Content-Type": kind})
+    request = urllib.request.Request(
+        url + "/api/render", data=json.dumps(BASE).encode(), headers=headers
+    )
+    if kind is None:  # urllib would add a form type
+        request.add_unredirected_header("Content-Type", "")
+    with pytest.raises(urllib.error.HTTPError) as raised:
+        urllib.request.urlopen(request, timeout=60)
+    assert raised.value.code == 415
+    assert json.loads(raised.value.read())["error"]["field"] == "Content-Type"
+
+
+def test_a_foreign_host_or_origin_is_refused(url: str) -> None:
+    error = _error(url, "/api/template", headers={"X-Studio-Token": TOKEN, "Host": "evil.io"})
+    assert error["field"] == "Host"
+    status, _ = _call(url, "/", headers={"Host": "evil.io:80"})
+    assert status == 421
+    port = url.rsplit(":", 1)[1]
+    error = _error(url, "/api/render", BASE, headers={**JSON_TOKEN, "Origin": "http://evil.io"})
+    assert error["field"] == "Origin"
+    own = {**JSON_TOKEN, "Origin": f"http://127.0.0.1:{port}"}
+    status, _ = _call(url, "/api/render", BASE, headers=own)
+    assert status == 200

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,20 +76,22 @@ def studio_url() -> Iterator[str]:
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        text=True,
     )
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + WAIT
     try:
-        while True:
-            try:
-                with urllib.request.urlopen(url + "api/template", timeout=5) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    err = proc.stderr.read().decode() if proc.stderr else ""
-                    pytest.fail(f"the studio did not start: {err}")
-                time.sleep(0.2)
+        # The command prints its URL, with the launch's token, once the socket listens.
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        found = re.search(r"(http://127\.0\.0\.1:\d+/#token=[\w-]+)", line)
+        if found is None:
+            pytest.fail(f"the studio did not start: {line}{proc.stderr.read()}")
+        url = found.group(1)
+        token = url.partition("#token=")[2]
+        request = urllib.request.Request(
+            url.partition("#")[0] + "api/template", headers={"X-Studio-Token": token}
+        )
+        with urllib.request.urlopen(request, timeout=WAIT) as answer:
+            assert answer.status == 200
         yield url
     finally:
         proc.terminate()
@@ -169,6 +171,7 @@ def _set(browser: Any, element_id: str, value: str) -> None:
 
 @pytest.fixture
 def page(driver: Any, studio_url: str) -> Any:
+    driver.get("about:blank")  # the same URL again (a fragment) would not reload the page
     driver.get(studio_url)
     _ready_after(driver, None)
     return driver

@@ -31,8 +31,7 @@ def run(config: ServeConfig, log_level: str = "info", **run_app_options: Any) ->
 
     from aiohttp import web
 
-    logging.basicConfig(level=log_level.upper(), format="%(message)s")
-    logging.getLogger("aiohttp.access").disabled = True
+    configure_logging(config.log_format, log_level)
     log = logging.getLogger("autoparser.serve")
     options: dict[str, Any] = {  # aiohttp.web.run_app's keywords, each its own type
         "host": config.host,
@@ -44,6 +43,21 @@ def run(config: ServeConfig, log_level: str = "info", **run_app_options: Any) ->
         **run_app_options,
     }
     web.run_app(create_app(config), **options)
+
+
+def configure_logging(log_format: str, log_level: str = "info") -> None:
+    """The process's log lines: the message alone (text), or one JSON object per line
+    (json) for every logger, aiohttp's and Python's warnings included."""
+    import logging
+    import sys
+
+    from autoparser.serve.observe import JsonLines
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLines() if log_format == "json" else logging.Formatter("%(message)s"))
+    logging.basicConfig(level=log_level.upper(), handlers=[handler], force=True)
+    logging.captureWarnings(True)
+    logging.getLogger("aiohttp.access").disabled = True
 
 
 def __getattr__(name: str) -> Any:

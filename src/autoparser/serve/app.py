@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import urllib.parse
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -32,7 +33,7 @@ from autoparser.serve.chat_completions import (
     Chat,
     ChatSettings,
 )
-from autoparser.serve.engine import EngineLink, EngineUnavailable
+from autoparser.serve.engine import HEALTH_INTERVAL, EngineLink
 from autoparser.serve.kinds import KIND_CHOICES
 from autoparser.serve.limits import Limits
 from autoparser.serve.observe import (
@@ -65,6 +66,7 @@ class ServeConfig:
     limits: Limits = dataclasses.field(default_factory=Limits)
     api_keys: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()  # Host names served besides host's and localhost's
     log_format: str = "text"
     reasoning_field: str = "reasoning"
     plain_user_text: bool = True
@@ -90,6 +92,16 @@ class ServeConfig:
             )
         if self.media not in MEDIA_POLICIES:
             raise ValueError(f"media must be one of {', '.join(MEDIA_POLICIES)}: {self.media}")
+        parts = urllib.parse.urlsplit(self.backend_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                f"--backend must be the engine's http:// or https:// URL with a host "
+                f"(such as http://127.0.0.1:8080), got {self.backend_url!r}"
+            )
+        try:
+            parts.port  # noqa: B018 - a port that is not a number raises here
+        except ValueError as exc:
+            raise ValueError(f"--backend: {exc}, got {self.backend_url!r}") from exc
         if any(not key for key in self.api_keys):
             raise ValueError("an API key must not be empty")
 
@@ -155,7 +167,12 @@ def create_app(config: ServeConfig) -> web.Application:
         client_max_size=limits.max_body_bytes + 1,
     )
     app[METRICS] = registry = Metrics()
-    app[SECURITY] = Security(config.api_keys, config.allowed_origins)
+    app[SECURITY] = Security(
+        config.api_keys,
+        config.allowed_origins,
+        allowed_hosts=tuple(h.lower() for h in config.allowed_hosts),
+        bound_host=config.host,
+    )
     app[ADMISSION] = admission = Admission(limits.max_concurrent)
     app.on_response_prepare.append(on_prepare)
     settings = ChatSettings(
@@ -203,13 +220,16 @@ def create_app(config: ServeConfig) -> web.Application:
                 config.backend_kind,
                 loaded.name.rsplit("/", 1)[-1] if loaded is not None else "from the engine",
             )
-            warm = asyncio.ensure_future(_warm(link))
+            stop = asyncio.Event()
+            warm = asyncio.ensure_future(_warm(link, stop))
             try:
                 yield
             finally:
+                # Stopped by the event as well as cancelled: a cancellation that arrives as
+                # a network call ends is lost in asyncio.wait_for (Python < 3.12).
+                stop.set()
                 warm.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await warm
+                await asyncio.wait({warm}, timeout=1.0)
                 link.close()
 
     async def drain(app: web.Application) -> None:
@@ -226,13 +246,16 @@ def create_app(config: ServeConfig) -> web.Application:
     return app
 
 
-async def _warm(link: EngineLink) -> None:
-    """Find out what the engine is in the background (retrying), so the first request
-    does not wait for it and /health tells why it cannot."""
+async def _warm(link: EngineLink, stop: asyncio.Event) -> None:
+    """Look at the engine in the background until ``stop``: find out what it is (retrying,
+    backing off), so the first request does not wait for it, then check it every
+    ``HEALTH_INTERVAL`` seconds, so /health answers at once with what was last seen."""
     delay = 0.5
-    while link.served is None:
-        with contextlib.suppress(EngineUnavailable):
-            await link.resolve()
+    while not stop.is_set():
+        await link.watch()
         if link.served is None:
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 10.0)
+            pause, delay = delay, min(delay * 2, 10.0)
+        else:
+            pause = HEALTH_INTERVAL
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), pause)

@@ -52,6 +52,14 @@ from autoparser.serve.plain_text import (
 
 log = logging.getLogger("autoparser.serve")
 
+
+def described(exc: BaseException) -> str:
+    """An exception for the log: its class and message, never its repr (aiohttp's reprs
+    spell out connection keys and nested constructors)."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 # llama.cpp's integer trigger kinds (common_grammar_trigger_type): token, word, pattern,
 # pattern_full. A "token" trigger needs the token id, which only the engine knows; sent as
 # a word, llama.cpp tokenizes it and turns a single preserved token into a token trigger.
@@ -248,7 +256,7 @@ async def _sse_events(
         if isinstance(exc, BackendError):
             raise
         raise BackendError(
-            "the engine's stream broke off", f"{where}: {exc!r}", "unreachable"
+            "the engine's stream broke off", f"{where}: {described(exc)}", "unreachable"
         ) from exc
 
 
@@ -324,7 +332,7 @@ class Backend:
             ) from exc
         except (aiohttp.ClientError, OSError) as exc:
             raise BackendError(
-                "the engine is unreachable", f"{where}: {exc!r}", "unreachable"
+                "the engine is unreachable", f"{where}: {described(exc)}", "unreachable"
             ) from exc
         if response.status != 200:
             try:
@@ -354,7 +362,7 @@ class Backend:
             ) from exc
         except (aiohttp.ClientError, ValueError) as exc:
             raise BackendError(
-                "reading the engine's answer failed", f"{where}: {exc!r}", "unreachable"
+                "reading the engine's answer failed", f"{where}: {described(exc)}", "unreachable"
             ) from exc
         finally:
             response.release()
@@ -928,7 +936,9 @@ async def probe(
     except asyncio.TimeoutError as exc:
         raise BackendError("the engine did not answer", f"{where}: timeout", "timeout") from exc
     except (aiohttp.ClientError, OSError) as exc:
-        raise BackendError("the engine is unreachable", f"{where}: {exc!r}", "unreachable") from exc
+        raise BackendError(
+            "the engine is unreachable", f"{where}: {described(exc)}", "unreachable"
+        ) from exc
     if status == 503:
         raise BackendError("the engine is still loading", f"{where}: HTTP 503", "http")
     if not isinstance(body, Mapping) or not (
@@ -953,7 +963,9 @@ async def first_model(url: str, session: aiohttp.ClientSession, timeout: float =
     except asyncio.TimeoutError as exc:
         raise BackendError("the engine did not answer", f"{where}: timeout", "timeout") from exc
     except (aiohttp.ClientError, OSError) as exc:
-        raise BackendError("the engine is unreachable", f"{where}: {exc!r}", "unreachable") from exc
+        raise BackendError(
+            "the engine is unreachable", f"{where}: {described(exc)}", "unreachable"
+        ) from exc
     if status != 200:
         raise BackendError(f"the engine answered HTTP {status}", where, "http")
     data = body.get("data") if isinstance(body, Mapping) else None

@@ -22,6 +22,7 @@ from aiohttp import web
 from autoparser import (
     ChatMessage,
     ChatParams,
+    ChatTemplate,
     SchemaError,
     StreamDelta,
     TemplateError,
@@ -29,7 +30,7 @@ from autoparser import (
 )
 from autoparser.serve import openai_format as oai
 from autoparser.serve.backends import BackendError, Finished, Generation
-from autoparser.serve.engine import EngineLink, Served, generation
+from autoparser.serve.engine import EngineLink, EngineUnavailable, Served, generation
 from autoparser.serve.limits import (
     Degradation,
     InvalidRequest,
@@ -444,9 +445,23 @@ class Chat:
 
     async def prepare(self, request: web.Request, body: Mapping[str, object]) -> Prepared:
         """A chat body (already through ``read_body``) validated, rendered and turned into
-        the engine's generation; a client's mistake is an InvalidRequest naming the field."""
-        served = await self.link.resolve()
-        typed = served.template.caps.requires_typed_content
+        the engine's generation; a client's mistake is an InvalidRequest naming the field,
+        even before the engine is known when the template was given (``--template``)."""
+        try:
+            served = await self.link.resolve()
+        except EngineUnavailable:
+            given = self.link.given_template
+            if isinstance(given, ChatTemplate):
+                await self._render(request, given, body)  # a 400 if the request is wrong
+            raise
+        req, params = await self._render(request, served.template, body)
+        gen = generation(params, req.sampling, self.settings.plain_user_text)
+        return Prepared(served, req, params, gen)
+
+    async def _render(
+        self, request: web.Request, template: ChatTemplate, body: Mapping[str, object]
+    ) -> tuple[ChatRequest, ChatParams]:
+        typed = template.caps.requires_typed_content
         settings = self.settings
         req = parse_request(body, typed, settings.plain_user_text, settings.media)
         state = info(request)
@@ -455,13 +470,13 @@ class Chat:
         for found in (*req.degraded, *loosened):
             state.degrade(found.what, found.label, found.detail)
         try:
-            params = await self.link.prepare(served, req.messages, options)
+            params = await self.link.prepare(template, req.messages, options)
         except InvalidRequest as exc:
             folded, count = fold_system_messages(req.messages)
             if not count or not isinstance(exc.__cause__, TemplateError):
                 raise
             try:
-                params = await self.link.prepare(served, folded, options)
+                params = await self.link.prepare(template, folded, options)
             except InvalidRequest as again:
                 if not isinstance(again.__cause__, TemplateError):
                     raise
@@ -473,8 +488,7 @@ class Chat:
                 f"{count} later one(s) folded into the user turn",
             )
             req = dataclasses.replace(req, messages=folded)
-        gen = generation(params, req.sampling, self.settings.plain_user_text)
-        return Prepared(served, req, params, gen)
+        return req, params
 
     async def generate(
         self, request: web.Request, prepared: Prepared

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -59,7 +60,12 @@ def register(subparsers: argparse._SubParsersAction[_P]) -> _P:
             "See docs/serving.md for operating it."
         ),
     )
-    serve.add_argument("--backend", required=True, help="the engine's base URL")
+    serve.add_argument(
+        "--config",
+        help="TOML file of settings, keys named as the flags (max_concurrent = 64); "
+        "flags beat AUTOPARSER_* environment variables, which beat the file",
+    )
+    serve.add_argument("--backend", help="the engine's base URL (required)")
     serve.add_argument(
         "--backend-kind",
         choices=KIND_CHOICES,
@@ -68,8 +74,9 @@ def register(subparsers: argparse._SubParsersAction[_P]) -> _P:
     )
     serve.add_argument(
         "--template",
-        help="chat template (.jinja, tokenizer_config.json, directory, .gguf); "
-        "default: the llama.cpp backend's own (GET /props)",
+        help="chat template (.jinja, tokenizer_config.json, directory, .gguf, or a Hub model "
+        "id such as Qwen/Qwen3-0.6B with the hub extra); default: the llama.cpp backend's "
+        "own (GET /props)",
     )
     serve.add_argument("--model", help="model name to report and send (default: the backend's)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
@@ -116,7 +123,14 @@ def register(subparsers: argparse._SubParsersAction[_P]) -> _P:
     serve.add_argument(
         "--allowed-origins",
         default="",
-        help="comma-separated origins CORS answers (default none: CORS off; * for any)",
+        help="comma-separated browser origins allowed besides the server's own, answered "
+        "with CORS headers (default none: CORS off, a foreign Origin refused; * for any)",
+    )
+    serve.add_argument(
+        "--allowed-hosts",
+        default="",
+        help="comma-separated Host names served besides the address listened on, localhost "
+        "names and loopback IPs (* for any; needed behind a proxy or DNS name)",
     )
     serve.add_argument(
         "--log-level",
@@ -134,7 +148,109 @@ def register(subparsers: argparse._SubParsersAction[_P]) -> _P:
         default = getattr(lim.Limits(), field)
         serve.add_argument(flag, type=kind, default=default, help=f"{text} (default {default})")
     serve.set_defaults(func=cmd_serve)
+    _PARSER[:] = [serve]
+    # Every setting may come from the environment or --config: a flag's value is only
+    # known to be given when argparse leaves it out otherwise (``settings`` layers them).
+    for action in serve._actions:
+        if action.dest not in ("help", "config"):
+            DEFAULTS[action.dest] = action.default
+            action.default = argparse.SUPPRESS
     return serve
+
+
+_PARSER: list[argparse.ArgumentParser] = []  # the serve parser registered
+DEFAULTS: dict[str, object] = {}  # setting (the flag's dest) -> its default
+ENV_PREFIX = "AUTOPARSER_"
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+
+
+class SettingsError(ValueError):
+    """A setting from the environment or the config file that cannot be used, named."""
+
+
+def settings(
+    args: argparse.Namespace,
+    environ: Mapping[str, str],
+    parser: argparse.ArgumentParser | None = None,
+) -> argparse.Namespace:
+    """The settings of a run: each flag given, else ``AUTOPARSER_<FLAG>`` from
+    ``environ``, else the ``--config`` file's key, else the default; values from the
+    environment and the file are checked as the flag would check them. ``parser``: the
+    serve parser ``args`` came from (default: the one last registered)."""
+    parser = parser or _PARSER[0]
+    given = vars(args)
+    path = given.get("config") or environ.get(f"{ENV_PREFIX}CONFIG")
+    from_file = _read_config(path) if path else {}
+    actions = {a.dest: a for a in parser._actions if a.dest in DEFAULTS}
+    unknown = sorted(set(from_file) - set(actions))
+    if unknown:
+        raise SettingsError(f"{path}: unknown setting(s) {', '.join(unknown)}")
+    out: dict[str, object] = {}
+    for dest, action in actions.items():
+        env_name = ENV_PREFIX + dest.upper()
+        if dest in given:
+            out[dest] = given[dest]
+        elif env_name in environ:
+            out[dest] = _from_text(action, environ[env_name], env_name)
+        elif dest in from_file:
+            out[dest] = _from_toml(action, from_file[dest], f"{path}: {dest}")
+        else:
+            out[dest] = DEFAULTS[dest]
+    return argparse.Namespace(**{**given, **out})
+
+
+def _read_config(path: str) -> dict[str, object]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10 (the serve extra brings tomli there)
+        import tomli as tomllib
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"{path}: not TOML: {exc}") from None
+    return {key.replace("-", "_"): value for key, value in data.items()}
+
+
+def _from_text(action: argparse.Action, text: str, where: str) -> object:
+    """An environment variable's text as the flag's value."""
+    if isinstance(action, argparse._StoreTrueAction):
+        if text.strip().lower() not in (*_TRUE, *_FALSE):
+            raise SettingsError(f"{where}: expected true or false, got {text!r}")
+        return text.strip().lower() in _TRUE
+    if isinstance(action, argparse._AppendAction):
+        return [item.strip() for item in text.split(",") if item.strip()]
+    return _checked(action, text, where)
+
+
+def _from_toml(action: argparse.Action, value: object, where: str) -> object:
+    """A config file's value as the flag's value."""
+    if isinstance(action, argparse._StoreTrueAction):
+        if not isinstance(value, bool):
+            raise SettingsError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if isinstance(action, argparse._AppendAction):
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise SettingsError(f"{where}: expected a string or a list of strings")
+        return items
+    if isinstance(value, list) and action.dest in ("allowed_origins", "allowed_hosts"):
+        value = ",".join(map(str, value))
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise SettingsError(f"{where}: expected a string or a number, got {value!r}")
+    return _checked(action, str(value), where)
+
+
+def _checked(action: argparse.Action, text: str, where: str) -> object:
+    convert = action.type if callable(action.type) else str
+    try:
+        value = convert(text)
+    except (TypeError, ValueError):
+        kind = getattr(convert, "__name__", "value")
+        raise SettingsError(f"{where}: expected {kind}, got {text!r}") from None
+    if action.choices is not None and value not in action.choices:
+        choices = ", ".join(map(str, action.choices))
+        raise SettingsError(f"{where}: expected one of {choices}, got {text!r}")
+    return value
 
 
 def _keys(args: argparse.Namespace) -> tuple[str, ...]:
@@ -145,7 +261,26 @@ def _keys(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(keys)
 
 
+def _listed(text: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
+    import os
+
+    try:
+        args = settings(args, os.environ)
+        if not args.backend:
+            raise SettingsError(
+                "--backend is required (or AUTOPARSER_BACKEND, or backend in --config)"
+            )
+    except (SettingsError, OSError) as exc:
+        print(f"autoparser: error: {exc}", file=sys.stderr)
+        return 2
+    return _serve(args)
+
+
+def _serve(args: argparse.Namespace) -> int:
     try:
         import aiohttp  # noqa: F401
         import prometheus_client  # noqa: F401
@@ -171,7 +306,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             port=args.port,
             limits=limits,
             api_keys=_keys(args),
-            allowed_origins=tuple(o.strip() for o in args.allowed_origins.split(",") if o.strip()),
+            allowed_origins=_listed(args.allowed_origins),
+            allowed_hosts=_listed(args.allowed_hosts),
             log_format=args.log_format,
             reasoning_field=args.reasoning_field,
             plain_user_text=args.plain_user_text == "on",
@@ -180,6 +316,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         run(config, log_level=args.log_level)
     except (ValueError, OSError, AutoparserError) as exc:
-        print(f"autoparser: error: {exc}", file=sys.stderr)
+        text = f"autoparser: error: {exc}"
+        if args.log_format == "json":  # the last line of a JSON log is JSON too
+            import json
+
+            text = json.dumps({"level": "error", "logger": "autoparser", "message": text})
+        print(text, file=sys.stderr)
         return 2
     return 0

@@ -17,6 +17,7 @@ import concurrent.futures
 import dataclasses
 import functools
 import logging
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -50,6 +51,10 @@ log = logging.getLogger("autoparser.serve")
 _FIELD_PREFIX = re.compile(r"^([A-Za-z_][\w.\[\]]*):")
 _BARE_POINTER = re.compile(r"(?<= at )/")
 FAILING_AFTER = 3  # consecutive engine failures that make /health say "failing"
+# Seconds /health waits for a fresh look at the engine before it answers the last one seen:
+# a balancer's check must get an answer, whatever the engine does.
+HEALTH_WAIT = 0.5
+HEALTH_INTERVAL = 2.0  # seconds between background looks at a known engine
 
 
 class EngineUnavailable(Unavailable):
@@ -96,8 +101,14 @@ class EngineLink:
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=4, thread_name_prefix="autoparser-prepare"
         )
+        # The engine's state as last seen by a health probe (None: it answered), and the
+        # probe in flight: one at a time, whoever asks.
+        self.engine_state: str | None = "the engine has not answered yet"
+        self._probe: asyncio.Future[str | None] | None = None
 
     def close(self) -> None:
+        if self._probe is not None:
+            self._probe.cancel()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     @property
@@ -132,11 +143,10 @@ class EngineLink:
         if template is None:
             return None
         if not isinstance(template, ChatTemplate):
-            path = template
+            name = template
+            load = ChatTemplate.from_pretrained if is_hub_id(name) else ChatTemplate.from_file
             cache = default_analysis_cache()  # the analysis is saved: a restart does not redo it
-            template = await self.in_thread(
-                lambda: ChatTemplate.from_file(path, analysis_cache=cache)
-            )
+            template = await self.in_thread(lambda: load(name, analysis_cache=cache))
             self.given_template = template
         loaded: ChatTemplate = template
         await self.in_thread(loaded.analyze)
@@ -213,30 +223,60 @@ class EngineLink:
             self.last_problem = error.public
 
     async def health(self) -> str | None:
-        """None when the engine answers and recent requests succeeded, else why not."""
+        """None when the engine answers and recent requests succeeded, else why not.
+
+        Answers within ``HEALTH_WAIT`` seconds whatever the engine does: a probe of the
+        engine starts (unless one is in flight) and is waited for that long; past it, the
+        state the last finished probe saw is the answer (the background task looks every
+        ``HEALTH_INTERVAL`` seconds), and the probe goes on, bounded by the connect timeout,
+        to update it."""
+        await asyncio.wait({self._start_probe()}, timeout=HEALTH_WAIT)  # never cancels it
+        if self.engine_state is not None:
+            return self.engine_state
+        if self.failures >= FAILING_AFTER:
+            return f"the last {self.failures} engine requests failed: {self.last_problem}"
+        return None
+
+    async def watch(self) -> None:
+        """One look at the engine (finding out what it is, first), shared with any
+        /health asking meanwhile; the background task runs it every ``HEALTH_INTERVAL``."""
+        await asyncio.wait({self._start_probe()})
+
+    def _start_probe(self) -> asyncio.Future[str | None]:
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.ensure_future(self._check())
+            self._probe.add_done_callback(self._probed)
+        return self._probe
+
+    async def _check(self) -> str | None:
         if self.served is None:
             try:
                 await self.resolve()
             except EngineUnavailable as exc:
                 return str(exc)
         assert self.served is not None
-        problem = await self.served.backend.check()
-        if problem is not None:
-            return problem
-        if self.failures >= FAILING_AFTER:
-            return f"the last {self.failures} engine requests failed: {self.last_problem}"
-        return None
+        return await self.served.backend.check()
+
+    def _probed(self, probe: asyncio.Future[str | None]) -> None:
+        if probe.cancelled():
+            return
+        error = probe.exception()
+        if error is not None:
+            log.warning("engine health probe failed: %s", type(error).__name__)
+            self.engine_state = "the engine's health could not be checked"
+        else:
+            self.engine_state = probe.result()
 
     async def prepare(
         self,
-        served: Served,
+        template: ChatTemplate,
         messages: Sequence[Mapping[str, Any]],
         options: Mapping[str, Any],
     ) -> ChatParams:
         """``template.apply`` off the event loop within ``prepare_timeout`` seconds of the
         worker's CPU time (a 413 past it; a 400 naming the field for a request the template
         refuses). Time spent waiting for a worker or for the CPU is not counted."""
-        apply = functools.partial(served.template.apply, messages, **options)
+        apply = functools.partial(template.apply, messages, **options)
         try:
             params = await self.in_thread(
                 apply, cancellable=True, cpu_seconds=self.limits.prepare_timeout
@@ -258,6 +298,20 @@ class EngineLink:
         if not isinstance(params, ChatParams):  # pragma: no cover - apply's contract
             raise TypeError(f"template.apply returned {type(params).__name__}")
         return params
+
+
+_HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
+
+
+def is_hub_id(name: str) -> bool:
+    """A ``--template`` naming a Hugging Face Hub model (``org/name``, the hub extra): that
+    shape, no such path, and no template file's ending (the CLI's rule, ``cli.is_hub_id``;
+    a face cannot import the CLI)."""
+    return (
+        _HUB_ID.fullmatch(name) is not None
+        and not name.lower().endswith((".jinja", ".j2", ".json", ".gguf", ".txt"))
+        and not os.path.exists(name)
+    )
 
 
 def request_error_text(exc: RequestError) -> str:

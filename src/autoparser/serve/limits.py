@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import NoReturn
 
@@ -105,6 +106,45 @@ def parse_json(raw: bytes) -> object:
         raise InvalidRequest(f"the request body is not valid JSON: {exc}") from exc
 
 
+# A \u escape of a UTF-16 surrogate: the only way a lone one gets into a body (UTF-8 cannot
+# encode one, and the decoder refuses it).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def check_text(value: object, raw: bytes) -> None:
+    """InvalidRequest naming the field when a string of the body (``value``, decoded from
+    ``raw``) holds a lone surrogate (``"\\ud800"``): no text, so no engine takes it, and the
+    client's mistake must not come back as the engine's 502. Pairs are one character and
+    pass; the walk runs only when ``raw`` has a surrogate escape at all."""
+    if not _SURROGATE_ESCAPE.search(raw):
+        return
+    level: list[tuple[str, object]] = [("", value)]
+    while level:
+        below: list[tuple[str, object]] = []
+        for where, node in level:
+            if isinstance(node, str):
+                _refuse_surrogate(where, node, where)
+            elif isinstance(node, dict):
+                for key, item in node.items():
+                    _refuse_surrogate(f"a key of {where or 'the body'}", key, where or None)
+                    below.append((f"{where}.{key}".lstrip("."), item))
+            elif isinstance(node, list):
+                below += [(f"{where}[{i}]", item) for i, item in enumerate(node)]
+        level = below
+
+
+def _refuse_surrogate(where: str, text: str, param: str | None) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        point = ord(text[exc.start])
+        raise InvalidRequest(
+            f"{where}: holds a lone surrogate (U+{point:04X}, character {exc.start}), which "
+            "is not text; send the character itself, or both halves of its \\u pair",
+            param,
+        ) from None
+
+
 def check_depth(value: object, limit: int, depth: int = 1) -> None:
     """InvalidRequest when containers nest deeper than ``limit`` (``value`` sitting at
     ``depth``), for JSON as ``json.loads`` gives it. Level by level, without recursion: the
@@ -179,4 +219,5 @@ def read_body(raw: bytes, limits: Limits) -> Mapping[str, object]:
             )
     if tools is not None:
         check_tools(tools, limits)
+    check_text(body, raw)
     return body

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hmac
+import ipaddress
 import json
 import logging
 import re
@@ -80,11 +81,13 @@ def error_reply(
     param: str | None = None,
     headers: dict[str, str] | None = None,
     code: str | None = None,
+    echo: str = "",
 ) -> web.Response:
     """An error response in the shape the request's route speaks (OpenAI's by default),
-    its message made fit for a client (``public_text``)."""
+    its message made fit for a client (``public_text``) after ``echo``, what the client
+    itself sent (its own path: kept whole)."""
     shape = request.app.get(ERROR_SHAPES, {}).get(_route(request), openai_shape)
-    body = shape(status, public_text(message), kind, param, code)
+    body = shape(status, echo[:1000] + public_text(message), kind, param, code)
     return web.json_response(body, status=status, headers=headers)
 
 
@@ -186,7 +189,8 @@ class Metrics:
         )
         self.rejected = Counter(
             "autoparser_requests_rejected",
-            "Requests refused before any work: saturated (concurrency limit), auth.",
+            "Requests refused before any work: saturated (concurrency limit), auth, host "
+            "(a foreign Host), origin (a foreign Origin), content_type (not JSON).",
             ["reason"], registry=r,
         )  # fmt: skip
         self.cache = Counter(
@@ -223,13 +227,44 @@ class Metrics:
 METRICS: web.AppKey[Metrics] = web.AppKey("autoparser_metrics", Metrics)
 
 
+ANY_INTERFACE = ("", "0.0.0.0", "::")
+JSON_TYPE = re.compile(r"^application/(?:[\w.\-]+\+)?json$")
+
+
+def host_name(header: str) -> str:
+    """The name of a ``Host`` header, lower-cased, without its port, brackets or final dot."""
+    text = header.strip().lower()
+    if text.startswith("["):  # an IPv6 literal: [::1]:8000
+        return text[1 : text.find("]")] if "]" in text else text
+    name, colon, port = text.rpartition(":")
+    return (name if colon and port.isdigit() else text).rstrip(".")
+
+
+def _ip(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(name)
+    except ValueError:
+        return None
+
+
+def json_media_type(header: str | None) -> bool:
+    """``application/json`` or a ``+json`` type: never one a page may send cross-origin
+    without a preflight (text/plain, form types, or none)."""
+    return bool(header) and bool(JSON_TYPE.match(str(header).split(";", 1)[0].strip().lower()))
+
+
 @dataclasses.dataclass(frozen=True)
 class Security:
-    """API keys (any of them is accepted) and the origins CORS answers (none by default)."""
+    """API keys (any of them is accepted), the origins CORS answers (none by default) and
+    the ``Host`` names served: the address listened on (``bound_host``), localhost names,
+    loopback IPs and ``allowed_hosts`` (``*``: any), so a page the user visits cannot
+    reach the server through DNS rebinding."""
 
     api_keys: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
     open_paths: tuple[str, ...] = ("/health", "/ready", "/metrics")
+    allowed_hosts: tuple[str, ...] = ()
+    bound_host: str = "127.0.0.1"
 
     def key_ok(self, header: str | None, api_key: str | None = None) -> bool:
         """``Authorization: Bearer <key>``, or ``x-api-key: <key>`` (what Anthropic's
@@ -247,6 +282,27 @@ class Security:
         for key in self.api_keys:  # every key compared, in constant time each
             ok |= hmac.compare_digest(given, key.encode("utf-8"))
         return ok
+
+    def host_ok(self, header: str | None) -> bool:
+        """Whether the ``Host`` header names this server (no header: HTTP/1.0, no browser)."""
+        if header is None or "*" in self.allowed_hosts:
+            return True
+        name = host_name(header)
+        if name in self.allowed_hosts or name == "localhost" or name.endswith(".localhost"):
+            return True
+        ip = _ip(name)
+        if ip is not None and (ip.is_loopback or self.bound_host in ANY_INTERFACE):
+            return True
+        bound = self.bound_host.strip("[]").lower()
+        return name == bound or (ip is not None and ip == _ip(bound))
+
+    def origin_ok(self, origin: str | None, host: str | None) -> bool:
+        """A request from a browser page: the page's origin is listed, or it is this server
+        itself (same scheme-less host and port as the ``Host`` header)."""
+        if origin is None or "*" in self.allowed_origins or origin in self.allowed_origins:
+            return True
+        scheme, _, rest = origin.partition("://")
+        return scheme in ("http", "https") and host is not None and rest.lower() == host.lower()
 
     def origin(self, request: web.Request) -> str | None:
         origin = request.headers.get("Origin")
@@ -300,10 +356,33 @@ async def on_prepare(request: web.Request, response: web.StreamResponse) -> None
 
 
 def write_access_line(record: dict[str, object], fmt: str) -> None:
+    """One access line: its fields ride along (``access``) for ``JsonLines``."""
     if fmt == "json":
-        access_log.info(json.dumps(record, ensure_ascii=False))
+        text = json.dumps(record, ensure_ascii=False)
     else:
-        access_log.info(" ".join(f"{k}={v}" for k, v in record.items()))
+        text = " ".join(f"{k}={v}" for k, v in record.items())
+    access_log.info(text, extra={"access": record})
+
+
+class JsonLines(logging.Formatter):
+    """Every log record as one JSON object (``--log-format json``): time, level, logger and
+    the message, or an access line's own fields; a traceback as one string field. Whatever
+    logs (aiohttp's banner and errors, warnings), the line is JSON."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, object] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+        }
+        fields = getattr(record, "access", None)
+        if isinstance(fields, dict):
+            line.update(fields)
+        else:
+            line["message"] = record.getMessage()
+        if record.exc_info:
+            line["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False, default=str)
 
 
 def make_middleware(log_format: str) -> Middleware:
@@ -322,7 +401,11 @@ def make_middleware(log_format: str) -> Middleware:
         admitted = False
         response: web.StreamResponse
         try:
-            if request.method == "OPTIONS" and origin is not None:
+            refused = _refusal(request, security)
+            if refused is not None:
+                metrics.rejected.labels(refused[0]).inc()
+                response = error_reply(request, *refused[1:])
+            elif request.method == "OPTIONS" and origin is not None:
                 response = web.Response(status=204)
             elif counted and not security.key_ok(
                 request.headers.get("Authorization"), request.headers.get("x-api-key")
@@ -360,6 +443,31 @@ def make_middleware(log_format: str) -> Middleware:
     return middleware
 
 
+def _refusal(request: web.Request, security: Security) -> tuple[str, int, str, str] | None:
+    """(metric reason, status, message, error type) of a request a browser page could have
+    sent behind the user's back: a foreign ``Host`` (DNS rebinding), a foreign ``Origin``,
+    or a POST whose body is not declared JSON (a CORS "simple" request needs no preflight)."""
+    host = request.headers.get("Host")
+    if not security.host_ok(host):
+        return (
+            "host", 421, f"Host: {host_name(host or '')!r} is not a name of this server "
+            "(--allowed-hosts adds names)", "invalid_request_error",
+        )  # fmt: skip
+    if not security.origin_ok(request.headers.get("Origin"), host):
+        return (
+            "origin", 403, "Origin: this origin is not allowed (--allowed-origins adds "
+            "origins)", "permission_error",
+        )  # fmt: skip
+    kind = request.headers.get("Content-Type")
+    if request.method == "POST" and not json_media_type(kind):
+        given = kind.split(";", 1)[0].strip() if kind else "missing"
+        return (
+            "content_type", 415, f"Content-Type: must be application/json, got {given}",
+            "invalid_request_error",
+        )  # fmt: skip
+    return None
+
+
 async def _answer(request: web.Request, handler: Handler, state: RequestInfo) -> web.StreamResponse:
     """The route's response; every failure becomes an OpenAI error body."""
     try:
@@ -376,7 +484,7 @@ async def _answer(request: web.Request, handler: Handler, state: RequestInfo) ->
             raise
         kind = "not_found_error" if exc.status == 404 else "invalid_request_error"
         return error_reply(
-            request, exc.status, f"{request.method} {request.path}: {exc.reason}", kind
+            request, exc.status, str(exc.reason), kind, echo=f"{request.method} {request.path}: "
         )
     except (ConnectionResetError, asyncio.CancelledError):
         state.error = "client disconnected"

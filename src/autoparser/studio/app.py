@@ -9,7 +9,11 @@ a client's mistake is never a 5xx, and no path or Python repr leaks into an answ
 from __future__ import annotations
 
 import asyncio
+import hmac
+import ipaddress
 import json
+import re
+import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from importlib import resources
 
@@ -24,6 +28,10 @@ STATIC_FILES = {
     "studio.css": "text/css",
 }
 _INITIAL = web.AppKey("initial", dict)
+TOKEN = web.AppKey("token", str)  # the launch's token, which every /api call carries
+TOKEN_HEADER = "X-Studio-Token"
+_BOUND_HOST = web.AppKey("bound_host", str)
+_JSON_TYPE = re.compile(r"^application/(?:[\w.\-]+\+)?json$")
 Endpoint = Callable[[Mapping[str, object]], dict[str, object]]
 
 
@@ -81,6 +89,58 @@ def _dumps(data: object) -> str:
     return json.dumps(data, ensure_ascii=False)
 
 
+def _host_ok(header: str | None, bound: str) -> bool:
+    """Whether ``Host`` names this server: localhost names, loopback IPs, the address
+    listened on (any IP when on all interfaces). serve has the same rule (its observe.py,
+    with --allowed-hosts): each face keeps its own, the library has no web layer."""
+    if header is None:
+        return True
+    text = header.strip().lower()
+    if text.startswith("["):
+        name = text[1 : text.find("]")] if "]" in text else text
+    else:
+        head, colon, port = text.rpartition(":")
+        name = (head if colon and port.isdigit() else text).rstrip(".")
+    if name == "localhost" or name.endswith(".localhost") or name == bound.strip("[]").lower():
+        return True
+    try:
+        ip = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return ip.is_loopback or bound in ("", "0.0.0.0", "::")
+
+
+@web.middleware
+async def _guard(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Only this launch's page may use the API: the ``Host`` names this server (no DNS
+    rebinding), an ``Origin`` is this server's, POST bodies are declared JSON (no CORS
+    "simple" request), and /api calls carry the launch's token. The page and its static
+    files load without the token (they hold nothing of the user's)."""
+    host = request.headers.get("Host")
+    if not _host_ok(host, request.app[_BOUND_HOST]):
+        return _error(421, "Host: not a name of this server", "Host", "page")
+    origin = request.headers.get("Origin")
+    if origin is not None and origin.partition("://")[2].lower() != (host or "").lower():
+        return _error(403, "Origin: only the studio's own page may call its API", "Origin", "page")
+    if request.method == "POST":
+        kind = request.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+        if not _JSON_TYPE.match(kind):
+            return _error(
+                415, f"Content-Type: must be application/json, got {kind or 'missing'}",
+                "Content-Type", "page",
+            )  # fmt: skip
+    if request.path.startswith("/api/"):
+        given = request.headers.get(TOKEN_HEADER, "").encode("utf-8")
+        if not hmac.compare_digest(given, request.app[TOKEN].encode("utf-8")):
+            return _error(
+                403, f"{TOKEN_HEADER}: missing or wrong; open the URL autoparser studio "
+                "printed (it carries the token)", TOKEN_HEADER, "page",
+            )  # fmt: skip
+    return await handler(request)
+
+
 async def _index(request: web.Request) -> web.Response:
     return web.Response(body=_static("index.html"), content_type="text/html", charset="utf-8")
 
@@ -97,9 +157,15 @@ async def _initial(request: web.Request) -> web.Response:
     return web.json_response(request.app[_INITIAL], dumps=_dumps)
 
 
-def create_app(initial: TemplateSource | None = None) -> web.Application:
-    """The application; the page starts from ``initial`` (else the bundled ChatML example)."""
-    app = web.Application(client_max_size=MAX_BODY)
+def create_app(
+    initial: TemplateSource | None = None, *, host: str = "127.0.0.1", token: str | None = None
+) -> web.Application:
+    """The application; the page starts from ``initial`` (else the bundled ChatML example).
+    ``host`` is the address it listens on; ``token`` (default: a random one, in
+    ``app[TOKEN]``) is what every /api call must carry in ``X-Studio-Token``."""
+    app = web.Application(client_max_size=MAX_BODY, middlewares=[_guard])
+    app[TOKEN] = token or secrets.token_urlsafe(24)
+    app[_BOUND_HOST] = host
     payload = api.source_payload(initial or _example())
     if initial is None:  # the example's own output: a reasoning block and a tool call
         payload["output"] = (

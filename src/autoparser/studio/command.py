@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction[_P]) -> _P:
         description=(
             "Serve a page that shows what autoparser sees in a template: the prompt with its "
             "markers, the analysis and how each marker was found, parsed model outputs and "
-            "their deltas, the grammar, and exports. Needs the serve extra (aiohttp)."
+            "their deltas, the grammar, and exports. Needs the studio extra (aiohttp)."
         ),
     )
     studio.add_argument(
@@ -74,7 +74,7 @@ def cmd_studio(args: argparse.Namespace) -> int:
         import aiohttp  # noqa: F401
     except ImportError:
         print(
-            "autoparser: error: studio needs the serve extra: pip install 'autoparser[serve]'",
+            "autoparser: error: studio needs the studio extra: pip install 'autoparser[studio]'",
             file=sys.stderr,
         )
         return 2
@@ -86,8 +86,12 @@ def cmd_studio(args: argparse.Namespace) -> int:
         initial = load_text(decode_text(sys.stdin.buffer.read(), "stdin"), "<stdin>")
     elif args.template:
         initial = _load(args.template, load_path)
+    import secrets
+
     port = args.port or _free_port(args.host)
-    url = f"http://{args.host}:{port}/"
+    token = secrets.token_urlsafe(24)  # in the fragment: never sent, never in a Referer
+    shown = f"[{args.host}]" if ":" in args.host else args.host
+    url = f"http://{shown}:{port}/#token={token}"
 
     def listening(_banner: str) -> None:
         """Called by aiohttp once the socket listens: only then the URL works."""
@@ -97,5 +101,5 @@ def cmd_studio(args: argparse.Namespace) -> int:
 
             webbrowser.open(url)
 
-    run(initial, args.host, port, print=listening)
+    run(initial, args.host, port, token, print=listening)
     return 0

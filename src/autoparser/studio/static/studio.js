@@ -150,11 +150,16 @@ function outputBody() {
   };
 }
 
+// The launch's token, from the URL's fragment (#token=...: never sent to a server, never in
+// a Referer); every /api call carries it, so no other page can use the API.
+const TOKEN = new URLSearchParams(location.hash.slice(1)).get("token") || "";
+const TOKEN_HEADER = { "X-Studio-Token": TOKEN };
+
 // POST to the API; answers the JSON, or shows the error in its pane and answers null.
 async function api(path, body, pane) {
   let response;
   try {
-    response = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    response = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json", ...TOKEN_HEADER }, body: JSON.stringify(body) });
   } catch (exc) {
     showError(pane, { type: "NetworkError", message: "the studio server does not answer" });
     return null;
@@ -501,8 +506,12 @@ function applyPreset(name) {
 }
 
 async function start() {
-  const response = await fetch("/api/template");
+  const response = await fetch("/api/template", { headers: TOKEN_HEADER });
   const initial = await response.json();
+  if (!response.ok) {
+    showError("template", initial.error || { type: "HTTP " + response.status, message: "unexpected answer" });
+    return;
+  }
   setVariants(initial);
   applyPreset($("preset").value);
   $("output").value = initial.output || "";
