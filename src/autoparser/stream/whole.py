@@ -47,7 +47,11 @@ def _field(spans: list[Span], text: str) -> str | None:
     ``_TextField`` ends with, however the text was split), or None."""
     if not spans:
         return None
-    value = "".join([text[start:end] for start, end in spans]).strip()
+    if len(spans) == 1:  # the common case: one slice, no list to join
+        start, end = spans[0]
+        value = text[start:end].strip()
+    else:
+        value = "".join([text[start:end] for start, end in spans]).strip()
     return value or None
 
 
