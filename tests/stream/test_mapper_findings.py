@@ -265,3 +265,37 @@ def test_stream_helper_agrees() -> None:
     deltas, message = stream(params, list(text))
     assert message == params.parse(text)
     assert json.loads(accumulate(deltas)["tool_calls"][0]["arguments"])["days"] == 3
+
+
+def test_findings_do_not_leak_into_the_next_parse() -> None:
+    """A parse with nothing to report allocates no findings of its own (issue 36): the
+    empty default is shared, so one parse's findings must never reach another's."""
+    source, text = UNDECLARED["qwen3-coder"]
+    params = _params(source)
+    clean = text.replace("<parameter=days>\n3\n</parameter>\n", "")
+    assert _kinds(params.parse(text)) == [("undeclared_argument", "kept", "days")]
+    assert params.parse(clean).findings == ()
+    assert _kinds(params.parse(text)) == [("undeclared_argument", "kept", "days")]
+    stream = params.stream()
+    stream.feed(clean)
+    stream.finish()
+    assert stream.message.findings == ()
+
+
+def test_a_kept_call_after_an_unread_opener_is_indexed_among_the_calls() -> None:
+    """The index of a kept call's finding counts only the message's calls, not an opener
+    before it that started no call (worked out only when there are findings)."""
+    source, text = UNDECLARED["qwen3-coder"]
+    params = _params(source)
+    unread = "<tool_call>\n<function=no_such_tool>\n</function>\n</tool_call>\n"
+    message = params.parse(f"Hm.\n{unread}{text}")
+    assert [c.name for c in message.tool_calls] == ["get_weather"]
+    # Each opener that started no call is reported (the section's, then the call's).
+    assert _kinds(message) == [
+        ("invalid_arguments", "refused", "<tool_call>"),
+        ("invalid_arguments", "refused", "<function="),
+        ("undeclared_argument", "kept", "days"),
+    ]
+    assert [f.call for f in message.findings] == [None, None, 0]
+    assert message.findings[0].start == len("Hm.\n")
+    _streamed(params, f"Hm.\n{unread}{text}")

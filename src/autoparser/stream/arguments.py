@@ -181,6 +181,9 @@ class TaggedArguments:
         self.value_done = 0  # raw characters of the current string value consumed
         self.lead_checked = False  # the leading newline of a string value was looked at
         self.held = ""  # trailing whitespace held back (see _string_piece)
+        # Names of arguments read by the format's markers alone (the schema does not
+        # declare them); one attribute test per argument on the normal path.
+        self.undeclared: list[str] | None = None
 
     def advance(self, nodes: list[Node], text: str) -> None:
         if not self.out.pieces:
@@ -197,6 +200,8 @@ class TaggedArguments:
                 if name_node is None or not name_node.complete:
                     return
                 name = name_node.text(text)
+                if name_node.children and name_node.children[0].tag == tags.TOOL_ARG_UNDECLARED:
+                    self.undeclared = [*(self.undeclared or ()), name]
                 decode = self.converters.get(tags.TOOL_ARG_NAME)  # escaped names
                 key = encode_basestring((decode(name) if decode else None) or name)
                 self.out.emit(f"{', ' if k else ''}{key}: ")

@@ -13,7 +13,9 @@ import dataclasses
 import functools
 import hashlib
 import random
-from collections.abc import Callable, Sequence
+import re
+import types
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from autoparser import tags
@@ -96,6 +98,7 @@ TOOL_CALL_DELTAS = ("whole", "incremental")
 
 Span = tuple[int, int]
 _LEAD = 8  # whitespace a content span may start with before a call opener
+_NO_FINDINGS: Mapping[tuple[int, str, str], Finding] = types.MappingProxyType({})
 
 
 def check_tolerance(value: object) -> str:
@@ -105,22 +108,6 @@ def check_tolerance(value: object) -> str:
             f"tolerance: must be one of {', '.join(map(repr, TOLERANCES))}, got {value!r}"
         )
     return value
-
-
-def undeclared_names(node: Node, text: str) -> list[str]:
-    """The names of a call node's arguments that the lenient parser read by the format's
-    markers alone (``TOOL_ARG_UNDECLARED``): none on the normal path, where the walk is
-    one look at each argument's name node."""
-    found: list[str] = []
-    for child in node.children:
-        if child.tag != tags.TOOL_ARG:
-            continue
-        for part in child.children:
-            if part.tag == tags.TOOL_ARG_NAME:
-                if part.children and part.children[0].tag == tags.TOOL_ARG_UNDECLARED:
-                    found.append(part.text(text))
-                break
-    return found
 
 
 def check_tool_call_deltas(value: object) -> str:
@@ -281,7 +268,7 @@ class Walked(NamedTuple):
     lead: int  # where the pending call's text would start, as content
     pending_spans: list[Span]  # the field that text would join (reasoning or content)
     end: int  # where the last node walked ends (untagged text follows)
-    reasoned: list[Span]  # calls of the message written inside a reasoning block
+    reasoned: Sequence[Span]  # calls of the message written inside a reasoning block
 
 
 def walk_tree(tree: Node, settle: Callable[[Node], bool]) -> Walked:
@@ -294,7 +281,7 @@ def walk_tree(tree: Node, settle: Callable[[Node], bool]) -> Walked:
     """
     reasoning: list[Span] = []
     content: list[Span] = []
-    reasoned: list[Span] = []
+    reasoned: Sequence[Span] = ()  # a list of its own at the first such call
     prev_end = 0  # where the untagged text before the next node starts
     after_call = False  # the previous node is a call of the message
     in_reasoning = False  # the last text node was reasoning (calls_in_reasoning)
@@ -311,7 +298,7 @@ def walk_tree(tree: Node, settle: Callable[[Node], bool]) -> Walked:
             if settle(child):
                 after_call = True
                 if in_block:
-                    reasoned.append((child.start, child.end))
+                    reasoned = [*reasoned, (child.start, child.end)]
             else:
                 spans.append((lead, child.end))
                 after_call = False
@@ -328,8 +315,9 @@ def walk_tree(tree: Node, settle: Callable[[Node], bool]) -> Walked:
             in_reasoning = in_block = True
         else:
             in_reasoning = False
-            # A close node that reads nothing: a call ended the block, written inside it.
-            in_block = tag == tags.REASONING_CLOSE and child.start == child.end
+            if in_block:
+                # A close node that reads nothing: a call ended the block, written inside it.
+                in_block = tag == tags.REASONING_CLOSE and child.start == child.end
             if tag == tags.CONTENT:
                 content.append((child.start, child.end))
         prev_end = child.end
@@ -338,10 +326,18 @@ def walk_tree(tree: Node, settle: Callable[[Node], bool]) -> Walked:
 
 
 @functools.lru_cache(maxsize=256)
-def _markup_openers(openers: tuple[str, ...]) -> tuple[str, ...]:
+def _markup_openers(
+    openers: tuple[str, ...],
+) -> tuple[tuple[str, ...], re.Pattern[str] | None, frozenset[str]]:
     """Call openers long enough to be markup, longest first (one alone at the end is
-    dropped); worked out once per format, not per stream."""
-    return tuple(sorted({m.strip() for m in openers if len(m.strip()) > 1}, key=len)[::-1])
+    dropped), and the pattern of one at the start of a content span after a little
+    whitespace (see ``Mapper._note_unread_calls``; None without openers) with the
+    characters such a span can start with; worked out once per format, not per stream."""
+    markup = tuple(sorted({m.strip() for m in openers if len(m.strip()) > 1}, key=len)[::-1])
+    if not markup:
+        return markup, None, frozenset()
+    unread = re.compile(rf"\s{{0,{_LEAD}}}(?:{'|'.join(map(re.escape, markup))})")
+    return markup, unread, frozenset({m[0] for m in markup} | set(" \t\r\n"))
 
 
 class Mapper:
@@ -359,6 +355,13 @@ class Mapper:
     none), so that arguments written as such an object are not checked again.
     """
 
+    # Class-level defaults: a parse with nothing to report allocates nothing for them.
+    reject = False  # tolerance="reject"
+    # What was tolerated or refused, by (where, kind, what): a stream may read a call node
+    # in several trees; the message lists each once, in output order. Replaced by a dict
+    # of this mapper's own at its first finding (``note``).
+    findings: Mapping[tuple[int, str, str], Finding] = _NO_FINDINGS
+
     def __init__(
         self,
         policy: CallIdPolicy,
@@ -370,15 +373,12 @@ class Mapper:
         tolerance: str = "keep",
     ) -> None:
         self.policy = policy
-        # Checked only when not the default: this runs once per parse.
-        self.reject = tolerance != "keep" and check_tolerance(tolerance) == "reject"
-        # What was tolerated or refused, by (where, kind, what): a stream may read a call
-        # node in several trees; the message lists each once, in output order.
-        self.findings: dict[tuple[int, str, str], Finding] = {}
+        if tolerance != "keep":  # checked only when not the default (once per parse)
+            self.reject = check_tolerance(tolerance) == "reject"
         self.json_end = json_end
         self.converters = converters
         self.incremental = incremental
-        self.openers = _markup_openers(tuple(openers))
+        self.openers, self.unread, self.unread_starts = _markup_openers(tuple(openers))
         self.reasoning = _TextField("reasoning_content")
         self.content = _TextField("content")
         self.announced: list[_Call] = []  # every call announced, by delta index
@@ -566,7 +566,7 @@ class Mapper:
         if call.invalid:
             self.note("invalid_arguments", "refused", node.start, node.end, call.name)
             return None
-        undeclared = undeclared_names(node, text)
+        undeclared = call.tagged.undeclared if call.tagged is not None else None
         if undeclared:
             outcome: FindingOutcome = "refused" if self.reject else "kept"
             for arg in undeclared:
@@ -581,7 +581,7 @@ class Mapper:
         """Record a finding (once per place, kind and detail)."""
         key = (start, kind, detail)
         if key not in self.findings:
-            self.findings[key] = Finding(kind, outcome, start, end, detail)
+            self.findings = {**self.findings, key: Finding(kind, outcome, start, end, detail)}
 
     def finding_list(self, call_starts: Sequence[int]) -> tuple[Finding, ...]:
         """The findings in output order, each kept call's naming its index in the
@@ -637,8 +637,12 @@ class Mapper:
     def end_of_output(self, walked: Walked, text: str) -> None:
         """The output ended after the walked tree: a call it ends inside was cut off
         (``_cut``); call openers alone after the last node make the message truncated."""
-        if self.openers and walked.content:
-            self._note_unread_calls(walked.content, text)
+        unread = self.unread
+        if unread is not None:
+            firsts = self.unread_starts
+            for start, end in walked.content:
+                if text[start : start + 1] in firsts:  # else no opener there: one set lookup
+                    self._note_unread_call(unread, start, end, text)
         if walked.reasoned:
             for start, end in walked.reasoned:
                 self.note("call_in_reasoning", "kept", start, end)
@@ -650,25 +654,19 @@ class Mapper:
                 self.truncated = True
                 self.note("truncated", "cut", walked.end, len(text), "opener")
 
-    def _note_unread_calls(self, content: list[Span], text: str) -> None:
+    def _note_unread_call(self, unread: re.Pattern[str], start: int, end: int, text: str) -> None:
         """A call opener in content: a call the format could not read (its arguments, its
         tool), kept as written; reported once per place, unless a refused call's finding
         already covers it. The lenient parser's content stops at every opener, so one that
-        started no call begins a content span (after a little whitespace): a bounded
-        ``str.find`` per opener and span, at the end only, whatever the output's length."""
-        refused: list[tuple[int, int]] | None = None
-        for start, end in content:
-            for marker in self.openers:
-                at = text.find(marker, start, min(end, start + len(marker) + _LEAD))
-                if at < 0:
-                    continue
-                if refused is None:
-                    refused = [
-                        (f.start, f.end) for f in self.findings.values() if f.outcome == "refused"
-                    ]
-                if not any(a <= at < b for a, b in refused):
-                    self.note("invalid_arguments", "refused", at, end, marker)
-                break
+        started no call begins a content span (after a little whitespace): one anchored
+        match per such span, at the end only, whatever the output's length."""
+        m = unread.match(text, start, end)
+        if m is None:
+            return
+        at = m.end() - len(m.group().lstrip())
+        refused = [(f.start, f.end) for f in self.findings.values() if f.outcome == "refused"]
+        if not any(a <= at < b for a, b in refused):
+            self.note("invalid_arguments", "refused", at, end, text[at : m.end()])
 
     def _cut(self, node: Node, lead: int, text: str, spans: list[Span]) -> None:
         """The output ended inside this call. A call was under way (its name is there, or

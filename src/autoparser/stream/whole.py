@@ -11,6 +11,7 @@ own templates' outputs.
 
 from __future__ import annotations
 
+from autoparser import tags
 from autoparser.message import ChatMessage, ToolCall
 from autoparser.peg import Node
 from autoparser.stream.mapper import Mapper, Span, walk_tree
@@ -20,14 +21,12 @@ def whole_message(mapper: Mapper, tree: Node, text: str) -> ChatMessage:
     """The message ``tree`` (the output's final tree) gives, by a mapper fed nothing yet
     (its policy, converters, openers and ``json_end`` are the request's)."""
     calls: list[ToolCall] = []
-    starts: list[int] = []
 
     def settle(node: Node) -> bool:
         found = mapper.read_call(node, text)
         if found is None:
             return False
         calls.append(ToolCall(id=found[1], name=found[0], arguments=found[2]))
-        starts.append(node.start)
         return True
 
     walked = walk_tree(tree, settle)
@@ -39,7 +38,7 @@ def whole_message(mapper: Mapper, tree: Node, text: str) -> ChatMessage:
         tool_calls=calls,
         truncated=mapper.truncated,
         truncated_call=mapper.truncated_call,
-        findings=mapper.finding_list(starts) if mapper.findings else (),
+        findings=mapper.finding_list(_call_starts(tree, mapper)) if mapper.findings else (),
     )
 
 
@@ -48,5 +47,21 @@ def _field(spans: list[Span], text: str) -> str | None:
     ``_TextField`` ends with, however the text was split), or None."""
     if not spans:
         return None
-    value = "".join([text[start:end] for start, end in spans]).strip()
+    if len(spans) == 1:  # the common case: one slice, no list to join
+        start, end = spans[0]
+        value = text[start:end].strip()
+    else:
+        value = "".join([text[start:end] for start, end in spans]).strip()
     return value or None
+
+
+def _call_starts(tree: Node, mapper: Mapper) -> list[int]:
+    """Where each call of the message starts, worked out only when there are findings to
+    index: the complete call nodes the walk read, less those refused (a call node it did
+    not take as a call always has a refused finding at its start)."""
+    refused = {f.start for f in mapper.findings.values() if f.outcome == "refused"}
+    return [
+        c.start
+        for c in tree.children
+        if c.tag == tags.TOOL and c.complete and c.start not in refused
+    ]
