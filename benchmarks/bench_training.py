@@ -94,13 +94,14 @@ def main() -> None:
 
             def prefix_by_transformers(part: Any, agp: bool, src: str = source) -> str:
                 conv = [{k: v for k, v in m.items() if v is not None} for m in part]
-                rendered, _ = render_jinja_template(
+                rendered = render_jinja_template(  # (renders, generation indices)
                     conversations=[conv],
                     tools=[WEATHER],
                     chat_template=src,
                     add_generation_prompt=agp,
-                    **TOKENS,
-                )
+                    bos_token=TOKENS["bos_token"],
+                    eos_token=TOKENS["eos_token"],
+                )[0]
                 return str(rendered[0])
 
             def floor(
