@@ -17,21 +17,26 @@ FindingKind = Literal[
     "invalid_arguments",
     "call_in_reasoning",
     "truncated",
+    "wrapper_token",
 ]
 """What a parse tolerated or refused: an argument the tool's schema does not declare (read
 by the format's markers alone), a call whose arguments did not read (its text kept as
-content), a call written inside reasoning (its text kept as reasoning), output cut off."""
+content), a call written inside reasoning (its text kept as reasoning), output cut off, a
+special token the model wrote around its calls that the template never prints (dropped as
+markup; ``detail`` is its text)."""
 
 FINDING_KINDS: tuple[FindingKind, ...] = (
     "undeclared_argument",
     "invalid_arguments",
     "call_in_reasoning",
     "truncated",
+    "wrapper_token",
 )
 
-FindingOutcome = Literal["kept", "refused", "cut"]
+FindingOutcome = Literal["kept", "refused", "cut", "dropped"]
 """What became of the text a finding is about: a call kept (``kept``), a call refused and
-its text kept where it was written (``refused``), or the output's cut-off tail (``cut``)."""
+its text kept where it was written (``refused``), the output's cut-off tail (``cut``), or
+markup left out of every field (``dropped``: the finding keeps its text)."""
 
 TOLERANCES = ("keep", "reject")
 """What the parser does with a call it reads only by the format's markers (an undeclared

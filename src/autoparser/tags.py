@@ -17,6 +17,10 @@ TOOL_SECTION_END = "tool-section-end"
 # Markup the output ended inside (a message header cut off): neither content nor a call;
 # its presence makes the message truncated.
 CUT = "cut"
+# A special token a model added around its calls that the template never prints (Llama 3.2's
+# ``<|python_tag|>``): markup, dropped, and reported with its text (a ``wrapper_token``
+# finding), so that not one character of the output goes unaccounted for.
+WRAPPER_TOKEN = "wrapper-token"
 
 # Children of a TOOL node.
 TOOL_NAME = "tool-name"  # the function name (tag it inside atomic() so it appears complete)
@@ -50,6 +54,7 @@ ALL = (
     TOOL,
     TOOL_SECTION_END,
     CUT,
+    WRAPPER_TOKEN,
     TOOL_NAME,
     TOOL_ID,
     TOOL_ARGS,

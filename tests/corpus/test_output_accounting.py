@@ -9,7 +9,9 @@ letters no marker holds) inserted at any position: inside a marker, a tool name,
 argument's name or value, the JSON punctuation, reasoning or content. The text may then be
 cut anywhere after the needle (the output stopped there). Whatever that breaks, the needle
 is never lost and never doubled: it is found exactly once across content, reasoning, each
-call's id, name and arguments, and the cut call's tail (``truncated_call``); or, inside a
+call's id, name and arguments, the cut call's tail (``truncated_call``), and the text a
+``dropped`` finding keeps (a token the model wrote around its calls, left out of every field
+as markup, e.g. ``<|python_tag|>``: one the needle lands in is such a token); or, inside a
 returned call's own syntax (what the tree labels ``tool``: markers and members around the
 name and arguments, such as a JSON call object's extra members or harmony's header after
 the channel), it is consumed with that syntax, as the format's markers are. A call it breaks
@@ -93,10 +95,13 @@ def _case(path: Path) -> tuple[ChatParams, tuple[str, ...]] | None:
 
 
 def _places(message: ChatMessage) -> list[str]:
-    """Every field of the message a character of the output may end in."""
+    """Every field of the message a character of the output may end in, and the text of
+    markup dropped with a finding that keeps it (a ``wrapper_token``: a special token the
+    model wrote around its calls)."""
     fields = [message.content, message.reasoning_content, message.truncated_call]
     for call in message.tool_calls:
         fields += [call.id, call.name, call.arguments]
+    fields += [f.detail for f in message.findings if f.outcome == "dropped"]
     return [f for f in fields if f]
 
 

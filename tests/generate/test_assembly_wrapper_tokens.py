@@ -125,3 +125,38 @@ def test_the_grammar_stays_exact() -> None:
     assert params.grammar is not None
     assert accepts(params.grammar, JSON_CALL)
     assert not accepts(params.grammar, f"<|python_tag|>{JSON_CALL}")
+
+
+@pytest.mark.parametrize(
+    ("source", "text", "tokens"),
+    [
+        (JSON_CALLS, f"<|python_tag|>{JSON_CALL}", ["<|python_tag|>"]),
+        (
+            JSON_CALLS,
+            f"Let me check.\n<|python_tag|>{JSON_CALL}<|eom_id|>",
+            ["<|python_tag|>", "<|eom_id|>"],
+        ),
+        (
+            PYTHON_LIST,
+            f"<|python_start|>{PY_CALL}<|python_end|>",
+            ["<|python_start|>", "<|python_end|>"],
+        ),
+    ],
+)
+def test_a_dropped_token_is_reported_with_its_text(
+    source: str, text: str, tokens: list[str]
+) -> None:
+    """Nothing of the output goes unaccounted for: each token dropped around the calls is a
+    ``wrapper_token`` finding (``dropped``) keeping its exact text and place; the same
+    streamed."""
+    params = _params(source)
+    message = params.parse(text)
+    found = [f for f in message.findings if f.kind == "wrapper_token"]
+    assert [f.detail for f in found] == tokens
+    assert all(f.outcome == "dropped" and text[f.start : f.end] == f.detail for f in found)
+    assert not message.refused
+    stream = params.stream()
+    for piece in (text[:5], text[5:17], text[17:]):
+        stream.feed(piece)
+    stream.finish()
+    assert stream.message.findings == message.findings

@@ -116,7 +116,7 @@ def wrapper_token(ctx: BuildContext, openers: Sequence[str]) -> tuple[str, Parse
         name = chars(_TOKEN_NAME, 1, 40)
         if kept:
             name = seq_of(negate(choice_of([literal(m) for m in kept if m])), name)
-        return opener, seq_of(opener, name, closer)
+        return opener, tag(tags.WRAPPER_TOKEN, seq_of(opener, name, closer))
     return None
 
 

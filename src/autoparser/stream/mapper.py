@@ -269,6 +269,7 @@ class Walked(NamedTuple):
     pending_spans: list[Span]  # the field that text would join (reasoning or content)
     end: int  # where the last node walked ends (untagged text follows)
     reasoned: Sequence[Span]  # calls of the message written inside a reasoning block
+    wrappers: Sequence[Span]  # special tokens around calls, dropped as markup
 
 
 def walk_tree(tree: Node, settle: Callable[[Node], bool]) -> Walked:
@@ -282,6 +283,7 @@ def walk_tree(tree: Node, settle: Callable[[Node], bool]) -> Walked:
     reasoning: list[Span] = []
     content: list[Span] = []
     reasoned: Sequence[Span] = ()  # a list of its own at the first such call
+    wrappers: Sequence[Span] = ()  # likewise
     prev_end = 0  # where the untagged text before the next node starts
     after_call = False  # the previous node is a call of the message
     in_reasoning = False  # the last text node was reasoning (calls_in_reasoning)
@@ -294,7 +296,7 @@ def walk_tree(tree: Node, settle: Callable[[Node], bool]) -> Walked:
             lead = child.start if after_call else prev_end
             spans = reasoning if in_reasoning else content
             if not child.complete:
-                return Walked(reasoning, content, child, lead, spans, prev_end, reasoned)
+                return Walked(reasoning, content, child, lead, spans, prev_end, reasoned, wrappers)
             if settle(child):
                 after_call = True
                 if in_block:
@@ -302,6 +304,11 @@ def walk_tree(tree: Node, settle: Callable[[Node], bool]) -> Walked:
             else:
                 spans.append((lead, child.end))
                 after_call = False
+            prev_end = child.end
+            continue
+        if tag == tags.WRAPPER_TOKEN:
+            # Markup around calls: in no field, reported with its text at the end.
+            wrappers = [*wrappers, (child.start, child.end)]
             prev_end = child.end
             continue
         if tag == tags.TOOL_SECTION_END:
@@ -322,7 +329,7 @@ def walk_tree(tree: Node, settle: Callable[[Node], bool]) -> Walked:
                 content.append((child.start, child.end))
         prev_end = child.end
         after_call = False
-    return Walked(reasoning, content, None, prev_end, content, prev_end, reasoned)
+    return Walked(reasoning, content, None, prev_end, content, prev_end, reasoned, wrappers)
 
 
 @functools.lru_cache(maxsize=256)
@@ -646,6 +653,9 @@ class Mapper:
         if walked.reasoned:
             for start, end in walked.reasoned:
                 self.note("call_in_reasoning", "kept", start, end)
+        if walked.wrappers:
+            for start, end in walked.wrappers:
+                self.note("wrapper_token", "dropped", start, end, text[start:end])
         if walked.pending is not None:
             self._cut(walked.pending, walked.lead, text, walked.pending_spans)
         else:
