@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helpers.formats import TOOLS, USER
+from helpers.formats import THINK_CHATML, TOOLS, USER
 from helpers.gbnf_oracle import accepts
 
 from autoparser import ChatParams, ChatTemplate
@@ -20,24 +20,8 @@ from autoparser.errors import RequestError
 from autoparser.generate.reasoning import bounded_text, spelled
 from autoparser.peg import end, grammar, literal, seq
 
-# The model opens <think> itself; thinking off writes an empty, closed block.
-MODEL_OPENS = (
-    "{%- for message in messages %}"
-    "{%- if message.role == 'assistant' %}<|im_start|>assistant\n"
-    "{%- if message.reasoning_content %}<think>{{ message.reasoning_content }}</think>"
-    "{%- endif %}{{ message.content or '' }}"
-    "{%- for tc in message.tool_calls or [] %}"
-    '<tool_call>\n{"name": "{{ tc.function.name }}", "arguments": '
-    "{{ tc.function.arguments | tojson }}}\n</tool_call>{%- endfor %}<|im_end|>\n"
-    "{%- else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n"
-    "{%- endif %}{%- endfor %}"
-    "{%- if tools %}<|im_start|>system\ntools: {{ tools | tojson }}<|im_end|>\n{%- endif %}"
-    "{%- if add_generation_prompt %}<|im_start|>assistant\n"
-    "{%- if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n"
-    "{%- endif %}{%- endif %}"
-)
 # The generation prompt opens the block.
-FORCED_OPEN = MODEL_OPENS.replace(
+FORCED_OPEN = THINK_CHATML.replace(
     "{%- if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n"
     "{%- endif %}",
     "<think>\n",
@@ -57,21 +41,21 @@ def _grammar(params: ChatParams) -> str:
 
 @pytest.mark.parametrize("thinking", [None, True])
 def test_thinking_on_allows_a_block_before_the_call(thinking: bool | None) -> None:
-    grammar_text = _grammar(_params(MODEL_OPENS, enable_thinking=thinking))
+    grammar_text = _grammar(_params(THINK_CHATML, enable_thinking=thinking))
     assert accepts(grammar_text, CALL)
     assert accepts(grammar_text, "<think>\nHmm, weather.\n</think>\n\n" + CALL)
     assert not accepts(grammar_text, "<think>\nHmm.\n</think>\n\nJust text.")
 
 
 def test_thinking_off_allows_no_block() -> None:
-    params = _params(MODEL_OPENS, enable_thinking=False)
+    params = _params(THINK_CHATML, enable_thinking=False)
     assert params.prompt.rstrip().endswith("</think>")
     grammar_text = _grammar(params)
     assert accepts(grammar_text, CALL)
     assert not accepts(grammar_text, "<think>\nHmm.\n</think>\n\n" + CALL)
     # A named tool is forced alike.
     named = {"type": "function", "function": {"name": "get_weather"}}
-    forced = _grammar(_params(MODEL_OPENS, enable_thinking=False, tool_choice=named))
+    forced = _grammar(_params(THINK_CHATML, enable_thinking=False, tool_choice=named))
     assert accepts(forced, CALL)
     assert not accepts(forced, "<think>\nHmm.\n</think>\n\n" + CALL)
 
@@ -79,7 +63,7 @@ def test_thinking_off_allows_no_block() -> None:
 def test_a_prompt_that_closed_the_block_is_thinking_off() -> None:
     """No ``enable_thinking`` given, but the prompt ends with the closed block (as when the
     caller set the template's variable itself): thinking is off for the grammar."""
-    closed = ChatTemplate(MODEL_OPENS.replace("enable_thinking is defined and", "true and"))
+    closed = ChatTemplate(THINK_CHATML.replace("enable_thinking is defined and", "true and"))
     params = closed.apply(
         USER, tools=[t for t in TOOLS if t["function"]["parameters"]], tool_choice="required"
     )
@@ -90,7 +74,7 @@ def test_a_prompt_that_closed_the_block_is_thinking_off() -> None:
 
 @pytest.mark.parametrize("budget", [0, 5, 40])
 def test_budget_bounds_the_reasoning(budget: int) -> None:
-    grammar_text = _grammar(_params(MODEL_OPENS, enable_thinking=True, reasoning_budget=budget))
+    grammar_text = _grammar(_params(THINK_CHATML, enable_thinking=True, reasoning_budget=budget))
     assert accepts(grammar_text, CALL)
     inside = "x" * budget
     assert accepts(grammar_text, f"<think>{inside}</think>{CALL}") == (budget > 0)
@@ -138,12 +122,12 @@ def test_bounded_text_never_holds_the_end_marker(marker: str) -> None:
 @pytest.mark.parametrize("bad", [-1, 1.5, "10", True])
 def test_a_bad_budget_is_a_request_error(bad: object) -> None:
     with pytest.raises(RequestError, match="reasoning_budget"):
-        _params(MODEL_OPENS, reasoning_budget=bad)
+        _params(THINK_CHATML, reasoning_budget=bad)
 
 
 def test_the_parser_still_reads_reasoning_beyond_the_budget() -> None:
     """The budget constrains the grammar only: what a model writes is still read whole."""
-    params = _params(MODEL_OPENS, enable_thinking=True, reasoning_budget=3)
+    params = _params(THINK_CHATML, enable_thinking=True, reasoning_budget=3)
     message = params.parse("<think>a long thought</think>" + CALL)
     assert message.reasoning_content == "a long thought"
     assert [c.name for c in message.tool_calls] == ["get_weather"]

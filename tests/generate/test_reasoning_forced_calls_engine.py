@@ -17,45 +17,15 @@ from typing import Any
 
 import pytest
 from helpers import llama_server
+from helpers.formats import ENUM_WEATHER, THINK_CHATML
 
 from autoparser import ChatTemplate
 
 jsonschema = pytest.importorskip("jsonschema")
 pytestmark = pytest.mark.skipif(not llama_server.available(), reason=llama_server.MISSING)
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string", "enum": ["Paris", "Rome"]},
-                "days": {"type": "integer", "enum": [1, 2, 3]},
-            },
-            "required": ["city", "days"],
-            "additionalProperties": False,
-        },
-    },
-}
 _PARTIAL = re.compile(r"<{1,8}(?:/(?:t(?:h(?:i(?:n(?:k)?)?)?)?)?)?.?", re.S)
 USER = [{"role": "user", "content": "Weather in Paris?"}]
-# ChatML whose model opens <think> itself; thinking off writes an empty, closed block.
-MODEL_OPENS = (
-    "{%- for message in messages %}"
-    "{%- if message.role == 'assistant' %}<|im_start|>assistant\n"
-    "{%- if message.reasoning_content %}<think>{{ message.reasoning_content }}</think>"
-    "{%- endif %}{{ message.content or '' }}"
-    "{%- for tc in message.tool_calls or [] %}"
-    '<tool_call>\n{"name": "{{ tc.function.name }}", "arguments": '
-    "{{ tc.function.arguments | tojson }}}\n</tool_call>{%- endfor %}<|im_end|>\n"
-    "{%- else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n"
-    "{%- endif %}{%- endfor %}"
-    "{%- if tools %}<|im_start|>system\ntools: {{ tools | tojson }}<|im_end|>\n{%- endif %}"
-    "{%- if add_generation_prompt %}<|im_start|>assistant\n"
-    "{%- if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n"
-    "{%- endif %}{%- endif %}"
-)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +33,7 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from helpers.tiny_gguf import write_tiny_model
 
     tmp: Path = tmp_path_factory.mktemp("forced")
-    model = write_tiny_model(llama_server.VOCAB, tmp / "tiny.gguf", MODEL_OPENS)
+    model = write_tiny_model(llama_server.VOCAB, tmp / "tiny.gguf", THINK_CHATML)
     with llama_server.llama_server(model, tmp / "llama.log", context=2048, slots=1) as (url, _):
         yield url
 
@@ -87,17 +57,17 @@ def _complete(url: str, prompt: str, grammar: str, seed: int) -> dict[str, Any]:
 def test_every_forced_request_ends_in_a_valid_call(
     llama: str, thinking: bool | None, budget: int | None
 ) -> None:
-    template = ChatTemplate(MODEL_OPENS)
+    template = ChatTemplate(THINK_CHATML)
     params = template.apply(
         USER,
-        tools=[WEATHER],
+        tools=[ENUM_WEATHER],
         tool_choice="required",
         parallel_tool_calls=False,
         enable_thinking=thinking,
         reasoning_budget=budget,
     )
     assert params.grammar is not None
-    schema = WEATHER["function"]["parameters"]
+    schema = ENUM_WEATHER["function"]["parameters"]
     for seed in range(3):
         answer = _complete(llama, params.prompt, params.grammar, seed)
         assert answer.get("stop_type") != "limit", answer.get("content")

@@ -246,3 +246,38 @@ def needle_text_grows(params: ChatParams, text: str, needles: Sequence[str]) -> 
 
 
 # --------------------------------------------------------------------------- registry tests
+
+
+# A tool whose every argument is an enum: a tiny random model constrained by its grammar can
+# only write valid calls (the real-engine tests check them with jsonschema).
+ENUM_WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "enum": ["Paris", "Rome"]},
+                "days": {"type": "integer", "enum": [1, 2, 3]},
+            },
+            "required": ["city", "days"],
+            "additionalProperties": False,
+        },
+    },
+}
+# ChatML whose model opens <think> itself; thinking off writes an empty, closed block.
+THINK_CHATML = (
+    "{%- for message in messages %}"
+    "{%- if message.role == 'assistant' %}<|im_start|>assistant\n"
+    "{%- if message.reasoning_content %}<think>{{ message.reasoning_content }}</think>"
+    "{%- endif %}{{ message.content or '' }}"
+    "{%- for tc in message.tool_calls or [] %}"
+    '<tool_call>\n{"name": "{{ tc.function.name }}", "arguments": '
+    "{{ tc.function.arguments | tojson }}}\n</tool_call>{%- endfor %}<|im_end|>\n"
+    "{%- else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n"
+    "{%- endif %}{%- endfor %}"
+    "{%- if tools %}<|im_start|>system\ntools: {{ tools | tojson }}<|im_end|>\n{%- endif %}"
+    "{%- if add_generation_prompt %}<|im_start|>assistant\n"
+    "{%- if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n"
+    "{%- endif %}{%- endif %}"
+)

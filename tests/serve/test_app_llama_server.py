@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from helpers import llama_server
+from helpers.formats import ENUM_WEATHER
 from helpers.paths import TESTS_DIR
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -23,21 +24,6 @@ pytest.importorskip("aiohttp", reason="the serve extra (aiohttp) is not installe
 TEMPLATES = TESTS_DIR / "templates"
 pytestmark = pytest.mark.skipif(not llama_server.available(), reason=llama_server.MISSING)
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string", "enum": ["Paris", "Rome"]},
-                "days": {"type": "integer", "enum": [1, 2, 3]},
-            },
-            "required": ["city", "days"],
-            "additionalProperties": False,
-        },
-    },
-}
 NOTE = {
     "type": "function",
     "function": {
@@ -50,7 +36,7 @@ NOTE = {
         },
     },
 }
-TOOLS = [WEATHER, NOTE]
+TOOLS = [ENUM_WEATHER, NOTE]
 SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 # Hermes/Qwen JSON in tags (also the model's own template, read from GET /props),
 # Qwen3-Coder tagged parameters, Mistral-style JSON-native [TOOL_CALLS].
