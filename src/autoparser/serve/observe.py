@@ -165,8 +165,9 @@ class Metrics:
         self.calls = Counter(
             "autoparser_calls",
             "What the parse made of the calls in model output, by outcome (kept, refused, "
-            "cut) and reason (clean: read as the schema says; else the finding's kind: "
-            "undeclared_argument, invalid_arguments, call_in_reasoning, truncated).",
+            "cut, dropped) and reason (clean: read as the schema says; else the finding's "
+            "kind: undeclared_argument, invalid_arguments, call_in_reasoning, truncated, "
+            "wrapper_token).",
             ["outcome", "reason"], registry=r,
         )  # fmt: skip
         self.truncated = Counter(
