@@ -6,6 +6,7 @@ exact: the string is fed byte by byte, then the matcher must be in an accepting 
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -64,3 +65,38 @@ def accepts_prefix(grammar_text: str, s: str | bytes) -> bool:
     matcher = LLMatcher(tok, compiled(grammar_text))
     tokens = tok.tokenize_bytes(data)
     return bool(matcher.try_consume_tokens(tokens) == len(tokens) and not matcher.is_error())
+
+
+RULE_LINE = re.compile(r"^([A-Za-z0-9-]+) ::= (.+)$")
+# literals and classes removed, what remains is names and operators
+UNICODE_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\[uU]")  # an odd run of backslashes, then u
+LITERALS = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]')
+
+
+def rules_of(grammar: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in grammar.rstrip("\n").split("\n"):
+        match = RULE_LINE.match(line)
+        assert match, f"not a one-line GBNF rule: {line!r}"
+        assert match.group(1) not in out, f"rule defined twice: {match.group(1)}"
+        out[match.group(1)] = match.group(2)
+    return out
+
+
+def assert_portable(grammar: str) -> None:
+    """The portability rules every engine (llama.cpp, xgrammar, llguidance) needs: one-line
+    rules, each defined once, ``root`` among them, every reference defined, no ``.`` or
+    ``\\u`` escapes, no empty alternatives or repetitions without a lower bound; and
+    llguidance reads it."""
+    rules = rules_of(grammar)
+    assert "root" in rules
+    assert not UNICODE_ESCAPE.search(grammar), "\\u or \\U escape in the grammar"
+    for name, body in rules.items():
+        bare = LITERALS.sub(" L ", body)
+        assert "." not in bare, f"{name}: '.' outside a literal"
+        assert not re.search(r"\{\s*,", bare), f"{name}: repetition without lower bound"
+        assert not re.search(r"(^|\(|\|)\s*(\||\)|$)", bare), f"{name}: empty alternative"
+        for ref in re.findall(r"[A-Za-z][A-Za-z0-9-]*", bare):
+            if ref != "L":
+                assert ref in rules, f"{name} references undefined {ref}"
+    check_grammar(grammar)

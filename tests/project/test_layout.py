@@ -58,6 +58,47 @@ def misplaced(relative_paths: Iterable[PurePosixPath]) -> list[str]:
     return found
 
 
+def untested(source_modules: Iterable[PurePosixPath], test_modules: set[PurePosixPath]) -> list[str]:
+    """Each source module (path relative to src/autoparser) without a test module of its own:
+    ``tests/<package>/test_<module>.py`` or ``test_<module>_<aspect>.py`` (a package's
+    ``__init__`` counts when the package has modules of its own, which are then checked)."""
+    found = []
+    for module in source_modules:
+        if module.name in {"__init__.py", "__main__.py"}:
+            continue
+        folder = PurePosixPath(*module.parent.parts)
+        stem = module.stem
+        if not any(
+            test.parent == folder
+            and (test.stem == f"test_{stem}" or test.stem.startswith(f"test_{stem}_"))
+            for test in test_modules
+        ):
+            found.append(f"src/autoparser/{module}: no tests/{folder / f'test_{stem}.py'}")
+    return found
+
+
+def _test_modules() -> set[PurePosixPath]:
+    return {
+        PurePosixPath(p.relative_to(TESTS_DIR).as_posix()) for p in TESTS_DIR.rglob("test_*.py")
+    }
+
+
+def test_every_source_module_has_its_test_module() -> None:
+    sources = [PurePosixPath(p.relative_to(SOURCE).as_posix()) for p in SOURCE.rglob("*.py")]
+    assert len(sources) > 50
+    assert untested(sorted(sources), _test_modules()) == []
+
+
+def test_a_module_without_tests_is_named() -> None:
+    tests = {PurePosixPath(p) for p in ("stream/test_parser.py", "test_cli_render.py")}
+    sources = [PurePosixPath(p) for p in ("stream/parser.py", "cli.py", "stream/spans.py")]
+    assert untested(sources, tests) == [
+        "src/autoparser/stream/spans.py: no tests/stream/test_spans.py"
+    ]
+    # a test named after a longer module does not count for a shorter one
+    assert untested([PurePosixPath("stream/delta.py")], {PurePosixPath("stream/test_deltas.py")})
+
+
 def test_every_test_module_mirrors_a_source_module() -> None:
     modules = [
         PurePosixPath(p.relative_to(TESTS_DIR).as_posix()) for p in TESTS_DIR.rglob("test_*.py")
