@@ -772,29 +772,3 @@ def test_prompt_opened_call_keeps_other_text_as_content() -> None:
     plain = build_params(_RECIPIENT, prompt="User: hi\n>>>", tools=TOOLS, tool_choice="none")
     assert plain.grammar is None
     assert not plain.parse(f"get_weather\n{_W}").tool_calls
-
-
-def test_memo_key_covers_every_request_field() -> None:
-    """A request field left out of the memo key would hand one request another's parser."""
-    import dataclasses as dc
-
-    from autoparser.generate.memo import request_key
-    from autoparser.generate.request import Request, ToolSpec
-
-    base = Request()
-    changed = {
-        "tools": (ToolSpec("f", {"type": "object", "properties": {}}),),
-        "tool_choice": "required",
-        "forced_tool": "f",
-        "parallel_tool_calls": False,
-        "response_schema": {"type": "object"},
-        "enable_thinking": True,
-        "reasoning_format": "none",
-        "calls_in_reasoning": True,
-        "reasoning_budget": 100,
-    }
-    assert set(changed) == {f.name for f in dc.fields(Request)}
-    keys = {request_key(base)} | {
-        request_key(dc.replace(base, **{k: v})) for k, v in changed.items()
-    }
-    assert None not in keys and len(keys) == len(changed) + 1
