@@ -501,6 +501,30 @@ def canonical_args(arguments: str | Mapping[str, Any]) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
+def _text(value: Any) -> str | None:
+    return value.strip() or None if isinstance(value, str) else None
+
+
+def ours_view(parsed: Any) -> dict[str, Any]:
+    """A parsed message as the response-template export tests compare it (text stripped,
+    calls as name and canonical arguments)."""
+    return {
+        "content": _text(parsed.content),
+        "reasoning": _text(parsed.reasoning_content),
+        "calls": [(c.name, canonical_args(c.arguments)) for c in parsed.tool_calls],
+    }
+
+
+def transformers_view(message: dict[str, Any]) -> dict[str, Any]:
+    """What transformers' ``parse_response`` returned, in ``ours_view``'s shape."""
+    reasoning = message.get("reasoning_content", message.get("thinking"))
+    calls = [
+        (c["function"]["name"], canonical_args(c["function"]["arguments"]))
+        for c in message.get("tool_calls") or []
+    ]
+    return {"content": _text(message.get("content")), "reasoning": _text(reasoning), "calls": calls}
+
+
 def expected_view(message: Mapping[str, Any], compare_ids: bool) -> dict[str, Any]:
     calls = [
         {
