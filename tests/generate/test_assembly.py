@@ -601,42 +601,6 @@ def test_json_name_suffix_of_older_analyses() -> None:
     assert TemplateAnalysis.from_dict(data).tools.arguments.name_suffix_json == ""
 
 
-def test_handler_tokens_stops_and_triggers_are_used() -> None:
-    """A hand-written format's own preserved tokens and stops are merged with the
-    analysis' ones; its explicit triggers replace those the lazy grammar derives."""
-    from autoparser.definition import ParserDefinition
-    from autoparser.formats import register
-    from autoparser.generate import build_standard
-    from autoparser.generate.context import BuildContext
-
-    anchored = GrammarTrigger("pattern_full", r"^(<tool_call>)[\s\S]*")
-
-    @register("test_extra_fields")
-    def build(ctx: BuildContext) -> ParserDefinition:
-        return dataclasses.replace(
-            build_standard(ctx),
-            preserved_tokens=("<extra>", "<tool_call>"),
-            additional_stops=("<stop>", "<|im_end|>"),
-            grammar_triggers=(anchored,),
-        )
-
-    base = CASE_BY_NAME["hermes"]
-    tokens = ("<tool_call>", "</tool_call>")
-    case = dataclasses.replace(
-        base, analysis=dataclasses.replace(base.analysis, preserved_tokens=tokens)
-    )
-    plain = case.params(TOOLS)
-    handled = dataclasses.replace(
-        case, analysis=dataclasses.replace(case.analysis, handler="test_extra_fields")
-    ).params(TOOLS)
-    assert plain.preserved_tokens == list(tokens)
-    assert plain.grammar_triggers != [anchored]
-    assert handled.grammar_triggers == [anchored]
-    assert handled.grammar == plain.grammar
-    assert handled.preserved_tokens == [*plain.preserved_tokens, "<extra>"]
-    assert handled.additional_stops == ["<|im_end|>", "<stop>"]
-
-
 def test_chat_message_contract() -> None:
     """tool_calls is a list of ToolCall (issue 6's contract); the message stays frozen."""
     from autoparser.message import ChatMessage, ToolCall
