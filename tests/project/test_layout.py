@@ -58,7 +58,9 @@ def misplaced(relative_paths: Iterable[PurePosixPath]) -> list[str]:
     return found
 
 
-def untested(source_modules: Iterable[PurePosixPath], test_modules: set[PurePosixPath]) -> list[str]:
+def untested(
+    source_modules: Iterable[PurePosixPath], test_modules: set[PurePosixPath]
+) -> list[str]:
     """Each source module (path relative to src/autoparser) without a test module of its own:
     ``tests/<package>/test_<module>.py`` or ``test_<module>_<aspect>.py`` (a package's
     ``__init__`` counts when the package has modules of its own, which are then checked)."""
