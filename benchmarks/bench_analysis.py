@@ -7,7 +7,9 @@ self-verification (renders of the probe conversations, parsers built and run). T
 phases are timed apart (medians over the templates, of each template's fastest run).
 With the saved analysis = what a later process pays when the analysis was saved
 (``ChatTemplate.save_analysis``): a new ``ChatTemplate`` (its compile included), the file
-read back, ``analyze()`` and the caps (saved with it).
+read back, ``analyze()`` and the caps (saved with it). With the kept code too = the same
+with ``ChatTemplate(..., analysis_cache=DIR)``, which also keeps the compiled code there
+(``template/compiled.py``): what serve and the CLI pay for a template seen before.
 
 Baseline, measured in the same run: compiling the template and rendering one prompt
 (what any use of the template costs). The ratio says how many "compile + render" the
@@ -24,6 +26,7 @@ import argparse
 import contextlib
 import functools
 import importlib
+import inspect
 import itertools
 import shutil
 import statistics
@@ -38,7 +41,7 @@ from timing import best_of
 from autoparser import ChatTemplate
 from autoparser.analysis.analyzer import analyze_template, clear_cache
 from autoparser.errors import AutoparserError, TemplateError
-from autoparser.template import detect_caps
+from autoparser.template import Renderer, detect_caps
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT.parent / "shared" / "templates"
@@ -127,6 +130,14 @@ def _saved(clearers: list[Callable[[], None]], source: str, path: Path) -> None:
     _ = template.caps, template.quirks  # what serve reads at startup: saved too
 
 
+def _kept(clearers: list[Callable[[], None]], source: str, directory: Path) -> None:
+    """A new process with the analysis and the compiled code kept in ``directory``."""
+    _forget(clearers)
+    template = ChatTemplate(source, bos_token="<s>", eos_token="</s>", analysis_cache=directory)
+    template.analyze()
+    _ = template.caps, template.quirks
+
+
 def _median_ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1e3:.1f} ms"
 
@@ -148,6 +159,8 @@ def main() -> int:
     saving = hasattr(ChatTemplate, "save_analysis")  # not in older checkouts
     scratch = Path(tempfile.mkdtemp(prefix="bench-analysis-"))
     saved_rows: list[tuple[float, str]] = []
+    kept_rows: list[tuple[float, str]] = []
+    keeping = "code_cache" in inspect.signature(Renderer).parameters  # not in older checkouts
     rows: list[tuple[float, float, str]] = []
     splits: list[tuple[float, ...]] = []
     skipped: list[str] = []
@@ -166,6 +179,11 @@ def main() -> int:
             file = template.save_analysis(scratch / f"{path.stem}.json")
             load = functools.partial(_saved, clearers, source, file)
             saved_rows.append((best_of(load, repeats, CLOCK), path.stem))
+        if keeping:
+            kept_in = scratch / "kept"
+            ChatTemplate(source, bos_token="<s>", eos_token="</s>", analysis_cache=kept_in).analyze()
+            kept = functools.partial(_kept, clearers, source, kept_in)
+            kept_rows.append((best_of(kept, repeats, CLOCK), path.stem))
         splits.append(fastest)
     rows.sort()
     colds = [r[0] for r in rows]
@@ -222,6 +240,15 @@ def main() -> int:
             f"median {median_saved * 1e3:.1f} ms, worst {saved_rows[-1][0] * 1e3:.1f} ms "
             f"({saved_rows[-1][1]}); / baseline: median {median_saved / median_base:.2f}x; "
             f"/ cold: median {median_saved / median_cold:.2f}x"
+        )
+    if kept_rows:
+        kept_rows.sort()
+        median_kept = statistics.median(r[0] for r in kept_rows)
+        print(
+            "with the saved analysis and the kept code (read both, analyze(), caps): "
+            f"median {median_kept * 1e3:.2f} ms, worst {kept_rows[-1][0] * 1e3:.1f} ms "
+            f"({kept_rows[-1][1]}); / baseline: median {median_kept / median_base:.2f}x; "
+            f"/ cold: median {median_kept / median_cold:.3f}x"
         )
     shutil.rmtree(scratch, ignore_errors=True)
     print("slowest: " + ", ".join(f"{n} {c * 1e3:.0f} ms" for c, _, n in rows[-3:]))

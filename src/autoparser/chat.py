@@ -82,7 +82,10 @@ class ChatTemplate:
 
     ``analysis_cache`` is a directory where the analysis is saved the first time it is
     computed and read back from by later processes (see :mod:`autoparser.analysis.saved`:
-    a stale or corrupt file is ignored and replaced); None keeps it in memory only.
+    a stale or corrupt file is ignored and replaced); None keeps it in memory only. The
+    template's compiled code is kept there too (its ``code/`` folder, private to the user:
+    see :mod:`autoparser.template.compiled`), so a later process neither analyses nor
+    compiles the text again.
     """
 
     def __init__(
@@ -119,6 +122,7 @@ class ChatTemplate:
             special_tokens=self.special_tokens,
             now=now,
             clock=clock,
+            code_cache=self.analysis_cache,
         )
         self._variant_templates: dict[str, ChatTemplate] = {}
         self._warned = False  # AnalysisWarning is emitted once per template, not per request

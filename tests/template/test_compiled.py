@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import marshal
+import stat
+from pathlib import Path
+
 import jinja2
 import pytest
 from helpers.paths import corpus_templates, own_templates
 from jinja2 import meta, nodes
 
 from autoparser import CACHES, ChatTemplate
-from autoparser.template.compiled import compile_source
+from autoparser.template import compiled as compiled_module
+from autoparser.template.compiled import CompiledSource, code_key, code_path, compile_source
 from autoparser.template.environment import make_environment, sandbox
 
 
@@ -70,3 +75,114 @@ def test_a_mutating_template_is_compiled_once() -> None:
     assert compiled.template.environment is sandbox(mutable=False)
     assert compiled.mutable_template.environment is sandbox(mutable=True)
     assert compiled.mutable_template is compiled.mutable_template
+
+
+# ------------------------------------------------------------------ the code kept on disk
+
+SOURCE = (
+    "{% for m in messages %}[{{ m.role }}] {{ m.content }}{% if verbose %}!{% endif %}{% endfor %}"
+)
+MESSAGES = {"messages": [{"role": "user", "content": "hi"}], "verbose": True}
+
+
+def _forget() -> None:
+    CACHES.store("compile", 0).clear()
+
+
+def _fresh(source: str, directory: Path) -> CompiledSource:
+    """The compile a new process makes (nothing in memory)."""
+    _forget()
+    return compile_source(source, directory)
+
+
+def _no_codegen(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(_source: str) -> CompiledSource:
+        raise AssertionError("compiled again instead of loading the kept code")
+
+    monkeypatch.setattr(compiled_module, "_compile", refuse)
+
+
+def test_a_later_process_loads_the_kept_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = _fresh(SOURCE, tmp_path)
+    path = code_path(tmp_path, SOURCE)
+    assert path.is_file() and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    _no_codegen(monkeypatch)
+    again = _fresh(SOURCE, tmp_path)
+    assert (again.reads, again.tested) == (first.reads, first.tested)
+    assert again.template.render(**MESSAGES) == first.template.render(**MESSAGES) == "[user] hi!"
+    assert again.mutable_template.environment is sandbox(mutable=True)
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "other key", "truncated", "not code"])
+def test_a_damaged_file_is_compiled_again_and_replaced(tmp_path: Path, damage: str) -> None:
+    _fresh(SOURCE, tmp_path)
+    path = code_path(tmp_path, SOURCE)
+    data = path.read_bytes()
+    head, _, _code = data.partition(b"\n\n")
+    broken = {
+        "corrupt": b"garbage",
+        "other key": data.replace(code_key(SOURCE).encode(), b"0" * 64),
+        "truncated": data[: len(data) - 20],
+        "not code": head + b"\n\n" + marshal.dumps(42),
+    }[damage]
+    path.write_bytes(broken)
+    again = _fresh(SOURCE, tmp_path)
+    assert again.template.render(**MESSAGES) == "[user] hi!"
+    if damage != "not code":
+        assert path.read_bytes() != broken or damage == "other key"
+
+
+@pytest.mark.parametrize("where", ["file", "folder"])
+def test_code_others_may_write_is_never_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    _fresh(SOURCE, tmp_path)
+    path = code_path(tmp_path, SOURCE)
+    target = path if where == "file" else path.parent
+    target.chmod(stat.S_IMODE(target.stat().st_mode) | stat.S_IWOTH)
+    verdicts: list[bool] = []
+    real = compiled_module._trusted
+
+    def watched(p: Path) -> bool:
+        verdicts.append(real(p))
+        return verdicts[-1]
+
+    monkeypatch.setattr(compiled_module, "_trusted", watched)
+    again = _fresh(SOURCE, tmp_path)
+    assert verdicts == [False]  # looked at, refused, compiled again
+    assert again.template.render(**MESSAGES) == "[user] hi!"
+
+
+def test_a_link_is_not_followed(tmp_path: Path) -> None:
+    _fresh(SOURCE, tmp_path)
+    path = code_path(tmp_path, SOURCE)
+    elsewhere = tmp_path / "elsewhere.code"
+    path.rename(elsewhere)
+    path.symlink_to(elsewhere)
+    assert not compiled_module._trusted(path)
+
+
+def test_the_key_names_the_text_and_the_code_generator() -> None:
+    assert code_key(SOURCE) == code_key(SOURCE) != code_key(SOURCE + " ")
+    assert len(code_key(SOURCE)) == 64
+
+
+def test_a_syntax_error_keeps_nothing(tmp_path: Path) -> None:
+    with pytest.raises(jinja2.TemplateSyntaxError):
+        _fresh("{% if %}", tmp_path)
+    assert not code_path(tmp_path, "{% if %}").exists()
+
+
+def test_an_unwritable_folder_only_costs_a_compile(tmp_path: Path) -> None:
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the folder should be")
+    assert _fresh(SOURCE, blocked).template.render(**MESSAGES) == "[user] hi!"
+
+
+def test_chat_template_keeps_its_code_with_its_analysis(tmp_path: Path) -> None:
+    _forget()
+    ChatTemplate(SOURCE, analysis_cache=tmp_path)
+    assert code_path(tmp_path, SOURCE).is_file()

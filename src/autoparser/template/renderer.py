@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from types import TracebackType
 
 import jinja2
@@ -44,7 +45,11 @@ def _template_line(tb: TracebackType | None) -> int | None:
 
 
 class Renderer:
-    """One compiled chat template and the special tokens it is rendered with."""
+    """One compiled chat template and the special tokens it is rendered with.
+
+    ``code_cache``: a directory where the compiled code is kept across processes (see
+    :mod:`autoparser.template.compiled`); None compiles in memory only.
+    """
 
     def __init__(
         self,
@@ -56,6 +61,7 @@ class Renderer:
         special_tokens: Mapping[str, str] | None = None,
         now: datetime | None = None,
         clock: Clock | None = None,
+        code_cache: Path | None = None,
     ) -> None:
         self.source = source
         # A fixed date for strftime_now/date_string (None: read ``clock``), see render().
@@ -68,7 +74,7 @@ class Renderer:
         # Other named tokens (unk_token, pad_token...) passed to the template, as transformers does.
         self.special_tokens: dict[str, str] = dict(special_tokens or {})
         try:
-            self._compilation = compile_source(source)
+            self._compilation = compile_source(source, code_cache)
         except jinja2.TemplateSyntaxError as exc:
             raise TemplateError(
                 f"{self.name}: syntax error at line {exc.lineno}: {exc.message}"
