@@ -181,7 +181,8 @@ def main() -> int:
             saved_rows.append((best_of(load, repeats, CLOCK), path.stem))
         if keeping:
             kept_in = scratch / "kept"
-            ChatTemplate(source, bos_token="<s>", eos_token="</s>", analysis_cache=kept_in).analyze()
+            warm = ChatTemplate(source, bos_token="<s>", eos_token="</s>", analysis_cache=kept_in)
+            warm.analyze()  # saves the analysis and keeps the code
             kept = functools.partial(_kept, clearers, source, kept_in)
             kept_rows.append((best_of(kept, repeats, CLOCK), path.stem))
         splits.append(fastest)
