@@ -9,8 +9,11 @@ per request; the cost of keeping user text plain (stand-ins of llama.cpp and of 
 OpenAI-style engine, and a real llama-server on a tiny model where one is built: the
 caller's text checked through the engine's ``/tokenize``, the prompt sent as text when
 clean, protected when not) against sending the text unchecked, per request; and grammar
-building at two tool counts (linear: the time ratio follows the count ratio). ``--smoke``:
-tiny sizes.
+building at two tool counts (linear: the time ratio follows the count ratio). And
+``--workers`` scaling: the same streams through ``autoparser serve --workers N`` (N = 1, 2,
+4; each a process of its own) in front of a stand-in engine in a process of its own, the
+ratio of each to one worker (on a machine of C cores it grows until the cores, which the
+engine and the load generator share, run out). ``--smoke``: tiny sizes.
 """
 
 from __future__ import annotations
@@ -274,6 +277,63 @@ def grammar_scaling(smoke: bool) -> None:
     )
 
 
+_ENGINE = """
+import sys
+from aiohttp import web
+from helpers.serve_standin import StandIn
+standin = StandIn("llama.cpp")
+standin.max_chunk = 4
+standin.add("bench", sys.stdin.read())
+web.run_app(standin.app(), host="127.0.0.1", port=int(sys.argv[1]), print=None)
+"""
+
+
+def workers_scaling(smoke: bool) -> None:
+    """Throughput of serve at 1, 2 and 4 workers, the engine in a process of its own."""
+    import subprocess
+
+    from helpers.processes import cli_env, free_port, serve_command, started
+
+    case = CASE_BY_NAME["hermes"]
+    output = "Let me look that up. " * (2 if smoke else 20) + case.output(
+        scenarios(case)["complex_args"], TOOLS
+    )
+    chat = {"messages": [{"role": "user", "content": "[[bench]]"}], "tools": TOOLS, "stream": True}
+    engine_port = free_port()
+    engine = subprocess.Popen(
+        [sys.executable, "-c", _ENGINE, str(engine_port)],
+        stdin=subprocess.PIPE, env=cli_env(),
+    )  # fmt: skip
+    assert engine.stdin is not None
+    engine.stdin.write(output.encode())
+    engine.stdin.close()
+    backend = f"http://127.0.0.1:{engine_port}"
+    template = ROOT / "tests" / "templates" / case.template
+    concurrency, n = (8, 16) if smoke else (64, 256)
+    print(f"## --workers: {n} streams, {concurrency} at a time, engine in its own process")
+    print("| workers | streams/s | / one worker |")
+    print("|---|---|---|")
+    rates: dict[int, float] = {}
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            for workers in (1, 2, 4):
+                port = free_port()
+                cmd = serve_command(backend, "--template", str(template), "--port", str(port))
+                cmd += ["--workers", str(workers), "--max-concurrent", "1024"]
+                log = Path(scratch) / f"serve-{workers}.log"
+                with started(cmd, port, log, env=cli_env()) as (url, _proc):
+                    target = url + "/v1/chat/completions"
+                    warm = concurrency * workers  # so that every worker has built its parser
+                    asyncio.run(_run(target, chat, warm, concurrency))
+                    t0 = time.perf_counter()
+                    asyncio.run(_run(target, chat, n, concurrency))
+                    rates[workers] = n / (time.perf_counter() - t0)
+                print(f"| {workers} | {rates[workers]:,.1f} | {rates[workers] / rates[1]:.2f} |")
+    finally:
+        engine.terminate()
+        engine.wait(timeout=30)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--smoke", action="store_true")
@@ -282,6 +342,7 @@ def main() -> None:
     provenance_cost(args.smoke)
     plain_text_cost(args.smoke)
     grammar_scaling(args.smoke)
+    workers_scaling(args.smoke)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import socket
+
     from aiohttp import web
 
     from autoparser.serve.app import ServeConfig
@@ -24,12 +26,25 @@ def create_app(config: ServeConfig) -> web.Application:
     return _create_app(config)
 
 
-def run(config: ServeConfig, log_level: str = "info", **run_app_options: Any) -> None:
+def run(
+    config: ServeConfig,
+    log_level: str = "info",
+    *,
+    sock: socket.socket | None = None,
+    parent: int | None = None,
+    **run_app_options: Any,
+) -> None:
     """Serve on ``config.host:config.port`` until SIGINT/SIGTERM, which stop taking new
-    requests and give running ones ``config.limits.grace_period`` seconds to end."""
+    requests and give running ones ``config.limits.grace_period`` seconds to end.
+
+    ``sock``: an already listening socket to accept on instead (a worker of ``--workers``);
+    ``parent``: the process that started this one, whose end stops it.
+    """
     import logging
 
     from aiohttp import web
+
+    from autoparser.serve.workers import orphan_guard
 
     configure_logging(config.log_format, log_level)
     log = logging.getLogger("autoparser.serve")
@@ -42,7 +57,12 @@ def run(config: ServeConfig, log_level: str = "info", **run_app_options: Any) ->
         "print": lambda text: log.info("%s", text.strip()),
         **run_app_options,
     }
-    web.run_app(create_app(config), **options)
+    if sock is not None:
+        options.update(host=None, port=None, sock=sock)
+    app = create_app(config)
+    if parent is not None:
+        app.cleanup_ctx.append(orphan_guard(parent))
+    web.run_app(app, **options)
 
 
 def configure_logging(log_format: str, log_level: str = "info") -> None:

@@ -16,12 +16,13 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import urllib.parse
 from collections.abc import AsyncIterator
 
 import aiohttp
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, multiprocess
 
 from autoparser import TOOL_CALL_DELTAS, ChatTemplate
 from autoparser.serve import agent_apis
@@ -47,6 +48,7 @@ from autoparser.serve.observe import (
     make_middleware,
     on_prepare,
 )
+from autoparser.serve.workers import METRICS_VARIABLE
 
 log = logging.getLogger("autoparser.serve")
 
@@ -154,7 +156,13 @@ async def ready(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    body = generate_latest(request.app[METRICS].registry)
+    """The metrics of this process, or under ``--workers`` the sums over every worker."""
+    if os.environ.get(METRICS_VARIABLE):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        body = generate_latest(registry)
+    else:
+        body = generate_latest(request.app[METRICS].registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -81,6 +82,13 @@ def register(subparsers: argparse._SubParsersAction[_P]) -> _P:
     serve.add_argument("--model", help="model name to report and send (default: the backend's)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes answering on the port, each a full serve on its own core (default 1; "
+        "limits such as --max-concurrent apply per worker; /metrics sums them all)",
+    )
     serve.add_argument(
         "--tool-call-deltas",
         choices=["whole", "incremental"],
@@ -268,7 +276,12 @@ def _listed(text: str) -> tuple[str, ...]:
 def cmd_serve(args: argparse.Namespace) -> int:
     import os
 
+    from autoparser.serve.workers import worker_start
+
     try:
+        handed = worker_start(os.environ)  # one of ``--workers``: the parent's settings
+        if handed is not None:
+            return serve_args(handed[0], sock=handed[1], parent=os.getppid())
         args = settings(args, os.environ)
         if not args.backend:
             raise SettingsError(
@@ -277,10 +290,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except (SettingsError, OSError) as exc:
         print(f"autoparser: error: {exc}", file=sys.stderr)
         return 2
-    return _serve(args)
+    return serve_args(args)
 
 
-def _serve(args: argparse.Namespace) -> int:
+def serve_args(
+    args: argparse.Namespace, *, sock: socket.socket | None = None, parent: int | None = None
+) -> int:
+    """Serve with resolved settings: one process, or ``--workers`` of them (``sock``: the
+    socket a parent bound for this worker, ``parent`` its process id)."""
     try:
         import aiohttp  # noqa: F401
         import prometheus_client  # noqa: F401
@@ -291,8 +308,9 @@ def _serve(args: argparse.Namespace) -> int:
         )
         return 2
     from autoparser import AutoparserError
-    from autoparser.serve import run
+    from autoparser.serve import configure_logging, run
     from autoparser.serve.app import ServeConfig
+    from autoparser.serve.workers import run_workers
 
     try:
         limits = lim.Limits(**{field: getattr(args, field) for field, _, _ in LIMIT_FLAGS.values()})
@@ -314,7 +332,11 @@ def _serve(args: argparse.Namespace) -> int:
             strict_schemas=args.strict_schemas,
             media=args.media,
         )
-        run(config, log_level=args.log_level)
+        workers = getattr(args, "workers", 1)
+        if workers != 1 and sock is None:
+            configure_logging(args.log_format, args.log_level)
+            return run_workers(args, workers)
+        run(config, log_level=args.log_level, sock=sock, parent=parent)
     except (ValueError, OSError, AutoparserError) as exc:
         text = f"autoparser: error: {exc}"
         if args.log_format == "json":  # the last line of a JSON log is JSON too

@@ -15,6 +15,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import os
 import re
 import time
 import uuid
@@ -25,6 +26,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from autoparser.serve.limits import InvalidRequest, Unavailable
+from autoparser.serve.workers import SOCKET_VARIABLE
 
 log = logging.getLogger("autoparser.serve")
 access_log = logging.getLogger("autoparser.serve.access")
@@ -186,8 +188,9 @@ class Metrics:
             registry=r,
         )
         self.in_flight = Gauge(
-            "autoparser_requests_in_flight", "Requests being answered now.", registry=r
-        )
+            "autoparser_requests_in_flight", "Requests being answered now.", registry=r,
+            multiprocess_mode="livesum",  # under --workers: summed over the live workers
+        )  # fmt: skip
         self.rejected = Counter(
             "autoparser_requests_rejected",
             "Requests refused before any work: saturated (concurrency limit), auth, host "
@@ -496,6 +499,10 @@ async def _answer(request: web.Request, handler: Handler, state: RequestInfo) ->
         return error_reply(request, 500, f"internal error (request id {state.id})", "server_error")
 
 
+# Under ``--workers``, access lines name the process that answered.
+_WORKER = os.getpid() if os.environ.get(SOCKET_VARIABLE) else None
+
+
 def _finish(
     metrics: Metrics, state: RequestInfo, status: int, fmt: str, request: web.Request
 ) -> None:
@@ -538,6 +545,8 @@ def _finish(
     }
     if state.prompt_form:
         record["prompt_form"] = state.prompt_form
+    if _WORKER is not None:
+        record["worker"] = _WORKER
     if state.degraded:
         record["degraded"] = len(state.degraded)
     if state.first_token is not None:
