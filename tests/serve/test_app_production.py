@@ -186,7 +186,7 @@ def test_deeply_nested_body_is_a_400_not_a_500(loop: LoopThread) -> None:
 def test_concurrency_limit_is_503_with_retry_after_and_health_stays_up(
     loop: LoopThread,
 ) -> None:
-    served = Served(loop, limits=Limits(max_concurrent=2))
+    served = Served(loop, limits=Limits(max_concurrent=2, max_queued=0))  # no queue
     served.standin.delay = 2.0
 
     async def run_all() -> tuple[list[int], list[str | None], int]:

@@ -148,8 +148,8 @@ async def ready(request: web.Request) -> web.Response:
     problem = await link.health()
     if problem is None and admission.draining:
         problem = "shutting down"
-    if problem is None and admission.active >= admission.limit:
-        problem = "at the concurrency limit"
+    if problem is None and admission.full:
+        problem = "at the concurrency limit, its queue full"
     if problem is not None:
         return web.json_response({"status": "not ready", "reason": problem}, status=503)
     return web.json_response({"status": "ready"})
@@ -181,7 +181,9 @@ def create_app(config: ServeConfig) -> web.Application:
         allowed_hosts=tuple(h.lower() for h in config.allowed_hosts),
         bound_host=config.host,
     )
-    app[ADMISSION] = admission = Admission(limits.max_concurrent)
+    app[ADMISSION] = admission = Admission(
+        limits.max_concurrent, limits.max_queued, limits.queue_timeout
+    )
     app.on_response_prepare.append(on_prepare)
     settings = ChatSettings(
         config.tool_call_deltas,
@@ -241,7 +243,7 @@ def create_app(config: ServeConfig) -> web.Application:
                 link.close()
 
     async def drain(app: web.Application) -> None:
-        admission.draining = True
+        admission.drain()
 
     app.cleanup_ctx.append(lifecycle)
     app.on_shutdown.append(drain)

@@ -27,7 +27,13 @@ LIMIT_FLAGS: dict[str, tuple[str, type, str]] = {
         int,
         "largest minLength/maxLength/minItems/... in a tool schema",
     ),
-    "--max-concurrent": ("max_concurrent", int, "requests answered at once (503 above)"),
+    "--max-concurrent": ("max_concurrent", int, "requests answered at once (more wait)"),
+    "--max-queued": (
+        "max_queued",
+        int,
+        "requests waiting for a turn beyond --max-concurrent (503 above; 0: no queue)",
+    ),
+    "--queue-timeout": ("queue_timeout", float, "seconds a request may wait for its turn"),
     "--connect-timeout": ("connect_timeout", float, "seconds to connect to the engine"),
     "--first-byte-timeout": (
         "first_byte_timeout",

@@ -23,6 +23,8 @@ MAX_SCHEMA_BYTES = 256 * 1024
 MAX_MESSAGES = 2048
 MAX_SCHEMA_COUNT = 10_000  # largest minLength/maxItems/... a tool schema may ask for
 MAX_CONCURRENT = 128
+MAX_QUEUED = 1024  # requests waiting for one of the max_concurrent turns
+QUEUE_TIMEOUT = 60.0  # seconds a request may wait for its turn
 CONNECT_TIMEOUT = 10.0
 FIRST_BYTE_TIMEOUT = 300.0
 IDLE_TIMEOUT = 60.0
@@ -65,8 +67,10 @@ class Unavailable(Exception):
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """Bounds on one request's size and work, the server's concurrency, and every timeout
-    (seconds). ``max_concurrent`` requests run at once; more are refused with 503 and
-    ``Retry-After`` rather than queued behind heavy ones."""
+    (seconds). ``max_concurrent`` requests run at once; up to ``max_queued`` more wait for a
+    turn, in order, each at most ``queue_timeout`` seconds (an engine queues what it cannot
+    run at once too: a front end may not refuse what its engine would serve); beyond the
+    queue, or past the wait, 503 with ``Retry-After``. ``max_queued`` may be 0 (no queue)."""
 
     max_body_bytes: int = MAX_BODY_BYTES
     max_depth: int = MAX_DEPTH
@@ -75,6 +79,8 @@ class Limits:
     max_messages: int = MAX_MESSAGES
     max_schema_count: int = MAX_SCHEMA_COUNT
     max_concurrent: int = MAX_CONCURRENT
+    max_queued: int = MAX_QUEUED
+    queue_timeout: float = QUEUE_TIMEOUT
     connect_timeout: float = CONNECT_TIMEOUT
     first_byte_timeout: float = FIRST_BYTE_TIMEOUT
     idle_timeout: float = IDLE_TIMEOUT
@@ -85,8 +91,11 @@ class Limits:
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"{field.name} must be a positive number, got {value!r}")
+            low = 0 if field.name == "max_queued" else 0.0
+            ok = isinstance(value, (int, float)) and math.isfinite(value)
+            if not ok or value < low or (value == 0 and field.name != "max_queued"):
+                what = "a number >= 0" if field.name == "max_queued" else "a positive number"
+                raise ValueError(f"{field.name} must be {what}, got {value!r}")
 
 
 def _no_constant(name: str) -> NoReturn:

@@ -10,6 +10,7 @@ the metrics once the response is done, whatever its status.
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import hmac
 import ipaddress
@@ -191,6 +192,11 @@ class Metrics:
             "autoparser_requests_in_flight", "Requests being answered now.", registry=r,
             multiprocess_mode="livesum",  # under --workers: summed over the live workers
         )  # fmt: skip
+        self.queued = Gauge(
+            "autoparser_requests_queued",
+            "Requests waiting for a turn under --max-concurrent (at most --max-queued).",
+            registry=r, multiprocess_mode="livesum",
+        )  # fmt: skip
         self.rejected = Counter(
             "autoparser_requests_rejected",
             "Requests refused before any work: saturated (concurrency limit), auth, host "
@@ -320,13 +326,70 @@ class Security:
 SECURITY: web.AppKey[Security] = web.AppKey("autoparser_security", Security)
 
 
-@dataclasses.dataclass
 class Admission:
-    """The concurrency limit: at most ``limit`` requests at once; beyond it, 503 at once."""
+    """The concurrency limit, with a queue: at most ``limit`` requests at once; up to
+    ``queued`` more wait for a turn in arrival order, each at most ``wait`` seconds.
 
-    limit: int
-    active: int = 0
-    draining: bool = False
+    ``enter`` gives a turn (None) or the reason there is none; every turn given is handed
+    back with ``leave``, which passes it straight to the first request waiting (so a new
+    arrival never overtakes the queue).
+    """
+
+    def __init__(self, limit: int, queued: int = 0, wait: float = 60.0) -> None:
+        self.limit, self.queued, self.wait = limit, queued, wait
+        self.active = 0
+        self.draining = False
+        self._turns: collections.deque[asyncio.Future[bool]] = collections.deque()
+
+    @property
+    def waiting(self) -> int:
+        return sum(1 for turn in self._turns if not turn.done())
+
+    @property
+    def full(self) -> bool:
+        """No turn free and no room to wait for one."""
+        return self.active >= self.limit and self.waiting >= self.queued
+
+    async def enter(self) -> str | None:
+        if self.draining:
+            return "shutting down"
+        if self.active < self.limit and not self.waiting:
+            self.active += 1
+            return None
+        if self.waiting >= self.queued:
+            return "at its concurrency limit" + (" and its queue is full" if self.queued else "")
+        turn: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._turns.append(turn)
+        try:
+            given = await asyncio.wait_for(asyncio.shield(turn), self.wait)
+        except asyncio.TimeoutError:
+            if turn.done() and not turn.cancelled() and turn.result():
+                return None  # handed over as the wait ended: the turn is this request's
+            turn.cancel()
+            return f"at its concurrency limit (waited {self.wait:g} s for a turn)"
+        except asyncio.CancelledError:  # the client left while waiting
+            if turn.done() and not turn.cancelled() and turn.result():
+                self.leave()
+            turn.cancel()
+            raise
+        return None if given else "shutting down"
+
+    def leave(self) -> None:
+        """A turn handed back: to the first request still waiting, else free."""
+        while self._turns:
+            turn = self._turns.popleft()
+            if not turn.done():
+                turn.set_result(True)  # ``active`` stays: the turn changes hands
+                return
+        self.active -= 1
+
+    def drain(self) -> None:
+        """Shutting down: no new turns, and every request waiting is told so."""
+        self.draining = True
+        while self._turns:
+            turn = self._turns.popleft()
+            if not turn.done():
+                turn.set_result(False)
 
 
 ADMISSION: web.AppKey[Admission] = web.AppKey("autoparser_admission", Admission)
@@ -419,16 +482,14 @@ def make_middleware(log_format: str) -> Middleware:
                     request, 401, "invalid or missing API key (Authorization: Bearer <key>)",
                     "invalid_request_error", code="invalid_api_key",
                 )  # fmt: skip
-            elif counted and (admission.draining or admission.active >= admission.limit):
+            elif counted and (why := await _admit(admission, metrics, state, request, log_format)):
                 metrics.rejected.labels("saturated").inc()
-                why = "shutting down" if admission.draining else "at its concurrency limit"
                 response = error_reply(
                     request, 503, f"the server is {why}; retry later", "server_overloaded",
                     headers={"Retry-After": "1"},
                 )  # fmt: skip
             else:
                 if counted:
-                    admission.active += 1
                     admitted = True
                     metrics.in_flight.inc()
                 try:
@@ -439,12 +500,26 @@ def make_middleware(log_format: str) -> Middleware:
                     raise
         finally:
             if admitted:
-                admission.active -= 1
+                admission.leave()
                 metrics.in_flight.dec()
         _finish(metrics, state, response.status, log_format, request)
         return response
 
     return middleware
+
+
+async def _admit(
+    admission: Admission, metrics: Metrics, state: RequestInfo, request: web.Request, fmt: str
+) -> str | None:
+    """A turn for the request (None), waiting in the queue if need be; else why not."""
+    metrics.queued.inc()
+    try:
+        return await admission.enter()
+    except asyncio.CancelledError:
+        _finish(metrics, state, 499, fmt, request)  # the client left while waiting
+        raise
+    finally:
+        metrics.queued.dec()
 
 
 def _refusal(request: web.Request, security: Security) -> tuple[str, int, str, str] | None:
