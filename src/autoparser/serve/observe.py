@@ -350,12 +350,18 @@ class Admission:
         """No turn free and no room to wait for one."""
         return self.active >= self.limit and self.waiting >= self.queued
 
+    def enter_now(self) -> bool:
+        """A turn at once, when one is free and nobody waits for it."""
+        if self.draining or self.active >= self.limit or self.waiting:
+            return False
+        self.active += 1
+        return True
+
     async def enter(self) -> str | None:
+        if self.enter_now():
+            return None
         if self.draining:
             return "shutting down"
-        if self.active < self.limit and not self.waiting:
-            self.active += 1
-            return None
         if self.waiting >= self.queued:
             return "at its concurrency limit" + (" and its queue is full" if self.queued else "")
         turn: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
@@ -512,6 +518,8 @@ async def _admit(
     admission: Admission, metrics: Metrics, state: RequestInfo, request: web.Request, fmt: str
 ) -> str | None:
     """A turn for the request (None), waiting in the queue if need be; else why not."""
+    if admission.enter_now():
+        return None
     metrics.queued.inc()
     try:
         return await admission.enter()
