@@ -16,7 +16,7 @@ import random
 import re
 import types
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from autoparser import tags
 from autoparser.errors import RequestError
@@ -38,6 +38,7 @@ from autoparser.stream.arguments import (
     TaggedArguments,
     ValueConverters,
 )
+from autoparser.stream.delta import StreamDelta, ToolCallDelta
 from autoparser.stream.repair import json_object_text
 
 _ID_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -229,6 +230,19 @@ class _Call:
         if self.tagged is not None:
             return self.tagged.complete()
         return self.args.complete() if self.args is not None else "{}"
+
+
+def _delta(kind: str, index: int, head: _Call | None, pieces: list[str]) -> StreamDelta:
+    """One delta of ``take_deltas``: the pieces of a text field, or of call ``index``'s
+    arguments (announced by it when ``head`` is the call)."""
+    text = pieces[0] if len(pieces) == 1 else "".join(pieces)
+    if kind == "content":
+        return StreamDelta(text)
+    if kind == "reasoning_content":
+        return StreamDelta(None, text)
+    if head is None:
+        return StreamDelta(None, None, (ToolCallDelta(index, text),))
+    return StreamDelta(None, None, (ToolCallDelta(index, text, head.id, head.name),))
 
 
 def spans_end(*fields: list[Span]) -> int:
@@ -483,7 +497,7 @@ class Mapper:
             self.tail, self.tail_reparse = tagged, False
             self.tail_end = value.start + tagged.value_done
 
-    def move(self, text: str, end: int) -> list[dict[str, Any]]:
+    def move(self, text: str, end: int) -> list[StreamDelta]:
         """The deltas of the last tree with its unfinished path ending at ``end`` now:
         what ``advance`` and ``take_deltas`` would give for that tree, without it (the
         last node's text field or the streamed call's JSON arguments grow; a pending
@@ -495,7 +509,9 @@ class Mapper:
         self.tail_end = end
         if isinstance(tail, _TextField):
             piece = tail.push(piece)
-            return [{tail.key: piece}] if piece else []
+            if not piece:
+                return []
+            return [StreamDelta(piece) if tail is self.content else StreamDelta(None, piece)]
         tail.extend(piece)
         return self.take_deltas()
 
@@ -730,39 +746,29 @@ class Mapper:
                 self.truncated_call = tail.strip()
 
     # ----------------------------------------------------------------- output
-    def take_deltas(self) -> list[dict[str, Any]]:
-        deltas: list[dict[str, Any]] = []
-        for kind, index, piece in self.events:
-            if kind in ("content", "reasoning_content"):
-                if deltas and set(deltas[-1]) == {kind}:
-                    deltas[-1][kind] += piece
-                else:
-                    deltas.append({kind: piece})
-            elif kind == "call":
-                call = self.announced[index]
-                deltas.append(
-                    {
-                        "tool_calls": [
-                            {
-                                "index": index,
-                                "id": call.id,
-                                "type": "function",
-                                "function": {"name": call.name, "arguments": ""},
-                            }
-                        ]
-                    }
-                )
-            else:
-                last = (
-                    deltas[-1]["tool_calls"][0] if deltas and "tool_calls" in deltas[-1] else None
-                )
-                if last is not None and last["index"] == index:
-                    last["function"]["arguments"] += piece
-                else:
-                    deltas.append(
-                        {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
-                    )
-        self.events.clear()
+    def take_deltas(self) -> list[StreamDelta]:
+        """The events since the last call as typed deltas: consecutive pieces of one field
+        (text of content or reasoning, or the arguments of one call, with its announcement
+        if that came first) are joined into one delta."""
+        events = self.events
+        if not events:
+            return []
+        deltas: list[StreamDelta] = []
+        run, index, head = "", -1, None  # the field the pieces below belong to
+        pieces: list[str] = []
+        for kind, at, piece in events:
+            if kind == "call":
+                if run:
+                    deltas.append(_delta(run, index, head, pieces))
+                run, index, head, pieces = "args", at, self.announced[at], []
+                continue
+            if kind != run or at != index:
+                if run:
+                    deltas.append(_delta(run, index, head, pieces))
+                run, index, head, pieces = kind, at, None, []
+            pieces.append(piece)
+        deltas.append(_delta(run, index, head, pieces))
+        events.clear()
         return deltas
 
     def message(self) -> ChatMessage:

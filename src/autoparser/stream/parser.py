@@ -22,11 +22,12 @@ _TEXT_TAGS = frozenset({tags.CONTENT, tags.REASONING})
 
 
 class StreamParser:
-    """Feeds model output chunk by chunk; returns OpenAI ``delta`` dicts that only append.
+    """Feeds model output chunk by chunk; returns typed deltas that only append.
 
-    ``feed(chunk)`` -> deltas for the text that became certain; ``finish()`` -> the last
-    deltas (held-back text flushed; a call the output ended inside becomes content);
-    ``message`` -> the message so far.
+    ``feed_deltas(chunk)`` -> ``StreamDelta`` values for the text that became certain;
+    ``finish_deltas()`` -> the last ones (held-back text flushed; a call the output ended
+    inside becomes content); ``message`` -> the message so far. ``feed``/``finish`` give
+    the same deltas as OpenAI ``delta`` dicts (``StreamDelta.to_openai()``), for the wire.
 
     ``tool_call_deltas``: ``"whole"`` (default) announces a call, with all its arguments,
     once it is complete and valid, so the deltas always add up to ``message`` (and to
@@ -64,7 +65,11 @@ class StreamParser:
         self._finished = False
 
     def feed(self, chunk: str) -> list[dict[str, Any]]:
-        """Add the next piece of model output; return the OpenAI deltas it completes.
+        """``feed_deltas`` written as OpenAI ``delta`` dicts (the wire form)."""
+        return [delta.to_openai() for delta in self.feed_deltas(chunk)]
+
+    def feed_deltas(self, chunk: str) -> list[StreamDelta]:
+        """Add the next piece of model output; return the deltas it completes.
 
         Chunks may split anywhere (inside markers, JSON, multi-byte text already decoded);
         text that might still become a marker is held back until it is decided.
@@ -97,6 +102,10 @@ class StreamParser:
         return mapper.take_deltas()
 
     def finish(self, *, finish_reason: str | None = None) -> list[dict[str, Any]]:
+        """``finish_deltas`` written as OpenAI ``delta`` dicts (the wire form)."""
+        return [delta.to_openai() for delta in self.finish_deltas(finish_reason=finish_reason)]
+
+    def finish_deltas(self, *, finish_reason: str | None = None) -> list[StreamDelta]:
         """End of output: return the last deltas (held-back text).
 
         A call the output ends inside is neither a call nor content: nothing of it is
@@ -124,14 +133,6 @@ class StreamParser:
             self._mapper, text, _output_tree(self._mapper, text, self._last_tree, tree, hit_limit)
         )
         return self._mapper.take_deltas()
-
-    def feed_deltas(self, chunk: str) -> list[StreamDelta]:
-        """``feed`` with the deltas as typed values (``StreamDelta.to_openai()`` is the dict)."""
-        return [StreamDelta.from_openai(d) for d in self.feed(chunk)]
-
-    def finish_deltas(self, *, finish_reason: str | None = None) -> list[StreamDelta]:
-        """``finish`` with the deltas as typed values."""
-        return [StreamDelta.from_openai(d) for d in self.finish(finish_reason=finish_reason)]
 
     @staticmethod
     def _ends_inside_call(partial: Node) -> bool:
@@ -344,7 +345,7 @@ def _parse_by_stream(
     tolerance: str,
 ) -> ChatMessage:
     stream = StreamParser(definition, call_ids, tolerance=tolerance)
-    stream.feed(text)
+    stream.feed_deltas(text)
     if not partial:
-        stream.finish(finish_reason=finish_reason)
+        stream.finish_deltas(finish_reason=finish_reason)
     return stream.message
