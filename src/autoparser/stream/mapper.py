@@ -237,12 +237,12 @@ def _delta(kind: str, index: int, head: _Call | None, pieces: list[str]) -> Stre
     arguments (announced by it when ``head`` is the call)."""
     text = pieces[0] if len(pieces) == 1 else "".join(pieces)
     if kind == "content":
-        return StreamDelta(text)
+        return StreamDelta.of(text)
     if kind == "reasoning_content":
-        return StreamDelta(None, text)
+        return StreamDelta.of(None, text)
     if head is None:
-        return StreamDelta(None, None, (ToolCallDelta(index, text),))
-    return StreamDelta(None, None, (ToolCallDelta(index, text, head.id, head.name),))
+        return StreamDelta.of(None, None, (ToolCallDelta(index, text),))
+    return StreamDelta.of(None, None, (ToolCallDelta(index, text, head.id, head.name),))
 
 
 def spans_end(*fields: list[Span]) -> int:
@@ -511,7 +511,7 @@ class Mapper:
             piece = tail.push(piece)
             if not piece:
                 return []
-            return [StreamDelta(piece) if tail is self.content else StreamDelta(None, piece)]
+            return [StreamDelta.of(piece) if tail is self.content else StreamDelta.of(None, piece)]
         tail.extend(piece)
         return self.take_deltas()
 

@@ -66,7 +66,8 @@ class StreamParser:
 
     def feed(self, chunk: str) -> list[dict[str, Any]]:
         """``feed_deltas`` written as OpenAI ``delta`` dicts (the wire form)."""
-        return [delta.to_openai() for delta in self.feed_deltas(chunk)]
+        deltas = self.feed_deltas(chunk)
+        return [delta.to_openai() for delta in deltas] if deltas else []
 
     def feed_deltas(self, chunk: str) -> list[StreamDelta]:
         """Add the next piece of model output; return the deltas it completes.
