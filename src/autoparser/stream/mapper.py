@@ -87,12 +87,12 @@ class CallIdPolicy:
         self.model_ids = model_ids
 
 
-# Tags of a call's arguments node -> the streamer of that encoding.
-_ENCODED_TAGS = (tags.TOOL_ARGS_STR,)
-_PYTHON_TAGS = (tags.TOOL_ARGS_PY,)
-_ARGS_TAGS = (tags.TOOL_ARGS, *_ENCODED_TAGS, *_PYTHON_TAGS)
-ARGUMENT_TAGS = frozenset({*_ARGS_TAGS, tags.TOOL_ARG})
-"""Tags of a call's children that carry its arguments, in any encoding."""
+# The streamer of each encoding of a call's whole arguments (``tags.WHOLE_ARGUMENTS``).
+_STREAMERS: Mapping[str, type[ArgumentStreamer]] = {
+    "json": JsonArguments,
+    "encoded": EncodedArguments,
+    "python": PythonArguments,
+}
 
 TOOL_CALL_DELTAS = ("whole", "incremental")
 """The streaming policies for tool calls (``tool_call_deltas``), the default first."""
@@ -198,8 +198,9 @@ class _Call:
         """Feed the arguments written so far to the streamer of their encoding."""
         arg_nodes: list[Node] = []
         for child in node.children:
-            if child.tag in _ARGS_TAGS:
-                self._streamer(child.tag or "").advance(child, text)
+            encoding = tags.WHOLE_ARGUMENTS.get(child.tag or "")
+            if encoding is not None:
+                self._streamer(encoding).advance(child, text)
             elif child.tag == tags.TOOL_ARG:
                 arg_nodes.append(child)
         if arg_nodes or self.tagged is not None:
@@ -207,14 +208,8 @@ class _Call:
                 self.tagged = TaggedArguments(self.out, converters)
             self.tagged.advance(arg_nodes, text)
 
-    def _streamer(self, tag: str) -> ArgumentStreamer:
-        kind: type[ArgumentStreamer] = (
-            EncodedArguments
-            if tag in _ENCODED_TAGS
-            else PythonArguments
-            if tag in _PYTHON_TAGS
-            else JsonArguments
-        )
+    def _streamer(self, encoding: str) -> ArgumentStreamer:
+        kind = _STREAMERS[encoding]
         if not isinstance(self.args, kind):
             self.args = kind(self.out)
         return self.args
@@ -400,8 +395,8 @@ class Mapper:
         self.converters = converters
         self.incremental = incremental
         self.openers, self.unread, self.unread_starts = _markup_openers(tuple(openers))
-        self.reasoning = _TextField("reasoning_content")
-        self.content = _TextField("content")
+        self.reasoning = _TextField(tags.TEXT_FIELDS[tags.REASONING])
+        self.content = _TextField(tags.TEXT_FIELDS[tags.CONTENT])
         self.announced: list[_Call] = []  # every call announced, by delta index
         self.calls: list[_Call] = []  # the message's calls, in order
         self.verdicts: dict[int, bool] = {}  # complete call nodes by start: valid?
@@ -565,7 +560,7 @@ class Mapper:
         """
         args: Node | None = None
         for child in node.children:
-            if child.tag in ARGUMENT_TAGS:
+            if child.tag in tags.ARGUMENTS:
                 if args is not None or child.tag != tags.TOOL_ARGS:
                     args = None
                     break

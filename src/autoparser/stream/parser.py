@@ -15,10 +15,8 @@ from autoparser.message import ChatMessage
 from autoparser.peg import Node, ParseStatus
 from autoparser.peg.oneshot import FAIL, OK, Shared, compiled, json_value_end
 from autoparser.stream.delta import StreamDelta
-from autoparser.stream.mapper import ARGUMENT_TAGS, CallIdPolicy, Mapper, check_tool_call_deltas
+from autoparser.stream.mapper import CallIdPolicy, Mapper, check_tool_call_deltas
 from autoparser.stream.whole import whole_message
-
-_TEXT_TAGS = frozenset({tags.CONTENT, tags.REASONING})
 
 
 class StreamParser:
@@ -164,7 +162,7 @@ class StreamParser:
         node = final.children[-1]
         if node.tag != tags.TOOL or node.start != last.start or not node.complete:
             return True
-        if not any(c.tag in ARGUMENT_TAGS for c in node.children):
+        if not any(c.tag in tags.ARGUMENTS for c in node.children):
             return True
         before = [c.tag for c in last.children]
         return before != [c.tag for c in node.children] or not all(
@@ -276,7 +274,7 @@ def _maps_prefix(partial: Node, tree: Node) -> bool:
             continue
         if i < last or node.complete:
             return False
-        if node.tag not in _TEXT_TAGS:
+        if node.tag not in tags.TEXT_FIELDS:
             continue  # an unfinished call, or markup: mapped to nothing yet
         if (other.tag, other.start) != (node.tag, node.start) or other.end < node.end:
             return False
