@@ -58,10 +58,13 @@ def test_an_announced_call_and_its_arguments() -> None:
     [("a", None, ()), (None, "r", ()), (None, None, (ToolCallDelta(1, "{}", "c", "f"),))],
 )
 def test_the_hot_path_constructor_builds_the_same_value(fields: tuple[object, ...]) -> None:
-    """``StreamDelta.of`` (what the mapper builds per feed) is the dataclass's own value:
-    equal, hashed alike, frozen, and with every field set."""
-    fast, slow = StreamDelta.of(*fields), StreamDelta(*fields)  # type: ignore[arg-type]
-    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
-    assert set(vars(fast)) == {f.name for f in dataclasses.fields(StreamDelta)}
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        fast.content = "x"  # type: ignore[misc]
+    """``StreamDelta.of`` and ``ToolCallDelta.of`` (what the mapper builds per feed) make
+    the dataclass's own value: equal, hashed alike, frozen, and with every field set."""
+    pairs = [(StreamDelta.of(*fields), StreamDelta(*fields))]  # type: ignore[arg-type]
+    for call in pairs[0][1].tool_calls:
+        pairs.append((ToolCallDelta.of(*dataclasses.astuple(call)), call))
+    for fast, slow in pairs:
+        assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+        assert set(vars(fast)) == {f.name for f in dataclasses.fields(slow)}
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            fast.index = 3  # type: ignore[union-attr]

@@ -12,6 +12,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+# Makes an instance without running ``__init__``: see ``StreamDelta.of``.
+_new = object.__new__
+
 
 @dataclasses.dataclass(frozen=True)
 class ToolCallDelta:
@@ -23,6 +26,20 @@ class ToolCallDelta:
     id: str | None = None
     name: str | None = None
 
+    @classmethod
+    def of(
+        cls, index: int, arguments: str, id: str | None = None, name: str | None = None
+    ) -> ToolCallDelta:
+        """``ToolCallDelta(index, arguments, id, name)`` for the stream's hot path (see
+        ``StreamDelta.of``)."""
+        delta = _new(cls)
+        fields = delta.__dict__
+        fields["index"] = index
+        fields["arguments"] = arguments
+        fields["id"] = id
+        fields["name"] = name
+        return delta
+
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI ``tool_calls`` entry of a chunk's delta."""
         if self.name is None:
@@ -33,9 +50,6 @@ class ToolCallDelta:
             "type": "function",
             "function": {"name": self.name, "arguments": self.arguments},
         }
-
-
-_new = object.__new__
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,11 +94,19 @@ class StreamDelta:
 
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI ``delta`` of a ``chat.completion.chunk`` (only the fields set)."""
+        content, reasoning, calls = self.content, self.reasoning_content, self.tool_calls
+        if not calls and (content is None or reasoning is None):
+            # One text field, as most deltas are: the dict in one step.
+            if content is not None:
+                return {"content": content}
+            return {} if reasoning is None else {"reasoning_content": reasoning}
         out: dict[str, Any] = {}
-        if self.content is not None:
-            out["content"] = self.content
-        if self.reasoning_content is not None:
-            out["reasoning_content"] = self.reasoning_content
-        if self.tool_calls:
-            out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        if content is not None:
+            out["content"] = content
+        if reasoning is not None:
+            out["reasoning_content"] = reasoning
+        if calls:
+            out["tool_calls"] = (
+                [calls[0].to_openai()] if len(calls) == 1 else [call.to_openai() for call in calls]
+            )
         return out

@@ -236,8 +236,8 @@ def _delta(kind: str, index: int, head: _Call | None, pieces: list[str]) -> Stre
     if kind == "reasoning_content":
         return StreamDelta.of(None, text)
     if head is None:
-        return StreamDelta.of(None, None, (ToolCallDelta(index, text),))
-    return StreamDelta.of(None, None, (ToolCallDelta(index, text, head.id, head.name),))
+        return StreamDelta.of(None, None, (ToolCallDelta.of(index, text),))
+    return StreamDelta.of(None, None, (ToolCallDelta.of(index, text, head.id, head.name),))
 
 
 def spans_end(*fields: list[Span]) -> int:
@@ -748,6 +748,10 @@ class Mapper:
         events = self.events
         if not events:
             return []
+        if len(events) == 1:  # most feeds: one piece of one field
+            kind, at, piece = events.pop()
+            head = self.announced[at] if kind == "call" else None
+            return [_delta(kind, at, head, [piece])]
         deltas: list[StreamDelta] = []
         run, index, head = "", -1, None  # the field the pieces below belong to
         pieces: list[str] = []

@@ -66,7 +66,9 @@ class StreamParser:
     def feed(self, chunk: str) -> list[dict[str, Any]]:
         """``feed_deltas`` written as OpenAI ``delta`` dicts (the wire form)."""
         deltas = self.feed_deltas(chunk)
-        return [delta.to_openai() for delta in deltas] if deltas else []
+        if len(deltas) == 1:  # most feeds: no comprehension to run
+            return [deltas[0].to_openai()]
+        return [delta.to_openai() for delta in deltas]
 
     def feed_deltas(self, chunk: str) -> list[StreamDelta]:
         """Add the next piece of model output; return the deltas it completes.
