@@ -431,7 +431,7 @@ class Mapper:
         if reasoning:
             piece = self.reasoning.advance(reasoning, text)
             if piece:
-                self.events.append(("reasoning_content", -1, piece))
+                self.events.append((self.reasoning.key, -1, piece))
         if content:
             self.push_content(self.content.advance(content, text))
         if final:
@@ -512,7 +512,7 @@ class Mapper:
 
     def push_content(self, piece: str) -> None:
         if piece:
-            self.events.append(("content", -1, piece))
+            self.events.append((self.content.key, -1, piece))
 
     def _settle(self, node: Node, text: str) -> bool:
         """A complete call node: a call of the message (True), or content.
