@@ -37,18 +37,20 @@ ValueConverters = Mapping[str, Callable[[str], str | None]]
 
 
 class ArgumentText:
-    """The argument text one call has emitted so far; new pieces also go to ``sink``."""
+    """The argument text one call has emitted so far; new pieces also go to ``sink``
+    (None: a call read whole, whose pieces go nowhere else)."""
 
     __slots__ = ("pieces", "sink")
 
-    def __init__(self, sink: Callable[[str], None]) -> None:
+    def __init__(self, sink: Callable[[str], None] | None) -> None:
         self.pieces: list[str] = []
         self.sink = sink
 
     def emit(self, piece: str) -> None:
         if piece:
             self.pieces.append(piece)
-            self.sink(piece)
+            if self.sink is not None:
+                self.sink(piece)
 
     def text(self) -> str:
         return "".join(self.pieces)

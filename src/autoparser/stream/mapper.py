@@ -176,13 +176,15 @@ class _Call:
 
     __slots__ = ("args", "events", "id", "index", "name", "out", "start", "tagged")
 
-    def __init__(self, start: int, events: list[tuple[str, int, str]]) -> None:
+    def __init__(self, start: int, events: list[tuple[str, int, str]] | None) -> None:
+        """``events``: where its argument pieces go once it is announced; None for a call
+        only read whole (``Mapper.read_call``), which is never announced."""
         self.start = start  # where the call's node starts in the output (its identity)
         self.index = -1  # its delta index, once announced
         self.id = ""
         self.name = ""
         self.events = events
-        self.out = ArgumentText(self._sink)
+        self.out = ArgumentText(None if events is None else self._sink)
         self.args: ArgumentStreamer | None = None
         self.tagged: TaggedArguments | None = None
 
@@ -191,7 +193,7 @@ class _Call:
         return self.index >= 0
 
     def _sink(self, piece: str) -> None:
-        if self.announced:
+        if self.index >= 0 and self.events is not None:  # announced
             self.events.append(("args", self.index, piece))
 
     def advance(self, node: Node, text: str, converters: ValueConverters) -> None:
@@ -577,7 +579,7 @@ class Mapper:
                     self.note("invalid_arguments", "refused", node.start, node.end, name)
                     return None
                 return name, call_id, arguments
-        call = _Call(node.start, self.events)
+        call = _Call(node.start, None)
         self._identify(call, node, text)
         call.advance(node, text, self.converters)
         closing = call.complete()
