@@ -774,11 +774,11 @@ class Mapper:
 
     def message(self) -> ChatMessage:
         calls = [ToolCall(id=c.id, name=c.name, arguments=c.out.text()) for c in self.calls]
-        return ChatMessage(
-            content=self.content.value(),
-            reasoning_content=self.reasoning.value(),
-            tool_calls=calls,
-            truncated=self.truncated,
-            truncated_call=self.truncated_call,
-            findings=self.finding_list([c.start for c in self.calls]) if self.findings else (),
+        return ChatMessage.of(
+            self.content.value(),
+            self.reasoning.value(),
+            calls,
+            self.truncated,
+            self.truncated_call,
+            self.finding_list([c.start for c in self.calls]) if self.findings else (),
         )
