@@ -1,9 +1,11 @@
 """A streaming delta as typed data: what ``StreamParser.feed_deltas`` returns.
 
-``StreamParser.feed`` hands out OpenAI ``delta`` dicts; servers and engine plug-ins read the
-same deltas as ``StreamDelta`` values (``feed_deltas``/``finish_deltas``) and write the wire
-shape with ``to_openai()``, so none of them reaches into dict keys. The model is llama.cpp's
-``common_chat_msg_diff``: only what was appended since the last delta.
+The mapper builds these values (``Mapper.take_deltas``); servers, their Responses and
+Messages builders and engine plug-ins read them by attribute, and the OpenAI ``delta`` dict
+is written only at the wire, by ``to_openai()`` (``StreamParser.feed`` returns those dicts).
+This is the one module that writes or reads a delta as a dict (tests/project/
+test_architecture.py). The model is llama.cpp's ``common_chat_msg_diff``: only what was
+appended since the last delta.
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ class StreamParser:
         deltas = self.feed_deltas(chunk)
         if len(deltas) == 1:  # most feeds: no comprehension to run
             return [deltas[0].to_openai()]
-        return [delta.to_openai() for delta in deltas]
+        return [delta.to_openai() for delta in deltas] if deltas else []
 
     def feed_deltas(self, chunk: str) -> list[StreamDelta]:
         """Add the next piece of model output; return the deltas it completes.
