@@ -72,3 +72,25 @@ def test_messages_are_frozen() -> None:
     message = ChatMessage(content="x")
     with pytest.raises(dataclasses.FrozenInstanceError):
         message.content = "y"  # type: ignore[misc]
+
+
+FOUND = Finding("truncated", "cut", 3, 9, "call")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        (None, None, [], False, None, ()),
+        ("Hi.", "Think.", [CALL], True, "<tool_call>{", (FOUND,)),
+    ],
+)
+def test_the_parsers_constructor_builds_the_same_value(fields: tuple[object, ...]) -> None:
+    """``ChatMessage.of`` (the parser's constructor) makes the dataclass's own value."""
+    fast = ChatMessage.of(*fields)  # type: ignore[arg-type]
+    slow = ChatMessage(*("assistant", *fields))  # type: ignore[arg-type]
+    assert fast == slow and repr(fast) == repr(slow)
+    assert fast.to_openai() == slow.to_openai() and fast.refused == slow.refused
+    assert set(vars(fast)) == {f.name for f in dataclasses.fields(ChatMessage)}
+    assert dataclasses.replace(fast, content="x") == dataclasses.replace(slow, content="x")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.content = "x"  # type: ignore[misc]

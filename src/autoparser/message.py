@@ -7,6 +7,9 @@ from typing import Literal
 
 from autoparser.jsontypes import MessageDict, ToolCallDict
 
+# Makes an instance without running ``__init__``: see ``ChatMessage.of``.
+_new = object.__new__
+
 # The message keys an assistant turn's reasoning may come under (OpenAI-compatible servers
 # use all three), in order of preference when a message carries several.
 REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
@@ -115,6 +118,30 @@ class ChatMessage:
     # What the parse tolerated or refused, in output order (``Finding``); not part of
     # OpenAI's message either.
     findings: tuple[Finding, ...] = ()
+
+    @classmethod
+    def of(
+        cls,
+        content: str | None,
+        reasoning_content: str | None,
+        tool_calls: list[ToolCall],
+        truncated: bool,
+        truncated_call: str | None,
+        findings: tuple[Finding, ...],
+    ) -> ChatMessage:
+        """The parser's own constructor: every field written straight into the new
+        instance, where the frozen dataclass's ``__init__`` pays one ``object.__setattr__``
+        per field (about 2 µs, a twentieth of parsing a short output)."""
+        message = _new(cls)
+        fields = message.__dict__
+        fields["role"] = "assistant"
+        fields["content"] = content
+        fields["reasoning_content"] = reasoning_content
+        fields["tool_calls"] = tool_calls
+        fields["truncated"] = truncated
+        fields["truncated_call"] = truncated_call
+        fields["findings"] = findings
+        return message
 
     @property
     def refused(self) -> bool:

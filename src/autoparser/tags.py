@@ -2,9 +2,17 @@
 
 A parser (generated or hand-written) only has to tag its nodes with these names for the
 stream parser to turn its parse trees into OpenAI messages and deltas. See docs/streaming.md.
+What each tag means to the message (the field it fills, how its text is decoded) is said
+here once, by the groups and specs at the end; the stream modules and the span viewer read
+them instead of tabling tags of their own.
 """
 
 from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Literal
 
 # Top-level nodes (direct children of the root, in document order).
 REASONING = "reasoning"  # reasoning text (several nodes are concatenated)
@@ -71,3 +79,64 @@ ALL = (
     TOOL_ARG_PY,
     TOOL_ARG_PYTHON,
 )
+
+
+# --------------------------------------------------------------------------- what tags mean
+TEXT_FIELDS: Mapping[str, str] = MappingProxyType(
+    {REASONING: "reasoning_content", CONTENT: "content"}
+)
+"""Top-level text tags -> the message field their text is appended to."""
+
+ArgumentsEncoding = Literal["json", "encoded", "python"]
+WHOLE_ARGUMENTS: Mapping[str, ArgumentsEncoding] = MappingProxyType(
+    {TOOL_ARGS: "json", TOOL_ARGS_STR: "encoded", TOOL_ARGS_PY: "python"}
+)
+"""Tags of a call's child holding all its arguments -> how that text encodes the object:
+a JSON object as written, a JSON string holding the object's text, a Python-literal dict."""
+
+ARGUMENTS = frozenset({*WHOLE_ARGUMENTS, TOOL_ARG})
+"""Tags of a call's children that carry its arguments, in any encoding."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ValueSpec:
+    """How the text of one tagged argument value (a ``TOOL_ARG``'s child) becomes JSON:
+    ``string`` (raw text, JSON-escaped), ``json`` (copied as is) or ``python`` (a Python
+    literal, converted once complete); ``trims_lead``/``trims_trail``: the template pads
+    that side of a raw string with one newline, which is not the value's."""
+
+    decoder: Literal["string", "json", "python"]
+    trims_lead: bool = False
+    trims_trail: bool = False
+
+
+VALUE_SPECS: Mapping[str, ValueSpec] = MappingProxyType(
+    {
+        TOOL_ARG_STRING: ValueSpec("string", trims_lead=True, trims_trail=True),
+        TOOL_ARG_TEXT: ValueSpec("string"),
+        TOOL_ARG_STRING_LEAD: ValueSpec("string", trims_lead=True),
+        TOOL_ARG_STRING_TRAIL: ValueSpec("string", trims_trail=True),
+        TOOL_ARG_JSON: ValueSpec("json"),
+        TOOL_ARG_PY: ValueSpec("python"),
+    }
+)
+"""Value tags the stream decodes itself; a format's own (``TOOL_ARG_PYTHON``) come with
+their decoder in its ``ParserDefinition.value_converters``."""
+
+# The same facts as sets, for the per-node tests on the hot path.
+STRING_VALUES = frozenset(tag for tag, spec in VALUE_SPECS.items() if spec.decoder == "string")
+TRIMS_LEAD = frozenset(tag for tag, spec in VALUE_SPECS.items() if spec.trims_lead)
+TRIMS_TRAIL = frozenset(tag for tag, spec in VALUE_SPECS.items() if spec.trims_trail)
+
+SPAN_LABELS: Mapping[str, str] = MappingProxyType(
+    {
+        REASONING: "reasoning",
+        CONTENT: "content",
+        TOOL: "tool",
+        TOOL_NAME: "tool-name",
+        TOOL_ID: "tool-id",
+        **{tag: "tool-args" for tag in ARGUMENTS},
+    }
+)
+"""What a viewer calls the text of a tagged node (``stream/spans.py``): a top-level field,
+a call's own markup, or a part of a call (all argument encodings alike)."""

@@ -385,3 +385,100 @@ def test_public_entry_points_are_precisely_typed(method: str) -> None:
     assert not untyped, f"{method}: untyped parameters {untyped}"
     loose = sorted(name for name, hint in hints.items() if _mentions_any(hint))
     assert not loose, f"ChatTemplate.{method}: Any in {loose}"
+
+
+# --------------------------------------------------------------------------- delta dicts
+# The message model: the one module that writes a streaming delta as an OpenAI dict and reads
+# one back (``StreamDelta.to_openai`` / ``from_openai``). Everywhere else a delta is a typed
+# ``StreamDelta``; its dict exists only where it is handed to the wire as it is.
+DELTA_MODEL = ("autoparser.stream.delta",)
+DELTA_KEYS = frozenset({"content", "reasoning_content", "tool_calls"})
+
+
+def _delta_named(node: ast.expr) -> bool:
+    """An expression named as a delta (``delta``, ``d``, ``self.deltas``, ``last_delta``)."""
+    name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", "")
+    return name == "d" or "delta" in name.lower()
+
+
+def _key_read(node: ast.AST) -> tuple[ast.expr, str] | None:
+    """``x["key"]`` or ``x.get("key", ...)``: the object and the literal key."""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        return node.value, str(node.slice.value)
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "get"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+    ):
+        return node.func.value, str(node.args[0].value)
+    return None
+
+
+def delta_dict_uses(source: str) -> list[str]:
+    """Where ``source`` builds or reads a delta as a dict: a tool-call delta entry built
+    (a dict display with ``index`` and ``function``: a message's calls have no index), a
+    delta's field read by key, or a typed delta made from a dict (``from_openai``)."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Dict):
+            keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+            if {"index", "function"} <= keys:
+                found.append(f"line {node.lineno}: a tool-call delta built as a dict")
+        read = _key_read(node)
+        if read is not None and read[1] in DELTA_KEYS and _delta_named(read[0]):
+            found.append(f"line {node.lineno}: a delta's {read[1]!r} read by key")
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == "from_openai"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "StreamDelta"
+        ):
+            found.append(f"line {node.lineno}: a StreamDelta made from a dict")
+    return found
+
+
+def test_no_module_outside_the_message_model_builds_or_reads_delta_dicts() -> None:
+    """Deltas are typed from the mapper to the sinks: the parser builds ``StreamDelta``
+    values, serve's builders (Responses, Messages) read their attributes, and a dict is
+    written only at the wire (``to_openai()``)."""
+    found = [
+        f"{name} {where}"
+        for name, path in _modules().items()
+        if name not in DELTA_MODEL
+        for where in delta_dict_uses(path.read_text(encoding="utf-8"))
+    ]
+    assert not found, "delta dicts outside the message model:\n" + "\n".join(found)
+
+
+def test_the_delta_dict_check_catches_builds_and_reads() -> None:
+    planted = """
+def take(events):
+    return [{"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}]
+
+def feed(deltas):
+    for delta in deltas:
+        text = delta.get("content")
+        calls = delta["tool_calls"]
+    return StreamDelta.from_openai({"content": text})
+"""
+    assert sorted(delta_dict_uses(planted)) == [
+        "line 3: a tool-call delta built as a dict",
+        "line 7: a delta's 'content' read by key",
+        "line 8: a delta's 'tool_calls' read by key",
+        "line 9: a StreamDelta made from a dict",
+    ]
+    # A message's fields and a request's are not deltas.
+    assert not delta_dict_uses('turn.get("tool_calls"); message["content"]')
+
+
+def test_the_stream_builders_take_typed_deltas() -> None:
+    """The Responses and Messages stream builders are fed ``StreamDelta`` values."""
+    from autoparser import StreamDelta
+    from autoparser.serve.messages_api import MessageEvents
+    from autoparser.serve.responses_api import ResponseEvents
+
+    for builder in (ResponseEvents, MessageEvents):
+        hint = typing.get_type_hints(builder.feed)["deltas"]
+        assert typing.get_args(hint) == (StreamDelta,), (builder.__name__, hint)

@@ -20,7 +20,7 @@ import openai
 from helpers.generate_cases import CASE_BY_NAME, TOOLS, scenarios
 from helpers.serve_standin import LoopThread, StandIn, as_text, standin_tokens
 
-from autoparser import ChatMessage, ChatTemplate
+from autoparser import ChatMessage, ChatTemplate, StreamDelta, ToolCallDelta
 from autoparser.serve import create_app
 from autoparser.serve.app import ServeConfig
 
@@ -644,20 +644,11 @@ def test_count_tokens_without_an_engine_tokenizer_is_501(loop: LoopThread) -> No
 
 # ------------------------------------------------------- text resuming after a call (units)
 INTERLEAVED = [
-    {"reasoning_content": "Think. "},
-    {"content": "Before. "},
-    {
-        "tool_calls": [
-            {
-                "index": 0,
-                "id": "call_1",
-                "type": "function",
-                "function": {"name": "f", "arguments": '{"x": 1}'},
-            }
-        ]
-    },
-    {"content": "After."},
-    {"reasoning_content": "More."},
+    StreamDelta(reasoning_content="Think. "),
+    StreamDelta(content="Before. "),
+    StreamDelta(tool_calls=(ToolCallDelta(0, '{"x": 1}', id="call_1", name="f"),)),
+    StreamDelta(content="After."),
+    StreamDelta(reasoning_content="More."),
 ]
 
 

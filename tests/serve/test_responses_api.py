@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from helpers.paths import TESTS_DIR
 
-from autoparser import ChatMessage, ToolCall
+from autoparser import ChatMessage, StreamDelta, ToolCall, ToolCallDelta
 from autoparser.serve import responses_api
 from autoparser.serve.chat_completions import placeholder_text
 from autoparser.serve.limits import InvalidRequest
@@ -229,13 +229,8 @@ def test_calls_come_back_in_the_shape_the_client_routes() -> None:
 
 def test_a_streamed_custom_call_has_its_own_events() -> None:
     events = responses_api.ResponseEvents(responses_api.Identity("r", 0, "m"), {}, _served().tools)
-    call = {
-        "index": 0,
-        "id": "c2",
-        "type": "function",
-        "function": {"name": "set_mode", "arguments": '{"input": "plan"}'},
-    }
-    out = events.feed([{"content": "Switching."}, {"tool_calls": [call]}])
+    call = ToolCallDelta(0, '{"input": "plan"}', id="c2", name="set_mode")
+    out = events.feed([StreamDelta("Switching."), StreamDelta(tool_calls=(call,))])
     kinds = [e["type"] for e in out]
     assert kinds[-4:] == [
         "response.output_item.added",

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -50,3 +51,20 @@ def test_an_announced_call_and_its_arguments() -> None:
         "tool_calls": [{"index": 0, "function": {"arguments": ": 1}"}}]
     }
     assert StreamDelta(content="").to_openai() == {"content": ""}
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [("a", None, ()), (None, "r", ()), (None, None, (ToolCallDelta(1, "{}", "c", "f"),))],
+)
+def test_the_hot_path_constructor_builds_the_same_value(fields: tuple[object, ...]) -> None:
+    """``StreamDelta.of`` and ``ToolCallDelta.of`` (what the mapper builds per feed) make
+    the dataclass's own value: equal, hashed alike, frozen, and with every field set."""
+    pairs = [(StreamDelta.of(*fields), StreamDelta(*fields))]  # type: ignore[arg-type]
+    for call in pairs[0][1].tool_calls:
+        pairs.append((ToolCallDelta.of(*dataclasses.astuple(call)), call))
+    for fast, slow in pairs:
+        assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+        assert set(vars(fast)) == {f.name for f in dataclasses.fields(slow)}
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            fast.index = 3  # type: ignore[union-attr]

@@ -194,3 +194,39 @@ def test_str_printed_values() -> None:
     assert python_value_json("NaN") == "NaN"  # JSON as json.loads reads it, first
     assert python_value_json("hello world") is None
     assert python_value_json("  ") is None
+
+
+def test_events_become_typed_deltas_joined_per_field() -> None:
+    """``take_deltas``: consecutive pieces of one field are one delta; a call's
+    announcement carries the argument text that follows it; another call's pieces, or
+    another field, start a new delta; the events are consumed."""
+    from autoparser.stream.delta import StreamDelta, ToolCallDelta
+    from autoparser.stream.mapper import _Call
+
+    mapper = Mapper(CallIdPolicy(call_ids=CallIds(seed=1)), {})
+    for index, name in enumerate(("f", "g")):
+        call = _Call(index * 10, mapper.events)
+        call.index, call.id, call.name = index, f"id{index}", name
+        mapper.announced.append(call)
+    mapper.events += [
+        ("reasoning_content", -1, "Th"),
+        ("reasoning_content", -1, "ink."),
+        ("content", -1, "Go."),
+        ("call", 0, ""),
+        ("args", 0, '{"a"'),
+        ("args", 0, ": 1}"),
+        ("call", 1, ""),
+        ("args", 0, ""),
+        ("content", -1, "Done."),
+    ]
+    assert mapper.take_deltas() == [
+        StreamDelta(reasoning_content="Think."),
+        StreamDelta(content="Go."),
+        StreamDelta(tool_calls=(ToolCallDelta(0, '{"a": 1}', "id0", "f"),)),
+        StreamDelta(tool_calls=(ToolCallDelta(1, "", "id1", "g"),)),
+        StreamDelta(tool_calls=(ToolCallDelta(0, ""),)),
+        StreamDelta(content="Done."),
+    ]
+    assert mapper.events == [] and mapper.take_deltas() == []
+    mapper.events.append(("call", 1, ""))  # one event alone: the same delta
+    assert mapper.take_deltas() == [StreamDelta(tool_calls=(ToolCallDelta(1, "", "id1", "g"),))]

@@ -74,7 +74,7 @@ class _ResponsesSink:
         return b"".join(map(responses_api.sse, self.events.start()))
 
     def feed(self, deltas: list[StreamDelta]) -> bytes:
-        events = self.events.feed([d.to_openai() for d in deltas])
+        events = self.events.feed(deltas)
         return b"".join(map(responses_api.sse, events))
 
     def finish(self, message: ChatMessage, end: Finished) -> tuple[bytes, str]:
@@ -136,7 +136,7 @@ class _MessagesSink:
         return self._sse(self.events.start())
 
     def feed(self, deltas: list[StreamDelta]) -> bytes:
-        return self._sse(self.events.feed([d.to_openai() for d in deltas]))
+        return self._sse(self.events.feed(deltas))
 
     def finish(self, message: ChatMessage, end: Finished) -> tuple[bytes, str]:
         reason = messages_api.stop_reason(message, end.hit_limit, end.stop_word, self.stops)

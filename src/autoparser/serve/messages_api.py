@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
-from autoparser import ChatMessage
+from autoparser import ChatMessage, StreamDelta
 from autoparser.serve.chat_completions import media_placeholder, placeholder_text
 from autoparser.serve.limits import Degradation, InvalidRequest
 from autoparser.serve.openai_format import Usage
@@ -495,35 +495,32 @@ class MessageEvents:
         event = {"type": "content_block_delta", "index": self.index, "delta": delta}
         return ("content_block_delta", event)
 
-    def feed(self, deltas: list[dict[str, object]]) -> list[tuple[str, dict[str, object]]]:
+    def feed(self, deltas: Iterable[StreamDelta]) -> list[tuple[str, dict[str, object]]]:
         events: list[tuple[str, dict[str, object]]] = []
         for delta in deltas:
-            thinking = delta.get("reasoning_content")
+            thinking = delta.reasoning_content
             if thinking:
                 if self.open != "thinking":
                     events += self._begin({"type": "thinking", "thinking": "", "signature": ""})
                 events.append(self._delta({"type": "thinking_delta", "thinking": thinking}))
-            text = delta.get("content")
+            text = delta.content
             if text:
                 if self.open != "text":
                     events += self._begin({"type": "text", "text": ""})
                 events.append(self._delta({"type": "text_delta", "text": text}))
-            calls = delta.get("tool_calls")
-            for call in calls if isinstance(calls, list) else ():
-                if "id" not in call:
+            for call in delta.tool_calls:
+                if call.name is None:  # "whole" policy: never a piece of an earlier call
                     raise RuntimeError("a tool call delta without its announcement")
-                function = call.get("function") or {}
                 block: dict[str, object] = {
                     "type": "tool_use",
-                    "id": str(call["id"]),
-                    "name": str(function.get("name")),
+                    "id": str(call.id),
+                    "name": call.name,
                     "input": {},
                 }
                 events += self._begin(block)
-                arguments = str(function.get("arguments") or "")
-                if arguments:
+                if call.arguments:
                     events.append(
-                        self._delta({"type": "input_json_delta", "partial_json": arguments})
+                        self._delta({"type": "input_json_delta", "partial_json": call.arguments})
                     )
                 events += self._close()
         return events

@@ -18,10 +18,10 @@ import dataclasses
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from autoparser import ChatMessage
+from autoparser import ChatMessage, StreamDelta, ToolCallDelta
 from autoparser.serve.chat_completions import MEDIA_PARTS, media_placeholder, placeholder_text
 from autoparser.serve.limits import Degradation, InvalidRequest
 from autoparser.serve.openai_format import Usage
@@ -710,46 +710,40 @@ class ResponseEvents:
         ]
         return events, index
 
-    def feed(self, deltas: list[dict[str, object]]) -> list[dict[str, object]]:
+    def feed(self, deltas: Iterable[StreamDelta]) -> list[dict[str, object]]:
         events: list[dict[str, object]] = []
         for delta in deltas:
-            for key, kind, name in (
-                ("reasoning_content", "reasoning", "response.reasoning_text.delta"),
-                ("content", "message", "response.output_text.delta"),
-            ):
-                piece = delta.get(key)
-                if not piece:
-                    continue
-                opened, index = self._open_text(kind)
-                events.extend(opened)
-                item = self.items[index]
-                item["content"][0]["text"] += piece
-                extra: dict[str, object] = {"logprobs": []} if kind == "message" else {}
-                events.append(
-                    self._event(
-                        name,
-                        item_id=item["id"],
-                        output_index=index,
-                        content_index=0,
-                        delta=piece,
-                        **extra,
-                    )
-                )
-            calls = delta.get("tool_calls")
-            for call in calls if isinstance(calls, list) else ():
+            if delta.reasoning_content:
+                events += self._text("reasoning", delta.reasoning_content)
+            if delta.content:
+                events += self._text("message", delta.content)
+            for call in delta.tool_calls:
                 events.extend(self._call(call))
         return events
 
-    def _call(self, call: Mapping[str, object]) -> list[dict[str, object]]:
-        given = call.get("function")
-        function: Mapping[str, object] = given if isinstance(given, Mapping) else {}
-        if "id" not in call:  # "whole" policy: never an argument piece of an earlier call
+    def _text(self, kind: str, piece: str) -> list[dict[str, object]]:
+        """More text of the open ``kind`` item ("reasoning" or "message"), opened if need be."""
+        events, index = self._open_text(kind)
+        item = self.items[index]
+        item["content"][0]["text"] += piece
+        extra: dict[str, object] = {"logprobs": []} if kind == "message" else {}
+        name = (
+            "response.output_text.delta" if kind == "message" else "response.reasoning_text.delta"
+        )
+        events.append(
+            self._event(
+                name, item_id=item["id"], output_index=index, content_index=0, delta=piece, **extra
+            )
+        )
+        return events
+
+    def _call(self, call: ToolCallDelta) -> list[dict[str, object]]:
+        if call.name is None:  # "whole" policy: never an argument piece of an earlier call
             raise RuntimeError("a tool call delta without its announcement")
         events = self._close_open("completed")
         index = len(self.items)
-        arguments = str(function.get("arguments") or "")
-        name, call_id = str(function.get("name")), str(call["id"])
-        item = output_call(_id("fc"), call_id, name, arguments, "completed", self.tools)
+        name, call_id = call.name, str(call.id)
+        item = output_call(_id("fc"), call_id, name, call.arguments, "completed", self.tools)
         custom = item["type"] == "custom_tool_call"
         key = "input" if custom else "arguments"
         text = str(item[key])

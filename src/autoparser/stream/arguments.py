@@ -35,31 +35,22 @@ from autoparser.stream.repair import (
 
 ValueConverters = Mapping[str, Callable[[str], str | None]]
 
-_STRING_TAGS = (
-    tags.TOOL_ARG_STRING,
-    tags.TOOL_ARG_TEXT,
-    tags.TOOL_ARG_STRING_LEAD,
-    tags.TOOL_ARG_STRING_TRAIL,
-)
-# Which ends of a raw string value lose one newline (the template's own padding), by tag.
-_DROP_LEAD = frozenset({tags.TOOL_ARG_STRING, tags.TOOL_ARG_STRING_LEAD})
-_DROP_TRAIL = frozenset({tags.TOOL_ARG_STRING, tags.TOOL_ARG_STRING_TRAIL})
-_VALUE_TAGS = (*_STRING_TAGS, tags.TOOL_ARG_JSON, tags.TOOL_ARG_PY)
-
 
 class ArgumentText:
-    """The argument text one call has emitted so far; new pieces also go to ``sink``."""
+    """The argument text one call has emitted so far; new pieces also go to ``sink``
+    (None: a call read whole, whose pieces go nowhere else)."""
 
     __slots__ = ("pieces", "sink")
 
-    def __init__(self, sink: Callable[[str], None]) -> None:
+    def __init__(self, sink: Callable[[str], None] | None) -> None:
         self.pieces: list[str] = []
         self.sink = sink
 
     def emit(self, piece: str) -> None:
         if piece:
             self.pieces.append(piece)
-            self.sink(piece)
+            if self.sink is not None:
+                self.sink(piece)
 
     def text(self) -> str:
         return "".join(self.pieces)
@@ -194,7 +185,7 @@ class TaggedArguments:
             for child in arg.children:
                 if child.tag == tags.TOOL_ARG_NAME:
                     name_node = child
-                elif child.tag in _VALUE_TAGS or child.tag in self.converters:
+                elif child.tag in tags.VALUE_SPECS or child.tag in self.converters:
                     value_node = child
             if not self.named:
                 if name_node is None or not name_node.complete:
@@ -207,7 +198,7 @@ class TaggedArguments:
                 self.out.emit(f"{', ' if k else ''}{key}: ")
                 self.named = True
             self.value = value_node
-            if value_node is not None and value_node.tag in _STRING_TAGS:
+            if value_node is not None and value_node.tag in tags.STRING_VALUES:
                 if not self.string:
                     self.string = True
                     self.out.emit('"')
@@ -225,7 +216,7 @@ class TaggedArguments:
                 and self.string
                 and self.held
                 and value is not None
-                and value.tag not in _DROP_TRAIL
+                and value.tag not in tags.TRIMS_TRAIL
                 and arg.end > value.end
             ):
                 end = escape_json(self.held) + end  # closed: the whitespace is its own
@@ -257,7 +248,8 @@ class TaggedArguments:
         convert = self.converters.get(self.value.tag or "")
         if convert is not None:
             return convert(raw)
-        if self.value.tag == tags.TOOL_ARG_PY:
+        spec = tags.VALUE_SPECS.get(self.value.tag or "")
+        if spec is not None and spec.decoder == "python":
             return python_value_json(raw)
         return raw
 
@@ -266,9 +258,9 @@ class TaggedArguments:
         where the template pads it (by the node's tag), nothing elsewhere."""
         if not self.lead_checked and raw:
             self.lead_checked = True
-            if raw.startswith("\n") and node.tag in _DROP_LEAD:
+            if raw.startswith("\n") and node.tag in tags.TRIMS_LEAD:
                 raw = raw[1:]
-        if node.tag not in _DROP_TRAIL:
+        if node.tag not in tags.TRIMS_TRAIL:
             # Trailing whitespace waits: it is the value's if the value suffix follows,
             # the joint's if the value ends unclosed at the next marker (``_value_end``).
             combined = self.held + raw

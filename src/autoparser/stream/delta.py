@@ -1,9 +1,11 @@
 """A streaming delta as typed data: what ``StreamParser.feed_deltas`` returns.
 
-``StreamParser.feed`` hands out OpenAI ``delta`` dicts; servers and engine plug-ins read the
-same deltas as ``StreamDelta`` values (``feed_deltas``/``finish_deltas``) and write the wire
-shape with ``to_openai()``, so none of them reaches into dict keys. The model is llama.cpp's
-``common_chat_msg_diff``: only what was appended since the last delta.
+The mapper builds these values (``Mapper.take_deltas``); servers, their Responses and
+Messages builders and engine plug-ins read them by attribute, and the OpenAI ``delta`` dict
+is written only at the wire, by ``to_openai()`` (``StreamParser.feed`` returns those dicts).
+This is the one module that writes or reads a delta as a dict (tests/project/
+test_architecture.py). The model is llama.cpp's ``common_chat_msg_diff``: only what was
+appended since the last delta.
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from typing import Any
+
+# Makes an instance without running ``__init__``: see ``StreamDelta.of``.
+_new = object.__new__
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,6 +27,20 @@ class ToolCallDelta:
     arguments: str = ""
     id: str | None = None
     name: str | None = None
+
+    @classmethod
+    def of(
+        cls, index: int, arguments: str, id: str | None = None, name: str | None = None
+    ) -> ToolCallDelta:
+        """``ToolCallDelta(index, arguments, id, name)`` for the stream's hot path (see
+        ``StreamDelta.of``)."""
+        delta = _new(cls)
+        fields = delta.__dict__
+        fields["index"] = index
+        fields["arguments"] = arguments
+        fields["id"] = id
+        fields["name"] = name
+        return delta
 
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI ``tool_calls`` entry of a chunk's delta."""
@@ -57,13 +76,39 @@ class StreamDelta:
         )
         return cls(delta.get("content"), delta.get("reasoning_content"), calls)
 
+    @classmethod
+    def of(
+        cls,
+        content: str | None,
+        reasoning_content: str | None = None,
+        tool_calls: tuple[ToolCallDelta, ...] = (),
+    ) -> StreamDelta:
+        """``StreamDelta(content, reasoning_content, tool_calls)`` for the stream's hot path:
+        the fields written straight into the new instance, where the frozen dataclass's
+        ``__init__`` pays one ``object.__setattr__`` per field (most feeds make one delta,
+        and that cost was a tenth of the feed)."""
+        delta = _new(cls)
+        fields = delta.__dict__
+        fields["content"] = content
+        fields["reasoning_content"] = reasoning_content
+        fields["tool_calls"] = tool_calls
+        return delta
+
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI ``delta`` of a ``chat.completion.chunk`` (only the fields set)."""
+        content, reasoning, calls = self.content, self.reasoning_content, self.tool_calls
+        if not calls and (content is None or reasoning is None):
+            # One text field, as most deltas are: the dict in one step.
+            if content is not None:
+                return {"content": content}
+            return {} if reasoning is None else {"reasoning_content": reasoning}
         out: dict[str, Any] = {}
-        if self.content is not None:
-            out["content"] = self.content
-        if self.reasoning_content is not None:
-            out["reasoning_content"] = self.reasoning_content
-        if self.tool_calls:
-            out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        if content is not None:
+            out["content"] = content
+        if reasoning is not None:
+            out["reasoning_content"] = reasoning
+        if calls:
+            out["tool_calls"] = (
+                [calls[0].to_openai()] if len(calls) == 1 else [call.to_openai() for call in calls]
+            )
         return out

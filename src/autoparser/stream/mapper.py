@@ -16,7 +16,7 @@ import random
 import re
 import types
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from autoparser import tags
 from autoparser.errors import RequestError
@@ -38,6 +38,7 @@ from autoparser.stream.arguments import (
     TaggedArguments,
     ValueConverters,
 )
+from autoparser.stream.delta import StreamDelta, ToolCallDelta
 from autoparser.stream.repair import json_object_text
 
 _ID_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -86,12 +87,12 @@ class CallIdPolicy:
         self.model_ids = model_ids
 
 
-# Tags of a call's arguments node -> the streamer of that encoding.
-_ENCODED_TAGS = (tags.TOOL_ARGS_STR,)
-_PYTHON_TAGS = (tags.TOOL_ARGS_PY,)
-_ARGS_TAGS = (tags.TOOL_ARGS, *_ENCODED_TAGS, *_PYTHON_TAGS)
-ARGUMENT_TAGS = frozenset({*_ARGS_TAGS, tags.TOOL_ARG})
-"""Tags of a call's children that carry its arguments, in any encoding."""
+# The streamer of each encoding of a call's whole arguments (``tags.WHOLE_ARGUMENTS``).
+_STREAMERS: Mapping[str, type[ArgumentStreamer]] = {
+    "json": JsonArguments,
+    "encoded": EncodedArguments,
+    "python": PythonArguments,
+}
 
 TOOL_CALL_DELTAS = ("whole", "incremental")
 """The streaming policies for tool calls (``tool_call_deltas``), the default first."""
@@ -175,13 +176,15 @@ class _Call:
 
     __slots__ = ("args", "events", "id", "index", "name", "out", "start", "tagged")
 
-    def __init__(self, start: int, events: list[tuple[str, int, str]]) -> None:
+    def __init__(self, start: int, events: list[tuple[str, int, str]] | None) -> None:
+        """``events``: where its argument pieces go once it is announced; None for a call
+        only read whole (``Mapper.read_call``), which is never announced."""
         self.start = start  # where the call's node starts in the output (its identity)
         self.index = -1  # its delta index, once announced
         self.id = ""
         self.name = ""
         self.events = events
-        self.out = ArgumentText(self._sink)
+        self.out = ArgumentText(None if events is None else self._sink)
         self.args: ArgumentStreamer | None = None
         self.tagged: TaggedArguments | None = None
 
@@ -190,15 +193,16 @@ class _Call:
         return self.index >= 0
 
     def _sink(self, piece: str) -> None:
-        if self.announced:
+        if self.index >= 0 and self.events is not None:  # announced
             self.events.append(("args", self.index, piece))
 
     def advance(self, node: Node, text: str, converters: ValueConverters) -> None:
         """Feed the arguments written so far to the streamer of their encoding."""
         arg_nodes: list[Node] = []
         for child in node.children:
-            if child.tag in _ARGS_TAGS:
-                self._streamer(child.tag or "").advance(child, text)
+            encoding = tags.WHOLE_ARGUMENTS.get(child.tag or "")
+            if encoding is not None:
+                self._streamer(encoding).advance(child, text)
             elif child.tag == tags.TOOL_ARG:
                 arg_nodes.append(child)
         if arg_nodes or self.tagged is not None:
@@ -206,14 +210,8 @@ class _Call:
                 self.tagged = TaggedArguments(self.out, converters)
             self.tagged.advance(arg_nodes, text)
 
-    def _streamer(self, tag: str) -> ArgumentStreamer:
-        kind: type[ArgumentStreamer] = (
-            EncodedArguments
-            if tag in _ENCODED_TAGS
-            else PythonArguments
-            if tag in _PYTHON_TAGS
-            else JsonArguments
-        )
+    def _streamer(self, encoding: str) -> ArgumentStreamer:
+        kind = _STREAMERS[encoding]
         if not isinstance(self.args, kind):
             self.args = kind(self.out)
         return self.args
@@ -229,6 +227,19 @@ class _Call:
         if self.tagged is not None:
             return self.tagged.complete()
         return self.args.complete() if self.args is not None else "{}"
+
+
+def _delta(kind: str, index: int, head: _Call | None, pieces: list[str]) -> StreamDelta:
+    """One delta of ``take_deltas``: the pieces of a text field, or of call ``index``'s
+    arguments (announced by it when ``head`` is the call)."""
+    text = pieces[0] if len(pieces) == 1 else "".join(pieces)
+    if kind == "content":
+        return StreamDelta.of(text)
+    if kind == "reasoning_content":
+        return StreamDelta.of(None, text)
+    if head is None:
+        return StreamDelta.of(None, None, (ToolCallDelta.of(index, text),))
+    return StreamDelta.of(None, None, (ToolCallDelta.of(index, text, head.id, head.name),))
 
 
 def spans_end(*fields: list[Span]) -> int:
@@ -386,8 +397,8 @@ class Mapper:
         self.converters = converters
         self.incremental = incremental
         self.openers, self.unread, self.unread_starts = _markup_openers(tuple(openers))
-        self.reasoning = _TextField("reasoning_content")
-        self.content = _TextField("content")
+        self.reasoning = _TextField(tags.TEXT_FIELDS[tags.REASONING])
+        self.content = _TextField(tags.TEXT_FIELDS[tags.CONTENT])
         self.announced: list[_Call] = []  # every call announced, by delta index
         self.calls: list[_Call] = []  # the message's calls, in order
         self.verdicts: dict[int, bool] = {}  # complete call nodes by start: valid?
@@ -422,7 +433,7 @@ class Mapper:
         if reasoning:
             piece = self.reasoning.advance(reasoning, text)
             if piece:
-                self.events.append(("reasoning_content", -1, piece))
+                self.events.append((self.reasoning.key, -1, piece))
         if content:
             self.push_content(self.content.advance(content, text))
         if final:
@@ -483,7 +494,7 @@ class Mapper:
             self.tail, self.tail_reparse = tagged, False
             self.tail_end = value.start + tagged.value_done
 
-    def move(self, text: str, end: int) -> list[dict[str, Any]]:
+    def move(self, text: str, end: int) -> list[StreamDelta]:
         """The deltas of the last tree with its unfinished path ending at ``end`` now:
         what ``advance`` and ``take_deltas`` would give for that tree, without it (the
         last node's text field or the streamed call's JSON arguments grow; a pending
@@ -495,13 +506,15 @@ class Mapper:
         self.tail_end = end
         if isinstance(tail, _TextField):
             piece = tail.push(piece)
-            return [{tail.key: piece}] if piece else []
+            if not piece:
+                return []
+            return [StreamDelta.of(piece) if tail is self.content else StreamDelta.of(None, piece)]
         tail.extend(piece)
         return self.take_deltas()
 
     def push_content(self, piece: str) -> None:
         if piece:
-            self.events.append(("content", -1, piece))
+            self.events.append((self.content.key, -1, piece))
 
     def _settle(self, node: Node, text: str) -> bool:
         """A complete call node: a call of the message (True), or content.
@@ -549,7 +562,7 @@ class Mapper:
         """
         args: Node | None = None
         for child in node.children:
-            if child.tag in ARGUMENT_TAGS:
+            if child.tag in tags.ARGUMENTS:
                 if args is not None or child.tag != tags.TOOL_ARGS:
                     args = None
                     break
@@ -566,7 +579,7 @@ class Mapper:
                     self.note("invalid_arguments", "refused", node.start, node.end, name)
                     return None
                 return name, call_id, arguments
-        call = _Call(node.start, self.events)
+        call = _Call(node.start, None)
         self._identify(call, node, text)
         call.advance(node, text, self.converters)
         closing = call.complete()
@@ -730,48 +743,42 @@ class Mapper:
                 self.truncated_call = tail.strip()
 
     # ----------------------------------------------------------------- output
-    def take_deltas(self) -> list[dict[str, Any]]:
-        deltas: list[dict[str, Any]] = []
-        for kind, index, piece in self.events:
-            if kind in ("content", "reasoning_content"):
-                if deltas and set(deltas[-1]) == {kind}:
-                    deltas[-1][kind] += piece
-                else:
-                    deltas.append({kind: piece})
-            elif kind == "call":
-                call = self.announced[index]
-                deltas.append(
-                    {
-                        "tool_calls": [
-                            {
-                                "index": index,
-                                "id": call.id,
-                                "type": "function",
-                                "function": {"name": call.name, "arguments": ""},
-                            }
-                        ]
-                    }
-                )
-            else:
-                last = (
-                    deltas[-1]["tool_calls"][0] if deltas and "tool_calls" in deltas[-1] else None
-                )
-                if last is not None and last["index"] == index:
-                    last["function"]["arguments"] += piece
-                else:
-                    deltas.append(
-                        {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
-                    )
-        self.events.clear()
+    def take_deltas(self) -> list[StreamDelta]:
+        """The events since the last call as typed deltas: consecutive pieces of one field
+        (text of content or reasoning, or the arguments of one call, with its announcement
+        if that came first) are joined into one delta."""
+        events = self.events
+        if not events:
+            return []
+        if len(events) == 1:  # most feeds: one piece of one field
+            kind, at, piece = events.pop()
+            head = self.announced[at] if kind == "call" else None
+            return [_delta(kind, at, head, [piece])]
+        deltas: list[StreamDelta] = []
+        run, index, head = "", -1, None  # the field the pieces below belong to
+        pieces: list[str] = []
+        for kind, at, piece in events:
+            if kind == "call":
+                if run:
+                    deltas.append(_delta(run, index, head, pieces))
+                run, index, head, pieces = "args", at, self.announced[at], []
+                continue
+            if kind != run or at != index:
+                if run:
+                    deltas.append(_delta(run, index, head, pieces))
+                run, index, head, pieces = kind, at, None, []
+            pieces.append(piece)
+        deltas.append(_delta(run, index, head, pieces))
+        events.clear()
         return deltas
 
     def message(self) -> ChatMessage:
         calls = [ToolCall(id=c.id, name=c.name, arguments=c.out.text()) for c in self.calls]
-        return ChatMessage(
-            content=self.content.value(),
-            reasoning_content=self.reasoning.value(),
-            tool_calls=calls,
-            truncated=self.truncated,
-            truncated_call=self.truncated_call,
-            findings=self.finding_list([c.start for c in self.calls]) if self.findings else (),
+        return ChatMessage.of(
+            self.content.value(),
+            self.reasoning.value(),
+            calls,
+            self.truncated,
+            self.truncated_call,
+            self.finding_list([c.start for c in self.calls]) if self.findings else (),
         )

@@ -15,18 +15,18 @@ from autoparser.message import ChatMessage
 from autoparser.peg import Node, ParseStatus
 from autoparser.peg.oneshot import FAIL, OK, Shared, compiled, json_value_end
 from autoparser.stream.delta import StreamDelta
-from autoparser.stream.mapper import ARGUMENT_TAGS, CallIdPolicy, Mapper, check_tool_call_deltas
+from autoparser.stream.ending import finish_reason_hit_limit, map_output, output_tree
+from autoparser.stream.mapper import CallIdPolicy, Mapper, check_tool_call_deltas
 from autoparser.stream.whole import whole_message
-
-_TEXT_TAGS = frozenset({tags.CONTENT, tags.REASONING})
 
 
 class StreamParser:
-    """Feeds model output chunk by chunk; returns OpenAI ``delta`` dicts that only append.
+    """Feeds model output chunk by chunk; returns typed deltas that only append.
 
-    ``feed(chunk)`` -> deltas for the text that became certain; ``finish()`` -> the last
-    deltas (held-back text flushed; a call the output ended inside becomes content);
-    ``message`` -> the message so far.
+    ``feed_deltas(chunk)`` -> ``StreamDelta`` values for the text that became certain;
+    ``finish_deltas()`` -> the last ones (held-back text flushed; a call the output ended
+    inside becomes content); ``message`` -> the message so far. ``feed``/``finish`` give
+    the same deltas as OpenAI ``delta`` dicts (``StreamDelta.to_openai()``), for the wire.
 
     ``tool_call_deltas``: ``"whole"`` (default) announces a call, with all its arguments,
     once it is complete and valid, so the deltas always add up to ``message`` (and to
@@ -64,7 +64,14 @@ class StreamParser:
         self._finished = False
 
     def feed(self, chunk: str) -> list[dict[str, Any]]:
-        """Add the next piece of model output; return the OpenAI deltas it completes.
+        """``feed_deltas`` written as OpenAI ``delta`` dicts (the wire form)."""
+        deltas = self.feed_deltas(chunk)
+        if len(deltas) == 1:  # most feeds: no comprehension to run
+            return [deltas[0].to_openai()]
+        return [delta.to_openai() for delta in deltas] if deltas else []
+
+    def feed_deltas(self, chunk: str) -> list[StreamDelta]:
+        """Add the next piece of model output; return the deltas it completes.
 
         Chunks may split anywhere (inside markers, JSON, multi-byte text already decoded);
         text that might still become a marker is held back until it is decided.
@@ -97,6 +104,10 @@ class StreamParser:
         return mapper.take_deltas()
 
     def finish(self, *, finish_reason: str | None = None) -> list[dict[str, Any]]:
+        """``finish_deltas`` written as OpenAI ``delta`` dicts (the wire form)."""
+        return [delta.to_openai() for delta in self.finish_deltas(finish_reason=finish_reason)]
+
+    def finish_deltas(self, *, finish_reason: str | None = None) -> list[StreamDelta]:
         """End of output: return the last deltas (held-back text).
 
         A call the output ends inside is neither a call nor content: nothing of it is
@@ -120,63 +131,10 @@ class StreamParser:
             self._moved = False
         final = self._inc.finish()
         tree = final.tree if final.status == ParseStatus.SUCCESS else None
-        _end_of_output(
-            self._mapper, text, _output_tree(self._mapper, text, self._last_tree, tree, hit_limit)
+        map_output(
+            self._mapper, text, output_tree(self._mapper, text, self._last_tree, tree, hit_limit)
         )
         return self._mapper.take_deltas()
-
-    def feed_deltas(self, chunk: str) -> list[StreamDelta]:
-        """``feed`` with the deltas as typed values (``StreamDelta.to_openai()`` is the dict)."""
-        return [StreamDelta.from_openai(d) for d in self.feed(chunk)]
-
-    def finish_deltas(self, *, finish_reason: str | None = None) -> list[StreamDelta]:
-        """``finish`` with the deltas as typed values."""
-        return [StreamDelta.from_openai(d) for d in self.finish(finish_reason=finish_reason)]
-
-    @staticmethod
-    def _ends_inside_call(partial: Node) -> bool:
-        """Does the partial-mode parse end inside a call something of which is written?
-        (An empty node only says a call may start there.)"""
-        last = partial.children[-1] if partial.children else None
-        return (
-            last is not None
-            and last.tag == tags.TOOL
-            and not last.complete
-            and last.start < last.end
-        )
-
-    @staticmethod
-    def _cut_inside_call(partial: Node, final: Node | None, size: int) -> bool:
-        """Did generation stop inside a call (``_ends_inside_call``) before its arguments
-        were whole? Decided from the text alone.
-
-        The full-mode parse may still read it as a call (its end markers are optional: a
-        model may leave the last one out), but it is one only if everything the full parse
-        gives it was already complete before the end: each argument (a value cut off at
-        the end would otherwise pass as whole), with at least one argument written and
-        nothing after the call. ``size``: the output's length.
-        """
-        last = partial.children[-1]
-        if final is None or not final.children:
-            return True
-        node = final.children[-1]
-        if node.tag != tags.TOOL or node.start != last.start or not node.complete:
-            return True
-        if not any(c.tag in ARGUMENT_TAGS for c in node.children):
-            return True
-        before = [c.tag for c in last.children]
-        return before != [c.tag for c in node.children] or not all(
-            _settled(c, f, size) for c, f in zip(last.children, node.children, strict=True)
-        )
-
-    @staticmethod
-    def _stopped_on_opener(mapper: Mapper, partial: Node, text: str) -> bool:
-        """Does the output end with call openers only, after the partial parse's last node
-        (a section marker outside any call node, like ``[TOOL_CALLS]``)?"""
-        # An empty node (a call that may start there) does not end what was written.
-        written = [c for c in partial.children if c.end > c.start]
-        tail = text[written[-1].end if written else 0 :]
-        return bool(tail.strip()) and mapper.only_openers(tail)
 
     @property
     def message(self) -> ChatMessage:
@@ -200,63 +158,6 @@ class StreamParser:
         return str(self._inc.text)
 
 
-def finish_reason_hit_limit(finish_reason: object) -> bool:
-    """Whether an engine's finish reason says the output was cut by the token limit."""
-    if finish_reason is not None and not isinstance(finish_reason, str):
-        raise RequestError(
-            f"finish_reason must be a str or None, got {type(finish_reason).__name__}"
-        )
-    return finish_reason == "length"
-
-
-def _output_tree(
-    mapper: Mapper, text: str, partial: Node | None, final: Node | None, hit_limit: bool
-) -> Node | None:
-    """The tree the whole output is mapped by once it ended: the full-mode parse
-    (``final``, None if it failed), or the last partial-mode one where generation stopped
-    inside a call (cut, or any call when the token limit ended it) or on a call opener."""
-    if partial is not None and (
-        (
-            StreamParser._ends_inside_call(partial)
-            and (
-                hit_limit
-                or StreamParser._cut_inside_call(
-                    partial, final if final is not None else partial, len(text)
-                )
-            )
-        )
-        or StreamParser._stopped_on_opener(mapper, partial, text)
-    ):
-        return partial
-    return final if final is not None else partial
-
-
-def _settled(before: Node, after: Node, size: int) -> bool:
-    """Is a node of the partial parse's last call whole by the end of output? Complete;
-    or unfinished only because a marker follows it whose meaning the text after it would
-    decide (a value suffix that may turn out to be text of the value): it stops before the
-    end of the output and the full parse reads the same nodes in it. A value cut off at
-    the end reaches the end; one cut inside a marker reads on in the full parse."""
-    if before.complete:
-        return True
-    if before.end >= size or (before.tag, before.start) != (after.tag, after.start):
-        return False
-    inner = [(n.tag, n.start, n.end) for n in before.walk() if n is not before]
-    return bool(inner) and inner == [
-        (n.tag, n.start, n.end) for n in after.walk() if n is not after
-    ]
-
-
-def _end_of_output(mapper: Mapper, text: str, tree: Node | None) -> None:
-    """Map the whole output by its tree (see ``_output_tree``)."""
-    if tree is not None:
-        mapper.advance(tree, text, final=True)
-        mapper.close(tree, text)
-    elif text:
-        # Nothing parsed at all (cannot happen with generated parsers): keep the text.
-        mapper.push_content(mapper.content.push(text))
-
-
 def _maps_prefix(partial: Node, tree: Node) -> bool:
     """Does mapping ``partial`` (not final) give a prefix of what mapping ``tree`` gives,
     so that a one-shot parse may map ``tree`` alone? Its nodes are those of ``tree``
@@ -274,7 +175,7 @@ def _maps_prefix(partial: Node, tree: Node) -> bool:
             continue
         if i < last or node.complete:
             return False
-        if node.tag not in _TEXT_TAGS:
+        if node.tag not in tags.TEXT_FIELDS:
             continue  # an unfinished call, or markup: mapped to nothing yet
         if (other.tag, other.start) != (node.tag, node.start) or other.end < node.end:
             return False
@@ -326,12 +227,12 @@ def parse_text(
         if last is not None:
             mapper.advance(last, text)
         return mapper.message()
-    output = _output_tree(mapper, text, last, final, hit_limit)
+    output = output_tree(mapper, text, last, final, hit_limit)
     if output is not None and (last is None or _maps_prefix(last, output)):
         return whole_message(mapper, output, text)
     if last is not None:
         mapper.advance(last, text)
-    _end_of_output(mapper, text, output)
+    map_output(mapper, text, output)
     return mapper.message()
 
 
@@ -344,7 +245,7 @@ def _parse_by_stream(
     tolerance: str,
 ) -> ChatMessage:
     stream = StreamParser(definition, call_ids, tolerance=tolerance)
-    stream.feed(text)
+    stream.feed_deltas(text)
     if not partial:
-        stream.finish(finish_reason=finish_reason)
+        stream.finish_deltas(finish_reason=finish_reason)
     return stream.message

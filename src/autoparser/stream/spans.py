@@ -15,15 +15,6 @@ from autoparser.peg.core import Node, Parser
 
 MARKUP = "markup"  # text no tagged node covers: markers, separators
 UNPARSED = "unparsed"  # text after the position the parser reached
-_CALL_PARTS = {
-    tags.TOOL_NAME: "tool-name",
-    tags.TOOL_ID: "tool-id",
-    tags.TOOL_ARGS: "tool-args",
-    tags.TOOL_ARGS_PY: "tool-args",
-    tags.TOOL_ARGS_STR: "tool-args",
-    tags.TOOL_ARG: "tool-args",
-}
-_TOP = {tags.REASONING: "reasoning", tags.CONTENT: "content", tags.TOOL: "tool"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +39,7 @@ def _emit(out: list[LabelledSpan], kind: str, start: int, end: int) -> None:
 def _call_spans(out: list[LabelledSpan], call: Node) -> None:
     pos = call.start
     for part in call.children:
-        kind = _CALL_PARTS.get(part.tag or "")
+        kind = tags.SPAN_LABELS.get(part.tag or "")
         if kind is None:
             continue
         _emit(out, "tool", pos, part.start)
@@ -64,7 +55,7 @@ def labelled_spans(parser: Parser, text: str) -> tuple[LabelledSpan, ...]:
     out: list[LabelledSpan] = []
     pos = 0
     for node in result.tree.children:
-        kind = _TOP.get(node.tag or "")
+        kind = tags.SPAN_LABELS.get(node.tag or "")
         if kind is None:
             continue
         _emit(out, MARKUP, pos, node.start)

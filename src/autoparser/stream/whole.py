@@ -32,13 +32,13 @@ def whole_message(mapper: Mapper, tree: Node, text: str) -> ChatMessage:
     walked = walk_tree(tree, settle)
     mapper.end_of_output(walked, text)
     mapper.close(tree, text)
-    return ChatMessage(
-        content=_field(walked.content, text),
-        reasoning_content=_field(walked.reasoning, text),
-        tool_calls=calls,
-        truncated=mapper.truncated,
-        truncated_call=mapper.truncated_call,
-        findings=mapper.finding_list(_call_starts(tree, mapper)) if mapper.findings else (),
+    return ChatMessage.of(
+        _field(walked.content, text),
+        _field(walked.reasoning, text),
+        calls,
+        mapper.truncated,
+        mapper.truncated_call,
+        mapper.finding_list(_call_starts(tree, mapper)) if mapper.findings else (),
     )
 
 
