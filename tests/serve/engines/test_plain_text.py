@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from autoparser.serve.plain_text import (
+from autoparser.serve.engines.plain_text import (
     ControlTokensRemain,
     TokenCache,
     Tokens,
