@@ -63,3 +63,45 @@ def test_auto_detects_sglang_and_serves_it(loop: LoopThread) -> None:
     sent = next(b for p, b in reversed(standin.received) if p == "/v1/completions")
     required = case.load().apply(messages, tools=TOOLS, tool_choice="required")
     assert sent["ebnf"] == required.grammar and "structured_outputs" not in sent
+
+
+def test_sglang_reads_the_bodies_as_sent() -> None:
+    """SGLang's own request models (its protocol module) take every body the dialect sends,
+    and keep what matters: the grammar, special tokens in the text, the stop strings, the
+    prompt of ids; its tokenizer routes' bodies too."""
+    from helpers.engine_requests import engine_reads
+
+    dialect = SGLang(NoChannel(), "qwen")
+    gen = Generation(prompt="p", grammar='root ::= "a"', max_tokens=7, stop=("S",))
+    whole = dialect.payload(gen, [1, 2, 3], stream=False)
+    streamed = dialect.payload(Generation(prompt="p", sampling={"temperature": 0.5}), "p", True)
+    protocol = "sglang.srt.entrypoints.openai.protocol"
+    read = engine_reads(
+        "sglang",
+        [
+            (f"{protocol}:CompletionRequest", whole),
+            (f"{protocol}:CompletionRequest", streamed),
+            (
+                f"{protocol}:TokenizeRequest",
+                {
+                    "model": "qwen",
+                    "prompt": "a",
+                    "add_special_tokens": False,
+                    "return_token_strs": True,
+                },
+            ),
+            (
+                f"{protocol}:DetokenizeRequest",
+                {"model": "qwen", "tokens": [[1], [2]], "skip_special_tokens": True},
+            ),
+        ],
+    )
+    assert read[0]["ebnf"] == 'root ::= "a"' and read[0]["prompt"] == [1, 2, 3]
+    assert (read[0]["max_tokens"], read[0]["stop"], read[0]["skip_special_tokens"]) == (
+        7,
+        ["S"],
+        False,
+    )
+    assert read[1]["stream"] is True and read[1]["stream_options"]["include_usage"] is True
+    assert read[1]["temperature"] == 0.5 and read[1]["ebnf"] is None
+    assert read[2]["add_special_tokens"] is False and read[3]["tokens"] == [[1], [2]]

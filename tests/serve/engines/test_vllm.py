@@ -55,3 +55,32 @@ def test_auto_detects_vllm_and_serves_it(loop: LoopThread) -> None:
     sent = next(b for p, b in reversed(standin.received) if p == "/v1/completions")
     required = case.load().apply(messages, tools=TOOLS, tool_choice="required")
     assert sent["structured_outputs"] == {"grammar": required.grammar}
+
+
+def test_vllm_reads_the_bodies_as_sent() -> None:
+    """vLLM's own request models take every body the dialect sends, and keep what matters:
+    the grammar, special tokens in the text without spaces around them, the stop strings,
+    the prompt of ids; its /tokenize body too."""
+    from helpers.engine_requests import engine_reads
+
+    dialect = VLLM(NoChannel(), "org/model")
+    gen = Generation(prompt="p", grammar='root ::= "a"', max_tokens=7, stop=("S",))
+    whole = dialect.payload(gen, [1, 2, 3], stream=False)
+    tokenize = {
+        "model": "org/model",
+        "prompt": "a",
+        "add_special_tokens": False,
+        "return_token_strs": True,
+    }
+    read = engine_reads(
+        "vllm",
+        [
+            ("vllm.entrypoints.openai.completion.protocol:CompletionRequest", whole),
+            ("vllm.entrypoints.serve.tokenize.protocol:TokenizeCompletionRequest", tokenize),
+        ],
+    )
+    assert read[0]["structured_outputs"]["grammar"] == 'root ::= "a"'
+    assert read[0]["prompt"] == [1, 2, 3] and (read[0]["max_tokens"], read[0]["stop"]) == (7, ["S"])
+    assert read[0]["skip_special_tokens"] is False
+    assert read[0]["spaces_between_special_tokens"] is False
+    assert read[1]["return_token_strs"] is True and read[1]["add_special_tokens"] is False

@@ -1,0 +1,56 @@
+"""Request bodies read by the engines' own request models (vLLM's and SGLang's pydantic
+classes), in the engines' environments: vLLM's is built by scripts/setup_vllm.sh
+(``$AUTOPARSER_VLLM_PYTHON`` or ~/.cache/autoparser/vllm-venv), SGLang's is
+``$AUTOPARSER_SGLANG_PYTHON`` or ~/.cache/autoparser/sglang-venv (only the protocol modules
+are imported: no GPU needed). A test without the environment is skipped, naming it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PYTHONS = {
+    "vllm": os.environ.get(
+        "AUTOPARSER_VLLM_PYTHON",
+        str(Path.home() / ".cache" / "autoparser" / "vllm-venv" / "bin" / "python"),
+    ),
+    "sglang": os.environ.get(
+        "AUTOPARSER_SGLANG_PYTHON",
+        str(Path.home() / ".cache" / "autoparser" / "sglang-venv" / "bin" / "python"),
+    ),
+}
+
+# Each body is read by ``module:Class(**body)`` and dumped back as JSON (what the engine
+# kept of it: unknown fields dropped or kept, defaults filled).
+_READ = """
+import importlib, json, sys
+out = []
+for where, body in json.load(sys.stdin):
+    module, name = where.split(":")
+    model = getattr(importlib.import_module(module), name)
+    out.append(model(**body).model_dump(mode="json"))
+print(json.dumps(out))
+"""
+
+
+def engine_reads(engine: str, requests: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Each ``(module:Class, body)`` as the engine's request model reads it."""
+    python = PYTHONS[engine]
+    if not Path(python).exists():
+        pytest.skip(f"no {engine} environment at {python}")
+    done = subprocess.run(
+        [python, "-c", _READ],
+        input=json.dumps(requests),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    answer: list[dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
