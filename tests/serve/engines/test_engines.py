@@ -8,6 +8,8 @@ import asyncio
 import importlib
 import inspect
 import pkgutil
+import subprocess
+import sys
 
 import pytest
 
@@ -77,3 +79,13 @@ def test_an_unknown_kind_names_the_kinds() -> None:
     assert dialect_of("vllm").kind == "vllm"
     with pytest.raises(ValueError, match=r"llama\.cpp, openai, sglang, vllm, got 'tgi'"):
         dialect_of("tgi")
+
+
+def test_the_registry_loads_without_aiohttp() -> None:
+    """The CLI offers the kinds without the serve extra: the registry and every dialect
+    reach their engine through ``base.Channel``, never aiohttp (only the transport does)."""
+    code = (
+        "import sys, autoparser.serve.engines as e\n"
+        "assert e.KIND_CHOICES and 'aiohttp' not in sys.modules, 'aiohttp imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
