@@ -6,6 +6,8 @@ as ``ebnf`` (SGLang ignores vLLM's ``structured_outputs``), the stop string read
 from __future__ import annotations
 
 import asyncio
+import json
+import urllib.request
 
 import pytest
 
@@ -105,3 +107,33 @@ def test_sglang_reads_the_bodies_as_sent() -> None:
     assert read[1]["stream"] is True and read[1]["stream_options"]["include_usage"] is True
     assert read[1]["temperature"] == 0.5 and read[1]["ebnf"] is None
     assert read[2]["add_special_tokens"] is False and read[3]["tokens"] == [[1], [2]]
+
+
+def test_the_stop_string_sglang_names_reaches_the_client(loop: LoopThread) -> None:
+    """SGLang's ``matched_stop``, whole and streamed, is the Messages API's stop_sequence."""
+    standin = StandIn("openai")
+    standin.owner = standin.flavor = "sglang"
+    standin.add("stopped", "Up to here", stop_word="END")
+    url, ask = serve_in_front(loop, standin, template=CASE_BY_NAME["hermes"].load())
+    body = {
+        "model": "m",
+        "max_tokens": 50,
+        "messages": [{"role": "user", "content": "[[stopped]]"}],
+        "stop_sequences": ["END"],
+    }
+    status, whole = ask("/v1/messages", body)
+    assert status == 200
+    assert (whole["stop_reason"], whole["stop_sequence"]) == ("stop_sequence", "END")
+    request = urllib.request.Request(
+        url + "/v1/messages",
+        json.dumps({**body, "stream": True}).encode(),
+        {"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as f:
+        events = [
+            json.loads(line[5:])
+            for line in f.read().decode().splitlines()
+            if line.startswith("data:")
+        ]
+    delta = next(e["delta"] for e in events if e.get("type") == "message_delta")
+    assert (delta["stop_reason"], delta["stop_sequence"]) == ("stop_sequence", "END")

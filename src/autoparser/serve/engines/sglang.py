@@ -1,5 +1,5 @@
 """SGLang's OpenAI-compatible server. Its ``/v1/completions`` takes a grammar as ``ebnf``
-(compiled by its grammar backend, xgrammar, which reads GBNF) and ignores vLLM's
+(compiled by its grammar backend, xgrammar by default, which reads GBNF) and ignores vLLM's
 ``structured_outputs``; a choice names the stop string that ended it ``matched_stop``. Its
 ``/tokenize`` returns no token strings, so the control tokens are told by its batch
 ``/detokenize``, which drops special tokens with ``skip_special_tokens``. Recognised by
