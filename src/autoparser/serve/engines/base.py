@@ -6,7 +6,8 @@ how it counts a prompt's tokens, how its tokenizer keeps the caller's text plain
 
 No aiohttp here (nor in the dialect modules): a dialect talks to its engine through a
 ``Channel`` (``transport.Transport``), so that the registry of kinds loads without the serve
-extra (the CLI offers the kinds).
+extra, and at once (the CLI offers the kinds): a dialect module imports the protection
+(asyncio) when its first backend is made.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from autoparser import GrammarTrigger
-from autoparser.serve.openai_format import Usage
+if TYPE_CHECKING:  # loaded when a request is served, not with the registry (CLI start-up)
+    from autoparser import GrammarTrigger
+    from autoparser.serve.openai_format import Usage
 
 
 def described(exc: BaseException) -> str:
@@ -103,6 +105,15 @@ class Finished:
 
 
 @dataclasses.dataclass(frozen=True)
+class Tokens:
+    """One text as the engine tokenized it: ids, and the vocabulary strings of the tokens
+    when the engine returns them (vLLM's ``return_token_strs``), else None."""
+
+    ids: list[int]
+    strings: list[str] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class EngineInfo:
     """What detection learnt of the engine: its kind, and what it told of its model (the
     chat template and special tokens from llama.cpp's ``/props``, a model name)."""
@@ -146,6 +157,14 @@ def read_json(text: str, where: str) -> object:
 def as_int(value: object) -> int:
     """A count from an engine's answer (0 when it is not an integer)."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def usage(prompt_tokens: object = 0, completion_tokens: object = 0) -> Usage:
+    """An answer's token counts as the routes report them (``openai_format.Usage``, loaded
+    with the first answer: the registry of dialects loads without it)."""
+    from autoparser.serve.openai_format import Usage
+
+    return Usage(as_int(prompt_tokens), as_int(completion_tokens))
 
 
 def token_ids(answer: object, where: str) -> list[int]:

@@ -20,11 +20,9 @@ from autoparser.serve.engines.base import (
     Hooks,
     Look,
     Prompt,
-    as_int,
     token_ids,
+    usage,
 )
-from autoparser.serve.engines.protection import ExactText
-from autoparser.serve.openai_format import Usage
 
 # llama.cpp's integer trigger kinds (common_grammar_trigger_type): token, word, pattern,
 # pattern_full. A "token" trigger needs the token id, which only the engine knows; sent as
@@ -72,6 +70,8 @@ class LlamaCpp(Dialect):
 
     def __init__(self, channel: Channel, model: str = "", hooks: Hooks | None = None) -> None:
         super().__init__(channel, model, hooks)
+        from autoparser.serve.engines.protection import ExactText  # see base: start-up
+
         self.protection = ExactText(LlamaCppTokenizer(channel), self.hooks)
 
     @classmethod
@@ -123,10 +123,10 @@ class LlamaCpp(Dialect):
 
     @staticmethod
     def _finished(body: Mapping[str, object]) -> Finished:
-        usage = Usage(as_int(body.get("tokens_evaluated")), as_int(body.get("tokens_predicted")))
+        counts = usage(body.get("tokens_evaluated"), body.get("tokens_predicted"))
         word = body.get("stopping_word") if body.get("stop_type") == "word" else ""
         return Finished(
-            body.get("stop_type") == "limit", usage, word if isinstance(word, str) else ""
+            body.get("stop_type") == "limit", counts, word if isinstance(word, str) else ""
         )
 
     def read_whole(self, body: object, where: str) -> tuple[str, Finished]:

@@ -14,8 +14,8 @@ text; a log line says so once.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from autoparser.serve.engines.base import (
     BackendError,
@@ -27,12 +27,13 @@ from autoparser.serve.engines.base import (
     Hooks,
     Look,
     Prompt,
-    as_int,
+    Tokens,
     token_ids,
+    usage,
 )
-from autoparser.serve.engines.plain_text import Tokens
-from autoparser.serve.engines.protection import PlainIds
-from autoparser.serve.openai_format import Usage
+
+if TYPE_CHECKING:
+    from autoparser.serve.openai_format import Usage
 
 
 class OpenAITokenizer:
@@ -40,13 +41,10 @@ class OpenAITokenizer:
     ``NamingTokenizer``): special tokens always parsed, the token strings asked for (vLLM
     returns them), the detokenizer's batch form (SGLang's: a list per id)."""
 
-    parallel = 8  # calls in flight at once (vLLM's /tokenize takes one text per call)
-
     def __init__(self, channel: Channel, model: str) -> None:
         self.channel = channel
         self.model = model
         self.where = f"{channel.url}/tokenize"
-        self._in_flight = asyncio.Semaphore(self.parallel)
 
     async def tokenize(self, text: str, add_special: bool = False) -> Tokens:
         body = {
@@ -55,8 +53,7 @@ class OpenAITokenizer:
             "add_special_tokens": add_special,
             "return_token_strs": True,
         }
-        async with self._in_flight:
-            answer = await self.channel.post_json(body, "/tokenize")
+        answer = await self.channel.post_json(body, "/tokenize")
         ids = token_ids(answer, self.where)
         strings = answer.get("token_strs") if isinstance(answer, Mapping) else None
         if not isinstance(strings, list) or len(strings) != len(ids):
@@ -69,8 +66,7 @@ class OpenAITokenizer:
             "tokens": [[i] for i in ids],
             "skip_special_tokens": skip_special,
         }
-        async with self._in_flight:
-            answer = await self.channel.post_json(body, "/detokenize")
+        answer = await self.channel.post_json(body, "/detokenize")
         texts = answer.get("text") if isinstance(answer, Mapping) else None
         if not isinstance(texts, list) or len(texts) != len(ids):
             raise BackendError(
@@ -97,6 +93,8 @@ class OpenAIStyle(Dialect):
 
     def __init__(self, channel: Channel, model: str = "", hooks: Hooks | None = None) -> None:
         super().__init__(channel, model, hooks)
+        from autoparser.serve.engines.protection import PlainIds  # see base: start-up
+
         self.protection = PlainIds(OpenAITokenizer(channel, model), self.hooks)
 
     @classmethod
@@ -145,10 +143,10 @@ class OpenAIStyle(Dialect):
 
     @staticmethod
     def _usage(body: object) -> Usage:
-        usage = body.get("usage") if isinstance(body, Mapping) else None
-        if not isinstance(usage, Mapping):
-            return Usage()
-        return Usage(as_int(usage.get("prompt_tokens")), as_int(usage.get("completion_tokens")))
+        counts = body.get("usage") if isinstance(body, Mapping) else None
+        if not isinstance(counts, Mapping):
+            return usage()
+        return usage(counts.get("prompt_tokens"), counts.get("completion_tokens"))
 
     @staticmethod
     def _choice(body: object, where: str) -> Mapping[str, object] | None:
@@ -177,7 +175,7 @@ class OpenAIStyle(Dialect):
     def read_event(self, event: object, state: dict[str, object], where: str) -> str:
         choice = self._choice(event, where)
         if isinstance(event, Mapping) and isinstance(event.get("usage"), Mapping):
-            state["usage"] = self._usage(event)
+            state["usage"] = event["usage"]
         if choice is None:
             return ""
         if choice.get("finish_reason"):
@@ -187,9 +185,8 @@ class OpenAIStyle(Dialect):
         return str(choice.get("text", ""))
 
     def read_end(self, state: dict[str, object], where: str) -> Finished:
-        usage = state.get("usage")
         return Finished(
             state.get("reason") == "length",
-            usage if isinstance(usage, Usage) else Usage(),
+            self._usage(state),  # the last usage an event carried, if any
             str(state.get("stop_word", "")),
         )

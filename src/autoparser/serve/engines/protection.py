@@ -45,18 +45,25 @@ from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from autoparser import caller_pieces
-from autoparser.serve.engines.base import BackendError, Generation, Hooks, Outgoing
+from autoparser.serve.engines.base import BackendError, Generation, Hooks, Outgoing, Tokens
 from autoparser.serve.engines.plain_text import (
     Checked,
     ControlTokensRemain,
     TokenCache,
-    Tokens,
     check_plain,
     spelled_controls,
 )
 
 log = logging.getLogger("autoparser.serve")
+
+
+def _caller_pieces(prompt: str, spans: Sequence[tuple[int, int]]) -> list[Part]:
+    """``autoparser.caller_pieces``, imported when a prompt is first protected: the
+    registry of engines loads for the CLI's choices without the template layer."""
+    from autoparser import caller_pieces
+
+    return caller_pieces(prompt, spans)
+
 
 CONTEXT = 64  # characters of text read on each side of an edge of caller text
 
@@ -313,7 +320,7 @@ class ExactText:
     async def prepare(self, gen: Generation) -> Outgoing:
         if not gen.caller_spans:
             return Outgoing(gen.prompt, "text" if gen.caller_spans == () else "unchecked")
-        parts = caller_pieces(gen.prompt, gen.caller_spans)
+        parts = _caller_pieces(gen.prompt, gen.caller_spans)
         spans, windows = await self._check(plan(parts))
         if all(c.clean for c in spans.values()) and all(windows.values()):
             return Outgoing(gen.prompt, "text")
@@ -402,9 +409,11 @@ class PlainIds:
 
     cache_size = 4096  # texts kept tokenized: template pieces and caller spans
     known_ids = 65536  # token ids whose control-ness the detokenizer told
+    parallel = 8  # tokenizer calls in flight at once (vLLM's /tokenize takes one text a call)
 
     def __init__(self, tokenizer: NamingTokenizer, hooks: Hooks) -> None:
         self.tokenizer = tokenizer
+        self._in_flight = asyncio.Semaphore(self.parallel)
         self._tokens: TokenCache[tuple[str, bool], Checked] = TokenCache(
             self.cache_size, lambda hit: hooks.cache("tokenize", hit)
         )
@@ -422,7 +431,7 @@ class PlainIds:
         offer = await self.offer()
         if offer is None:
             return Outgoing(gen.prompt, "unchecked")
-        parts = caller_pieces(gen.prompt, gen.caller_spans)
+        parts = _caller_pieces(gen.prompt, gen.caller_spans)
         todo = plan(parts)
         spans, windows = await asyncio.gather(
             self._tokens.lookup(((t, True) for t in todo.spans), self._tokenize_parts),
@@ -471,10 +480,9 @@ class PlainIds:
         """Tokenize one character with and without the tokenizer's added tokens: the
         answer's shape says whether and how the engine can serve, the difference is the
         ids a prompt of ids must carry itself."""
-        tokenizer = self.tokenizer
         try:
-            framed = await tokenizer.tokenize("a", add_special=True)
-            bare = await tokenizer.tokenize("a")
+            framed = await self._tokenize("a", add_special=True)
+            bare = await self._tokenize("a")
         except BackendError as exc:
             if exc.refused:
                 return None, f"no /tokenize answering token ids: {exc.public}"
@@ -490,7 +498,7 @@ class PlainIds:
         if bare.strings is not None:
             return Offer("strings", prefix, suffix), ""
         try:
-            await tokenizer.detokenize(bare.ids, skip_special=True)
+            await self._detokenize(bare.ids, skip_special=True)
         except BackendError as exc:
             if exc.refused:
                 return None, "its /tokenize returns no token strings and it has no batch "
@@ -498,10 +506,18 @@ class PlainIds:
             raise
         return Offer("detokenize", prefix, suffix), ""
 
+    async def _tokenize(self, text: str, add_special: bool = False) -> Tokens:
+        async with self._in_flight:
+            return await self.tokenizer.tokenize(text, add_special)
+
+    async def _detokenize(self, ids: Sequence[int], skip_special: bool) -> list[str]:
+        async with self._in_flight:
+            return await self.tokenizer.detokenize(ids, skip_special)
+
     async def _tokenize_parts(self, parts: list[tuple[str, bool]]) -> list[Checked]:
         """Template text tokenized as usual; the caller's text with no control token, and
         whether the engine's own tokenization of it had none."""
-        tokenize = self.tokenizer.tokenize
+        tokenize = self._tokenize
 
         async def one(text: str, caller: bool) -> Checked:
             if not caller:
@@ -522,7 +538,7 @@ class PlainIds:
 
         async def one(window: Window) -> bool:
             text = window.text
-            counts = await self._control_counts(text, await self.tokenizer.tokenize(text))
+            counts = await self._control_counts(text, await self._tokenize(text))
             return accounted(window, counts)
 
         return list(await asyncio.gather(*(one(w) for w in windows)))
@@ -541,7 +557,7 @@ class PlainIds:
         known = {i: self._controls[i] for i in tokens.ids if i in self._controls}
         unknown = [i for i in dict.fromkeys(tokens.ids) if i not in known]
         if unknown:
-            detokenize = self.tokenizer.detokenize
+            detokenize = self._detokenize
             skipped = await detokenize(unknown, skip_special=True)
             dropped = [i for i, t in zip(unknown, skipped, strict=True) if not t]
             kept = await detokenize(dropped, skip_special=False) if dropped else []
