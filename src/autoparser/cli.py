@@ -702,7 +702,7 @@ def _error_text(exc: BaseException) -> str:
 
 def _is_serve_error(exc: BaseException) -> bool:
     """Whether ``exc`` is serve's "backend unreachable / not what its API promises"."""
-    module = sys.modules.get("autoparser.serve.backends")
+    module = sys.modules.get("autoparser.serve.engines.base")
     error = getattr(module, "BackendError", None)
     return isinstance(error, type) and isinstance(exc, error)
 

@@ -130,6 +130,7 @@ class StandIn:
         self.flavor = "vllm"  # the OpenAI-style engine's tokenizer routes: vllm | sglang | tgi
         self.bos = ""  # a control token the OpenAI-style tokenizer adds before a text
         self.spm = False  # a SentencePiece-like tokenizer (a space token per plain stretch)
+        self.owner = ""  # the OpenAI-style models' owned_by (vLLM: "vllm", SGLang: "sglang")
         self._prompts: list[Any] = []  # each completion's prompt, as sent
         self.delay = 0.0  # seconds before answering a completion
         self.cancelled = 0  # completions whose client (the server) went away mid-wait
@@ -258,7 +259,8 @@ class StandIn:
         return web.json_response({"default_generation_settings": {}, **self.props})
 
     async def _models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "standin-model"}]})
+        card = {"id": "standin-model", **({"owned_by": self.owner} if self.owner else {})}
+        return web.json_response({"object": "list", "data": [card]})
 
     def _event(self, piece: str, last: bool, reply: Reply, prompt: str, n: int) -> Any:
         usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": n}
@@ -273,8 +275,8 @@ class StandIn:
             return event
         reason = ("length" if reply.hit_limit else "stop") if last else None
         choice = {"index": 0, "text": piece, "finish_reason": reason}
-        if last and reply.stop_word:
-            choice["stop_reason"] = reply.stop_word
+        if last and reply.stop_word:  # SGLang names the stop string matched_stop
+            choice["matched_stop" if self.owner == "sglang" else "stop_reason"] = reply.stop_word
         return {"choices": [choice]}
 
     async def _completion(self, request: web.Request) -> web.StreamResponse:
@@ -385,3 +387,54 @@ class LoopThread:
         self.call(stop)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=30)
+
+
+class Answers:
+    """A ``Look`` (what engine detection asks) over fixed ``GET`` answers: path -> (status,
+    JSON body); any other path is a 404. ``asked`` lists the paths asked, in order."""
+
+    url = "http://engine"
+
+    def __init__(self, answers: dict[str, tuple[int, Any]]) -> None:
+        self.answers = answers
+        self.asked: list[str] = []
+
+    async def get(self, path: str) -> tuple[int, Any]:
+        self.asked.append(path)
+        return self.answers.get(path, (404, None))
+
+
+class NoChannel:
+    """A dialect's channel for checks that never reach the engine (bodies, readers)."""
+
+    url = "http://127.0.0.1:1"
+
+    async def post_json(self, body: Any, path: str) -> object:
+        raise AssertionError(f"no request expected ({path})")
+
+
+def serve_in_front(
+    loop: LoopThread, standin: StandIn, **config: Any
+) -> tuple[str, Callable[[str, Any], tuple[int, Any]]]:
+    """``autoparser serve`` in front of ``standin``: its URL, and a JSON request function
+    (path, body or None for a GET -> status, answer)."""
+    import urllib.error
+    import urllib.request
+
+    from autoparser.serve import create_app
+    from autoparser.serve.app import ServeConfig
+
+    url = loop.serve(create_app(ServeConfig(loop.serve(standin.app()), **config)))
+
+    def ask(path: str, body: Any = None) -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            url + path, data=data, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as f:
+                return f.status, json.loads(f.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    return url, ask

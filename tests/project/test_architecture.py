@@ -369,6 +369,57 @@ def test_no_import_cycles_between_package_modules() -> None:
     assert not cycles, f"{len(cycles)} import cycle(s):\n" + "\n".join(report)
 
 
+# The namespace builtins: a name looked up in them by a computed key is a registry no reader
+# (nor the layer check) can follow.
+_NAMESPACES = ("globals", "locals", "vars")
+
+
+def namespace_lookups(tree: ast.Module) -> list[int]:
+    """Lines that read a module's names by a computed key: ``globals()`` (``locals()``,
+    ``vars()``) subscripted, asked ``.get``, searched with ``in``, or passed on. Writing
+    into it (``globals()[name] = value``, the lazy attributes of a package) and listing it
+    (``[*globals()]``, for ``__dir__``) look nothing up."""
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = []
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in _NAMESPACES
+            and not node.args
+        ):
+            continue
+        parent = parents.get(node)
+        stored = isinstance(parent, ast.Subscript) and isinstance(parent.ctx, ast.Store)
+        if not (stored or isinstance(parent, ast.Starred)):
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def test_no_module_looks_names_up_in_its_namespace() -> None:
+    """Registries are explicit (``serve.engines.DIALECTS`` holds classes): no kind mapped
+    to a name looked up in ``globals()``."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted(ROOT.rglob("*.py"))
+        for line in namespace_lookups(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+    assert not found, "names looked up in a namespace: " + ", ".join(found)
+
+
+def test_the_namespace_check_catches_lookups() -> None:
+    source = (
+        "a = globals()[name]\n"
+        "b = globals().get(name)\n"
+        "c = name in vars()\n"
+        "d = dict(locals())\n"
+        "globals()[name] = value\n"
+        "e = [*globals()]\n"
+        "f = vars(obj)\n"
+    )
+    assert namespace_lookups(ast.parse(source)) == [1, 2, 3, 4]
+
+
 def _mentions_any(annotation: object) -> bool:
     if annotation is typing.Any:
         return True

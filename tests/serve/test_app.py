@@ -19,10 +19,9 @@ import aiohttp
 from helpers.generate_cases import CASE_BY_NAME, TOOLS, accumulate, scenarios
 from helpers.serve_standin import LoopThread, StandIn, as_text
 
-from autoparser import ChatTemplate, GrammarTrigger
+from autoparser import ChatTemplate
 from autoparser.serve import create_app
 from autoparser.serve.app import ServeConfig
-from autoparser.serve.backends import Generation, LlamaCppBackend
 
 # Families: JSON in tags (Hermes/Qwen), tagged parameters (Qwen3-Coder), JSON-native
 # (Mistral [TOOL_CALLS]), reasoning in <think> tags.
@@ -251,27 +250,6 @@ def test_llamacpp_request_fields(loop: LoopThread) -> None:
     served.post({"messages": messages, "stream": True})
     sent = served.sent()
     assert "grammar" not in sent and sent["stream"] is True
-
-
-def test_llamacpp_token_triggers_are_sent_as_preserved_words() -> None:
-    """llama.cpp needs a token trigger's id; sent as a word that is also preserved, the
-    server looks the id up itself."""
-    gen = Generation(
-        prompt="p",
-        grammar="root ::= x",
-        grammar_lazy=True,
-        grammar_triggers=(
-            GrammarTrigger("token", "<|call|>"),
-            GrammarTrigger("pattern_full", "a(b)"),
-        ),
-        preserved_tokens=("<|x|>",),
-    )
-    body = LlamaCppBackend("http://127.0.0.1:1", None, "").payload(gen, stream=False)  # type: ignore[arg-type]
-    assert body["grammar_triggers"] == [
-        {"type": 1, "value": "<|call|>"},
-        {"type": 3, "value": "a(b)"},
-    ]
-    assert body["preserved_tokens"] == ["<|x|>", "<|call|>"]
 
 
 def test_openai_request_fields(loop: LoopThread) -> None:
@@ -667,29 +645,3 @@ def test_cli_serve_arguments() -> None:
         "auto",
     )
     assert (args.tool_call_deltas, args.port, args.template) == ("whole", 0, None)
-
-
-def test_the_backend_registry_is_the_one_list() -> None:
-    """Each kind names the class that serves it; the factory, the config and the CLI read it."""
-    import aiohttp
-
-    from autoparser.cli import build_argument_parser
-    from autoparser.serve import backends
-    from autoparser.serve.kinds import BACKENDS, KIND_CHOICES
-
-    for kind, name in BACKENDS.items():
-        cls = getattr(backends, name)
-        assert issubclass(cls, backends.Backend) and cls.kind == kind
-
-    async def made() -> list[str]:
-        async with aiohttp.ClientSession() as session:
-            return [backends.make_backend(k, "http://x", session).kind for k in BACKENDS]
-
-    assert asyncio.run(made()) == list(BACKENDS)
-    with pytest.raises(ValueError, match=r"auto, llama\.cpp, openai"):
-        ServeConfig("http://x", backend_kind="tgi")
-    for kind in KIND_CHOICES:
-        args = build_argument_parser().parse_args(
-            ["serve", "--backend", "u", "--backend-kind", kind]
-        )
-        assert args.backend_kind == kind

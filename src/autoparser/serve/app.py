@@ -27,7 +27,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from autoparser import TOOL_CALL_DELTAS, ChatTemplate
 from autoparser.serve import agent_apis
 from autoparser.serve import openai_format as oai
-from autoparser.serve.backends import Hooks
 from autoparser.serve.chat_completions import (
     MEDIA_POLICIES,
     REASONING_FIELDS,
@@ -35,7 +34,8 @@ from autoparser.serve.chat_completions import (
     ChatSettings,
 )
 from autoparser.serve.engine import HEALTH_INTERVAL, EngineLink
-from autoparser.serve.kinds import KIND_CHOICES
+from autoparser.serve.engines import KIND_CHOICES
+from autoparser.serve.engines.base import Hooks
 from autoparser.serve.limits import Limits
 from autoparser.serve.observe import (
     ADMISSION,
@@ -59,7 +59,7 @@ class ServeConfig:
     llama.cpp engine's ``GET /props``, lazily)."""
 
     backend_url: str
-    backend_kind: str = "auto"  # "auto" (GET /props decides) or a kind of serve/kinds.py
+    backend_kind: str = "auto"  # "auto" (detected: serve/engines/) or a kind of engines.KINDS
     template: str | ChatTemplate | None = None
     model: str | None = None
     tool_call_deltas: str | None = None  # None: the library's default ("whole")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from autoparser.serve import limits as lim
-from autoparser.serve.kinds import KIND_CHOICES
+from autoparser.serve.engines import KIND_CHOICES
 
 _P = TypeVar("_P", bound=argparse.ArgumentParser)
 
@@ -77,7 +77,8 @@ def register(subparsers: argparse._SubParsersAction[_P]) -> _P:
         "--backend-kind",
         choices=KIND_CHOICES,
         default="auto",
-        help="auto (default): llama.cpp when GET /props answers like it, else openai",
+        help="auto (default): detected (llama.cpp by GET /props, vllm or sglang by the owner "
+        "GET /v1/models names), else openai, any OpenAI-style /v1/completions",
     )
     serve.add_argument(
         "--template",

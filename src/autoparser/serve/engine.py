@@ -34,16 +34,9 @@ from autoparser import (
     WorkLimitError,
     default_analysis_cache,
 )
-from autoparser.serve.backends import (
-    Backend,
-    BackendError,
-    Generation,
-    Hooks,
-    Timeouts,
-    first_model,
-    make_backend,
-    probe,
-)
+from autoparser.serve.engines import dialect_of
+from autoparser.serve.engines.backend import Backend, detect, first_model, make_backend
+from autoparser.serve.engines.base import BackendError, Generation, Hooks, Timeouts
 from autoparser.serve.limits import InvalidRequest, Limits, Unavailable
 from autoparser.serve.options import SamplingOptions
 
@@ -182,9 +175,9 @@ class EngineLink:
         timeout = self.limits.connect_timeout
         kind, info = self.kind, None
         if kind == "auto" or self.given_template is None:
-            info = await probe(self.url, self.session, timeout)
-        if kind == "auto":
-            kind = info.kind if info is not None else "openai"
+            info = await detect(self.url, self.session, timeout)  # the dialects, in order
+        if kind == "auto" and info is not None:
+            kind = info.kind
         template = await self.load_template()
         if template is None:
             if info is None or not info.chat_template:
@@ -202,7 +195,7 @@ class EngineLink:
             )
             await self.in_thread(template.analyze)
         model = self.given_model or (info.model if info is not None else "")
-        if not model and kind == "openai":
+        if not model and dialect_of(kind).names_model:
             model = await first_model(self.url, self.session, timeout)
         backend = make_backend(
             kind, self.url, self.session, model, fresh=self.fresh, timeouts=self.timeouts,

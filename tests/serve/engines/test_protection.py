@@ -40,8 +40,9 @@ from hypothesis import strategies as st
 from autoparser import ChatTemplate, caller_pieces
 from autoparser.serve import create_app
 from autoparser.serve.app import ServeConfig
-from autoparser.serve.backends import Backend, Generation, Outgoing, make_backend
-from autoparser.serve.exact_text import CONTEXT
+from autoparser.serve.engines.backend import Backend, make_backend
+from autoparser.serve.engines.base import Generation, Outgoing
+from autoparser.serve.engines.protection import CONTEXT
 
 ENGINES = ["llama.cpp", "vllm", "sglang"]
 HISTORY = [

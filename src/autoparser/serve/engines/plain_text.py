@@ -27,6 +27,8 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Generic, TypeVar
 
+from autoparser.serve.engines.base import Tokens
+
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
@@ -35,15 +37,6 @@ MAX_ROUNDS = 24  # cuts per text before giving up (each round halves every contr
 
 class ControlTokensRemain(Exception):
     """The engine keeps making a control token of the caller's text however it is cut."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Tokens:
-    """One text as the engine tokenized it: ids, and the vocabulary strings of the tokens
-    when the engine returns them (vLLM's ``return_token_strs``), else None."""
-
-    ids: list[int]
-    strings: list[str] | None = None
 
 
 def looks_like_control(token: str) -> bool:

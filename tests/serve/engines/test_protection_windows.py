@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from helpers.serve_standin import SPACE, SPECIAL, standin_tokens
 
-from autoparser.serve.exact_text import (
+from autoparser.serve.engines.protection import (
     CONTEXT,
     OPAQUE,
     Edge,

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from autoparser.serve.plain_text import (
+from autoparser.serve.engines.base import Tokens
+from autoparser.serve.engines.plain_text import (
     ControlTokensRemain,
     TokenCache,
-    Tokens,
     cut,
     looks_like_control,
     plain_ids,
