@@ -147,9 +147,6 @@ def test_every_file_the_docs_name_exists(kind: str) -> None:
         return
     sources = {p.relative_to(SOURCE).as_posix() for p in SOURCE.rglob("*.py")}
     named = [p.removeprefix("src/autoparser/") for p in paths if not p.startswith("tests/")]
-    missing = [
-        p
-        for p in named
-        if p not in sources and not ("/" not in p and any(s.endswith("/" + p) for s in sources))
-    ]
+    # a path may be written from its package down (``engines/base.py``, ``tags.py``)
+    missing = [p for p in named if not any(s == p or s.endswith("/" + p) for s in sources)]
     assert missing == []
