@@ -1,10 +1,9 @@
-"""The vLLM plugin's parts that need no vLLM: the template lookup, the reasoning split (the
-session API's, which the plugin uses), the version check, the entry point
-(tests/integrations/vllm/test_parsers.py drives the real vLLM)."""
+"""The engine-neutral half of the plug-ins, no engine needed: the template lookup, the
+reasoning split (the session API's, which the readers use), the request reader, the version
+check (tests/integrations/test_contract.py runs the readers through both real engines)."""
 
 from __future__ import annotations
 
-import importlib
 import random
 import re
 from importlib import metadata
@@ -17,7 +16,8 @@ from helpers.paths import OWN_TEMPLATES, REPO_ROOT, corpus_templates
 
 from autoparser import ChatTemplate, ReasoningSplit, RequestOptions, Session
 from autoparser.errors import IntegrationError
-from autoparser.integrations.vllm import _compat, session
+from autoparser.integrations import adapter
+from autoparser.integrations import vllm as vllm_plugin
 
 ROOT = REPO_ROOT
 
@@ -161,8 +161,8 @@ def _tokenizer(chat_template: Any) -> Any:
 
 def test_template_from_tokenizer_is_cached_by_hash() -> None:
     source = _template("Qwen-Qwen3-0.6B").read_text(encoding="utf-8")
-    first = session.resolve_template(_tokenizer(source))
-    again = session.resolve_template(_tokenizer(str(source)))
+    first = adapter.resolve_template(_tokenizer(source))
+    again = adapter.resolve_template(_tokenizer(str(source)))
     assert first is again
     assert first.template.source == source
 
@@ -174,26 +174,26 @@ def test_template_precedence_request_then_env_then_tokenizer(
     other = _template("meta-llama-Llama-3.1-8B-Instruct").read_text(encoding="utf-8")
     file = tmp_path / "served.jinja"
     file.write_text(other, encoding="utf-8")
-    monkeypatch.setenv(session.TEMPLATE_ENV, str(file))
-    assert session.resolve_template(_tokenizer(own)).template.source == other
-    assert session.resolve_template(_tokenizer(own), own).template.source == own
-    monkeypatch.delenv(session.TEMPLATE_ENV)
-    assert session.resolve_template(_tokenizer(own)).template.source == own
+    monkeypatch.setenv(adapter.TEMPLATE_ENV, str(file))
+    assert adapter.resolve_template(_tokenizer(own)).template.source == other
+    assert adapter.resolve_template(_tokenizer(own), own).template.source == own
+    monkeypatch.delenv(adapter.TEMPLATE_ENV)
+    assert adapter.resolve_template(_tokenizer(own)).template.source == own
 
 
 def test_missing_template_is_an_integration_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(session.TEMPLATE_ENV, raising=False)
+    monkeypatch.delenv(adapter.TEMPLATE_ENV, raising=False)
     with pytest.raises(IntegrationError, match="--chat-template"):
-        session.resolve_template(_tokenizer(None))
-    monkeypatch.setenv(session.TEMPLATE_ENV, str(tmp_path / "missing.jinja"))
+        adapter.resolve_template(_tokenizer(None))
+    monkeypatch.setenv(adapter.TEMPLATE_ENV, str(tmp_path / "missing.jinja"))
     with pytest.raises(IntegrationError, match=r"missing\.jinja"):
-        session.resolve_template(_tokenizer("x"))
+        adapter.resolve_template(_tokenizer("x"))
 
 
 def test_params_are_cached_per_request_content() -> None:
-    template = session.resolve_template(
+    template = adapter.resolve_template(
         _tokenizer(_template("Qwen-Qwen3-0.6B").read_text(encoding="utf-8"))
     )
     request = SimpleNamespace(
@@ -204,44 +204,40 @@ def test_params_are_cached_per_request_content() -> None:
         add_generation_prompt=True,
         chat_template_kwargs={"enable_thinking": False},
     )
-    options = session.request_options(request, None)
+    options = adapter.request_options(request, None)
     first = template.params(options, reasoning=True)
     assert template.params(dict(options), reasoning=True) is first
     assert template.params(options, reasoning=False) is not first
     assert "</think>" in first.prompt  # enable_thinking reached the template
 
 
+def _check() -> str:
+    p = vllm_plugin
+    return adapter.check_version("vllm", p.TESTED_MIN, p.TESTED_BELOW, p.ANY_VERSION_ENV)
+
+
 @pytest.mark.parametrize(
     ("version", "ok"), [("0.33.0", True), ("0.33.5rc1", True), ("0.34.0", False), ("0.10.2", False)]
 )
 def test_version_range(version: str, ok: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_compat.metadata, "version", lambda name: version)
-    monkeypatch.delenv(_compat.ANY_VERSION_ENV, raising=False)
+    monkeypatch.setattr(adapter.metadata, "version", lambda name: version)
+    monkeypatch.delenv(vllm_plugin.ANY_VERSION_ENV, raising=False)
     if ok:
-        assert _compat.check_version() == version
+        assert _check() == version
     else:
-        with pytest.raises(IntegrationError, match=r"tested with vLLM >=0\.33,<0\.34"):
-            _compat.check_version()
-        monkeypatch.setenv(_compat.ANY_VERSION_ENV, "1")
-        assert _compat.check_version() == version
+        with pytest.raises(IntegrationError, match=r"tested with vllm >=0\.33,<0\.34"):
+            _check()
+        monkeypatch.setenv(vllm_plugin.ANY_VERSION_ENV, "1")
+        assert _check() == version
 
 
-def test_missing_vllm_is_an_integration_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_engine_is_an_integration_error(monkeypatch: pytest.MonkeyPatch) -> None:
     def missing(name: str) -> str:
         raise metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(_compat.metadata, "version", missing)
+    monkeypatch.setattr(adapter.metadata, "version", missing)
     with pytest.raises(IntegrationError, match="vllm is not installed"):
-        _compat.check_version()
-
-
-def test_entry_point_names_the_register_function() -> None:
-    tomllib = pytest.importorskip("tomllib")
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    target = project["entry-points"]["vllm.general_plugins"]["autoparser"]
-    module, _, name = target.partition(":")
-    assert callable(getattr(importlib.import_module(module), name))
-    assert project["optional-dependencies"]["vllm"] == [f"vllm{_compat.TESTED_RANGE}"]
+        _check()
 
 
 def test_request_options_reads_a_vllm_request() -> None:
@@ -258,7 +254,7 @@ def test_request_options_reads_a_vllm_request() -> None:
         add_generation_prompt=True,
         chat_template_kwargs={"a": 1},
     )
-    options = RequestOptions.from_openai(session.request_options(request, {"b": 2}))
+    options = RequestOptions.from_openai(adapter.request_options(request, {"b": 2}))
     assert options.tools == (
         {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}},
         {"type": "function", "function": {"name": "g"}},
