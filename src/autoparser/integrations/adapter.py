@@ -180,6 +180,11 @@ class ToolReader:
         )
         return self.reply
 
+    def may_hold_calls(self) -> bool:
+        """Could an output hold a call? (the template has a call format). Only a parse tells
+        whether one does: some formats open a call with no marker (a bare JSON object)."""
+        return self.session.analysis.tools.format.mode.value != "none"
+
     def forced_grammar(self, request: object) -> str | None:
         """The whole output's grammar (reasoning included) when the request forces a call
         and the grammar applies from the first token, else None."""
