@@ -31,7 +31,7 @@ ENGINES = {
 }
 ENTRY_POINTS = {
     "vllm": "autoparser.integrations.vllm:register",
-    "sglang": "autoparser.integrations.sglang:register",
+    "sglang": "autoparser.integrations.sglang.detectors:register",
 }
 # A template per format family (tests/templates/), two of them reasoning.
 FAMILIES = [

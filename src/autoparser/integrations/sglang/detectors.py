@@ -21,6 +21,7 @@ adapter.check_version("sglang", plugin.TESTED_MIN, plugin.TESTED_BELOW, plugin.A
 
 from sglang.srt.function_call import core_types  # noqa: E402 (after the version check)
 from sglang.srt.function_call.base_format_detector import BaseFormatDetector  # noqa: E402
+from sglang.srt.function_call.function_call_parser import FunctionCallParser  # noqa: E402
 from sglang.srt.parser import reasoning_parser  # noqa: E402
 
 
@@ -112,3 +113,9 @@ class AutoparserReasoningDetector(reasoning_parser.BaseReasoningFormatDetector):
 
     def finish(self) -> Any:
         return self._result(*self._reader.finish())
+
+
+def register() -> None:
+    """Add the two detectors to SGLang's parser tables (the entry point; idempotent)."""
+    FunctionCallParser.ToolCallParserEnum[plugin.NAME] = AutoparserDetector
+    reasoning_parser.ReasoningParser.DetectorMap[plugin.NAME] = AutoparserReasoningDetector
