@@ -1,6 +1,6 @@
 """The engine-neutral half of the plug-ins, no engine needed: the template lookup, the
 reasoning split (the session API's, which the readers use), the request reader, the version
-check (tests/integrations/test_contract.py runs the readers through both real engines)."""
+check (tests/integrations/test_adapter_contract.py runs the readers through both real engines)."""
 
 from __future__ import annotations
 
