@@ -282,3 +282,90 @@ def test_each_engine_adapter_is_short() -> None:
     counts = {name: _non_blank_lines(ADAPTERS / name) for name in ("vllm", "sglang")}
     assert all(count <= 150 for count in counts.values()), counts
     assert all(count > 30 for count in counts.values()), counts  # the packages were read
+
+
+def _own(name: str) -> Session:
+    return Session.for_source((OWN_TEMPLATES / name).read_text(encoding="utf-8"), bos_token="<s>")
+
+
+HERMES_CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+def test_tool_reader_reads_an_engine_request_object_whole_and_streamed() -> None:
+    """An engine's request object (read by attribute) gives the library's message, whole or
+    one delta per step, with one call when parallel calls are off."""
+    reader = adapter.ToolReader(_own("formats/chatml_hermes.jinja"))
+    request = SimpleNamespace(
+        messages=[{"role": "user", "content": "Hi"}],
+        tools=[WEATHER_TOOL],
+        tool_choice="auto",
+        parallel_tool_calls=False,
+    )
+    text = "Sure." + HERMES_CALL + HERMES_CALL
+    whole = reader.parse(request, text)
+    assert whole.content == "Sure."
+    assert [c.name for c in whole.tool_calls] == ["get_weather"]
+    streamed = adapter.ToolReader(reader.session)
+    deltas = [streamed.feed(request, text[i : i + 5]) for i in range(0, len(text), 5)]
+    deltas.append(streamed.finish())
+    calls = [tc for d in deltas if d for tc in d.tool_calls]
+    assert {tc.index for tc in calls} == {0}
+    assert "".join(tc.arguments or "" for tc in calls) == whole.tool_calls[0].arguments
+    assert streamed.feed(request, "") is None
+
+
+def test_tool_reader_gives_a_grammar_only_for_a_forced_call() -> None:
+    reader = adapter.ToolReader(_own("formats/chatml_hermes.jinja"))
+    base = {"messages": [{"role": "user", "content": "Hi"}], "tools": [WEATHER_TOOL]}
+    assert reader.forced_grammar({**base, "tool_choice": "auto"}) is None
+    assert reader.forced_grammar({"messages": base["messages"], "tool_choice": "required"}) is None
+    grammar = reader.forced_grammar({**base, "tool_choice": "required"})
+    assert grammar is not None
+    assert "get_weather" in grammar
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    assert reader.forced_grammar({**base, "tool_choice": named}) is not None
+    assert reader.may_hold_calls()
+    assert not adapter.ToolReader(_own("formats/plain.jinja")).may_hold_calls()
+
+
+@pytest.mark.parametrize(
+    ("name", "forced"),
+    [("reasoning/forced_open.jinja", True), ("reasoning/think_tag.jinja", False)],
+)
+def test_reasoning_reader_without_a_prompt_asks_the_template(name: str, forced: bool) -> None:
+    """No prompt from the engine (SGLang's case): where the output starts is the template's
+    generation prompt for the request's switch; the split agrees with the library's parse."""
+    session = _own(name)
+    start, end = session.reasoning_markers
+    reader = adapter.ReasoningReader(session, {"enable_thinking": True})
+    output = ("" if forced else start) + "plan it" + end + "The answer."
+    assert reader.split(output) == ("plan it", "The answer.")
+    request = {"messages": [{"role": "user", "content": "Hi"}]}
+    assert reader.split(output, request) == ("plan it", "The answer.")
+    pieces = [reader.feed(output[i : i + 3]) for i in range(0, len(output), 3)]
+    pieces.append(reader.finish())
+    assert reader.done
+    assert ("".join(r for r, _ in pieces), "".join(c for _, c in pieces)) == (
+        "plan it",
+        "The answer.",
+    )
+
+
+def test_reasoning_reader_tells_the_engine_where_reasoning_ends() -> None:
+    session = _own("reasoning/think_tag.jinja")
+    start, end = session.reasoning_markers
+    reader = adapter.ReasoningReader(session)
+    assert reader.content_ids([1, 7, 2, 7, 3], {end: 7}) == [3]
+    assert reader.content_ids([1, 2], {end: 7}) == [1, 2]
+    assert reader.ended_in(f"x{end}")
+    assert not reader.ended_in("x")
+    assert not reader.ended(f"{start}still thinking")
+    assert reader.ended(f"{start}done{end}")
+    assert adapter.ReasoningReader(session, {"enable_thinking": False}).ended("no block")
