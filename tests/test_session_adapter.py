@@ -294,9 +294,9 @@ def test_sessions_and_params_are_cached_in_the_one_store() -> None:
 
 
 def test_reasoning_split_is_the_one_implementation() -> None:
-    """The vLLM plug-in uses the library's split (no twin of its own)."""
-    from autoparser.integrations.vllm import session as vllm_session
+    """The engine plug-ins use the library's split (no twin of their own)."""
+    from autoparser.integrations import adapter
 
-    assert not hasattr(vllm_session, "ReasoningSplit")
+    assert adapter.ReasoningSplit is ReasoningSplit
     split = ReasoningSplit("<think>", "</think>", True)
     assert split.split("a</think>b") == ("a", "b")

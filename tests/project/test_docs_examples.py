@@ -42,6 +42,9 @@ EXTERNAL = {
     "python -m pytest": "the suite itself",
     "llama-server": "llama.cpp's server (tests/serve/test_app_llama_server.py runs a real one)",
     "vllm serve": "vLLM (tests/integrations/vllm/test_parsers.py runs the real one)",
+    "python -m sglang.launch_server": (
+        "SGLang (tests/integrations/test_adapter_contract.py runs its real parser classes)"
+    ),
     "export ": "an environment variable the commands after it read",
     "claude ": "Claude Code (tests/serve/test_app_agent_clis.py runs the real one, so configured)",
     "codex": "Codex CLI (tests/serve/test_app_agent_clis.py runs the real one, so configured)",

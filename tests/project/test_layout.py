@@ -120,7 +120,7 @@ def test_feature_named_and_stray_modules_are_refused() -> None:
         "stream/test_parser.py",
         "stream/test_parser_props.py",
         "formats/test_formats_contract.py",
-        "integrations/vllm/test_session.py",
+        "integrations/vllm/test_parsers.py",
         "test_cli_render.py",
         "corpus/test_roundtrip.py",
         "project/test_architecture.py",

@@ -1,11 +1,7 @@
-"""autoparser as vLLM's tool-call and reasoning parser, both named ``autoparser``.
-
-``vllm serve MODEL --enable-auto-tool-choice --tool-call-parser autoparser
---reasoning-parser autoparser`` finds them through the ``vllm.general_plugins`` entry point
-(:func:`register`), or with ``--tool-parser-plugin autoparser.integrations.vllm`` /
-``--reasoning-parser-plugin autoparser.integrations.vllm``. Registration is lazy: the
-parsers (and the vLLM version check, see ``_compat``) load when vLLM asks for them, so an
-installed autoparser never stops a vLLM server that does not use it.
+"""autoparser as vLLM's tool-call and reasoning parser, both named ``autoparser``, found
+through the ``vllm.general_plugins`` entry point (:func:`register`) or ``--tool-parser-plugin
+autoparser.integrations.vllm``. Registration is lazy: the parsers (and the version check)
+load when vLLM asks for them, so autoparser never stops a vLLM server that does not use it.
 """
 
 from __future__ import annotations
@@ -15,6 +11,10 @@ import sys
 
 NAME = "autoparser"
 PARSERS_MODULE = "autoparser.integrations.vllm.parsers"
+# The vLLM releases the plug-in's tests ran against (tests/integrations/vllm/test_parsers.py).
+TESTED_MIN, TESTED_BELOW = (0, 33), (0, 34)
+TESTED_RANGE = ">=0.33,<0.34"
+ANY_VERSION_ENV = "AUTOPARSER_VLLM_ANY_VERSION"
 
 _log = logging.getLogger(__name__)
 
