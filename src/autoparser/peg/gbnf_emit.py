@@ -31,7 +31,7 @@ from autoparser.gbnf_text import (
     subtract_ranges,
     unwrap,
 )
-from autoparser.peg import gbnf_template
+from autoparser.peg import facts, gbnf_template
 from autoparser.peg.charclass import CharSet
 from autoparser.peg.core import (
     Atomic,
@@ -954,45 +954,29 @@ class _SplitFinder(NodeVisitor[None]):
     visit_Tag = visit_Atomic = visit_TriggerMark = foreign = children_here
 
 
-class _Nullable(NodeVisitor[bool]):
-    """Whether a node can match the empty string (``_SplitFinder.nullable`` answers for
-    its children, once per node)."""
+class _Nullable(facts.Nullable):
+    """``facts.Nullable`` as one emission asks it: ``_SplitFinder.nullable`` answers for the
+    children (kept per finder, which writes a member from its family's form), and a member
+    of a family answers from that form, never built for it."""
+
+    __slots__ = ("finder",)
 
     def __init__(self, finder: _SplitFinder) -> None:
+        super().__init__()
         self.finder = finder
-        self.nullable = finder.nullable
 
-    def visit_Literal(self, node: Literal) -> bool:
-        return not node.value
+    def of(self, node: Parser) -> bool:
+        return self.finder.nullable(node)
 
-    def visit_Chars(self, node: Chars) -> bool:
-        return node.min == 0
+    def visit_Ref(self, node: Ref) -> bool:
+        return self.of(node.target())
 
-    def visit_Json(self, node: Json) -> bool:
-        return False
-
-    def always(self, node: Parser) -> bool:
-        return True
-
-    visit_Until = visit_Rest = visit_End = visit_Peek = visit_Negate = always
-
-    def visit_Seq(self, node: Seq) -> bool:
-        return all(self.nullable(item) for item in node.items)
-
-    def visit_Choice(self, node: Choice) -> bool:
-        return any(self.nullable(a) for a in node.alternatives)
-
-    def visit_Repeat(self, node: Repeat) -> bool:
-        return node.min == 0 or self.nullable(node.child)
-
-    def successors(self, node: Parser, *args: object) -> bool:
-        return all(self.nullable(child) for child in _successors(node, self.finder))
-
-    visit_Tag = visit_Atomic = visit_TriggerMark = visit_Ref = foreign = successors
+    def foreign(self, node: Parser, *args: object) -> bool:
+        return all(self.of(child) for child in _successors(node, self.finder))
 
     def visit_Lazy(self, node: Lazy) -> bool:
         if node.family is None:
-            return self.successors(node)
+            return self.of(node.target())
         return _part_form(node, self.finder)[_NULLABLE]  # a family's, kept with it
 
 
