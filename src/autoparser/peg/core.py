@@ -15,7 +15,6 @@ Every node implements ``_match(ctx, pos)`` and returns a plain tuple
 from __future__ import annotations
 
 import codecs
-import os
 import re
 import sys
 import threading
@@ -28,7 +27,11 @@ from autoparser.errors import AutoparserError, GrammarError
 from autoparser.peg import facts, json_scan
 from autoparser.peg.charclass import CharSet, parse_class
 from autoparser.peg.status import FAIL, MORE, OK, STATUSES, ParseStatus
-from autoparser.peg.visitor import NodeKindError, NodeVisitor, register_kinds
+
+# Re-exported (the visitor lives under the nodes, which read the facts visitors work out).
+from autoparser.peg.visitor import NodeKindError as NodeKindError
+from autoparser.peg.visitor import NodeVisitor as NodeVisitor
+from autoparser.peg.visitor import register_kinds
 
 Res = tuple[int, int, tuple["Node", ...], bool, str]
 _NO_NODES: tuple[Node, ...] = ()
@@ -548,8 +551,6 @@ class Literal(Parser):
         return f"literal({self.value!r})"
 
 
-
-
 class Token(Literal):
     """A special token such as ``<tool_call>``: matched as its text.
 
@@ -589,7 +590,6 @@ class Chars(Parser):
                 return (MORE, e, _NO_NODES, True, "")
             return (OK if got >= self.min else FAIL, e, _NO_NODES, True, "")
         return (OK if got >= self.min else FAIL, e, _NO_NODES, False, "")
-
 
     def __repr__(self) -> str:
         return f"chars({self.charset.regex()!r}, {self.min}, {self.max})"
@@ -754,7 +754,6 @@ class Json(Parser):
                 ctx.frontier = (self, pos)
         return (status, end, _NO_NODES, hit_end, closer)
 
-
     def __repr__(self) -> str:
         return f"json_{self.kind}()"
 
@@ -910,8 +909,6 @@ class Seq(Parser):
         return "seq(" + ", ".join(map(repr, self.items)) + ")"
 
 
-
-
 class Choice(Parser):
     """The first alternative that does not fail (an unfinished one is taken as is)."""
 
@@ -929,8 +926,6 @@ class Choice(Parser):
 
     def children(self) -> tuple[Parser, ...]:
         return self.alternatives
-
-
 
     def _dispatch(self) -> dict[str, tuple[tuple[Parser, str], ...]]:
         """Per next character, the alternatives worth trying: those that could start
@@ -982,8 +977,6 @@ class _Wrapper(Parser):
 
     def children(self) -> tuple[Parser, ...]:
         return (self.child,)
-
-
 
 
 class Repeat(_Wrapper):
@@ -1043,8 +1036,6 @@ class Repeat(_Wrapper):
         return f"repeat({self.child!r}, {self.min}, {self.max})"
 
 
-
-
 class Peek(_Wrapper):
     """Positive lookahead: succeeds where the child does, consuming nothing."""
 
@@ -1079,8 +1070,6 @@ class Negate(_Wrapper):
 
     def __repr__(self) -> str:
         return f"negate({self.child!r})"
-
-
 
 
 class Tag(_Wrapper):
@@ -1151,8 +1140,6 @@ class Ref(Parser):
 
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         return self.target()._call(ctx, pos)
-
-
 
     def __repr__(self) -> str:
         return f"ref({self.name!r})"
@@ -1328,8 +1315,6 @@ class Lazy(Parser):
                 ctx.hits += 1
                 return (FAIL, ctx.n, _NO_NODES, True, "")
         return self.checked()._call(ctx, pos)
-
-
 
     def __repr__(self) -> str:
         if self.slot >= 0:

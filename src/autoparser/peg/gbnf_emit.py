@@ -66,7 +66,6 @@ from autoparser.peg.core import (
 # ``pattern_full`` (a regex the whole output so far must match; the grammar applies from
 # its first capture group, else from the start).
 TRIGGER_KINDS = ("word", "pattern", "pattern_full", "token")
-_TRANSPARENT = (Tag, Atomic, TriggerMark)  # wrappers that match exactly what their child does
 
 
 @dataclass(frozen=True)
@@ -597,19 +596,35 @@ def _expanded_size(expr: str) -> int:
     return 1 + bare.count("(") + bare.count("*") + bare.count("+") + bare.count("?") + bounded
 
 
-def _single_chars(node: Parser) -> CharSet | None:
+class _SingleChars(NodeVisitor["CharSet | None"]):
     """The set of characters a node matches when it always matches exactly one character."""
-    if isinstance(node, Chars) and node.min == 1 and node.max == 1:
-        return node.charset
-    if isinstance(node, Literal) and len(node.value) == 1:
+
+    __slots__ = ()
+
+    def visit_Chars(self, node: Chars) -> CharSet | None:
+        return node.charset if node.min == 1 and node.max == 1 else None
+
+    def visit_Literal(self, node: Literal) -> CharSet | None:
+        if len(node.value) != 1:
+            return None
         cp = ord(node.value)
         return CharSet(((cp, cp),))
-    if isinstance(node, Choice):
-        sets = [_single_chars(a) for a in node.alternatives]
+
+    def visit_Choice(self, node: Choice) -> CharSet | None:
+        sets = [self.visit(a) for a in node.alternatives]
         if any(s is None or s.negated for s in sets):
             return None
         return CharSet.union(r for s in sets if s for r in s.ranges)
-    return None
+
+    def not_single(self, node: Parser, *args: object) -> CharSet | None:
+        return None
+
+    visit_End = visit_Rest = visit_Until = visit_Json = visit_Seq = visit_Repeat = not_single
+    visit_Peek = visit_Negate = visit_Tag = visit_Atomic = visit_TriggerMark = not_single
+    visit_Ref = visit_Lazy = foreign = not_single
+
+
+_single_chars = _SingleChars().visit
 
 
 def _class_difference(excluded: Parser, following: Parser) -> str | None:
@@ -734,14 +749,37 @@ def _exclusion_rules(delims: tuple[str, ...], base: str) -> dict[str, str]:
     return rules
 
 
-def _successors(node: Parser, finder: _SplitFinder | None = None) -> tuple[Parser, ...]:
+class _Successors(NodeVisitor[tuple[Parser, ...]]):
     """A node's children; a rule reference leads to the rule's body, a lazy node to its
     family's representative (what every member's form is) or, alone, to what it builds."""
-    if isinstance(node, Ref):
+
+    __slots__ = ("finder",)
+
+    def __init__(self, finder: _SplitFinder | None) -> None:
+        self.finder = finder
+
+    def visit_Ref(self, node: Ref) -> tuple[Parser, ...]:
         return (node.target(),)
-    if isinstance(node, Lazy):
-        return (_form_of(node, finder),)
-    return node.children()
+
+    def visit_Lazy(self, node: Lazy) -> tuple[Parser, ...]:
+        return (_form_of(node, self.finder),)
+
+    def children(self, node: Parser, *args: object) -> tuple[Parser, ...]:
+        return node.children()
+
+    visit_Literal = visit_Chars = visit_End = visit_Rest = visit_Until = children
+    visit_Json = visit_Seq = visit_Choice = visit_Repeat = visit_Peek = children
+    visit_Negate = visit_Tag = visit_Atomic = visit_TriggerMark = foreign = children
+
+
+def _successors(node: Parser, finder: _SplitFinder | None = None) -> tuple[Parser, ...]:
+    """``_Successors`` of ``node`` (the finder's own visitor when one is given)."""
+    if finder is None:
+        return _SUCCESSORS(node)
+    return finder.successors(node)
+
+
+_SUCCESSORS = _Successors(None).visit
 
 
 def _walk(root: Parser, stop: type[Parser] | None = None) -> Iterator[Parser]:
@@ -789,6 +827,7 @@ class _SplitFinder(NodeVisitor[None]):
         self.lexemes = _Lexeme()
         # What each node kind can do, wherever it is (memoised by the three methods below).
         self._nullable_of = _Nullable(self).visit
+        self.successors = _Successors(self).visit
         self._starts_of = _StartsFree(self).visit
         self._ends_of = _EndsFree(self).visit
         for root in roots or []:
@@ -1198,28 +1237,57 @@ def _with_names(text: str, names: Mapping[str, Name]) -> str:
 
 def _leading_pattern(node: Parser) -> str | None:
     """A regex for the start of `node`, up to and including its first literal, or None."""
-    pieces: list[str] = []
-    queue: list[Parser] = [node]
-    while queue:
-        item = queue.pop(0)
-        if isinstance(item, _TRANSPARENT):
-            queue.insert(0, item.child)
-        elif isinstance(item, Ref):
-            queue.insert(0, item.target())
-        elif isinstance(item, Lazy):
-            queue.insert(0, item.target())  # what it builds (a pattern holds no placeholder)
-        elif isinstance(item, Seq):
-            queue[0:0] = list(item.items)
-        elif isinstance(item, Literal):
-            pieces.append(re.escape(item.value))
-            if item.value:
-                return "".join(pieces)
-        elif isinstance(item, Chars):
-            hi = "" if item.max is None else str(item.max)
-            pieces.append(f"{item.charset.regex()}{{{item.min},{hi}}}")
-        elif isinstance(item, Choice) and all(isinstance(a, Literal) for a in item.alternatives):
-            alts = [re.escape(a.value) for a in item.alternatives if isinstance(a, Literal)]
-            return "".join(pieces) + "(?:" + "|".join(alts) + ")"
-        else:
+    finder = _LeadingPattern()
+    if finder.visit(node) is None or not finder.pieces:
+        return None
+    return "".join(finder.pieces)
+
+
+class _LeadingPattern(NodeVisitor["bool | None"]):
+    """Writes the start of a node as regex pieces, up to its first literal: True (written
+    up to it), False (written whole: what follows it goes on), None (not expressible)."""
+
+    __slots__ = ("pieces",)
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+
+    def visit_Literal(self, node: Literal) -> bool | None:
+        self.pieces.append(re.escape(node.value))
+        return bool(node.value)
+
+    def visit_Chars(self, node: Chars) -> bool | None:
+        hi = "" if node.max is None else str(node.max)
+        self.pieces.append(f"{node.charset.regex()}{{{node.min},{hi}}}")
+        return False
+
+    def visit_Seq(self, node: Seq) -> bool | None:
+        for item in node.items:
+            done = self.visit(item)
+            if done is None or done:
+                return done
+        return False
+
+    def visit_Choice(self, node: Choice) -> bool | None:
+        words = [a.value for a in node.alternatives if isinstance(a, Literal)]
+        if len(words) < len(node.alternatives):
             return None
-    return "".join(pieces) if pieces else None
+        self.pieces.append("(?:" + "|".join(map(re.escape, words)) + ")")
+        return True
+
+    def through(self, node: Tag | Atomic | TriggerMark) -> bool | None:
+        return self.visit(node.child)
+
+    visit_Tag = visit_Atomic = visit_TriggerMark = through
+
+    def visit_Ref(self, node: Ref) -> bool | None:
+        return self.visit(node.target())
+
+    def visit_Lazy(self, node: Lazy) -> bool | None:
+        return self.visit(node.target())  # what it builds (a pattern holds no placeholder)
+
+    def inexpressible(self, node: Parser, *args: object) -> bool | None:
+        return None
+
+    visit_End = visit_Rest = visit_Until = visit_Json = visit_Repeat = inexpressible
+    visit_Peek = visit_Negate = foreign = inexpressible
