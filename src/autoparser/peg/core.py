@@ -953,8 +953,15 @@ class Choice(Parser):
                 table = self._dispatch()
             alternatives = table.get(text[pos], self._others)
         for alt, must in alternatives:
-            if must and left >= len(must) and not text.startswith(must, pos):
-                continue  # it would fail here, consuming nothing (see first_text)
+            if (
+                must
+                and not text.startswith(must, pos)
+                and (left >= len(must) or not must.startswith(text[pos:]))
+            ):
+                # It would fail here, consuming nothing, however the input ends (see
+                # first_text): skipped alike whether or not all of it has arrived, so that
+                # a feed's result is the one-shot parse's, failure position included.
+                continue
             r = alt._call(ctx, pos)
             if r[0] != FAIL:
                 return r if not hit or r[3] else (r[0], r[1], r[2], True, r[4])
