@@ -232,3 +232,34 @@ def test_a_node_of_another_module_is_the_cautious_side() -> None:
     assert facts.fixed_text(stray) is None
     assert facts.at_end(stray) is None
     assert facts.adds_nodes(stray) is True
+
+
+@pytest.mark.parametrize("first", ["<", "<function=get_weather>"])
+def test_a_lazy_node_keeps_the_facts_the_visitors_answer_for_its_promise(first: str) -> None:
+    node = core.lazy(lambda: core.literal(first + "x"), first)
+    assert node._facts == facts.promised(first)
+    fresh = core.lazy(lambda: core.literal("x"), first)
+    fresh._facts = None  # worked out by the visitors this time
+    worked_out = [
+        visitor.of(fresh)
+        for visitor in (
+            facts.FirstSet(),
+            facts.Nullable(),
+            facts.FirstText(),
+            facts.FixedText(),
+            facts.AtEnd(),
+            facts.AddsNodes(),
+        )
+    ]
+    assert worked_out == facts.promised(first)
+
+
+def test_lead_is_first_chars_and_first_text() -> None:
+    rules = Rules()
+    for node in (
+        core.seq(core.optional("["), "<call>"),
+        core.choice("ab", "ac"),
+        core.optional("x"),
+        rules.ref("undefined"),
+    ):
+        assert facts.lead(node) == (facts.first_chars(node), facts.first_text(node))

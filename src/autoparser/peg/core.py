@@ -17,7 +17,6 @@ from __future__ import annotations
 import codecs
 import re
 import sys
-import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import count
@@ -931,7 +930,7 @@ class Choice(Parser):
         """Per next character, the alternatives worth trying: those that could start
         with it and those whose first characters are unknown (the others would fail
         there without looking further, so skipping them changes no result)."""
-        alts = [(a, a.first_chars(), a.first_text()) for a in self.alternatives]
+        alts = [(a, *facts.lead(a)) for a in self.alternatives]
         chars = frozenset().union(*(f for _a, f, _t in alts if f is not None))
         table = {
             c: tuple((a, t if len(t) > 1 else "") for a, f, t in alts if f is None or c in f)
@@ -1153,8 +1152,9 @@ class Ref(Parser):
 
 
 # Built parsers of Lazy nodes and representatives of families: one lock for all, held
-# only while one builds (re-entrant: a builder may make lazy nodes of its own).
-_BUILD_LOCK = threading.RLock()
+# only while one builds (re-entrant: a builder may make lazy nodes of its own), the lock
+# a rule's facts are worked out under (a builder may ask facts, and facts may build).
+_BUILD_LOCK = facts.LOCK
 
 # The letters placeholders are written with: lowercase (every rule-name sanitiser and
 # every escaping, GBNF, JSON or Python's repr, leaves them as they are), and none that a
@@ -1280,6 +1280,8 @@ class Lazy(Parser):
         self.names = names
         self.parts = parts
         self.slot = slot
+        if first_text:
+            self._facts = facts.promised(first_text)
 
     @property
     def built(self) -> bool:

@@ -31,10 +31,12 @@ rule may be defined before the next question.
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 from autoparser.peg import json_scan
-from autoparser.peg.visitor import NodeVisitor
+from autoparser.peg.visitor import Handler, NodeVisitor
 
 if TYPE_CHECKING:
     from autoparser.peg.core import (
@@ -60,76 +62,105 @@ _T = TypeVar("_T")
 _FIRST_SET, _NULLABLE, _FIRST_TEXT, _FIXED_TEXT, _AT_END, _ADDS_NODES = range(6)
 _COUNT = 6
 _UNSET: object = object()
+_OPEN: object = object()  # being worked out (by the thread holding LOCK)
 # The most characters a first set lists (a wider class is "unknown": a dict per character
 # of it would cost more than trying the alternative).
 _MAX_SET = 256
 
+# Held while a rule's facts are worked out (a node marked open is then this thread's: the
+# rule was reached again through itself). The same lock builds lazy nodes and families
+# (``peg.core``): a builder may ask facts, and facts may build (``Nullable`` of a lazy node
+# without a first text).
+LOCK = threading.RLock()
+
+
+class _Unsettled(Exception):
+    """An answer went through a reference to a rule not defined yet: not kept."""
+
 
 class Fact(Generic[_T]):
     """One fact of every node kind, kept on the node once worked out (``of``): mixed into a
-    ``NodeVisitor`` that has a ``visit_<Kind>`` for each kind.
+    ``NodeVisitor`` that has a ``visit_<Kind>`` for each kind. One instance per fact
+    serves every question: it holds no state (a rule being worked out is marked open on
+    its node).
 
-    A visitor instance answers one question (with the nodes it meets on the way): it holds
-    the nodes being worked out, to answer ``cut`` for one reached again through itself.
+    Two threads asking about the same new node both work it out, alike; only a rule
+    reference (the one way a grammar reaches itself) is worked out under ``LOCK``.
     """
 
-    __slots__ = ("_open", "_unsettled")
+    __slots__ = ()
     # Where the fact is kept on the node, and what a node reached through itself answers.
     index: ClassVar[int]
     cut: ClassVar[object]
-
-    def __init__(self) -> None:
-        self._open: set[int] = set()
-        self._unsettled = False
+    _methods: ClassVar[dict[type, Handler]]
 
     if TYPE_CHECKING:
 
         def visit(self, node: Parser, *args: object) -> _T: ...
+
+        @classmethod
+        def method_for(cls, kind: type[Parser]) -> Handler: ...
 
     def of(self, node: Parser) -> _T:
         """The fact of ``node`` (worked out once, then read from the node)."""
         kept = node._facts
         if kept is None:
             kept = node._facts = [_UNSET] * _COUNT
-        found = kept[self.index]
-        if found is not _UNSET:
-            return found  # type: ignore[return-value]
-        uid = node._uid
-        if uid in self._open:
-            return self.cut  # type: ignore[return-value]
-        self._open.add(uid)
-        outer = self._unsettled
-        self._unsettled = False
-        try:
-            answer: _T = self.visit(node)
-        finally:
-            self._open.discard(uid)
-        if self._unsettled:
-            outer = True
-        else:
-            kept[self.index] = answer
-        self._unsettled = outer
-        return answer
+        index = self.index
+        found = kept[index]
+        if found is _UNSET or found is _OPEN:
+            kind = node.__class__
+            method = self._methods.get(kind) or type(self).method_for(kind)
+            found = method(self, node)
+            if kept[index] is _UNSET:  # (a rule keeps its own answer, see ``through``)
+                kept[index] = found
+        return found  # type: ignore[return-value]
 
-    def rule(self, node: Ref) -> Parser | None:
-        """The rule a reference names, or None (noted: the answer is not kept) if it is not
-        defined yet."""
+    def answer(self, node: Parser) -> _T:
+        """``of`` from outside: the cautious ``cut`` where a rule is not defined yet (kept
+        on no node whose answer went through it)."""
+        try:
+            return self.of(node)
+        except _Unsettled:
+            return self.cut  # type: ignore[return-value]
+
+    def through(self, node: Parser, target: Callable[[], Parser]) -> _T:
+        """The fact of what ``node`` stands for (a rule's body, what a lazy node builds),
+        kept on ``node``; ``cut`` where it is reached again through itself."""
+        kept = node._facts
+        assert kept is not None  # made by ``of``
+        index = self.index
+        with LOCK:
+            found = kept[index]
+            if found is _OPEN:
+                return self.cut  # type: ignore[return-value]
+            if found is not _UNSET:
+                return found  # type: ignore[return-value]
+            kept[index] = _OPEN
+            try:
+                found = self.of(target())
+            except BaseException:
+                kept[index] = _UNSET
+                raise
+            kept[index] = found
+            return found
+
+    def rule(self, node: Ref) -> Parser:
+        """The rule a reference names (``_Unsettled`` if it is not defined yet)."""
         if node.name not in node.rules:
-            self._unsettled = True
-            return None
+            raise _Unsettled(node.name)
         return node.target()
+
+    def visit_Ref(self, node: Ref) -> _T:
+        return self.through(node, lambda: self.rule(node))
 
 
 class FirstSet(NodeVisitor["frozenset[str] | None"], Fact["frozenset[str] | None"]):
     """The characters a non-empty match can start with, or None when unknown."""
 
-    __slots__ = ("nullable",)
+    __slots__ = ()
     index = _FIRST_SET
     cut = None
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.nullable = Nullable().of
 
     def visit_Literal(self, node: Literal) -> frozenset[str] | None:
         return frozenset(node.value[:1])
@@ -145,24 +176,25 @@ class FirstSet(NodeVisitor["frozenset[str] | None"], Fact["frozenset[str] | None
 
     def visit_Seq(self, node: Seq) -> frozenset[str] | None:
         # The items up to the first that cannot match nothing: any of them may start it.
-        found: set[str] = set()
+        found: frozenset[str] = frozenset()
+        nullable = _NULLABLE_FACT.of
         for item in node.items:
             chars = self.of(item)
             if chars is None:
                 return None
-            found |= chars
-            if not self.nullable(item):
+            found = found | chars if found else chars
+            if not nullable(item):
                 break
-        return frozenset(found)
+        return found
 
     def visit_Choice(self, node: Choice) -> frozenset[str] | None:
-        found: set[str] = set()
+        found: frozenset[str] = frozenset()
         for alt in node.alternatives:
             chars = self.of(alt)
             if chars is None:
                 return None
-            found |= chars
-        return frozenset(found)
+            found = found | chars if found else chars
+        return found
 
     def as_child(self, node: Repeat | Peek | Tag | Atomic | TriggerMark) -> frozenset[str] | None:
         # A lookahead fails where its child does and matches nothing where it matches.
@@ -174,10 +206,6 @@ class FirstSet(NodeVisitor["frozenset[str] | None"], Fact["frozenset[str] | None
         return None
 
     visit_End = visit_Rest = visit_Until = visit_Negate = foreign = unknown
-
-    def visit_Ref(self, node: Ref) -> frozenset[str] | None:
-        target = self.rule(node)
-        return None if target is None else self.of(target)
 
     def visit_Lazy(self, node: Lazy) -> frozenset[str] | None:
         return frozenset(node.first[0]) if node.first else None
@@ -220,18 +248,14 @@ class Nullable(NodeVisitor[bool], Fact[bool]):
 
     visit_Tag = visit_Atomic = visit_TriggerMark = as_child
 
-    def visit_Ref(self, node: Ref) -> bool:
-        target = self.rule(node)
-        return True if target is None else self.of(target)
-
     def visit_Lazy(self, node: Lazy) -> bool:
         if node.first:
             return False  # every match reads its first text
         # Without one, what it stands for is asked (building it).
         family = node.family
         if family is not None and node.slot >= 0:
-            return self.of(family.representative())
-        return self.of(node.target())
+            return self.through(node, family.representative)
+        return self.through(node, node.target)
 
 
 class FirstText(NodeVisitor[str], Fact[str]):
@@ -240,13 +264,9 @@ class FirstText(NodeVisitor[str], Fact[str]):
     fails there, consuming nothing (a finer filter than a first set for alternatives that
     share a first character, like ``<|channel|>analysis`` and ``<|channel|>final``)."""
 
-    __slots__ = ("fixed",)
+    __slots__ = ()
     index = _FIRST_TEXT
     cut = ""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fixed = FixedText().of
 
     def visit_Literal(self, node: Literal) -> str:
         return node.value
@@ -257,7 +277,7 @@ class FirstText(NodeVisitor[str], Fact[str]):
         # so an ordered choice of a thousand calls tries only the one named.
         parts: list[str] = []
         for item in node.items:
-            text = self.fixed(item)
+            text = _FIXED_TEXT_FACT.of(item)
             if text is None:
                 parts.append(self.of(item))
                 break
@@ -282,10 +302,6 @@ class FirstText(NodeVisitor[str], Fact[str]):
 
     visit_Chars = visit_Json = visit_End = visit_Rest = visit_Until = unknown
     visit_Negate = foreign = unknown
-
-    def visit_Ref(self, node: Ref) -> str:
-        target = self.rule(node)
-        return "" if target is None else self.of(target)
 
     def visit_Lazy(self, node: Lazy) -> str:
         return node.first
@@ -322,10 +338,6 @@ class FixedText(NodeVisitor["str | None"], Fact["str | None"]):
     visit_Chars = visit_Json = visit_End = visit_Rest = visit_Until = not_fixed
     visit_Choice = visit_Repeat = visit_Peek = visit_Negate = visit_Lazy = not_fixed
     foreign = not_fixed
-
-    def visit_Ref(self, node: Ref) -> str | None:
-        target = self.rule(node)
-        return None if target is None else self.of(target)
 
 
 class AtEnd(NodeVisitor["int | None"], Fact["int | None"]):
@@ -419,85 +431,88 @@ class AddsNodes(NodeVisitor[bool], Fact[bool]):
 
     visit_Seq = visit_Choice = visit_Repeat = visit_Atomic = visit_TriggerMark = by_children
 
-    def visit_Ref(self, node: Ref) -> bool:
-        target = self.rule(node)
-        return True if target is None else self.of(target)
-
     def unknown(self, node: Parser, *args: object) -> bool:
         return True  # unknown until built, which this must not cause; or of another module
 
     visit_Lazy = foreign = unknown
 
 
-def _kept(node: Parser, index: int) -> object:
-    kept = node._facts
-    return _UNSET if kept is None else kept[index]
+_FIRST_SET_FACT = FirstSet()
+_NULLABLE_FACT = Nullable()
+_FIRST_TEXT_FACT = FirstText()
+_FIXED_TEXT_FACT = FixedText()
+_AT_END_FACT = AtEnd()
+_ADDS_NODES_FACT = AddsNodes()
 
 
 def first_set(node: Parser) -> frozenset[str] | None:
     """The characters a non-empty match of ``node`` can start with, or None (see module)."""
-    found = _kept(node, _FIRST_SET)
-    if found is _UNSET:
-        return FirstSet().of(node)
-    return found  # type: ignore[return-value]
+    return _FIRST_SET_FACT.answer(node)
 
 
 def nullable(node: Parser) -> bool:
     """Whether ``node`` can match the empty string."""
-    found = _kept(node, _NULLABLE)
-    if found is _UNSET:
-        return Nullable().of(node)
-    return found  # type: ignore[return-value]
+    return _NULLABLE_FACT.answer(node)
 
 
 def starts(node: Parser) -> tuple[frozenset[str] | None, bool]:
     """(``first_set``, whether it can match nothing): at a character outside the set the
     node fails or matches nothing, reading no further. Nullability is asked only where the
     set is known (so that no lazy node is built for it)."""
-    chars = first_set(node)
-    return chars, chars is not None and nullable(node)
+    chars = _FIRST_SET_FACT.answer(node)
+    return chars, chars is not None and _NULLABLE_FACT.answer(node)
 
 
 def first_chars(node: Parser) -> frozenset[str] | None:
     """Characters a match must start with, or None: at any other character ``node`` fails
     there, consuming nothing, whatever the end of the input (an ordered choice skips it)."""
-    chars, empty = starts(node)
-    return None if empty else chars
+    chars = _FIRST_SET_FACT.answer(node)
+    if chars is None or _NULLABLE_FACT.answer(node):
+        return None
+    return chars
+
+
+def lead(node: Parser) -> tuple[frozenset[str] | None, str]:
+    """(``first_chars``, ``first_text``) of ``node``: what an ordered choice dispatches on,
+    asked of each of its alternatives at once (a thousand, for a thousand tools)."""
+    try:
+        chars = _FIRST_SET_FACT.of(node)
+        if chars is not None and _NULLABLE_FACT.of(node):
+            chars = None
+        return chars, _FIRST_TEXT_FACT.of(node)
+    except _Unsettled:
+        return first_chars(node), first_text(node)
+
+
+def promised(first: str) -> list[object]:
+    """The facts of a lazy node promising ``first`` (not empty), as the visitors answer
+    them (tests/peg/test_facts.py checks that they agree), kept on it when it is made: a
+    choice of a thousand calls reads them without working them out."""
+    return [frozenset(first[0]), False, first, None, -1, True]
 
 
 def first_text(node: Parser) -> str:
     """Text every match of ``node`` starts with, or "" (see ``FirstText``)."""
-    found = _kept(node, _FIRST_TEXT)
-    if found is _UNSET:
-        return FirstText().of(node)
-    return found  # type: ignore[return-value]
+    return _FIRST_TEXT_FACT.answer(node)
 
 
 def fixed_text(node: Parser) -> str | None:
     """The one text ``node`` matches, or None."""
-    found = _kept(node, _FIXED_TEXT)
-    if found is _UNSET:
-        return FixedText().of(node)
-    return found  # type: ignore[return-value]
+    return _FIXED_TEXT_FACT.answer(node)
 
 
 def at_end(node: Parser) -> int | None:
     """A full-mode match of ``node`` at the end of the input: 0, -1 or None (``AtEnd``)."""
-    found = _kept(node, _AT_END)
-    if found is _UNSET:
-        return AtEnd().of(node)
-    return found  # type: ignore[return-value]
+    return _AT_END_FACT.answer(node)
 
 
 def adds_nodes(node: Parser) -> bool:
     """Whether a match of ``node`` can leave tagged nodes behind."""
-    found = _kept(node, _ADDS_NODES)
-    if found is _UNSET:
-        return AddsNodes().of(node)
-    return found  # type: ignore[return-value]
+    return _ADDS_NODES_FACT.answer(node)
 
 
 __all__ = [
+    "LOCK",
     "AddsNodes",
     "AtEnd",
     "Fact",
@@ -511,6 +526,8 @@ __all__ = [
     "first_set",
     "first_text",
     "fixed_text",
+    "lead",
     "nullable",
+    "promised",
     "starts",
 ]
