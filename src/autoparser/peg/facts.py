@@ -26,6 +26,10 @@ of one without a first text is the exception, and says so). A node reached again
 itself (a recursive rule) answers the cautious value while its own answer is worked out;
 an answer that went through a reference to a rule not defined yet is not kept, since the
 rule may be defined before the next question.
+
+The module sits under ``peg.core``, which asks it from ``Choice``: it reads nodes by their
+attributes (their classes are imported for the types only) and dispatches through
+``peg.visitor``.
 """
 
 from __future__ import annotations
