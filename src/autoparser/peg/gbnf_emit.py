@@ -998,14 +998,14 @@ class _Nullable(facts.Nullable):
     children (kept per finder, which writes a member from its family's form), and a member
     of a family answers from that form, never built for it."""
 
-    __slots__ = ("finder",)
+    # ``of`` is the finder's memo itself (an instance slot over ``Fact.of``: no frame
+    # between a node and its children's answers, asked hundreds of thousands of times).
+    __slots__ = ("finder", "of")
 
     def __init__(self, finder: _SplitFinder) -> None:
         super().__init__()
         self.finder = finder
-
-    def of(self, node: Parser) -> bool:
-        return self.finder.nullable(node)
+        self.of = finder.nullable  # type: ignore[method-assign]
 
     def visit_Ref(self, node: Ref) -> bool:
         return self.of(node.target())
@@ -1040,13 +1040,18 @@ class _StartsFree(NodeVisitor[bool]):
         return self.finder._follows_free(node.items, False)
 
     def visit_Repeat(self, node: Repeat) -> bool:
-        return _is_free_text(node) or self.successors(node)
+        return _is_free_text(node) or self.by_children(node)
+
+    def by_children(self, node: Parser) -> bool:
+        starts_free = self.finder.starts_free
+        return any(starts_free(child) for child in node.children())
+
+    visit_Choice = visit_Tag = visit_Atomic = visit_TriggerMark = by_children
 
     def successors(self, node: Parser, *args: object) -> bool:
         return any(self.finder.starts_free(child) for child in _successors(node, self.finder))
 
-    visit_Choice = visit_Tag = visit_Atomic = visit_TriggerMark = visit_Ref = successors
-    foreign = successors
+    visit_Ref = foreign = successors
 
     def visit_Lazy(self, node: Lazy) -> bool:
         if node.family is None:
@@ -1087,14 +1092,19 @@ class _EndsFree(NodeVisitor[bool]):
         again = ends_free(node.child, before or once)
         return once or again or (before and node.min == 0)
 
+    def by_children(self, node: Parser, before: bool) -> bool:
+        ends_free = self.finder.ends_free
+        return any(ends_free(child, before) for child in node.children())
+
+    visit_Choice = visit_Tag = visit_Atomic = visit_TriggerMark = by_children
+
     def successors(self, node: Parser, *args: object) -> bool:
         before = args[0]
         assert isinstance(before, bool)
         finder = self.finder
         return any(finder.ends_free(child, before) for child in _successors(node, finder))
 
-    visit_Choice = visit_Tag = visit_Atomic = visit_TriggerMark = visit_Ref = successors
-    foreign = successors
+    visit_Ref = foreign = successors
 
     def visit_Lazy(self, node: Lazy, before: bool) -> bool:
         if node.family is None:
