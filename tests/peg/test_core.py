@@ -564,3 +564,14 @@ def test_incremental_bytes_hold_split_utf8_characters() -> None:
     assert broken.text == "a\ufffd"
     assert broken.finish().status is FAIL  # no delimiter; but nothing raised
     assert broken.text == "a\ufffd\ufffd"
+
+
+def test_a_choice_skips_an_alternative_alike_before_and_after_all_its_first_text_arrived() -> None:
+    # "AB<" is the first text of the first alternative; "A<" already differs from it, so
+    # the alternative is skipped there as it is once "A<a" has arrived: a feed's result,
+    # failure position included, is the one-shot parse's (hypothesis found the difference).
+    rep = one_or_more(seq("B<", space()))
+    parser = seq(choice(seq("A", rep, "a"), "C", "D"), end())
+    inc = parser.incremental()
+    for cut, chunk in ((2, "A<"), (3, "a")):
+        assert inc.feed(chunk) == parser.parse("A<a"[:cut], partial=True)

@@ -113,9 +113,13 @@ def test_the_passes_are_visitors() -> None:
     # The matcher aside (each kind's _match), the passes the issue names.
     assert {
         "_Compiler",
-        "_AddsNodes",
-        "_AtEnd",
-        "_Starts",
+        "FirstSet",
+        "Nullable",
+        "FirstText",
+        "FixedText",
+        "AtEnd",
+        "AddsNodes",
+        "_Resumable",
         "_Emitter",
         "LeafRegex",
         "_Piece",

@@ -15,19 +15,22 @@ Every node implements ``_match(ctx, pos)`` and returns a plain tuple
 from __future__ import annotations
 
 import codecs
-import os
 import re
 import sys
-import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import count
-from typing import Any, ClassVar, Generic, NamedTuple, TypeVar, Union
+from typing import ClassVar, NamedTuple, Union
 
 from autoparser.errors import AutoparserError, GrammarError
-from autoparser.peg import json_scan
+from autoparser.peg import facts, json_scan
 from autoparser.peg.charclass import CharSet, parse_class
 from autoparser.peg.status import FAIL, MORE, OK, STATUSES, ParseStatus
+
+# Re-exported (the visitor lives under the nodes, which read the facts visitors work out).
+from autoparser.peg.visitor import NodeKindError as NodeKindError
+from autoparser.peg.visitor import NodeVisitor as NodeVisitor
+from autoparser.peg.visitor import register_kinds
 
 Res = tuple[int, int, tuple["Node", ...], bool, str]
 _NO_NODES: tuple[Node, ...] = ()
@@ -198,17 +201,19 @@ def _depth_budget() -> int:
 class Parser:
     """Base class of every parser node; nodes are immutable once built.
 
-    A root keeps what is derived from it once, so that it leaves with the node: its
-    one-shot form (``peg.oneshot.compiled``) and whether feeds may resume (``_resumable``).
+    A node keeps what is derived from it once, so that it leaves with the node: its facts
+    (``peg.facts``), and for a root its one-shot form (``peg.oneshot.compiled``) and
+    whether feeds may resume (``_resumable``).
     """
 
-    __slots__ = ("_oneshot", "_resumable", "_uid")
+    __slots__ = ("_facts", "_oneshot", "_resumable", "_uid")
     _memo: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self._uid = next(_uids)
         self._oneshot: object = _NOT_YET
         self._resumable: bool | None = None
+        self._facts: list[object] | None = None
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         # The entry point a parent calls: the memoised wrapper, or (for nodes cheaper to
@@ -278,17 +283,16 @@ class Parser:
         """Direct sub-parsers (rule references are not followed)."""
         return ()
 
-    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
+    def first_chars(self) -> frozenset[str] | None:
         """Characters a match can start with, or None when unknown.
 
         The promise a set makes: at a position holding a character outside it, this node
         fails there, consuming nothing, without depending on the end of the input; so an
-        ordered choice may skip it by looking at one character (see Choice).
-        `seen` holds the rules being expanded (a recursive rule is unknown).
+        ordered choice may skip it by looking at one character (see Choice, peg.facts).
         """
-        return None
+        return facts.first_chars(self)
 
-    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
+    def first_text(self) -> str:
         """Text a match must start with, or "" when unknown.
 
         The promise: where the characters that remain differ from it (as far as they
@@ -297,7 +301,7 @@ class Parser:
         character, like ``<|channel|>analysis`` and ``<|channel|>final``). Every text
         given is read by literals at the start of the node, so this holds.
         """
-        return ""
+        return facts.first_text(self)
 
     # --- parsing --------------------------------------------------------------------------
     def _match(self, ctx: _Ctx, pos: int) -> Res:  # pragma: no cover - abstract
@@ -345,67 +349,6 @@ class Parser:
         return f"{type(self).__name__}#{self._uid}"
 
 
-class NodeKindError(GrammarError):
-    """A parser node of a kind outside ``NODE_TYPES``, or a kind a visitor does not handle."""
-
-
-_R = TypeVar("_R")
-# A visit_<Kind> method as stored in a visitor's table (called with the visitor first).
-Handler = Callable[..., Any]
-
-
-class NodeVisitor(Generic[_R]):
-    """Dispatch on the closed set of node kinds (``NODE_TYPES``), as jinja2's NodeVisitor.
-
-    ``visit(node, *args)`` calls ``visit_<Kind>(node, *args)``: the method named after the
-    node's class, else after the nearest node kind it derives from (a Token is handled as a
-    Literal unless ``visit_Token`` says otherwise). The method is looked up once per visitor
-    class and node class, then read from a dict: one lookup per call, as fast as a table of
-    builders. Every pass over a grammar but the matcher (each kind's ``_match``) is one of
-    these: the one-shot compiler and its analyses, the GBNF emitter and its analyses, the
-    leaf regexes; tests/peg/test_core_node_kinds.py checks that each handles every kind. A node
-    class outside the set goes to ``foreign`` (an error unless a visitor says otherwise).
-    """
-
-    __slots__ = ()
-    # Per visitor class: node class -> the function that handles it.
-    _methods: ClassVar[dict[type[Parser], Handler]] = {}
-
-    def __init_subclass__(cls, **kwargs: object) -> None:
-        super().__init_subclass__(**kwargs)
-        cls._methods = {}
-
-    def visit(self, node: Parser, *args: object) -> _R:
-        method = self._methods.get(node.__class__)
-        if method is None:
-            method = type(self).method_for(node.__class__)
-        result: _R = method(self, node, *args)
-        return result
-
-    @classmethod
-    def method_for(cls, kind: type[Parser]) -> Handler:
-        """The function handling nodes of class `kind` (raises NodeKindError if none)."""
-        found = cls._methods.get(kind)
-        if found is not None:
-            return found
-        if kind not in _NODE_SET:
-            found = cls.foreign
-        else:
-            names = [f"visit_{base.__name__}" for base in kind.__mro__ if base in _NODE_SET]
-            found = next((getattr(cls, n) for n in names if hasattr(cls, n)), None)
-            if found is None:
-                raise NodeKindError(f"{cls.__name__} does not handle {kind.__name__} nodes")
-        cls._methods[kind] = found
-        return found
-
-    def foreign(self, node: Parser, *args: object) -> _R:
-        """A node of a class outside ``NODE_TYPES`` (defined elsewhere): refused."""
-        raise NodeKindError(
-            f"{type(self).__name__}: {type(node).__name__} is not a parser node kind of "
-            "autoparser.peg (NODE_TYPES)"
-        )
-
-
 def _extended(last: ParseResult, end: int, closer: str) -> ParseResult:
     """`last` with the unfinished nodes (the path to the scan that needs more input, always
     the last node at each level) ending at `end` with `closer`."""
@@ -428,30 +371,40 @@ def _resumable(root: Parser) -> bool:
     """Is every node reachable from `root` one whose end dependence the feed shortcut
     accounts for (a kind of NODE_TYPES; a subclass defined elsewhere is not)?"""
     known = root._resumable
-    if known is not None:
-        return known
-    kinds = _NODE_SET
-    seen: set[int] = set()
-    stack = [root]
-    ok = True
-    while stack and ok:
-        node = stack.pop()
-        if node._uid in seen:
-            continue
-        seen.add(node._uid)
-        if type(node) not in kinds:
-            ok = False
-        elif isinstance(node, Lazy):
-            continue  # built from NODE_TYPES only, which it checks when it builds
-        elif isinstance(node, Ref):
-            if node.name not in node.rules:
-                ok = False
-            else:
-                stack.append(node.target())
-        else:
-            stack.extend(node.children())
-    root._resumable = ok
-    return ok
+    if known is None:
+        known = root._resumable = _Resumable().of(root)
+    return known
+
+
+class _Resumable(NodeVisitor[bool]):
+    """``_resumable``: every node reached is of a kind of ``NODE_TYPES`` (each node once)."""
+
+    __slots__ = ("_seen",)
+
+    def __init__(self) -> None:
+        self._seen: set[int] = set()
+
+    def of(self, node: Parser) -> bool:
+        if node._uid in self._seen:
+            return True  # answered where it was first reached
+        self._seen.add(node._uid)
+        return self.visit(node)
+
+    def by_children(self, node: Parser) -> bool:
+        return all(self.of(child) for child in node.children())
+
+    visit_Literal = visit_Chars = visit_End = visit_Rest = visit_Until = by_children
+    visit_Json = visit_Seq = visit_Choice = visit_Repeat = visit_Peek = by_children
+    visit_Negate = visit_Tag = visit_Atomic = visit_TriggerMark = by_children
+
+    def visit_Lazy(self, node: Lazy) -> bool:
+        return True  # built from NODE_TYPES only, which it checks when it builds
+
+    def visit_Ref(self, node: Ref) -> bool:
+        return node.name in node.rules and self.of(node.target())
+
+    def foreign(self, node: Parser, *args: object) -> bool:
+        return False
 
 
 class IncrementalParse:
@@ -596,12 +549,6 @@ class Literal(Parser):
     def __repr__(self) -> str:
         return f"literal({self.value!r})"
 
-    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
-        return frozenset(self.value[0]) if self.value else None
-
-    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
-        return self.value
-
 
 class Token(Literal):
     """A special token such as ``<tool_call>``: matched as its text.
@@ -642,12 +589,6 @@ class Chars(Parser):
                 return (MORE, e, _NO_NODES, True, "")
             return (OK if got >= self.min else FAIL, e, _NO_NODES, True, "")
         return (OK if got >= self.min else FAIL, e, _NO_NODES, False, "")
-
-    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
-        cs = self.charset
-        if self.min < 1 or cs.negated or sum(hi - lo + 1 for lo, hi in cs.ranges) > 256:
-            return None
-        return frozenset(chr(c) for lo, hi in cs.ranges for c in range(lo, hi + 1))
 
     def __repr__(self) -> str:
         return f"chars({self.charset.regex()!r}, {self.min}, {self.max})"
@@ -812,9 +753,6 @@ class Json(Parser):
                 ctx.frontier = (self, pos)
         return (status, end, _NO_NODES, hit_end, closer)
 
-    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
-        return json_scan.first_chars(self.kind, self.single_quotes)
-
     def __repr__(self) -> str:
         return f"json_{self.kind}()"
 
@@ -969,22 +907,6 @@ class Seq(Parser):
     def __repr__(self) -> str:
         return "seq(" + ", ".join(map(repr, self.items)) + ")"
 
-    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
-        return self.items[0].first_chars(seen)
-
-    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
-        # Items that always match the same text are written out, then the first other
-        # item's own promise: ``<function=`` + a tool's name, not ``<function=`` alone, so
-        # an ordered choice of a thousand calls tries only the one named.
-        fixed: list[str] = []
-        for item in self.items:
-            text = fixed_text(item, seen)
-            if text is None:
-                fixed.append(item.first_text(seen))
-                break
-            fixed.append(text)
-        return "".join(fixed)
-
 
 class Choice(Parser):
     """The first alternative that does not fail (an unfinished one is taken as is)."""
@@ -1004,22 +926,11 @@ class Choice(Parser):
     def children(self) -> tuple[Parser, ...]:
         return self.alternatives
 
-    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
-        sets = [alt.first_chars(seen) for alt in self.alternatives]
-        if any(f is None for f in sets):
-            return None
-        return frozenset().union(*sets)  # type: ignore[arg-type]
-
-    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
-        # What every alternative starts with: their texts' common prefix.
-        texts = [alt.first_text(seen) for alt in self.alternatives]
-        return os.path.commonprefix(texts)  # noqa: RUF071 - of strings, not of paths
-
     def _dispatch(self) -> dict[str, tuple[tuple[Parser, str], ...]]:
         """Per next character, the alternatives worth trying: those that could start
         with it and those whose first characters are unknown (the others would fail
         there without looking further, so skipping them changes no result)."""
-        alts = [(a, a.first_chars(), a.first_text()) for a in self.alternatives]
+        alts = [(a, *facts.lead(a)) for a in self.alternatives]
         chars = frozenset().union(*(f for _a, f, _t in alts if f is not None))
         table = {
             c: tuple((a, t if len(t) > 1 else "") for a, f, t in alts if f is None or c in f)
@@ -1041,8 +952,15 @@ class Choice(Parser):
                 table = self._dispatch()
             alternatives = table.get(text[pos], self._others)
         for alt, must in alternatives:
-            if must and left >= len(must) and not text.startswith(must, pos):
-                continue  # it would fail here, consuming nothing (see first_text)
+            if (
+                must
+                and not text.startswith(must, pos)
+                and (left >= len(must) or not must.startswith(text[pos:]))
+            ):
+                # It would fail here, consuming nothing, however the input ends (see
+                # first_text): skipped alike whether or not all of it has arrived, so that
+                # a feed's result is the one-shot parse's, failure position included.
+                continue
             r = alt._call(ctx, pos)
             if r[0] != FAIL:
                 return r if not hit or r[3] else (r[0], r[1], r[2], True, r[4])
@@ -1065,14 +983,6 @@ class _Wrapper(Parser):
 
     def children(self) -> tuple[Parser, ...]:
         return (self.child,)
-
-    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
-        # Tag, Atomic, Peek and TriggerMark fail exactly where their child fails;
-        # the others override this.
-        return self.child.first_chars(seen)
-
-    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
-        return self.child.first_text(seen)
 
 
 class Repeat(_Wrapper):
@@ -1131,12 +1041,6 @@ class Repeat(_Wrapper):
     def __repr__(self) -> str:
         return f"repeat({self.child!r}, {self.min}, {self.max})"
 
-    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
-        return self.child.first_chars(seen) if self.min >= 1 else None
-
-    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
-        return self.child.first_text(seen) if self.min >= 1 else ""
-
 
 class Peek(_Wrapper):
     """Positive lookahead: succeeds where the child does, consuming nothing."""
@@ -1172,12 +1076,6 @@ class Negate(_Wrapper):
 
     def __repr__(self) -> str:
         return f"negate({self.child!r})"
-
-    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
-        return None
-
-    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
-        return ""
 
 
 class Tag(_Wrapper):
@@ -1249,23 +1147,14 @@ class Ref(Parser):
     def _match(self, ctx: _Ctx, pos: int) -> Res:
         return self.target()._call(ctx, pos)
 
-    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
-        if self._uid in seen or self.name not in self.rules:
-            return None
-        return self.target().first_chars(seen | {self._uid})
-
-    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
-        if self._uid in seen or self.name not in self.rules:
-            return ""
-        return self.target().first_text(seen | {self._uid})
-
     def __repr__(self) -> str:
         return f"ref({self.name!r})"
 
 
 # Built parsers of Lazy nodes and representatives of families: one lock for all, held
-# only while one builds (re-entrant: a builder may make lazy nodes of its own).
-_BUILD_LOCK = threading.RLock()
+# only while one builds (re-entrant: a builder may make lazy nodes of its own), the lock
+# a rule's facts are worked out under (a builder may ask facts, and facts may build).
+_BUILD_LOCK = facts.LOCK
 
 # The letters placeholders are written with: lowercase (every rule-name sanitiser and
 # every escaping, GBNF, JSON or Python's repr, leaves them as they are), and none that a
@@ -1391,6 +1280,8 @@ class Lazy(Parser):
         self.names = names
         self.parts = parts
         self.slot = slot
+        if first_text:
+            self._facts = facts.promised(first_text)
 
     @property
     def built(self) -> bool:
@@ -1434,43 +1325,10 @@ class Lazy(Parser):
                 return (FAIL, ctx.n, _NO_NODES, True, "")
         return self.checked()._call(ctx, pos)
 
-    def first_chars(self, seen: frozenset[int] = frozenset()) -> frozenset[str] | None:
-        return frozenset(self.first[0]) if self.first else None
-
-    def first_text(self, seen: frozenset[int] = frozenset()) -> str:
-        return self.first
-
     def __repr__(self) -> str:
         if self.slot >= 0:
             return f"slot({self.slot})"
         return f"lazy({self.first!r})" if self.first else f"lazy#{self._uid}"
-
-
-def fixed_text(node: Parser, seen: frozenset[int] = frozenset()) -> str | None:
-    """The one text ``node`` matches (a literal, a sequence of such, tagged or atomic, a
-    rule holding one), or None."""
-    kind = type(node)
-    if kind is Literal or kind is Token:
-        assert isinstance(node, Literal)
-        return node.value
-    if kind is Tag or kind is Atomic or kind is TriggerMark:
-        assert isinstance(node, _Wrapper)
-        return fixed_text(node.child, seen)
-    if kind is Seq:
-        assert isinstance(node, Seq)
-        parts: list[str] = []
-        for item in node.items:
-            text = fixed_text(item, seen)
-            if text is None:
-                return None
-            parts.append(text)
-        return "".join(parts)
-    if kind is Ref:
-        assert isinstance(node, Ref)
-        if node._uid in seen or node.name not in node.rules:
-            return None
-        return fixed_text(node.target(), seen | {node._uid})
-    return None
 
 
 # The closed set of parser node kinds: every pass over a grammar (``NodeVisitor``) handles
@@ -1499,6 +1357,7 @@ NODE_TYPES: tuple[type[Parser], ...] = (
     Lazy,
 )
 _NODE_SET = frozenset(NODE_TYPES)
+register_kinds(NODE_TYPES)
 
 
 class Rules:

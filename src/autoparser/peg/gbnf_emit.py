@@ -31,7 +31,7 @@ from autoparser.gbnf_text import (
     subtract_ranges,
     unwrap,
 )
-from autoparser.peg import gbnf_template
+from autoparser.peg import facts, gbnf_template
 from autoparser.peg.charclass import CharSet
 from autoparser.peg.core import (
     Atomic,
@@ -66,7 +66,6 @@ from autoparser.peg.core import (
 # ``pattern_full`` (a regex the whole output so far must match; the grammar applies from
 # its first capture group, else from the start).
 TRIGGER_KINDS = ("word", "pattern", "pattern_full", "token")
-_TRANSPARENT = (Tag, Atomic, TriggerMark)  # wrappers that match exactly what their child does
 
 
 @dataclass(frozen=True)
@@ -597,19 +596,35 @@ def _expanded_size(expr: str) -> int:
     return 1 + bare.count("(") + bare.count("*") + bare.count("+") + bare.count("?") + bounded
 
 
-def _single_chars(node: Parser) -> CharSet | None:
+class _SingleChars(NodeVisitor["CharSet | None"]):
     """The set of characters a node matches when it always matches exactly one character."""
-    if isinstance(node, Chars) and node.min == 1 and node.max == 1:
-        return node.charset
-    if isinstance(node, Literal) and len(node.value) == 1:
+
+    __slots__ = ()
+
+    def visit_Chars(self, node: Chars) -> CharSet | None:
+        return node.charset if node.min == 1 and node.max == 1 else None
+
+    def visit_Literal(self, node: Literal) -> CharSet | None:
+        if len(node.value) != 1:
+            return None
         cp = ord(node.value)
         return CharSet(((cp, cp),))
-    if isinstance(node, Choice):
-        sets = [_single_chars(a) for a in node.alternatives]
+
+    def visit_Choice(self, node: Choice) -> CharSet | None:
+        sets = [self.visit(a) for a in node.alternatives]
         if any(s is None or s.negated for s in sets):
             return None
         return CharSet.union(r for s in sets if s for r in s.ranges)
-    return None
+
+    def not_single(self, node: Parser, *args: object) -> CharSet | None:
+        return None
+
+    visit_End = visit_Rest = visit_Until = visit_Json = visit_Seq = visit_Repeat = not_single
+    visit_Peek = visit_Negate = visit_Tag = visit_Atomic = visit_TriggerMark = not_single
+    visit_Ref = visit_Lazy = foreign = not_single
+
+
+_single_chars = _SingleChars().visit
 
 
 def _class_difference(excluded: Parser, following: Parser) -> str | None:
@@ -734,14 +749,37 @@ def _exclusion_rules(delims: tuple[str, ...], base: str) -> dict[str, str]:
     return rules
 
 
-def _successors(node: Parser, finder: _SplitFinder | None = None) -> tuple[Parser, ...]:
+class _Successors(NodeVisitor[tuple[Parser, ...]]):
     """A node's children; a rule reference leads to the rule's body, a lazy node to its
     family's representative (what every member's form is) or, alone, to what it builds."""
-    if isinstance(node, Ref):
+
+    __slots__ = ("finder",)
+
+    def __init__(self, finder: _SplitFinder | None) -> None:
+        self.finder = finder
+
+    def visit_Ref(self, node: Ref) -> tuple[Parser, ...]:
         return (node.target(),)
-    if isinstance(node, Lazy):
-        return (_form_of(node, finder),)
-    return node.children()
+
+    def visit_Lazy(self, node: Lazy) -> tuple[Parser, ...]:
+        return (_form_of(node, self.finder),)
+
+    def children(self, node: Parser, *args: object) -> tuple[Parser, ...]:
+        return node.children()
+
+    visit_Literal = visit_Chars = visit_End = visit_Rest = visit_Until = children
+    visit_Json = visit_Seq = visit_Choice = visit_Repeat = visit_Peek = children
+    visit_Negate = visit_Tag = visit_Atomic = visit_TriggerMark = foreign = children
+
+
+def _successors(node: Parser, finder: _SplitFinder | None = None) -> tuple[Parser, ...]:
+    """``_Successors`` of ``node`` (the finder's own visitor when one is given)."""
+    if finder is None:
+        return _SUCCESSORS(node)
+    return finder.successors(node)
+
+
+_SUCCESSORS = _Successors(None).visit
 
 
 def _walk(root: Parser, stop: type[Parser] | None = None) -> Iterator[Parser]:
@@ -789,6 +827,7 @@ class _SplitFinder(NodeVisitor[None]):
         self.lexemes = _Lexeme()
         # What each node kind can do, wherever it is (memoised by the three methods below).
         self._nullable_of = _Nullable(self).visit
+        self.successors = _Successors(self).visit
         self._starts_of = _StartsFree(self).visit
         self._ends_of = _EndsFree(self).visit
         for root in roots or []:
@@ -954,45 +993,29 @@ class _SplitFinder(NodeVisitor[None]):
     visit_Tag = visit_Atomic = visit_TriggerMark = foreign = children_here
 
 
-class _Nullable(NodeVisitor[bool]):
-    """Whether a node can match the empty string (``_SplitFinder.nullable`` answers for
-    its children, once per node)."""
+class _Nullable(facts.Nullable):
+    """``facts.Nullable`` as one emission asks it: ``_SplitFinder.nullable`` answers for the
+    children (kept per finder, which writes a member from its family's form), and a member
+    of a family answers from that form, never built for it."""
+
+    # ``of`` is the finder's memo itself (an instance slot over ``Fact.of``: no frame
+    # between a node and its children's answers, asked hundreds of thousands of times).
+    __slots__ = ("finder", "of")
 
     def __init__(self, finder: _SplitFinder) -> None:
+        super().__init__()
         self.finder = finder
-        self.nullable = finder.nullable
+        self.of = finder.nullable  # type: ignore[method-assign]
 
-    def visit_Literal(self, node: Literal) -> bool:
-        return not node.value
+    def visit_Ref(self, node: Ref) -> bool:
+        return self.of(node.target())
 
-    def visit_Chars(self, node: Chars) -> bool:
-        return node.min == 0
-
-    def visit_Json(self, node: Json) -> bool:
-        return False
-
-    def always(self, node: Parser) -> bool:
-        return True
-
-    visit_Until = visit_Rest = visit_End = visit_Peek = visit_Negate = always
-
-    def visit_Seq(self, node: Seq) -> bool:
-        return all(self.nullable(item) for item in node.items)
-
-    def visit_Choice(self, node: Choice) -> bool:
-        return any(self.nullable(a) for a in node.alternatives)
-
-    def visit_Repeat(self, node: Repeat) -> bool:
-        return node.min == 0 or self.nullable(node.child)
-
-    def successors(self, node: Parser, *args: object) -> bool:
-        return all(self.nullable(child) for child in _successors(node, self.finder))
-
-    visit_Tag = visit_Atomic = visit_TriggerMark = visit_Ref = foreign = successors
+    def foreign(self, node: Parser, *args: object) -> bool:
+        return all(self.of(child) for child in _successors(node, self.finder))
 
     def visit_Lazy(self, node: Lazy) -> bool:
         if node.family is None:
-            return self.successors(node)
+            return self.of(node.target())
         return _part_form(node, self.finder)[_NULLABLE]  # a family's, kept with it
 
 
@@ -1017,13 +1040,18 @@ class _StartsFree(NodeVisitor[bool]):
         return self.finder._follows_free(node.items, False)
 
     def visit_Repeat(self, node: Repeat) -> bool:
-        return _is_free_text(node) or self.successors(node)
+        return _is_free_text(node) or self.by_children(node)
+
+    def by_children(self, node: Parser) -> bool:
+        starts_free = self.finder.starts_free
+        return any(starts_free(child) for child in node.children())
+
+    visit_Choice = visit_Tag = visit_Atomic = visit_TriggerMark = by_children
 
     def successors(self, node: Parser, *args: object) -> bool:
         return any(self.finder.starts_free(child) for child in _successors(node, self.finder))
 
-    visit_Choice = visit_Tag = visit_Atomic = visit_TriggerMark = visit_Ref = successors
-    foreign = successors
+    visit_Ref = foreign = successors
 
     def visit_Lazy(self, node: Lazy) -> bool:
         if node.family is None:
@@ -1064,14 +1092,19 @@ class _EndsFree(NodeVisitor[bool]):
         again = ends_free(node.child, before or once)
         return once or again or (before and node.min == 0)
 
+    def by_children(self, node: Parser, before: bool) -> bool:
+        ends_free = self.finder.ends_free
+        return any(ends_free(child, before) for child in node.children())
+
+    visit_Choice = visit_Tag = visit_Atomic = visit_TriggerMark = by_children
+
     def successors(self, node: Parser, *args: object) -> bool:
         before = args[0]
         assert isinstance(before, bool)
         finder = self.finder
         return any(finder.ends_free(child, before) for child in _successors(node, finder))
 
-    visit_Choice = visit_Tag = visit_Atomic = visit_TriggerMark = visit_Ref = successors
-    foreign = successors
+    visit_Ref = foreign = successors
 
     def visit_Lazy(self, node: Lazy, before: bool) -> bool:
         if node.family is None:
@@ -1214,28 +1247,57 @@ def _with_names(text: str, names: Mapping[str, Name]) -> str:
 
 def _leading_pattern(node: Parser) -> str | None:
     """A regex for the start of `node`, up to and including its first literal, or None."""
-    pieces: list[str] = []
-    queue: list[Parser] = [node]
-    while queue:
-        item = queue.pop(0)
-        if isinstance(item, _TRANSPARENT):
-            queue.insert(0, item.child)
-        elif isinstance(item, Ref):
-            queue.insert(0, item.target())
-        elif isinstance(item, Lazy):
-            queue.insert(0, item.target())  # what it builds (a pattern holds no placeholder)
-        elif isinstance(item, Seq):
-            queue[0:0] = list(item.items)
-        elif isinstance(item, Literal):
-            pieces.append(re.escape(item.value))
-            if item.value:
-                return "".join(pieces)
-        elif isinstance(item, Chars):
-            hi = "" if item.max is None else str(item.max)
-            pieces.append(f"{item.charset.regex()}{{{item.min},{hi}}}")
-        elif isinstance(item, Choice) and all(isinstance(a, Literal) for a in item.alternatives):
-            alts = [re.escape(a.value) for a in item.alternatives if isinstance(a, Literal)]
-            return "".join(pieces) + "(?:" + "|".join(alts) + ")"
-        else:
+    finder = _LeadingPattern()
+    if finder.visit(node) is None or not finder.pieces:
+        return None
+    return "".join(finder.pieces)
+
+
+class _LeadingPattern(NodeVisitor["bool | None"]):
+    """Writes the start of a node as regex pieces, up to its first literal: True (written
+    up to it), False (written whole: what follows it goes on), None (not expressible)."""
+
+    __slots__ = ("pieces",)
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+
+    def visit_Literal(self, node: Literal) -> bool | None:
+        self.pieces.append(re.escape(node.value))
+        return bool(node.value)
+
+    def visit_Chars(self, node: Chars) -> bool | None:
+        hi = "" if node.max is None else str(node.max)
+        self.pieces.append(f"{node.charset.regex()}{{{node.min},{hi}}}")
+        return False
+
+    def visit_Seq(self, node: Seq) -> bool | None:
+        for item in node.items:
+            done = self.visit(item)
+            if done is None or done:
+                return done
+        return False
+
+    def visit_Choice(self, node: Choice) -> bool | None:
+        words = [a.value for a in node.alternatives if isinstance(a, Literal)]
+        if len(words) < len(node.alternatives):
             return None
-    return "".join(pieces) if pieces else None
+        self.pieces.append("(?:" + "|".join(map(re.escape, words)) + ")")
+        return True
+
+    def through(self, node: Tag | Atomic | TriggerMark) -> bool | None:
+        return self.visit(node.child)
+
+    visit_Tag = visit_Atomic = visit_TriggerMark = through
+
+    def visit_Ref(self, node: Ref) -> bool | None:
+        return self.visit(node.target())
+
+    def visit_Lazy(self, node: Lazy) -> bool | None:
+        return self.visit(node.target())  # what it builds (a pattern holds no placeholder)
+
+    def inexpressible(self, node: Parser, *args: object) -> bool | None:
+        return None
+
+    visit_End = visit_Rest = visit_Until = visit_Json = visit_Repeat = inexpressible
+    visit_Peek = visit_Negate = foreign = inexpressible

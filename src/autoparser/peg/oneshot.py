@@ -13,9 +13,10 @@ needs none of it. Here each node of a definition becomes one closure
 Tagged nodes go onto one list shared by the run; a node that fails takes its own back off,
 so a failure costs nothing to report. A run of plain items in a sequence (literals,
 character runs, optional literals, any of those tagged) is one regex whose groups give the
-tagged nodes; ordered choices look at the next character (``_Starts``), and at the end of
-the input a full-mode choice answers from the grammar alone (``_AtEnd``). The compiler and
-these analyses are ``NodeVisitor``s: one ``visit_<Kind>`` per node kind of ``NODE_TYPES``.
+tagged nodes; ordered choices look at the next character (``facts.starts``), and at the end
+of the input a full-mode choice answers from the grammar alone (``facts.at_end``). The
+compiler is a ``NodeVisitor``: one ``visit_<Kind>`` per node kind of ``NODE_TYPES``; the
+facts it reads are worked out once per node, shared with the matcher and the GBNF emitter.
 
 There is no memo within a run: the grammars a format builds are shallow, and the
 first-character dispatch keeps retries rare. Between the two runs of one text (full mode,
@@ -35,7 +36,7 @@ import re
 import threading
 from collections.abc import Callable
 
-from autoparser.peg import json_scan
+from autoparser.peg import facts, json_scan
 from autoparser.peg.core import (
     _NOT_YET,
     Atomic,
@@ -369,38 +370,6 @@ def _json(c: _Compiler, node: Json) -> Match:
 # --- combinators -----------------------------------------------------------------------------
 
 
-class _AddsNodes(NodeVisitor[bool]):
-    """Can a match of this node leave tagged nodes behind (so a parent that fails later
-    must take them back)? ``of`` answers once per node (the grammar is a DAG)."""
-
-    def __init__(self) -> None:
-        self._adds: dict[int, bool] = {}
-
-    def of(self, node: Parser) -> bool:
-        found = self._adds.get(node._uid)
-        if found is None:
-            found = self._adds[node._uid] = self.visit(node)
-        return found
-
-    def visit_Tag(self, node: Tag) -> bool:
-        return True
-
-    def lookahead(self, node: Peek | Negate) -> bool:
-        return False  # whatever the child adds is taken back
-
-    visit_Peek = visit_Negate = lookahead
-
-    def by_children(self, node: Parser) -> bool:
-        return any(self.of(child) for child in node.children())
-
-    visit_Literal = visit_Chars = visit_End = visit_Rest = visit_Until = by_children
-    visit_Json = visit_Seq = visit_Choice = visit_Repeat = by_children
-    visit_Atomic = visit_TriggerMark = visit_Ref = by_children
-
-    def visit_Lazy(self, node: Lazy) -> bool:
-        return True  # unknown until built, which this analysis must not cause
-
-
 class _Piece(LeafRegex):
     """One item of a run of plain items as regex text: a literal, a character run (taken
     greedily, never given back: an atomic group), as ``LeafRegex`` writes them, an optional
@@ -528,148 +497,6 @@ def _in_turn(items: tuple[Match, ...]) -> Match:
         return pos
 
     return seq
-
-
-class _AtEnd(NodeVisitor["int | None"]):
-    """A full-mode match at the end of the input reads no character, so its outcome is
-    the grammar's alone: 0 (matches, adding no nodes), -1 (fails), or None (it adds
-    nodes, or is not worked out here). ``of`` answers once per node."""
-
-    def __init__(self) -> None:
-        self._ends: dict[int, int | None] = {}
-
-    def of(self, node: Parser) -> int | None:
-        ends = self._ends
-        if node._uid not in ends:
-            ends[node._uid] = self.visit(node)
-        return ends[node._uid]
-
-    def visit_Literal(self, node: Literal) -> int | None:
-        return -1 if node.value else 0
-
-    def visit_Chars(self, node: Chars) -> int | None:
-        return 0 if node.min == 0 else -1
-
-    def matches_nothing(self, node: Parser) -> int | None:
-        return 0
-
-    visit_End = visit_Rest = visit_Until = matches_nothing
-
-    def visit_Json(self, node: Json) -> int | None:
-        return -1
-
-    def visit_Seq(self, node: Seq) -> int | None:
-        for item in node.items:
-            outcome = self.of(item)
-            if outcome != 0:
-                return outcome
-        return 0
-
-    def visit_Choice(self, node: Choice) -> int | None:
-        for alt in node.alternatives:
-            outcome = self.of(alt)
-            if outcome != -1:
-                return outcome
-        return -1
-
-    def visit_Lazy(self, node: Lazy) -> int | None:
-        # A match reads its first text; without one, not worked out (that would build it).
-        return -1 if node.first_text() else None
-
-    def visit_Repeat(self, node: Repeat) -> int | None:
-        outcome = self.of(node.child)
-        if outcome == -1:
-            return 0 if node.min == 0 else -1
-        return outcome  # an empty match satisfies the count
-
-    def visit_Negate(self, node: Negate) -> int | None:
-        outcome = self.of(node.child)
-        return None if outcome is None else -1 - outcome
-
-    def as_child(self, node: Peek | Atomic | TriggerMark) -> int | None:
-        return self.of(node.child)
-
-    visit_Peek = visit_Atomic = visit_TriggerMark = as_child
-
-    def visit_Tag(self, node: Tag) -> int | None:
-        return -1 if self.of(node.child) == -1 else None
-
-    def visit_Ref(self, node: Ref) -> int | None:
-        return None
-
-
-_Starts_ = tuple[frozenset[str] | None, bool]
-
-
-class _Starts(NodeVisitor[_Starts_]):
-    """(the characters a non-empty match can start with or None when unknown, whether
-    it can match nothing). ``of`` answers once per node.
-
-    At a character outside the set the node fails, or if it can match nothing matches
-    nothing, reading no further (``Parser.first_chars``'s promise, which a sequence
-    starting with optional parts keeps too: ``[SECTION]? space <call>`` starts with
-    ``[``, ``<`` or a space, which the first character decides)."""
-
-    def __init__(self) -> None:
-        self._starts: dict[int, _Starts_] = {}
-
-    def of(self, node: Parser) -> _Starts_:
-        found = self._starts.get(node._uid)
-        if found is None:
-            found = self._starts[node._uid] = self.visit(node)
-        return found
-
-    def visit_Literal(self, node: Literal) -> _Starts_:
-        return frozenset(node.value[:1]), not node.value
-
-    def visit_Chars(self, node: Chars) -> _Starts_:
-        ranges = node.charset.ranges
-        if node.charset.negated or sum(hi - lo + 1 for lo, hi in ranges) > 256:
-            return None, node.min == 0
-        return frozenset(chr(c) for lo, hi in ranges for c in range(lo, hi + 1)), node.min == 0
-
-    def visit_Json(self, node: Json) -> _Starts_:
-        return json_scan.first_chars(node.kind, node.single_quotes), False
-
-    def visit_Seq(self, node: Seq) -> _Starts_:
-        found: set[str] = set()
-        for item in node.items:
-            chars, empty = self.of(item)
-            if chars is None:
-                return None, False
-            found |= chars
-            if not empty:
-                return frozenset(found), False
-        return frozenset(found), True
-
-    def visit_Choice(self, node: Choice) -> _Starts_:
-        found: set[str] = set()
-        empty = False
-        for alt in node.alternatives:
-            chars, alt_empty = self.of(alt)
-            if chars is None:
-                return None, False
-            found |= chars
-            empty = empty or alt_empty
-        return frozenset(found), empty
-
-    def visit_Repeat(self, node: Repeat) -> _Starts_:
-        chars, empty = self.of(node.child)
-        return chars, empty or node.min == 0
-
-    def as_child(self, node: Tag | Atomic | TriggerMark) -> _Starts_:
-        return self.of(node.child)
-
-    visit_Tag = visit_Atomic = visit_TriggerMark = as_child
-
-    def unknown(self, node: Parser) -> _Starts_:
-        return None, False
-
-    visit_End = visit_Rest = visit_Until = visit_Peek = visit_Negate = visit_Ref = unknown
-
-    def visit_Lazy(self, node: Lazy) -> _Starts_:
-        first = node.first_text()
-        return (frozenset(first[0]), False) if first else (None, False)
 
 
 def _choice(c: _Compiler, node: Choice) -> Match:
@@ -912,10 +739,10 @@ class _Compiler(NodeVisitor[Match]):
     def __init__(self, partial: bool) -> None:
         self.partial = partial
         self.done: dict[int, Match] = {}
-        # The analyses the matchers are built from, each worked out once per node.
-        self.adds_nodes = _AddsNodes().of
-        self.at_end = _AtEnd().of
-        self.starts = _Starts().of
+        # The facts the matchers are built from (``peg.facts``: kept on each node).
+        self.adds_nodes = facts.adds_nodes
+        self.at_end = facts.at_end
+        self.starts = facts.starts
 
     def compile(self, node: Parser) -> Match:
         found = self.done.get(node._uid)
