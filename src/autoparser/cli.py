@@ -278,8 +278,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         return 0
     r, c, t = analysis.reasoning, analysis.content, analysis.tools
     print(f"reasoning: {r.mode.value}   content: {c.mode.value}   tools: {t.format.mode.value}")
-    if analysis.handler:
-        print(f"hand-written format: {analysis.handler}")
+    from autoparser.formats import format_of
+
+    fmt = format_of(analysis)
+    if fmt.hand_written:
+        print(f"hand-written format: {fmt.name}")
     if analysis.workarounds:
         print(f"workarounds: {', '.join(analysis.workarounds)}")
     check = analysis.verification
@@ -300,6 +303,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 def _analyze_many(args: argparse.Namespace) -> int:
     """One JSON line per template, in one process: the analysis' summary and verification,
     or the error; exit 2 when any template failed (after reporting every one)."""
+    from autoparser.formats import format_of
+
     failed = 0
     for path in args.template:
         row: dict[str, object] = {"template": path}
@@ -315,7 +320,7 @@ def _analyze_many(args: argparse.Namespace) -> int:
                 reasoning=analysis.reasoning.mode.value,
                 content=analysis.content.mode.value,
                 tools=analysis.tools.format.mode.value,
-                handler=analysis.handler,
+                handler=format_of(analysis).name,
                 workarounds=list(analysis.workarounds),
                 verified=None if check is None else check.verified,
             )

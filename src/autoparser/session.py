@@ -33,6 +33,7 @@ from autoparser.analysis.model import ReasoningMode, TemplateAnalysis
 from autoparser.cache import CACHES, Store
 from autoparser.chat import ChatTemplate, ToolChoice
 from autoparser.errors import AutoparserError, RequestError
+from autoparser.formats import format_of
 from autoparser.jsontypes import JsonMapping as JsonObject
 from autoparser.message import ChatMessage, ToolCall
 from autoparser.params import ChatParams
@@ -239,7 +240,8 @@ class Session:
         """Is text before the end marker reasoning even without the opener (the library's
         lenient rule: reasoning on, a start marker to leave out, no hand-written format)?"""
         start, end = self.reasoning_markers
-        return enable_thinking is True and bool(start and end) and not self.analysis.handler
+        listed = format_of(self.analysis).call_openers_listed
+        return enable_thinking is True and bool(start and end) and listed
 
     def wait_stops(self) -> tuple[str, ...]:
         """What ends the wait for an end marker after text with no opener: the end of the
