@@ -263,6 +263,7 @@ class Session:
         reasoning: bool = True,
         any_history: bool = False,
         provenance: bool = False,
+        call_id_seed: int | None = None,
     ) -> ChatParams:
         """Prompt, stops, grammar and parser of an OpenAI request (cached by content).
 
@@ -271,11 +272,14 @@ class Session:
         ``any_history``: the engine renders the prompt itself and needs only the parser, so
         a conversation the template refuses is replaced by a probe turn. ``provenance``:
         the params say where the caller's text is in the prompt (``caller_spans``).
+        ``call_id_seed``: the params' own call ids repeat (a workbench's; a ``Reply``
+        gives each response fresh ones anyway).
         """
         if not isinstance(request, RequestOptions):
             request = RequestOptions.from_openai(request)
         options = request
-        key = _hash(self.key, options.key(), str(reasoning), str(any_history), str(provenance))
+        flags = f"{reasoning}/{any_history}/{provenance}/{call_id_seed}"
+        key = _hash(self.key, options.key(), flags)
         found = _PARAMS.get(key)
         if found is not None:
             return found
@@ -299,6 +303,7 @@ class Session:
                 options.add_generation_prompt,
                 reasoning_budget=options.reasoning_budget,
                 provenance=provenance,
+                call_id_seed=call_id_seed,
                 **kwargs,
             )
 
