@@ -171,12 +171,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     if options.get("enable_thinking") is not None:
         kwargs["enable_thinking"] = options["enable_thinking"]
     if args.json:
-        params = template.apply(
-            messages,
-            add_generation_prompt=not args.no_generation_prompt,
-            **options,
-            **kwargs,
-        )
+        params = _params(template, args, add_generation_prompt=not args.no_generation_prompt)
         data = {
             "prompt": params.prompt,
             "additional_stops": params.additional_stops,
@@ -360,14 +355,27 @@ def _request_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
-def _apply(template: ChatTemplate, args: argparse.Namespace) -> ChatParams:
+def _params(
+    template: ChatTemplate, args: argparse.Namespace, *, add_generation_prompt: bool = True
+) -> ChatParams:
+    """The command's request through ``Session`` (the one road every face takes): the
+    options as an OpenAI request, read by the library's one reader."""
+    from autoparser.session import Session
+
     options = _request_options(args)
     kwargs = options.pop("template_kwargs")
-    if getattr(args, "seed", None) is not None:
-        kwargs["call_id_seed"] = args.seed
-    if getattr(args, "calls_in_reasoning", False):
-        kwargs["calls_in_reasoning"] = True
-    return template.apply(options.pop("messages"), **options, **kwargs)
+    if options.get("enable_thinking") is not None:
+        kwargs["enable_thinking"] = options.pop("enable_thinking")
+    request = {
+        **options,
+        "chat_template_kwargs": kwargs,
+        "add_generation_prompt": add_generation_prompt,
+    }
+    return Session.for_template(template).params(
+        request,
+        call_id_seed=getattr(args, "seed", None),
+        calls_in_reasoning=bool(getattr(args, "calls_in_reasoning", False)),
+    )
 
 
 EXIT_REFUSED = 3
@@ -379,7 +387,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
     """Parse model output (stdin) into a message; --stream prints the deltas instead.
     What the parse tolerated or refused goes to stderr, one line per finding."""
     template = _load_template(args)
-    params = _apply(template, args)
+    params = _params(template, args)
     text = _read_text(args.output, "the output")
     finish = args.finish_reason
     if not args.stream:
@@ -436,7 +444,7 @@ def _chunk_printer(style: str) -> Callable[[Mapping[str, object], str | None], N
 def cmd_export_response_template(args: argparse.Namespace) -> int:
     """Print the request's output format as a transformers response template (JSON)."""
     template = _load_template(args)
-    params = _apply(template, args)
+    params = _params(template, args)
     print(json.dumps(params.to_response_template(), ensure_ascii=False, indent=2))
     return 0
 
@@ -450,7 +458,7 @@ def cmd_training_template(args: argparse.Namespace) -> int:
 def cmd_grammar(args: argparse.Namespace) -> int:
     """Print the grammar, its laziness and triggers for a request."""
     template = _load_template(args)
-    params = _apply(template, args)
+    params = _params(template, args)
     if args.json:
         data = params.grammar_fields()
         print(json.dumps(data, ensure_ascii=False, indent=2))

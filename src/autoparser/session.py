@@ -264,6 +264,7 @@ class Session:
         any_history: bool = False,
         provenance: bool = False,
         call_id_seed: int | None = None,
+        calls_in_reasoning: bool = False,
     ) -> ChatParams:
         """Prompt, stops, grammar and parser of an OpenAI request (cached by content).
 
@@ -273,12 +274,13 @@ class Session:
         a conversation the template refuses is replaced by a probe turn. ``provenance``:
         the params say where the caller's text is in the prompt (``caller_spans``).
         ``call_id_seed``: the params' own call ids repeat (a workbench's; a ``Reply``
-        gives each response fresh ones anyway).
+        gives each response fresh ones anyway). ``calls_in_reasoning``: as for
+        ``ChatTemplate.apply``.
         """
         if not isinstance(request, RequestOptions):
             request = RequestOptions.from_openai(request)
         options = request
-        flags = f"{reasoning}/{any_history}/{provenance}/{call_id_seed}"
+        flags = f"{reasoning}/{any_history}/{provenance}/{call_id_seed}/{calls_in_reasoning}"
         key = _hash(self.key, options.key(), flags)
         found = _PARAMS.get(key)
         if found is not None:
@@ -304,6 +306,7 @@ class Session:
                 reasoning_budget=options.reasoning_budget,
                 provenance=provenance,
                 call_id_seed=call_id_seed,
+                calls_in_reasoning=calls_in_reasoning,
                 **kwargs,
             )
 
