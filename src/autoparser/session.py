@@ -485,6 +485,10 @@ class Reply:
     def _own(self, deltas: Iterable[StreamDelta]) -> list[StreamDelta]:
         out = []
         for d in deltas:
+            if not d.tool_calls:  # most deltas: text, kept as they are
+                if d.content or d.reasoning_content:
+                    out.append(d)
+                continue
             calls = []
             for tc in d.tool_calls:
                 if self.limit is not None and tc.index >= self.limit:
