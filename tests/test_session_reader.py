@@ -204,3 +204,28 @@ def test_options_are_plain_data() -> None:
     options = RequestOptions.from_openai({"messages": USER})
     with pytest.raises(dataclasses.FrozenInstanceError):
         options.tools = ()  # type: ignore[misc]
+
+
+def test_the_params_key_is_the_content() -> None:
+    """Equal options, equal keys; any difference (a value, a type that renders otherwise),
+    another key; an object pickle refuses still gets one."""
+    base = {"messages": USER, "tools": TOOLS}
+    key = RequestOptions.from_openai(base).key()
+    assert RequestOptions.from_openai(json.loads(json.dumps(base))).key() == key
+    for other in (
+        {**base, "tool_choice": "required"},
+        {**base, "chat_template_kwargs": {"x": 1}},
+        {**base, "chat_template_kwargs": {"x": 1.0}},
+        {**base, "chat_template_kwargs": {"x": True}},
+        {"messages": [{"role": "user", "content": "Hi!"}], "tools": TOOLS},
+    ):
+        assert RequestOptions.from_openai(other).key() != key
+    odd = RequestOptions.from_openai({**base, "chat_template_kwargs": {"f": lambda: 1}})
+    assert len(odd.key()) == 64
+
+
+def test_a_value_that_holds_itself_is_a_request_error() -> None:
+    loop: dict[str, object] = {}
+    loop["self"] = loop
+    with pytest.raises(RequestError, match="^request: "):
+        RequestOptions((), template_kwargs={"x": loop}).key()
