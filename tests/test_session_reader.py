@@ -227,5 +227,5 @@ def test_the_params_key_is_the_content() -> None:
 def test_a_value_that_holds_itself_is_a_request_error() -> None:
     loop: dict[str, object] = {}
     loop["self"] = loop
-    with pytest.raises(RequestError, match="^request: "):
+    with pytest.raises(RequestError, match=r"^request: "):
         RequestOptions((), template_kwargs={"x": loop}).key()

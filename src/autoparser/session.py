@@ -209,7 +209,7 @@ class RequestOptions:
         try:
             writer.dump(fields)
             data = buffer.getvalue()
-        except (pickle.PicklingError, TypeError, AttributeError, RecursionError):
+        except (pickle.PicklingError, TypeError, AttributeError, RecursionError, ValueError):
             try:
                 data = json.dumps(fields, default=repr, ensure_ascii=False).encode("utf-8")
             except ValueError as exc:  # a value that holds itself: no request does
