@@ -229,3 +229,17 @@ def test_a_value_that_holds_itself_is_a_request_error() -> None:
     loop["self"] = loop
     with pytest.raises(RequestError, match=r"^request: "):
         RequestOptions((), template_kwargs={"x": loop}).key()
+
+
+def test_a_streamed_reply_keeps_the_models_own_call_id() -> None:
+    """The model's id, written in the output, is kept, in the deltas and the message (the
+    output is joined only when an id is asked: a long stream is not copied per chunk)."""
+    source = own_path("bracket_callid").read_text(encoding="utf-8")
+    params = Session.for_source(source).params({"messages": USER, "tools": TOOLS})
+    text = '[TOOL_CALLS]get_weather[CALL_ID]abc123XYZ[ARGS]{"city": "Paris"}'
+    reply = Reply(params)
+    deltas = [d for i in range(0, len(text), 3) for d in reply.feed(text[i : i + 3])]
+    deltas += reply.finish()
+    assert [c.id for d in deltas for c in d.tool_calls if c.id] == ["abc123XYZ"]
+    assert [c.id for c in reply.message.tool_calls] == ["abc123XYZ"]
+    assert [c.id for c in Reply(params).parse(text).tool_calls] == ["abc123XYZ"]

@@ -445,7 +445,7 @@ class Reply:
         self.single = self.limit == 1
         self._deltas = tool_call_deltas
         self._stream: StreamParser | None = None
-        self._text = ""
+        self._chunks: list[str] = []  # the output so far, joined only when an id is asked
         self._ids: dict[str, str] = {}
         self._held: set[int] = set()  # indices of the calls held back while streaming
         self._parsed_rejects = 0
@@ -469,13 +469,15 @@ class Reply:
 
     def call_id(self, given: str) -> str:
         """The model's own call id, else a fresh one for this response."""
-        if given in self._text:
+        if len(self._chunks) > 1:
+            self._chunks = ["".join(self._chunks)]
+        if self._chunks and given in self._chunks[0]:
             return given
         return self._ids.setdefault(given, "call_" + uuid.uuid4().hex[:24])
 
     def parse(self, text: str, *, finish_reason: str | None = None) -> ChatMessage:
         """The whole output as a message."""
-        self._text = text
+        self._chunks = [text]
         return self._owned(self.params.parse(text, finish_reason=finish_reason), count=True)
 
     def _owned(self, message: ChatMessage, *, count: bool) -> ChatMessage:
@@ -490,7 +492,7 @@ class Reply:
         """The deltas that became certain with ``chunk``."""
         if self._stream is None:
             self._stream = self.params.stream(self._deltas)
-        self._text += chunk
+        self._chunks.append(chunk)
         return self._own(self._stream.feed_deltas(chunk))
 
     def finish(self, *, finish_reason: str | None = None) -> list[StreamDelta]:
