@@ -171,12 +171,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     if options.get("enable_thinking") is not None:
         kwargs["enable_thinking"] = options["enable_thinking"]
     if args.json:
-        params = template.apply(
-            messages,
-            add_generation_prompt=not args.no_generation_prompt,
-            **options,
-            **kwargs,
-        )
+        params = _params(template, args, add_generation_prompt=not args.no_generation_prompt)
         data = {
             "prompt": params.prompt,
             "additional_stops": params.additional_stops,
@@ -278,8 +273,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         return 0
     r, c, t = analysis.reasoning, analysis.content, analysis.tools
     print(f"reasoning: {r.mode.value}   content: {c.mode.value}   tools: {t.format.mode.value}")
-    if analysis.handler:
-        print(f"hand-written format: {analysis.handler}")
+    from autoparser.formats import format_of
+
+    fmt = format_of(analysis)
+    if fmt.hand_written:
+        print(f"hand-written format: {fmt.name}")
     if analysis.workarounds:
         print(f"workarounds: {', '.join(analysis.workarounds)}")
     check = analysis.verification
@@ -300,6 +298,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 def _analyze_many(args: argparse.Namespace) -> int:
     """One JSON line per template, in one process: the analysis' summary and verification,
     or the error; exit 2 when any template failed (after reporting every one)."""
+    from autoparser.formats import format_of
+
     failed = 0
     for path in args.template:
         row: dict[str, object] = {"template": path}
@@ -315,7 +315,7 @@ def _analyze_many(args: argparse.Namespace) -> int:
                 reasoning=analysis.reasoning.mode.value,
                 content=analysis.content.mode.value,
                 tools=analysis.tools.format.mode.value,
-                handler=analysis.handler,
+                handler=format_of(analysis).name,
                 workarounds=list(analysis.workarounds),
                 verified=None if check is None else check.verified,
             )
@@ -355,14 +355,27 @@ def _request_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
-def _apply(template: ChatTemplate, args: argparse.Namespace) -> ChatParams:
+def _params(
+    template: ChatTemplate, args: argparse.Namespace, *, add_generation_prompt: bool = True
+) -> ChatParams:
+    """The command's request through ``Session`` (the one road every face takes): the
+    options as an OpenAI request, read by the library's one reader."""
+    from autoparser.session import Session
+
     options = _request_options(args)
     kwargs = options.pop("template_kwargs")
-    if getattr(args, "seed", None) is not None:
-        kwargs["call_id_seed"] = args.seed
-    if getattr(args, "calls_in_reasoning", False):
-        kwargs["calls_in_reasoning"] = True
-    return template.apply(options.pop("messages"), **options, **kwargs)
+    if options.get("enable_thinking") is not None:
+        kwargs["enable_thinking"] = options.pop("enable_thinking")
+    request = {
+        **options,
+        "chat_template_kwargs": kwargs,
+        "add_generation_prompt": add_generation_prompt,
+    }
+    return Session.for_template(template).params(
+        request,
+        call_id_seed=getattr(args, "seed", None),
+        calls_in_reasoning=bool(getattr(args, "calls_in_reasoning", False)),
+    )
 
 
 EXIT_REFUSED = 3
@@ -374,7 +387,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
     """Parse model output (stdin) into a message; --stream prints the deltas instead.
     What the parse tolerated or refused goes to stderr, one line per finding."""
     template = _load_template(args)
-    params = _apply(template, args)
+    params = _params(template, args)
     text = _read_text(args.output, "the output")
     finish = args.finish_reason
     if not args.stream:
@@ -431,7 +444,7 @@ def _chunk_printer(style: str) -> Callable[[Mapping[str, object], str | None], N
 def cmd_export_response_template(args: argparse.Namespace) -> int:
     """Print the request's output format as a transformers response template (JSON)."""
     template = _load_template(args)
-    params = _apply(template, args)
+    params = _params(template, args)
     print(json.dumps(params.to_response_template(), ensure_ascii=False, indent=2))
     return 0
 
@@ -445,7 +458,7 @@ def cmd_training_template(args: argparse.Namespace) -> int:
 def cmd_grammar(args: argparse.Namespace) -> int:
     """Print the grammar, its laziness and triggers for a request."""
     template = _load_template(args)
-    params = _apply(template, args)
+    params = _params(template, args)
     if args.json:
         data = params.grammar_fields()
         print(json.dumps(data, ensure_ascii=False, indent=2))

@@ -17,7 +17,7 @@ from autoparser.analysis.model import ReasoningMode, TemplateAnalysis
 from autoparser.cache import CACHES, Store
 from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError, SchemaError
-from autoparser.formats import get_handler
+from autoparser.formats import format_of
 from autoparser.generate.context import BuildContext, normalize_markers, string_padding
 from autoparser.generate.memo import request_key
 from autoparser.generate.reasoning import should_extract_reasoning
@@ -167,6 +167,7 @@ class ChatParams:
             thinking_forced_open=self.thinking_forced_open,
             pythonic_calls=is_pythonic(self.analysis),
             request=self.request,
+            format_refusal=format_of(self.analysis).export_refusal,
         )
 
 
@@ -332,6 +333,7 @@ def _context(
         thinking_forced_open=forced,
         extract_reasoning=should_extract_reasoning(analysis, request, forced),
         string_padding=string_padding(analysis),
+        call_openers_listed=format_of(analysis).call_openers_listed,
     )
     return ctx, call_opener(ctx)
 
@@ -340,7 +342,7 @@ def _build(ctx: BuildContext, with_grammar: bool) -> _Built:
     from autoparser.peg import grammar as emit_grammar
 
     # The analysis names a hand-written format, or "" (STANDARD): the generated one.
-    definition = get_handler(ctx.analysis.handler)(ctx)
+    definition = format_of(ctx.analysis)(ctx)
     request = ctx.request
     grammar_text: str | None = None
     triggers: list[GrammarTrigger] = []

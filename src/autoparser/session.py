@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import json
+import pickle
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -33,6 +35,7 @@ from autoparser.analysis.model import ReasoningMode, TemplateAnalysis
 from autoparser.cache import CACHES, Store
 from autoparser.chat import ChatTemplate, ToolChoice
 from autoparser.errors import AutoparserError, RequestError
+from autoparser.formats import format_of
 from autoparser.jsontypes import JsonMapping as JsonObject
 from autoparser.message import ChatMessage, ToolCall
 from autoparser.params import ChatParams
@@ -63,11 +66,60 @@ def _objects(value: object, field: str) -> list[JsonObject] | None:
     if value is None:
         return None
     if not isinstance(value, Sequence) or isinstance(value, str):
-        raise RequestError(f"'{field}' must be a list of objects")
+        raise RequestError(f"{field}: must be a list of objects, got {_kind(value)}")
     items = [_chat_tool(v) if field == "tools" else v for v in value]
-    if not all(isinstance(v, Mapping) for v in items):
-        raise RequestError(f"'{field}' must be a list of objects")
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise RequestError(f"{field}[{i}]: must be an object, got {_kind(item)}")
     return cast("list[JsonObject]", items)
+
+
+def _kind(value: object) -> str:
+    """A JSON value's kind as an error names it (never its Python repr)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, Mapping):
+        return "an object"
+    return "a list" if isinstance(value, Sequence) else type(value).__name__
+
+
+def _typed(request: Mapping[str, object], field: str, kind: type, what: str) -> object:
+    """A field's value when it is absent (None) or of ``kind``; else a RequestError
+    naming it (a boolean is not a number)."""
+    value = request.get(field)
+    if value is None or (
+        isinstance(value, kind) and not (isinstance(value, bool) and kind is not bool)
+    ):
+        return value
+    raise RequestError(f"{field}: must be {what}, got {_kind(value)}")
+
+
+# Names ``ChatTemplate.apply`` binds itself: request fields, never template variables.
+RESERVED_TEMPLATE_KWARGS = frozenset(
+    {"messages", "tools", "tool_choice", "parallel_tool_calls", "response_format"}
+    | {"reasoning_format", "add_generation_prompt", "polyfills", "provenance"}
+    | {"reasoning_budget", "call_id_seed", "now"}
+    | {"calls_in_reasoning"}
+)
+
+
+def default_tool_choice(tools: object) -> ToolChoice:
+    """OpenAI's default ``tool_choice``: ``auto`` with tools, ``none`` without (the one
+    rule every face follows)."""
+    return "auto" if tools else "none"
+
+
+def max_calls(parallel_tool_calls: bool | None) -> int | None:
+    """How many calls a response keeps: one when the request said
+    ``parallel_tool_calls=false``, whatever the engine did; else all (None). The one rule,
+    applied by ``Reply`` to whole and streamed output alike."""
+    return 1 if parallel_tool_calls is False else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +127,12 @@ class RequestOptions:
     """The parts of an OpenAI chat-completion request that decide prompt and output format.
 
     ``template_kwargs`` are the template's own variables (vLLM's ``chat_template_kwargs``),
-    ``enable_thinking`` among them.
+    ``enable_thinking`` among them. ``reasoning_format`` (llama.cpp's field: ``none`` leaves
+    reasoning in the content), ``reasoning_effort`` (a template variable) and
+    ``reasoning_budget`` (characters of reasoning the grammar allows) as the request names
+    them. A face's tolerances (media placeholders, loosened schemas, folded system
+    messages) are applied to these options with ``dataclasses.replace``, never by reading
+    the request a second time.
     """
 
     messages: tuple[JsonObject, ...]
@@ -85,40 +142,50 @@ class RequestOptions:
     response_format: JsonObject | None = None
     add_generation_prompt: bool = True
     template_kwargs: Mapping[str, object] = dataclasses.field(default_factory=dict)
+    reasoning_format: str | None = None
+    reasoning_effort: str | None = None
+    reasoning_budget: int | None = None
 
     @classmethod
     def from_openai(cls, request: Mapping[str, object]) -> RequestOptions:
-        """Read the fields of an OpenAI request dict (``RequestError`` naming a bad one).
+        """Read the fields of an OpenAI request dict: the one reader every face uses (a
+        ``RequestError`` whose text starts with the field it names, ``tools[2]: ...``).
 
-        ``tool_choice`` defaults as OpenAI's does: ``auto`` with tools, ``none`` without.
+        ``tool_choice`` defaults as OpenAI's does (``default_tool_choice``): ``auto`` with
+        tools, ``none`` without; one the client gave is kept (the template names a choice
+        it cannot honour). ``chat_template_kwargs`` may not set what the request has
+        fields for (``RESERVED_TEMPLATE_KWARGS``).
         """
         messages = _objects(request.get("messages"), "messages") or []
         tools = _objects(request.get("tools"), "tools") or None
         choice = request.get("tool_choice")
-        if tools is None or choice is None:
-            choice = "auto" if tools else "none"
+        if choice is None:
+            choice = default_tool_choice(tools)
         if not isinstance(choice, (str, Mapping)):
-            raise RequestError("'tool_choice' must be a string or an object")
-        parallel = request.get("parallel_tool_calls")
-        if parallel is not None and not isinstance(parallel, bool):
-            raise RequestError("'parallel_tool_calls' must be a boolean")
-        fmt = request.get("response_format")
-        if fmt is not None and not isinstance(fmt, Mapping):
-            raise RequestError("'response_format' must be an object")
-        agp = request.get("add_generation_prompt", True)
-        if not isinstance(agp, bool):
-            raise RequestError("'add_generation_prompt' must be a boolean")
-        kwargs = request.get("chat_template_kwargs") or {}
-        if not isinstance(kwargs, Mapping):
-            raise RequestError("'chat_template_kwargs' must be an object")
+            raise RequestError(f"tool_choice: must be a string or an object, got {_kind(choice)}")
+        parallel = _typed(request, "parallel_tool_calls", bool, "a boolean")
+        fmt = _typed(request, "response_format", Mapping, "an object")
+        agp = request.get("add_generation_prompt")
+        if agp is not None and not isinstance(agp, bool):
+            raise RequestError(f"add_generation_prompt: must be a boolean, got {_kind(agp)}")
+        kwargs = _typed(request, "chat_template_kwargs", Mapping, "an object") or {}
+        clash = sorted(RESERVED_TEMPLATE_KWARGS & set(cast("Mapping[str, object]", kwargs)))
+        if clash:
+            raise RequestError(
+                f"chat_template_kwargs: {', '.join(clash)} must be given as request fields"
+            )
+        budget = _typed(request, "reasoning_budget", int, "a non-negative integer")
         return cls(
             tuple(messages),
             tuple(tools) if tools else None,
             cast("ToolChoice", choice),
-            parallel,
+            cast("bool | None", parallel),
             cast("JsonObject | None", fmt),
-            agp,
-            dict(kwargs),
+            agp is not False,
+            dict(cast("Mapping[str, object]", kwargs)),
+            cast("str | None", _typed(request, "reasoning_format", str, "a string")),
+            cast("str | None", _typed(request, "reasoning_effort", str, "a string")),
+            cast("int | None", budget),
         )
 
     @property
@@ -128,8 +195,26 @@ class RequestOptions:
         return value if isinstance(value, bool) else None
 
     def key(self) -> str:
-        """The options' content as text (what the params cache is keyed by)."""
-        return json.dumps(dataclasses.asdict(self), sort_keys=True, default=str, ensure_ascii=False)
+        """A digest of the options' content (what the params cache is keyed by).
+
+        The content is serialised in one pass, as given: pickle writes a thousand tools
+        five times faster than ``json.dumps`` (2 ms against 10, on every request a server
+        prepares), and equal bytes are equal content, so a key never matches other options;
+        the same content in another key order only misses. What pickle refuses (an object
+        no request holds) is written as JSON text instead."""
+        fields = tuple(getattr(self, f.name) for f in dataclasses.fields(self))
+        buffer = io.BytesIO()
+        writer = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+        writer.fast = True  # no memo: shared and merely equal objects write the same bytes
+        try:
+            writer.dump(fields)
+            data = buffer.getvalue()
+        except (pickle.PicklingError, TypeError, AttributeError, RecursionError, ValueError):
+            try:
+                data = json.dumps(fields, default=repr, ensure_ascii=False).encode("utf-8")
+            except ValueError as exc:  # a value that holds itself: no request does
+                raise RequestError(f"request: {exc}") from None
+        return hashlib.sha256(data).hexdigest()
 
 
 class Session:
@@ -157,14 +242,32 @@ class Session:
         )
 
     @classmethod
-    def for_file(cls, path: str | Path) -> Session:
+    def for_file(cls, path: str | Path, *, analysis_cache: str | Path | None = None) -> Session:
         """The session of a template file, as ``ChatTemplate.from_file`` reads it (a
         .jinja, a tokenizer_config.json, a model directory, a GGUF); a changed file is
-        read again."""
+        read again. ``analysis_cache``: a directory the analysis is saved in."""
         path = Path(path)
         stat = path.stat()  # OSError for a missing file: the caller names the setting
         key = _hash("file", str(path.resolve()), str(stat.st_mtime_ns), str(stat.st_size))
-        return _TEMPLATES.get_or_build(key, lambda: cls(key, ChatTemplate.from_file(path)))
+        return _TEMPLATES.get_or_build(
+            key, lambda: cls(key, ChatTemplate.from_file(path, analysis_cache=analysis_cache))
+        )
+
+    @classmethod
+    def for_pretrained(cls, repo_id: str, *, analysis_cache: str | Path | None = None) -> Session:
+        """The session of a Hugging Face Hub model's template (``ChatTemplate.
+        from_pretrained``; needs the hub extra)."""
+        key = _hash("hub", repo_id)
+        return _TEMPLATES.get_or_build(
+            key,
+            lambda: cls(key, ChatTemplate.from_pretrained(repo_id, analysis_cache=analysis_cache)),
+        )
+
+    @classmethod
+    def for_template(cls, template: ChatTemplate) -> Session:
+        """The session of a template the caller built (its own, never shared: the key is
+        fresh, so params cached for another template object are never returned)."""
+        return cls(_hash("object", uuid.uuid4().hex), template)
 
     @property
     def analysis(self) -> TemplateAnalysis:
@@ -179,25 +282,36 @@ class Session:
         *,
         reasoning: bool = True,
         any_history: bool = False,
+        provenance: bool = False,
+        call_id_seed: int | None = None,
+        calls_in_reasoning: bool = False,
     ) -> ChatParams:
         """Prompt, stops, grammar and parser of an OpenAI request (cached by content).
 
         ``reasoning=False`` reads the output with ``reasoning_format="none"`` (for a parser
         that gets the text after the reasoning, or reasoning left in the content).
         ``any_history``: the engine renders the prompt itself and needs only the parser, so
-        a conversation the template refuses is replaced by a probe turn.
+        a conversation the template refuses is replaced by a probe turn. ``provenance``:
+        the params say where the caller's text is in the prompt (``caller_spans``).
+        ``call_id_seed``: the params' own call ids repeat (a workbench's; a ``Reply``
+        gives each response fresh ones anyway). ``calls_in_reasoning``: as for
+        ``ChatTemplate.apply``.
         """
         if not isinstance(request, RequestOptions):
             request = RequestOptions.from_openai(request)
         options = request
-        key = _hash(self.key, options.key(), str(reasoning), str(any_history))
+        flags = f"{reasoning}/{any_history}/{provenance}/{call_id_seed}/{calls_in_reasoning}"
+        key = _hash(self.key, options.key(), flags)
         found = _PARAMS.get(key)
         if found is not None:
             return found
-        # The template's own variables (a name ``apply`` also takes goes to ``apply``, as
-        # with any caller's keywords).
+        # The template's own variables (the names ``apply`` binds itself are refused by
+        # the reader; ``enable_thinking`` and ``reasoning_effort`` are read from them).
         kwargs: dict[str, Any] = dict(options.template_kwargs)
         kwargs.pop("enable_thinking", None)
+        if options.reasoning_effort is not None:
+            kwargs["reasoning_effort"] = options.reasoning_effort
+        reasoning_format = (options.reasoning_format or "auto") if reasoning else "none"
 
         def apply(messages: Sequence[JsonObject]) -> ChatParams:
             return self.template.apply(
@@ -207,8 +321,12 @@ class Session:
                 options.parallel_tool_calls,
                 options.response_format,
                 options.enable_thinking,
-                "auto" if reasoning else "none",
+                reasoning_format,
                 options.add_generation_prompt,
+                reasoning_budget=options.reasoning_budget,
+                provenance=provenance,
+                call_id_seed=call_id_seed,
+                calls_in_reasoning=calls_in_reasoning,
                 **kwargs,
             )
 
@@ -239,7 +357,8 @@ class Session:
         """Is text before the end marker reasoning even without the opener (the library's
         lenient rule: reasoning on, a start marker to leave out, no hand-written format)?"""
         start, end = self.reasoning_markers
-        return enable_thinking is True and bool(start and end) and not self.analysis.handler
+        listed = format_of(self.analysis).call_openers_listed
+        return enable_thinking is True and bool(start and end) and listed
 
     def wait_stops(self) -> tuple[str, ...]:
         """What ends the wait for an end marker after text with no opener: the end of the
@@ -309,8 +428,9 @@ class Reply:
 
     ``ChatParams`` are cached and shared by every request with the same content, so the
     call ids they generate would repeat between responses: a reply gives each call the
-    model's own id (when the output holds it) or a fresh one. ``parallel_tool_calls=False``
-    keeps the first call only.
+    model's own id (when the output holds it) or a fresh one: the reply is the one owner of
+    the ids a client sees. ``parallel_tool_calls=False`` keeps the first call only
+    (``max_calls``); ``rejected_calls`` counts the calls it held back.
     """
 
     def __init__(
@@ -321,31 +441,58 @@ class Reply:
         tool_call_deltas: str = "whole",
     ) -> None:
         self.params = params
-        self.single = parallel_tool_calls is False
+        self.limit = max_calls(parallel_tool_calls)
+        self.single = self.limit == 1
         self._deltas = tool_call_deltas
         self._stream: StreamParser | None = None
-        self._text = ""
+        self._chunks: list[str] = []  # the output so far, joined only when an id is asked
         self._ids: dict[str, str] = {}
+        self._held: set[int] = set()  # indices of the calls held back while streaming
+        self._parsed_rejects = 0
+
+    @property
+    def rejected_calls(self) -> int:
+        """How many calls ``parallel_tool_calls=false`` held back."""
+        return self._parsed_rejects + len(self._held)
+
+    @property
+    def message(self) -> ChatMessage:
+        """The streamed output as a message (after ``finish``), as the deltas built it."""
+        if self._stream is None:
+            self._stream = self.params.stream(self._deltas)
+        return self._owned(self._stream.message, count=False)
+
+    @property
+    def dropped_calls(self) -> tuple[int, ...]:
+        """Calls streamed in part and then found broken (``StreamParser.dropped_calls``)."""
+        return () if self._stream is None else self._stream.dropped_calls
 
     def call_id(self, given: str) -> str:
         """The model's own call id, else a fresh one for this response."""
-        if given in self._text:
+        if len(self._chunks) > 1:
+            self._chunks = ["".join(self._chunks)]
+        if self._chunks and given in self._chunks[0]:
             return given
         return self._ids.setdefault(given, "call_" + uuid.uuid4().hex[:24])
 
     def parse(self, text: str, *, finish_reason: str | None = None) -> ChatMessage:
         """The whole output as a message."""
-        self._text = text
-        message = self.params.parse(text, finish_reason=finish_reason)
-        found = message.tool_calls[:1] if self.single else message.tool_calls
-        calls = [ToolCall(self.call_id(c.id), c.name, c.arguments) for c in found]
+        self._chunks = [text]
+        return self._owned(self.params.parse(text, finish_reason=finish_reason), count=True)
+
+    def _owned(self, message: ChatMessage, *, count: bool) -> ChatMessage:
+        """``message`` with this reply's call ids, its calls held to one when asked."""
+        kept = message.tool_calls[: self.limit]
+        if count:
+            self._parsed_rejects += len(message.tool_calls) - len(kept)
+        calls = [ToolCall(self.call_id(c.id), c.name, c.arguments) for c in kept]
         return dataclasses.replace(message, tool_calls=calls)
 
     def feed(self, chunk: str) -> list[StreamDelta]:
         """The deltas that became certain with ``chunk``."""
         if self._stream is None:
             self._stream = self.params.stream(self._deltas)
-        self._text += chunk
+        self._chunks.append(chunk)
         return self._own(self._stream.feed_deltas(chunk))
 
     def finish(self, *, finish_reason: str | None = None) -> list[StreamDelta]:
@@ -357,13 +504,20 @@ class Reply:
     def _own(self, deltas: Iterable[StreamDelta]) -> list[StreamDelta]:
         out = []
         for d in deltas:
-            calls = tuple(
-                dataclasses.replace(tc, id=self.call_id(tc.id) if tc.id else tc.id)
-                for tc in d.tool_calls
-                if not (self.single and tc.index)
-            )
+            if not d.tool_calls:  # most deltas: text, kept as they are
+                if d.content or d.reasoning_content:
+                    out.append(d)
+                continue
+            calls = []
+            for tc in d.tool_calls:
+                if self.limit is not None and tc.index >= self.limit:
+                    self._held.add(tc.index)
+                elif tc.id:
+                    calls.append(dataclasses.replace(tc, id=self.call_id(tc.id)))
+                else:
+                    calls.append(tc)
             if d.content or d.reasoning_content or calls:
-                out.append(dataclasses.replace(d, tool_calls=calls))
+                out.append(dataclasses.replace(d, tool_calls=tuple(calls)))
         return out
 
 

@@ -27,6 +27,7 @@ from autoparser.analysis.model import (
 )
 from autoparser.cache import CACHES, Store
 from autoparser.errors import AutoparserError, Cancelled, TemplateLimitError
+from autoparser.formats import format_of
 from autoparser.generate import Request, normalize_request
 from autoparser.message import ChatMessage
 from autoparser.params import ChatParams, params_for_request
@@ -524,7 +525,7 @@ def _triggers(analysis: TemplateAnalysis, renders: _Renders) -> list[str]:
     marker shows in the marker itself."""
     fmt = analysis.tools.format
     if not renders.caps.supports_tool_calls or (
-        fmt.mode == ToolFormat.NONE and not analysis.handler
+        fmt.mode == ToolFormat.NONE and format_of(analysis).calls_analysed
     ):
         return []
     request = renders.request(analysis)

@@ -533,3 +533,91 @@ def test_the_stream_builders_take_typed_deltas() -> None:
     for builder in (ResponseEvents, MessageEvents):
         hint = typing.get_type_hints(builder.feed)["deltas"]
         assert typing.get_args(hint) == (StreamDelta,), (builder.__name__, hint)
+
+
+# ------------------------------------------------------------------------ one road
+# The faces that reach prompts, grammars and parsers: through ``Session`` only, never by
+# calling ``ChatTemplate.apply`` or building ``ChatParams`` themselves (DESIGN.md, "One road").
+ROAD_FACES = ("serve", "studio", "integrations", "cli")
+# Calls that build params past the session: ``<anything>.apply(...)``, and these names.
+_PARAMS_BUILDERS = frozenset({"ChatParams", "params_for_request"})
+
+
+def _called_name(node: ast.Call) -> str | None:
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else None
+
+
+def road_violations(sources: typing.Mapping[str, str]) -> list[str]:
+    """Where a face module (name -> source) builds params itself, and the faces that
+    never import ``Session``."""
+    found: list[str] = []
+    importers: set[str] = set()
+    for module, text in sorted(sources.items()):
+        face = module.split(".")[1]
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and any(a.name == "Session" for a in node.names):
+                importers.add(face)
+            if not isinstance(node, ast.Call):
+                continue
+            name = _called_name(node)
+            if name == "apply" and isinstance(node.func, ast.Attribute):
+                found.append(f"{module}:{node.lineno}: calls .apply() (use Session.params)")
+            elif name in _PARAMS_BUILDERS:
+                found.append(f"{module}:{node.lineno}: calls {name}() (use Session.params)")
+    faces = {module.split(".")[1] for module in sources}
+    found.extend(f"{face}: never imports Session" for face in sorted(faces - importers))
+    return found
+
+
+def _face_sources() -> dict[str, str]:
+    return {
+        module: path.read_text(encoding="utf-8")
+        for module, path in _modules().items()
+        if module.split(".")[1:2] and module.split(".")[1] in ROAD_FACES
+    }
+
+
+def test_faces_reach_params_through_the_session() -> None:
+    sources = _face_sources()
+    assert {m.split(".")[1] for m in sources} == set(ROAD_FACES)
+    violations = road_violations(sources)
+    assert not violations, "\n".join(violations)
+
+
+def test_the_road_check_catches_apply_chatparams_and_a_face_without_session() -> None:
+    planted = {
+        "autoparser.serve.x": "from autoparser import Session\nt.apply(m)\nChatParams(p)\n",
+        "autoparser.studio.y": "from autoparser import ChatTemplate\n",
+    }
+    assert road_violations(planted) == [
+        "autoparser.serve.x:2: calls .apply() (use Session.params)",
+        "autoparser.serve.x:3: calls ChatParams() (use Session.params)",
+        "studio: never imports Session",
+    ]
+
+
+# Where a format's name may be read: the analysis (which detects it) and the formats
+# package (which maps it to a ``Format``); everything else asks ``format_of(analysis)``.
+_FORMAT_NAME_READERS = ("autoparser.analysis", "autoparser.formats")
+
+
+def format_name_reads(sources: typing.Mapping[str, str]) -> list[str]:
+    """Reads of ``<x>.handler`` (the analysis' format name) outside its two owners."""
+    found = []
+    for module, text in sorted(sources.items()):
+        if module.startswith(_FORMAT_NAME_READERS):
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Attribute) and node.attr == "handler":
+                found.append(f"{module}:{node.lineno}: reads .handler (ask format_of)")
+    return found
+
+
+def test_nothing_branches_on_a_format_name() -> None:
+    sources = {m: p.read_text(encoding="utf-8") for m, p in _modules().items()}
+    assert not format_name_reads(sources)
+    planted = {"autoparser.verify": "if analysis.handler:\n    pass\n"}
+    assert format_name_reads(planted) == ["autoparser.verify:1: reads .handler (ask format_of)"]

@@ -19,6 +19,7 @@ from helpers.generate_cases import CASE_BY_NAME
 from helpers.paths import TESTS_DIR
 from helpers.serve_standin import LoopThread, StandIn, as_text
 
+from autoparser import RequestOptions
 from autoparser.serve import create_app
 from autoparser.serve.app import ServeConfig
 from autoparser.serve.chat_completions import (
@@ -77,7 +78,7 @@ def _sample(metrics: str, name: str) -> float:
 
 # ------------------------------------------------------------------------- units
 def test_claude_code_tools_are_loosened_where_the_grammar_cannot_follow() -> None:
-    options = {"tools": TOOLS, "response_format": None}
+    options = RequestOptions((), tools=tuple(TOOLS))
     out, found = loosen_options(options, Limits(), strict=False)
     assert [(d.what, d.label, d.detail) for d in found] == [
         (
@@ -99,8 +100,8 @@ def test_claude_code_tools_are_loosened_where_the_grammar_cannot_follow() -> Non
             "propertyNames is always true: dropped",
         ),
     ]
-    tools = out["tools"]
-    assert isinstance(tools, list)
+    tools = out.tools
+    assert tools is not None
     assert tools[5]["function"]["parameters"]["properties"]["content"] == {"type": "string"}
     assert tools[0] == TOOLS[0]  # untouched where nothing was loosened
     assert TOOLS[5]["function"]["parameters"]["properties"]["content"]["maxLength"] == 524288
@@ -108,7 +109,7 @@ def test_claude_code_tools_are_loosened_where_the_grammar_cannot_follow() -> Non
 
 def test_strict_schemas_refuse_naming_the_pointer() -> None:
     with pytest.raises(InvalidRequest) as info:
-        loosen_options({"tools": TOOLS}, Limits(), strict=True)
+        loosen_options(RequestOptions((), tools=tuple(TOOLS)), Limits(), strict=True)
     assert info.value.param == "tools[5].function.parameters"
     assert str(info.value) == (
         "tools[5].function.parameters: maxLength 524288 is above the limit at "
@@ -119,9 +120,9 @@ def test_strict_schemas_refuse_naming_the_pointer() -> None:
 def test_a_response_format_schema_is_loosened_too() -> None:
     schema = {"type": "object", "properties": {"s": {"type": "string", "maxLength": 10**7}}}
     fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
-    out, found = loosen_options({"response_format": fmt}, Limits(), strict=False)
+    out, found = loosen_options(RequestOptions((), response_format=fmt), Limits(), strict=False)
     assert [d.label for d in found] == ["maxLength"]
-    loose = out["response_format"]
+    loose = out.response_format
     assert isinstance(loose, dict)
     assert loose["json_schema"]["schema"]["properties"]["s"] == {"type": "string"}
 
@@ -133,7 +134,7 @@ def test_media_parts_become_placeholders(typed: bool) -> None:
         {"type": "image_url", "image_url": {"url": PNG}},
         {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBE"}},
     ]
-    req = parse_request({"messages": [{"role": "user", "content": content}]}, typed, False)
+    req = parse_request({"messages": [{"role": "user", "content": content}]}, typed)
     texts = ["What is this?", placeholder_text("image"), placeholder_text("document")]
     expected = [{"type": "text", "text": t} for t in texts] if typed else "\n".join(texts)
     assert req.messages[0]["content"] == expected
@@ -142,7 +143,7 @@ def test_media_parts_become_placeholders(typed: bool) -> None:
         ("media", "messages[0].content[2]: document replaced by a text placeholder"),
     ]
     with pytest.raises(InvalidRequest) as info:
-        parse_request({"messages": [{"role": "user", "content": content}]}, typed, False, "reject")
+        parse_request({"messages": [{"role": "user", "content": content}]}, typed, "reject")
     assert info.value.param == "messages[0].content[1]"
 
 

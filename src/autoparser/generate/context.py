@@ -40,6 +40,9 @@ class BuildContext:
     # ``<parameter=x>\n{{ v }}\n</parameter>``): the parser drops one newline only on a
     # padded side; elsewhere whitespace is part of the value. See ``string_padding``.
     string_padding: tuple[bool, bool] = (True, True)
+    # ``call_openers`` lists every place a call can start (the format's own answer,
+    # ``Format.call_openers_listed``: a hand-written format has markers of its own).
+    call_openers_listed: bool = True
 
     @property
     def end_markers(self) -> tuple[str, ...]:

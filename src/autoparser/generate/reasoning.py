@@ -194,14 +194,15 @@ def opener_left_out(ctx: BuildContext, with_calls: Parser | None = None) -> Pars
     (``enable_thinking=True``), and only once the end marker comes: atomic() holds that
     text back while streaming (a plain answer then streams only at its end, the cost that
     keeps this off by default). A call opener or the end of the turn ends the wait, so a
-    hand-written format (whose call openers the context does not list) keeps to the
-    empty block. ``with_calls``: the body that reads calls inside reasoning
-    (``calls_in_reasoning``); a call then does not end the wait.
+    format whose call openers the context does not list (``ctx.call_openers_listed``
+    false: a hand-written one) keeps to the empty block. ``with_calls``: the body that
+    reads calls inside reasoning (``calls_in_reasoning``); a call then does not end the
+    wait.
     """
     r = ctx.analysis.reasoning
     close = tag(tags.REASONING_CLOSE, literal(r.end))
     empty = space() + close
-    if ctx.request.enable_thinking is not True or ctx.analysis.handler:
+    if ctx.request.enable_thinking is not True or not ctx.call_openers_listed:
         return empty
     if with_calls is not None:
         return choice(empty, atomic(with_calls + close))

@@ -58,6 +58,7 @@ def response_template(
     thinking_forced_open: bool = False,
     pythonic_calls: bool = False,
     request: Request | None = None,
+    format_refusal: str | None = None,
 ) -> dict[str, object]:
     """The response template (transformers' version 1) of an analysed template's output.
 
@@ -72,11 +73,8 @@ def response_template(
             "calls are Python expressions (f(a='v', n=1)), whose arguments a response "
             "template can parse neither as JSON nor as tags"
         )
-    if analysis.handler:
-        raise ExportError(
-            f"the format is the hand-written {analysis.handler!r} one, whose structure "
-            "(channels, nested sections or special value syntax) a response template cannot express"
-        )
+    if format_refusal is not None:
+        raise ExportError(format_refusal)
     fields: dict[str, object] = {}
     reasoning = _reasoning_field(analysis, extract_reasoning, thinking_forced_open, request)
     if reasoning is not None:

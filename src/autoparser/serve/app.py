@@ -223,12 +223,13 @@ def create_app(config: ServeConfig) -> web.Application:
             handlers["/v1/chat/completions"] = chat.handle
             handlers.update(agent_apis.handlers(chat))
             loaded = await link.load_template()  # a bad --template fails startup, clearly
+            shown = loaded.template.name.rsplit("/", 1)[-1] if loaded else "from the engine"
             log.info(
                 "starting: engine=%s backend_kind=%s template=%s (the engine is asked in "
                 "the background; a 'serving' line follows once it answers)",
                 config.backend_url,
                 config.backend_kind,
-                loaded.name.rsplit("/", 1)[-1] if loaded is not None else "from the engine",
+                shown,
             )
             stop = asyncio.Event()
             warm = asyncio.ensure_future(_warm(link, stop))

@@ -1,9 +1,13 @@
 """``POST /v1/chat/completions``: the OpenAI chat-completions mapping, and only it.
 
 Limits, auth, ids, logs and metrics are the middleware's (``observe``); the sampling
-options are ``options.SamplingOptions``; the engine path is ``engine``. Here: reading the
-chat fields (messages, roles, content parts, tools, response_format...), and writing the
-answer as a ``chat.completion`` or as SSE chunks.
+options are ``options.SamplingOptions``; the engine path is ``engine``. The request's
+template-facing fields are read by the library's one reader (``RequestOptions.
+from_openai``) and turned into params by the served ``Session``, as every engine adapter
+does; the output is read by a ``Reply`` (call ids, ``parallel_tool_calls=false``). Here:
+the server's own fields (stream, n, refused features), its tolerances, applied to the read
+options (content parts and media placeholders, loosened schemas, folded system messages),
+and writing the answer as a ``chat.completion`` or as SSE chunks.
 """
 
 from __future__ import annotations
@@ -14,23 +18,34 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, Mapping
-from typing import Protocol, TypeVar
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from typing import Protocol, TypeVar, cast
 
 from aiohttp import web
 
 from autoparser import (
     ChatMessage,
     ChatParams,
-    ChatTemplate,
+    JsonMapping,
+    Reply,
+    RequestError,
+    RequestOptions,
     SchemaError,
+    Session,
     StreamDelta,
     TemplateError,
     loosen_schema,
 )
 from autoparser.serve import openai_format as oai
 from autoparser.serve.backends import BackendError, Finished, Generation
-from autoparser.serve.engine import EngineLink, EngineUnavailable, Served, generation
+from autoparser.serve.engine import (
+    EngineLink,
+    EngineUnavailable,
+    Served,
+    generation,
+    param_of,
+    request_error_text,
+)
 from autoparser.serve.limits import (
     Degradation,
     InvalidRequest,
@@ -38,8 +53,8 @@ from autoparser.serve.limits import (
     SystemMessageRefused,
     read_body,
 )
-from autoparser.serve.observe import RequestInfo, error_body, error_reply, info, public_text
-from autoparser.serve.options import SamplingOptions, boolean
+from autoparser.serve.observe import error_body, error_reply, info, public_text
+from autoparser.serve.options import SamplingOptions
 
 log = logging.getLogger("autoparser.serve")
 
@@ -55,12 +70,6 @@ REFUSED_FIELDS = {
     "function_call": "the legacy 'function_call' field is not supported; use 'tool_choice'",
     "web_search_options": "web search is not supported",
 }
-# Names ``template.apply`` binds itself; chat_template_kwargs may not override them.
-RESERVED_TEMPLATE_KWARGS = frozenset(
-    {"messages", "tools", "tool_choice", "parallel_tool_calls", "response_format"}
-    | {"reasoning_format", "add_generation_prompt", "polyfills", "provenance"}
-    | {"reasoning_budget"}
-)
 MEDIA_POLICIES = ("placeholder", "reject")
 # Content parts that are not text, by API: what each is called in a placeholder.
 MEDIA_PARTS = {
@@ -87,15 +96,18 @@ class ChatSettings:
 
 @dataclasses.dataclass(frozen=True)
 class ChatRequest:
-    """A validated chat-completion request."""
+    """A validated chat-completion request: the library's options (read by its one
+    reader, this server's tolerances applied) and the server's own fields."""
 
-    messages: list[dict[str, object]]
-    options: Mapping[str, object]  # keyword arguments of template.apply
+    options: RequestOptions
     stream: bool
     include_usage: bool
     sampling: SamplingOptions
-    parallel_tool_calls: bool | None
     degraded: tuple[Degradation, ...] = ()
+
+    @property
+    def messages(self) -> tuple[Mapping[str, object], ...]:
+        return self.options.messages
 
 
 def _field(body: Mapping[str, object], name: str, kind: type[_T], what: str) -> _T | None:
@@ -208,14 +220,23 @@ def check_messages(
     return out
 
 
+def read_options(body: Mapping[str, object]) -> RequestOptions:
+    """The request's template-facing fields, read by the library's one reader; its
+    ``RequestError`` is a 400 naming the field."""
+    try:
+        return RequestOptions.from_openai(body)
+    except RequestError as exc:
+        text = request_error_text(exc)
+        raise InvalidRequest(text, param_of(text)) from exc
+
+
 def parse_request(
-    body: Mapping[str, object],
-    typed_content: bool,
-    provenance: bool,
-    media: str = "placeholder",
+    body: Mapping[str, object], typed_content: bool, media: str = "placeholder"
 ) -> ChatRequest:
-    """Check the body's fields (types, ranges, refused features); the template checks the
-    rest (tools, tool_choice, response_format) naming the field too."""
+    """Check the server's own fields (types, ranges, refused features), read the rest with
+    the one reader and make the messages' content what the template takes (media parts:
+    ``_content``); the template checks tools, tool_choice and response_format naming the
+    field too."""
     for name, why in REFUSED_FIELDS.items():
         if body.get(name) not in (None, False):
             raise InvalidRequest(f"{name}: {why}", name)
@@ -225,8 +246,10 @@ def parse_request(
     modalities = _field(body, "modalities", list, "a list")
     if modalities is not None and modalities != ["text"]:
         raise InvalidRequest("modalities: only ['text'] is supported", "modalities")
+    options = read_options(body)
     degraded: list[Degradation] = []
-    messages = check_messages(body.get("messages"), typed_content, media, degraded)
+    messages = check_messages(list(options.messages), typed_content, media, degraded)
+    options = dataclasses.replace(options, messages=tuple(cast("list[JsonMapping]", messages)))
 
     stream = _field(body, "stream", bool, "a boolean") or False
     stream_options = _object_field(body, "stream_options") or {}
@@ -234,36 +257,7 @@ def parse_request(
     if not isinstance(include_usage, bool):
         raise InvalidRequest("stream_options.include_usage: must be a boolean", "stream_options")
     sampling = SamplingOptions.from_fields(body, ("max_completion_tokens", "max_tokens"))
-
-    kwargs = _object_field(body, "chat_template_kwargs") or {}
-    clash = sorted(RESERVED_TEMPLATE_KWARGS & set(kwargs))
-    if clash:
-        raise InvalidRequest(
-            f"chat_template_kwargs: {', '.join(clash)} must be given as request fields",
-            "chat_template_kwargs",
-        )
-    given = body.get("parallel_tool_calls")
-    parallel = None if given is None else boolean(given, "parallel_tool_calls")
-    options: dict[str, object] = {
-        **kwargs,
-        "tools": _field(body, "tools", list, "a list of tools"),
-        "tool_choice": body.get("tool_choice", "auto"),
-        "parallel_tool_calls": parallel,
-        "response_format": _object_field(body, "response_format"),
-        "provenance": provenance,
-    }
-    effort = _field(body, "reasoning_effort", str, "a string")
-    if effort is not None:
-        options["reasoning_effort"] = effort
-    reasoning_format = _field(body, "reasoning_format", str, "a string")
-    if reasoning_format is not None:
-        options["reasoning_format"] = reasoning_format
-    if body.get("reasoning_budget") is not None:
-        # Checked by the library (a RequestError naming the field: a 400).
-        options["reasoning_budget"] = body["reasoning_budget"]
-    return ChatRequest(
-        messages, options, stream, include_usage, sampling, parallel, tuple(degraded)
-    )
+    return ChatRequest(options, stream, include_usage, sampling, tuple(degraded))
 
 
 def _loosened(
@@ -281,30 +275,31 @@ def _loosened(
 
 
 def loosen_options(
-    options: Mapping[str, object], limits: Limits, strict: bool
-) -> tuple[dict[str, object], list[Degradation]]:
+    options: RequestOptions, limits: Limits, strict: bool
+) -> tuple[RequestOptions, list[Degradation]]:
     """The tools' and the response format's schemas loosened where the grammar cannot
     follow them (``_loosened``); malformed tools are left for the template to name."""
     found: list[Degradation] = []
-    out = dict(options)
-    tools = options.get("tools")
-    if isinstance(tools, list):
-        loose_tools: list[object] = []
+    tools = options.tools
+    if tools:
+        loose_tools: list[JsonMapping] = []
         for i, tool in enumerate(tools):
-            function = tool.get("function") if isinstance(tool, Mapping) else None
+            function = tool.get("function")
             if isinstance(function, Mapping) and isinstance(function.get("parameters"), Mapping):
                 where = f"tools[{i}].function.parameters"
                 parameters = _loosened(function["parameters"], where, limits, strict, found)
-                tool = {**tool, "function": {**function, "parameters": parameters}}
+                tool = cast(
+                    "JsonMapping", {**tool, "function": {**function, "parameters": parameters}}
+                )
             loose_tools.append(tool)
-        out["tools"] = loose_tools
-    fmt = options.get("response_format")
-    spec = fmt.get("json_schema") if isinstance(fmt, Mapping) else None
-    if isinstance(fmt, Mapping) and isinstance(spec, Mapping) and "schema" in spec:
+        tools = tuple(loose_tools)
+    fmt = options.response_format
+    spec = fmt.get("json_schema") if fmt is not None else None
+    if fmt is not None and isinstance(spec, Mapping) and "schema" in spec:
         where = "response_format.json_schema.schema"
         schema = _loosened(spec["schema"], where, limits, strict, found)
-        out["response_format"] = {**fmt, "json_schema": {**spec, "schema": schema}}
-    return out, found
+        fmt = cast("JsonMapping", {**fmt, "json_schema": {**spec, "schema": schema}})
+    return dataclasses.replace(options, tools=tools, response_format=fmt), found
 
 
 def _with_text(content: object, text: str, before: bool) -> object:
@@ -324,7 +319,7 @@ def _plain_text(content: object) -> str:
 
 
 def fold_system_messages(
-    messages: list[dict[str, object]],
+    messages: Sequence[Mapping[str, object]],
 ) -> tuple[list[dict[str, object]], int]:
     """The messages with every system (or developer) message after the first turn folded
     into the next user message (else the one before, else the leading system prompt), for
@@ -368,6 +363,16 @@ class Prepared:
     req: ChatRequest
     params: ChatParams
     gen: Generation
+
+    def reply(self, tool_call_deltas: str | None = None) -> Reply:
+        """A reader of this request's output (call ids of its own, at most one call when
+        ``parallel_tool_calls`` is false; ``tool_call_deltas`` None: the library's
+        default)."""
+        return Reply(
+            self.params,
+            parallel_tool_calls=self.req.options.parallel_tool_calls,
+            tool_call_deltas=tool_call_deltas or "whole",
+        )
 
 
 class Sink(Protocol):
@@ -450,33 +455,39 @@ class Chat:
         try:
             served = await self.link.resolve()
         except EngineUnavailable:
-            given = self.link.given_template
-            if isinstance(given, ChatTemplate):
+            given = self.link.given_session
+            if given is not None:
                 await self._render(request, given, body)  # a 400 if the request is wrong
             raise
-        req, params = await self._render(request, served.template, body)
+        req, params = await self._render(request, served.session, body)
         gen = generation(params, req.sampling, self.settings.plain_user_text)
         return Prepared(served, req, params, gen)
 
     async def _render(
-        self, request: web.Request, template: ChatTemplate, body: Mapping[str, object]
+        self, request: web.Request, session: Session, body: Mapping[str, object]
     ) -> tuple[ChatRequest, ChatParams]:
-        typed = template.caps.requires_typed_content
+        """The body read (the one reader, then this server's tolerances, each logged as a
+        degradation) and turned into params by ``session``."""
+        typed = session.template.caps.requires_typed_content
         settings = self.settings
-        req = parse_request(body, typed, settings.plain_user_text, settings.media)
+        req = parse_request(body, typed, settings.media)
         state = info(request)
         state.stream = req.stream
         options, loosened = loosen_options(req.options, self.limits, settings.strict_schemas)
         for found in (*req.degraded, *loosened):
             state.degrade(found.what, found.label, found.detail)
+        provenance = settings.plain_user_text
         try:
-            params = await self.link.prepare(template, req.messages, options)
+            params = await self.link.prepare(session, options, provenance)
         except InvalidRequest as exc:
-            folded, count = fold_system_messages(req.messages)
+            messages, count = fold_system_messages(options.messages)
             if not count or not isinstance(exc.__cause__, TemplateError):
                 raise
+            folded = dataclasses.replace(
+                options, messages=tuple(cast("list[JsonMapping]", messages))
+            )
             try:
-                params = await self.link.prepare(template, folded, options)
+                params = await self.link.prepare(session, folded, provenance)
             except InvalidRequest as again:
                 if not isinstance(again.__cause__, TemplateError):
                     raise
@@ -487,8 +498,8 @@ class Chat:
                 f"messages: the template takes a system message only first ({exc}): "
                 f"{count} later one(s) folded into the user turn",
             )
-            req = dataclasses.replace(req, messages=folded)
-        return req, params
+            options = folded
+        return dataclasses.replace(req, options=options), params
 
     async def generate(
         self, request: web.Request, prepared: Prepared
@@ -500,8 +511,10 @@ class Chat:
         except BackendError as exc:
             return self.engine_failed(request, exc)
         self.link.record(None)
-        message = prepared.params.parse(text, finish_reason=end.reason)
-        return self._single_call(info(request), prepared.req, message), end
+        reply = prepared.reply()
+        message = reply.parse(text, finish_reason=end.reason)
+        info(request).rejected_calls += reply.rejected_calls
+        return message, end
 
     def engine_failed(self, request: web.Request, exc: BackendError) -> web.Response:
         state = info(request)
@@ -511,14 +524,6 @@ class Chat:
         log.warning("request %s: engine failed: %s", state.id, exc.detail)
         kind = "timeout_error" if exc.status == 504 else "backend_error"
         return error_reply(request, exc.status, exc.public, kind)
-
-    @staticmethod
-    def _single_call(state: RequestInfo, req: ChatRequest, message: ChatMessage) -> ChatMessage:
-        """parallel_tool_calls=false holds whatever the engine did: one call at most."""
-        if req.parallel_tool_calls is False and len(message.tool_calls) > 1:
-            state.rejected_calls += len(message.tool_calls) - 1
-            return dataclasses.replace(message, tool_calls=message.tool_calls[:1])
-        return message
 
     @staticmethod
     def account(request: web.Request, message: ChatMessage, end: Finished, reason: str) -> None:
@@ -574,25 +579,7 @@ class Chat:
         first: asyncio.Future[str | Finished],
     ) -> web.StreamResponse:
         state = info(request)
-        params = prepared.params
-        deltas = params.stream() if policy is None else params.stream(tool_call_deltas=policy)
-        single = prepared.req.parallel_tool_calls is False
-
-        def held(batch: list[StreamDelta]) -> list[StreamDelta]:
-            """parallel_tool_calls=false: the deltas of the first call only."""
-            if not single:
-                return batch
-            out: list[StreamDelta] = []
-            for delta in batch:
-                if delta.tool_calls:
-                    calls = tuple(c for c in delta.tool_calls if c.index == 0)
-                    state.rejected_calls += len(delta.tool_calls) - len(calls)
-                    delta = dataclasses.replace(delta, tool_calls=calls)
-                    if delta == StreamDelta():
-                        continue
-                out.append(delta)
-            return out
-
+        reply = prepared.reply(policy)
         out = [sink.start()]
         end: Finished | None = None
         try:
@@ -601,7 +588,7 @@ class Chat:
                 if isinstance(item, Finished):
                     end = item
                     break
-                out.append(sink.feed(held(deltas.feed_deltas(item))))
+                out.append(sink.feed(reply.feed(item)))
                 chunk = b"".join(out)
                 out.clear()
                 if chunk:
@@ -616,11 +603,12 @@ class Chat:
             out.append(sink.fail("the engine's stream ended early", "backend_error"))
         if end is not None:
             self.link.record(None)
-            out.append(sink.feed(held(deltas.finish_deltas(finish_reason=end.reason))))
-            if deltas.dropped_calls:
-                log.info("request %s: stream dropped tool calls %s", state.id, deltas.dropped_calls)
-                state.rejected_calls += len(deltas.dropped_calls)
-            message = self._single_call(state, prepared.req, deltas.message)
+            out.append(sink.feed(reply.finish(finish_reason=end.reason)))
+            if reply.dropped_calls:
+                log.info("request %s: stream dropped tool calls %s", state.id, reply.dropped_calls)
+                state.rejected_calls += len(reply.dropped_calls)
+            state.rejected_calls += reply.rejected_calls
+            message = reply.message
             closing, reason = sink.finish(message, end)
             out.append(closing)
             self.account(request, message, end, reason)

@@ -19,7 +19,7 @@ import functools
 import logging
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -29,7 +29,9 @@ from autoparser import (
     ChatParams,
     ChatTemplate,
     RequestError,
+    RequestOptions,
     SchemaError,
+    Session,
     TemplateError,
     WorkLimitError,
     default_analysis_cache,
@@ -56,12 +58,17 @@ class EngineUnavailable(Unavailable):
 
 @dataclasses.dataclass(frozen=True)
 class Served:
-    """What the server serves once the engine is known."""
+    """What the server serves once the engine is known: its template as a ``Session``
+    (the one road to prompts, grammars and parsers)."""
 
-    template: ChatTemplate
+    session: Session
     backend: Backend
     model: str
     verified: bool | None
+
+    @property
+    def template(self) -> ChatTemplate:
+        return self.session.template
 
 
 class EngineLink:
@@ -81,6 +88,8 @@ class EngineLink:
         self.url = url
         self.kind = kind
         self.given_template = template
+        # The session of the given template once loaded (``load_template``).
+        self.given_session: Session | None = None
         self.given_model = model
         self.limits = limits
         self.session = session
@@ -130,20 +139,25 @@ class EngineLink:
             token.cancel("the request was cancelled")
             raise
 
-    async def load_template(self) -> ChatTemplate | None:
-        """The template given on the command line, loaded and analysed (at startup)."""
-        template = self.given_template
-        if template is None:
+    async def load_template(self) -> Session | None:
+        """The session of the template given on the command line, loaded and analysed
+        (at startup)."""
+        given = self.given_template
+        if given is None:
             return None
-        if not isinstance(template, ChatTemplate):
-            name = template
-            load = ChatTemplate.from_pretrained if is_hub_id(name) else ChatTemplate.from_file
-            cache = default_analysis_cache()  # the analysis is saved: a restart does not redo it
-            template = await self.in_thread(lambda: load(name, analysis_cache=cache))
-            self.given_template = template
-        loaded: ChatTemplate = template
-        await self.in_thread(loaded.analyze)
-        return loaded
+        if self.given_session is None:
+            if isinstance(given, ChatTemplate):
+                self.given_session = Session.for_template(given)
+            else:
+                name = given
+                load = Session.for_pretrained if is_hub_id(name) else Session.for_file
+                cache = (
+                    default_analysis_cache()
+                )  # the analysis is saved: a restart does not redo it
+                self.given_session = await self.in_thread(lambda: load(name, analysis_cache=cache))
+        session: Session = self.given_session
+        await self.in_thread(lambda: session.analysis)
+        return session
 
     async def resolve(self) -> Served:
         """What is served; EngineUnavailable until the engine has answered once."""
@@ -178,8 +192,8 @@ class EngineLink:
             info = await detect(self.url, self.session, timeout)  # the dialects, in order
         if kind == "auto" and info is not None:
             kind = info.kind
-        template = await self.load_template()
-        if template is None:
+        session = await self.load_template()
+        if session is None:
             if info is None or not info.chat_template:
                 raise BackendError(
                     "the engine reports no chat template (GET /props); start serve with --template",
@@ -187,13 +201,14 @@ class EngineLink:
                     "invalid",
                 )
             source = info
-            template = ChatTemplate(
+            session = Session.for_source(
                 source.chat_template,
                 bos_token=source.bos_token,
                 eos_token=source.eos_token,
                 name="props",
             )
-            await self.in_thread(template.analyze)
+            await self.in_thread(lambda: session.analysis)
+        template = session.template
         model = self.given_model or (info.model if info is not None else "")
         if not model and dialect_of(kind).names_model:
             model = await first_model(self.url, self.session, timeout)
@@ -204,7 +219,7 @@ class EngineLink:
         await self.in_thread(lambda: template.caps)  # probed once, off the event loop
         check = template.analyze().verification
         verified = None if check is None else check.verified
-        return Served(template, backend, model or "autoparser", verified)
+        return Served(session, backend, model or "autoparser", verified)
 
     def record(self, error: BackendError | None) -> None:
         """A request's outcome with the engine (for /health)."""
@@ -261,15 +276,12 @@ class EngineLink:
             self.engine_state = probe.result()
 
     async def prepare(
-        self,
-        template: ChatTemplate,
-        messages: Sequence[Mapping[str, Any]],
-        options: Mapping[str, Any],
+        self, session: Session, options: RequestOptions, provenance: bool
     ) -> ChatParams:
-        """``template.apply`` off the event loop within ``prepare_timeout`` seconds of the
+        """``session.params`` off the event loop within ``prepare_timeout`` seconds of the
         worker's CPU time (a 413 past it; a 400 naming the field for a request the template
         refuses). Time spent waiting for a worker or for the CPU is not counted."""
-        apply = functools.partial(template.apply, messages, **options)
+        apply = functools.partial(session.params, options, provenance=provenance)
         try:
             params = await self.in_thread(
                 apply, cancellable=True, cpu_seconds=self.limits.prepare_timeout

@@ -376,9 +376,12 @@ def _tools(tools: object, state: _State) -> list[dict[str, object]] | None:
     return out or None
 
 
-def _tool_choice(choice: object, state: _State) -> str | dict[str, object]:
-    if choice is None or choice in ("auto", "none", "required"):
-        return choice or "auto"
+def _tool_choice(choice: object, state: _State) -> str | dict[str, object] | None:
+    """The chat ``tool_choice`` (None when absent: the one reader's default, OpenAI's)."""
+    if choice is None:
+        return None
+    if choice in ("auto", "none", "required"):
+        return str(choice)
     if isinstance(choice, Mapping) and choice.get("type") in ("function", "custom"):
         if not isinstance(choice.get("name"), str):
             raise _fail("must be a string", "tool_choice.name")

@@ -8,11 +8,9 @@ library error keeps its own type and message and is mapped to its pane by :func:
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import json
 import re
-import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, overload
 
@@ -26,6 +24,7 @@ from autoparser import (
     GrammarError,
     RequestError,
     SchemaError,
+    Session,
     TemplateError,
     TemplateLimitError,
     TemplateSource,
@@ -92,14 +91,9 @@ _PANE_OF_FIELD = {
 }
 
 
-_TEMPLATES: collections.OrderedDict[tuple[str, str, str], ChatTemplate] = collections.OrderedDict()
-_TEMPLATES_LOCK = threading.Lock()
-_TEMPLATES_KEPT = 16  # the page's recent edits; older ones are analysed again if asked
-
-
-def template_of(body: Mapping[str, object]) -> ChatTemplate:
-    """The body's ``template`` (Jinja text) with its ``bos_token`` / ``eos_token``, kept
-    for the next requests of the page (bounded)."""
+def session_of(body: Mapping[str, object]) -> Session:
+    """The session of the body's ``template`` (Jinja text) with its ``bos_token`` /
+    ``eos_token``: the library's one store keeps it for the page's next requests."""
     source = _get(body, "template", str, "")
     if not source.strip():
         raise StudioError(
@@ -114,18 +108,12 @@ def template_of(body: Mapping[str, object]) -> ChatTemplate:
         )
     bos = _get(body, "bos_token", str, "")
     eos = _get(body, "eos_token", str, "")
-    key = (source, bos, eos)
-    with _TEMPLATES_LOCK:
-        found = _TEMPLATES.get(key)
-        if found is not None:
-            _TEMPLATES.move_to_end(key)
-            return found
-    template = ChatTemplate(source, bos_token=bos, eos_token=eos, name="template")
-    with _TEMPLATES_LOCK:
-        _TEMPLATES[key] = template
-        while len(_TEMPLATES) > _TEMPLATES_KEPT:
-            _TEMPLATES.popitem(last=False)
-    return template
+    return Session.for_source(source, bos_token=bos, eos_token=eos, name="template")
+
+
+def template_of(body: Mapping[str, object]) -> ChatTemplate:
+    """The body's template (``session_of``)."""
+    return session_of(body).template
 
 
 def source_payload(loaded: TemplateSource) -> dict[str, object]:
@@ -158,7 +146,7 @@ class _Request(TypedDict, total=False):
 
     messages: list[Mapping[str, object]]
     tools: list[dict[str, object]]
-    tool_choice: str | dict[str, object]
+    tool_choice: str | dict[str, object]  # absent: OpenAI's default
     enable_thinking: bool | None
     # template variables, passed on as keywords of apply/render (each any JSON value)
     kwargs: dict[str, Any]
@@ -176,7 +164,9 @@ def _request(body: Mapping[str, object]) -> _Request:
     tools = _get(body, "tools", list, None)
     if tools:
         options["tools"] = tools
-    options["tool_choice"] = _get(body, "tool_choice", (str, dict), "auto")
+    choice = _get(body, "tool_choice", (str, dict), None)
+    if choice is not None:  # else the one reader's default (OpenAI's)
+        options["tool_choice"] = choice
     thinking = body.get("enable_thinking")
     if thinking is not None:
         options["enable_thinking"] = _get(body, "enable_thinking", bool, None)
@@ -193,18 +183,21 @@ def _request(body: Mapping[str, object]) -> _Request:
     return options
 
 
-def params_of(template: ChatTemplate, body: Mapping[str, object]) -> ChatParams:
-    """The body's request applied (call ids seeded, so the page's results repeat)."""
+def params_of(session: Session, body: Mapping[str, object]) -> ChatParams:
+    """The body's request through the session, as an OpenAI request (call ids seeded, so
+    the page's results repeat)."""
     options = _request(body)
-    return template.apply(
-        options["messages"],
-        options.get("tools"),
-        options["tool_choice"],
-        enable_thinking=options.get("enable_thinking"),
-        add_generation_prompt=options["add_generation_prompt"],
-        call_id_seed=0,
-        **options["kwargs"],
-    )
+    kwargs = dict(options["kwargs"])
+    if options.get("enable_thinking") is not None:
+        kwargs["enable_thinking"] = options.get("enable_thinking")
+    request = {
+        "messages": options["messages"],
+        "tools": options.get("tools"),
+        "tool_choice": options.get("tool_choice"),
+        "add_generation_prompt": options["add_generation_prompt"],
+        "chat_template_kwargs": kwargs,
+    }
+    return session.params(request, call_id_seed=0)
 
 
 def _output(body: Mapping[str, object]) -> str:
@@ -275,8 +268,9 @@ def _markers(evidence: Iterable[_Marked]) -> list[dict[str, str]]:
 def render(body: Mapping[str, object]) -> dict[str, object]:
     """The prompt of the request (polyfills on, as ``apply`` renders), the render without
     polyfills, the generation prompt, and transformers' render when it is installed."""
-    template = template_of(body)
-    params = params_of(template, body)
+    session = session_of(body)
+    template = session.template
+    params = params_of(session, body)
     options = _request(body)
     kwargs = dict(options["kwargs"])
     if "enable_thinking" in options:
@@ -337,8 +331,8 @@ def _transformers_render(
 
 def parse(body: Mapping[str, object]) -> dict[str, object]:
     """The output parsed into a message, and what each span of it was parsed as."""
-    template = template_of(body)
-    params = params_of(template, body)
+    session = session_of(body)
+    params = params_of(session, body)
     text = _output(body)
     reason = _finish_reason(body)
     message = params.parse(text, finish_reason=reason)
@@ -370,8 +364,8 @@ def _reasons(message: ChatMessage, start: int, end: int) -> dict[str, object]:
 
 def stream(body: Mapping[str, object]) -> dict[str, object]:
     """The output replayed in chunks of ``chunk_size`` characters: each chunk and its deltas."""
-    template = template_of(body)
-    params = params_of(template, body)
+    session = session_of(body)
+    params = params_of(session, body)
     text = _output(body)
     size = _get(body, "chunk_size", int, 4)
     if size < 1:
@@ -407,8 +401,8 @@ def stream(body: Mapping[str, object]) -> dict[str, object]:
 def grammar(body: Mapping[str, object]) -> dict[str, object]:
     """The grammar of the request, its triggers and preserved tokens, and whether it
     accepts the body's ``output`` (checked by llguidance when it is installed)."""
-    template = template_of(body)
-    params = params_of(template, body)
+    session = session_of(body)
+    params = params_of(session, body)
     text = _output(body)
     return {
         **params.grammar_fields(),
@@ -461,8 +455,8 @@ def _acceptance(params: ChatParams, text: str) -> dict[str, object]:
 def export(body: Mapping[str, object]) -> dict[str, object]:
     """What to take elsewhere: the transformers response template, vLLM flags, a llama.cpp
     ``/completion`` body, and a pytest case reproducing the page."""
-    template = template_of(body)
-    params = params_of(template, body)
+    session = session_of(body)
+    params = params_of(session, body)
     options = _request(body)
     try:
         response_template: dict[str, object] | None = params.to_response_template()
@@ -490,15 +484,16 @@ def export(body: Mapping[str, object]) -> dict[str, object]:
             "autoparser",
         ],
         "llamacpp_completion": completion,
-        "pytest": _pytest_case(template, options, body),
+        "pytest": _pytest_case(session, options, body),
     }
 
 
-def _pytest_case(template: ChatTemplate, options: _Request, body: Mapping[str, object]) -> str:
+def _pytest_case(session: Session, options: _Request, body: Mapping[str, object]) -> str:
     """A test file reproducing the page: the template, the request and the parsed message."""
+    template = session.template
     output = _output(body)
     reason = _finish_reason(body)
-    params = params_of(template, body)
+    params = params_of(session, body)
     expected = params.parse(output, finish_reason=reason).to_openai()
     apply_args: dict[str, object] = {
         k: v for k, v in options.items() if k not in ("messages", "kwargs")
