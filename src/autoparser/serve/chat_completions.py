@@ -37,7 +37,7 @@ from autoparser import (
     loosen_schema,
 )
 from autoparser.serve import openai_format as oai
-from autoparser.serve.backends import BackendError, Finished, Generation
+from autoparser.serve.engines.base import BackendError, Finished, Generation
 from autoparser.serve.engine import (
     EngineLink,
     EngineUnavailable,

@@ -110,7 +110,7 @@ class RequestInfo:
     stream: bool = False
     truncated: bool = False
     first_token: float | None = None
-    prompt_form: str = ""  # how the prompt went: text | protected | unchecked (backends)
+    prompt_form: str = ""  # how the prompt went: text | protected | unchecked (engines)
     engine_error: str = ""
     error: str = ""  # what went wrong, in full (the log only)
     # The finished message's findings (what the parse tolerated or refused, and why).
