@@ -20,8 +20,8 @@ from aiohttp import web
 
 from autoparser import ChatMessage, StreamDelta
 from autoparser.serve import messages_api, responses_api
-from autoparser.serve.engines.base import BackendError, Finished
 from autoparser.serve.chat_completions import Chat, Prepared
+from autoparser.serve.engines.base import BackendError, Finished
 from autoparser.serve.limits import (
     Degradation,
     InvalidRequest,

@@ -37,7 +37,6 @@ from autoparser import (
     loosen_schema,
 )
 from autoparser.serve import openai_format as oai
-from autoparser.serve.engines.base import BackendError, Finished, Generation
 from autoparser.serve.engine import (
     EngineLink,
     EngineUnavailable,
@@ -46,6 +45,7 @@ from autoparser.serve.engine import (
     param_of,
     request_error_text,
 )
+from autoparser.serve.engines.base import BackendError, Finished, Generation
 from autoparser.serve.limits import (
     Degradation,
     InvalidRequest,
