@@ -20,6 +20,7 @@ from helpers.roundtrip import (
 from autoparser import ChatTemplate, ExportError
 from autoparser.analysis.model import TemplateAnalysis
 from autoparser.errors import AutoparserError
+from autoparser.formats import format_of
 from autoparser.generate.response_template import RESPONSE_TEMPLATE_VERSION, response_template
 
 chat_parsing = pytest.importorskip("transformers.utils.chat_parsing.response_parser")
@@ -28,8 +29,11 @@ chat_parsing = pytest.importorskip("transformers.utils.chat_parsing.response_par
 def test_python_calls_and_hand_written_formats_are_refused_with_the_reason() -> None:
     with pytest.raises(ExportError, match="Python expressions"):
         response_template(TemplateAnalysis(), pythonic_calls=True)
-    with pytest.raises(ExportError, match="'harmony'"):
-        response_template(TemplateAnalysis(handler="harmony"))
+    harmony = TemplateAnalysis(handler="harmony")
+    refusal = format_of(harmony).export_refusal
+    assert refusal is not None and "harmony" in refusal
+    with pytest.raises(ExportError, match="harmony"):
+        response_template(harmony, format_refusal=refusal)
 
 
 def test_a_plain_template_exports_content_only() -> None:
