@@ -81,6 +81,8 @@ def _metric(url: str, reason: str) -> float:
         ("app.localhost:1", True),
         ("[::1]:8000", True),
         ("127.3.4.5", True),
+        ("[::ffff:127.0.0.1]:8000", True),  # IPv4-mapped loopback (a dual-stack socket)
+        ("[::ffff:10.0.0.5]:8000", False),
         ("evil.example.com", False),
         ("evil.example.com:8000", False),
         ("10.0.0.5:8000", False),
@@ -97,6 +99,7 @@ def test_host_names_of_other_bindings() -> None:
     assert not everywhere.host_ok("evil.example.com")
     one = Security(bound_host="10.0.0.5")
     assert one.host_ok("10.0.0.5:8000") and not one.host_ok("10.0.0.6:8000")
+    assert one.host_ok("[::ffff:10.0.0.5]:8000")  # the bound address, IPv4-mapped
     named = Security(allowed_hosts=("api.internal",))
     assert named.host_ok("api.internal:443") and not named.host_ok("api.internal.evil")
     assert Security(allowed_hosts=("*",)).host_ok("anything.example")

@@ -251,10 +251,14 @@ def host_name(header: str) -> str:
 
 
 def _ip(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address a host name spells, an IPv4-mapped IPv6 one (``::ffff:127.0.0.1``, what a
+    dual-stack socket reports) read as its IPv4 address, whose loopback it is."""
     try:
-        return ipaddress.ip_address(name)
+        ip = ipaddress.ip_address(name)
     except ValueError:
         return None
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    return mapped if mapped is not None else ip
 
 
 def json_media_type(header: str | None) -> bool:
