@@ -13,6 +13,7 @@ import re
 import signal
 import socket
 import subprocess
+import time
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -77,6 +78,16 @@ class Served:
         return set(re.findall(r"\bworker=(\d+)", self.log.read_text()))
 
 
+def _wait_for_workers(log: Path, count: int, proc: subprocess.Popen[bytes]) -> None:
+    """Until ``count`` workers say they accept (aiohttp's "Running on" line each); bounded
+    by WAIT only so that a hang fails instead of blocking the suite."""
+    deadline = time.monotonic() + WAIT
+    while log.read_text().count("Running on") < count:
+        assert proc.poll() is None, log.read_text()[-2000:]
+        assert time.monotonic() < deadline, "the workers did not all start"
+        time.sleep(0.1)
+
+
 @pytest.fixture
 def served(loop: LoopThread, tmp_path: Path) -> Iterator[Served]:
     standin = StandIn("llama.cpp")
@@ -92,6 +103,7 @@ def served(loop: LoopThread, tmp_path: Path) -> Iterator[Served]:
     url = f"http://127.0.0.1:{port}"
     try:
         wait_up(url, proc, log)
+        _wait_for_workers(log, 2, proc)  # both accepting, however slowly the second started
         yield Served(url, proc, log)
     finally:
         if proc.poll() is None:
