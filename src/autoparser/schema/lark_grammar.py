@@ -26,6 +26,7 @@ import ast
 import dataclasses
 import re
 from collections.abc import Iterator, Mapping
+from functools import lru_cache
 
 from autoparser.errors import SchemaError
 from autoparser.schema.regex import translate_pattern
@@ -33,6 +34,8 @@ from autoparser.schema.regex import translate_pattern
 # The most text a translated grammar may come to (a rule used in many places is copied
 # into each): past it the translation is refused rather than handed to the engine.
 MAX_REGEX_CHARS = 65_536
+# The largest count ``~ n..m`` may give: an engine spells a counted repetition out.
+MAX_REPEAT = 10_000
 
 
 class LarkGrammarError(SchemaError):
@@ -314,6 +317,8 @@ class _Reader:
                 high = self._count(line)
             if high < low:
                 raise _invalid(f"line {line}: repetition ~ {low}..{high} has its bounds reversed")
+            if high > MAX_REPEAT:
+                raise _unsupported(f"line {line}: a repetition ~ {high} (above {MAX_REPEAT})")
             return _Repeat(node, low, high)
         return node
 
@@ -477,6 +482,8 @@ class _Writer:
             self.open.append(ref.name)
             text = self.node(table[ref.name], in_rule=not terminal)
             self.open.pop()
+            if len(text) > MAX_REGEX_CHARS:  # checked as it grows: copies multiply
+                raise _too_large()
             self.done[key] = text
         return self.skip + text if terminal and in_rule else text
 
@@ -502,12 +509,18 @@ class _Writer:
         return f"(?:{inner}){suffix}"
 
 
+def _too_large() -> LarkGrammarError:
+    return _unsupported(f"a grammar whose regex is over {MAX_REGEX_CHARS} characters")
+
+
+@lru_cache(maxsize=64)
 def lark_to_regex(definition: str) -> str:
     """The regex (Python syntax, matched whole) of the language of a Lark grammar's
-    ``start`` rule; LarkGrammarError naming the problem or the construct."""
+    ``start`` rule; LarkGrammarError naming the problem or the construct. Cached: agents
+    send the same tools every turn."""
     grammar = _read(definition)
     writer = _Writer(grammar)
     regex = writer.name(_Ref("start", 0), in_rule=True) + writer.skip
     if len(regex) > MAX_REGEX_CHARS:
-        raise _unsupported(f"a grammar whose regex is over {MAX_REGEX_CHARS} characters")
+        raise _too_large()
     return regex
