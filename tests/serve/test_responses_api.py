@@ -48,24 +48,27 @@ def turns(chat: dict[str, Any]) -> list[tuple[str, bool, int, bool]]:
 
 @pytest.mark.parametrize("name", CAPTURED)
 def test_every_captured_request_maps(name: str) -> None:
-    """Developer items are system messages; the namespace's functions are tools under flat
-    names; ``store``, ``include``, ``prompt_cache_key``, ``client_metadata`` and
-    ``reasoning.summary`` change nothing."""
+    """Developer items are system messages; a namespace's functions are tools under flat
+    names; provider-run tools are left out; ``store``, ``include``, ``prompt_cache_key``,
+    ``client_metadata`` and ``reasoning.summary`` change nothing."""
     body = captured(name)
     mapped = responses_api.to_chat(body)
     chat = mapped.chat
     leading = [i["role"] for i in body["input"] if i.get("type") == "message"][:4]
     assert leading == ["developer", "developer", "user", "user"]
     assert [m["role"] for m in chat["messages"][:4]] == ["system", "system", "user", "user"]
-    namespace = next(t for t in body["tools"] if t["type"] == "namespace")
-    flat = [f"{namespace['name']}__{t['name']}" for t in namespace["tools"]]
     names = [t["function"]["name"] for t in chat["tools"]]
-    assert set(flat) <= set(names) and len(names) == len(set(names))
-    assert mapped.tools[flat[0]] == responses_api.ServedTool(
-        namespace["tools"][0]["name"], namespace["name"]
-    )
-    hosted = [f"tools[{i}]" for i, t in enumerate(body["tools"]) if t["type"] == "web_search"]
-    assert hosted  # Codex's default hosted web search: left out, with a warning
+    assert len(names) == len(set(names))
+    for namespace in [t for t in body["tools"] if t["type"] == "namespace"]:
+        flat = [f"{namespace['name']}__{t['name']}" for t in namespace["tools"]]
+        assert set(flat) <= set(names)
+        assert mapped.tools[flat[0]] == responses_api.ServedTool(
+            namespace["tools"][0]["name"], namespace["name"]
+        )
+    served_kinds = ("function", "custom", "namespace")
+    hosted = [f"tools[{i}]" for i, t in enumerate(body["tools"]) if t["type"] not in served_kinds]
+    assert any(body["tools"][int(h[6:-1])]["type"] == "web_search" for h in hosted)
+    # Codex's default hosted web search (and tool_search): left out, with a warning
     assert [d.detail.split(":")[0] for d in mapped.degraded if d.what == "hosted_tool"] == hosted
     assert "web_search" not in names
     ignored = ("store", "include", "prompt_cache_key", "client_metadata")

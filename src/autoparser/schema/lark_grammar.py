@@ -513,11 +513,15 @@ def _too_large() -> LarkGrammarError:
     return _unsupported(f"a grammar whose regex is over {MAX_REGEX_CHARS} characters")
 
 
-@lru_cache(maxsize=64)
 def lark_to_regex(definition: str) -> str:
     """The regex (Python syntax, matched whole) of the language of a Lark grammar's
-    ``start`` rule; LarkGrammarError naming the problem or the construct. Cached: agents
-    send the same tools every turn."""
+    ``start`` rule; LarkGrammarError naming the problem or the construct."""
+    return _translated(definition)
+
+
+@lru_cache(maxsize=64)
+def _translated(definition: str) -> str:
+    """``lark_to_regex``, cached: agents send the same tools every turn."""
     grammar = _read(definition)
     writer = _Writer(grammar)
     regex = writer.name(_Ref("start", 0), in_rule=True) + writer.skip

@@ -21,8 +21,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from autoparser import ChatMessage, StreamDelta, ToolCallDelta
-from autoparser.schema.lark_grammar import LarkGrammarError, lark_to_regex
+from autoparser import ChatMessage, LarkGrammarError, StreamDelta, ToolCallDelta, lark_to_regex
 from autoparser.serve.chat_completions import MEDIA_PARTS, media_placeholder, placeholder_text
 from autoparser.serve.limits import Degradation, InvalidRequest
 from autoparser.serve.openai_format import Usage
