@@ -114,6 +114,33 @@ def test_apply_patch_refuses_the_patches_llguidance_refuses(patch: str) -> None:
     assert not ours_accept(APPLY_PATCH, patch)
 
 
+# Codex's code-mode ``exec`` tool (codex-rs code_mode exec.lark): terminals only, a regex
+# with escaped slashes, [\s\S] for any text.
+EXEC = r"""start: pragma_source | plain_source
+pragma_source: PRAGMA_LINE NEWLINE SOURCE
+plain_source: SOURCE
+
+PRAGMA_LINE: /[ \t]*\/\/ @exec:[^\r\n]*/
+NEWLINE: /\r?\n/
+SOURCE: /[\s\S]+/
+"""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "await tools.exec_command({cmd: 'ls'})",
+        '// @exec: {"yield_time_ms": 10000}\nconst a = 1;\n',
+        "  // @exec: {}\r\nx",
+        "\n",
+        "",
+        "// @exec: {}\n",
+    ],
+)
+def test_codex_exec_grammar_as_llguidance_reads_it(text: str) -> None:
+    assert ours_accept(EXEC, text) == llguidance_accepts(EXEC, text)
+
+
 # One small grammar per construct, with strings either side of its language.
 CONSTRUCTS = {
     "literal and alternation": ('start: "ab" | "c" ""', ["ab", "c", "abc", "", "a"]),
