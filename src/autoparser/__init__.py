@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     )
     from autoparser.message import FINDING_KINDS, TOLERANCES, ChatMessage, Finding, ToolCall
     from autoparser.params import ChatParams
+    from autoparser.schema.lark_grammar import LarkGrammarError, lark_to_regex
     from autoparser.schema.loosen import Loosened, loosen_schema
     from autoparser.session import ReasoningSplit, Reply, RequestOptions, Session, merge_deltas
     from autoparser.stream import TOOL_CALL_DELTAS, StreamDelta, StreamParser, ToolCallDelta
@@ -70,6 +71,8 @@ _WHERE = {
     "ChatParams": "autoparser.params",
     "Loosened": "autoparser.schema.loosen",
     "loosen_schema": "autoparser.schema.loosen",
+    "LarkGrammarError": "autoparser.schema.lark_grammar",
+    "lark_to_regex": "autoparser.schema.lark_grammar",
     "ChatTemplate": "autoparser.chat",
     "ExportError": "autoparser.errors",
     "GrammarError": "autoparser.errors",
@@ -181,6 +184,10 @@ def _module(where: str) -> ModuleType:
         from autoparser.schema import loosen
 
         return loosen
+    if where == "autoparser.schema.lark_grammar":
+        from autoparser.schema import lark_grammar
+
+        return lark_grammar
     if where == "autoparser.template.provenance":
         from autoparser.template import provenance
 
@@ -228,6 +235,7 @@ __all__ = [
     "JsonObject",
     "JsonSchema",
     "JsonValue",
+    "LarkGrammarError",
     "Loosened",
     "MessageDict",
     "ReasoningSplit",
@@ -254,6 +262,7 @@ __all__ = [
     "caller_pieces",
     "decode_text",
     "default_analysis_cache",
+    "lark_to_regex",
     "load_path",
     "load_pretrained",
     "load_text",

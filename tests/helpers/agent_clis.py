@@ -293,7 +293,7 @@ def claude_command(cli: Path, prompt: str, *tools: str) -> list[str]:
 # tool the server would run (Codex only lists it in its requests), and what Codex sends by
 # default is what serve has to take.
 CODEX_CONFIG = """\
-model = "qwen3"
+model = "{model}"
 model_provider = "autoparser"
 check_for_update_on_startup = false
 
@@ -319,12 +319,16 @@ plugins = false
 """
 
 
-def codex_env(home: Path, proxy: str, base_url: str) -> dict[str, str]:
-    """Codex at serve, its CODEX_HOME in the run's home with the config above."""
+def codex_env(home: Path, proxy: str, base_url: str, model: str = "qwen3") -> dict[str, str]:
+    """Codex at serve, its CODEX_HOME in the run's home with the config above. ``model``
+    picks Codex's metadata for the model, and so its tools: for a name it knows (gpt-5.5)
+    it sends ``apply_patch`` as a freeform tool with a Lark grammar, for one it does not
+    (qwen3) it falls back on defaults without it."""
     env = isolated_env(home, proxy)
     codex_home = home / ".codex"
     codex_home.mkdir(parents=True, exist_ok=True)
-    (codex_home / "config.toml").write_text(CODEX_CONFIG.format(base_url=base_url))
+    config = CODEX_CONFIG.format(base_url=base_url, model=model)
+    (codex_home / "config.toml").write_text(config)
     env.update(CODEX_HOME=str(codex_home), AUTOPARSER_API_KEY="sk-local-autoparser")
     return env
 

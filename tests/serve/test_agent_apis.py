@@ -17,7 +17,9 @@ pytest.importorskip("anthropic")
 
 import anthropic
 import openai
+from helpers.gbnf_oracle import accepts
 from helpers.generate_cases import CASE_BY_NAME, TOOLS, scenarios
+from helpers.paths import TESTS_DIR
 from helpers.serve_standin import LoopThread, StandIn, as_text, standin_tokens
 
 from autoparser import ChatMessage, ChatTemplate, StreamDelta, ToolCallDelta
@@ -726,3 +728,65 @@ def test_messages_events_when_text_resumes_after_a_call() -> None:
         ("text", "After."),
         ("thinking", "More."),
     ]
+
+
+# Codex's apply_patch tool: a custom tool whose input a Lark grammar constrains.
+APPLY_PATCH_TOOL = next(
+    t
+    for t in json.loads((TESTS_DIR / "data/agent_shapes/codex_responses.json").read_text())["tools"]
+    if t.get("name") == "apply_patch"
+)
+PATCH_AS_FUNCTION = [
+    {
+        "type": "function",
+        "function": {
+            "name": "apply_patch",
+            "parameters": {"type": "object", "properties": {"input": {"type": "string"}}},
+        },
+    }
+]
+
+
+def _patch_call(patch: str) -> dict[str, Any]:
+    call = {"name": "apply_patch", "arguments": json.dumps({"input": patch})}
+    return {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": call}]}
+
+
+@pytest.mark.parametrize(
+    "family",
+    [
+        "hermes",
+        pytest.param(
+            "glm",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="a format that writes string arguments as raw text (GLM, Qwen3-Coder) "
+                "does not constrain them by a pattern: the tool's grammar is not enforced there",
+            ),
+        ),
+    ],
+)
+def test_responses_custom_tool_lark_grammar_reaches_the_engine(
+    servers: dict[str, Served], family: str
+) -> None:
+    """The engine's grammar takes the model's call only with a patch the Lark grammar
+    takes; the call comes back as a ``custom_tool_call`` whose ``input`` is the patch."""
+    case, served = CASE_BY_NAME[family], servers[family]
+    patch = (
+        "*** Begin Patch\n*** Add File: hi.txt\n+hi\n"
+        "*** Update File: a.py\n@@ def f():\n-x\n+y\n*** End Patch\n"
+    )
+    text = case.output(_patch_call(patch), PATCH_AS_FUNCTION)
+    key = served.standin.add(f"patch_{family}", text)
+    answer = served.openai.responses.create(
+        model="m",
+        input=f"Add hi.txt {key}",
+        tools=[APPLY_PATCH_TOOL],
+        tool_choice={"type": "custom", "name": "apply_patch"},
+    )
+    [item] = [i for i in answer.output if i.type == "custom_tool_call"]
+    assert (item.name, item.input) == ("apply_patch", patch)
+    grammar = served.sent()["grammar"]
+    assert accepts(grammar, text)
+    for bad in ("*** Begin Patch\n*** End Patch\n", patch.replace("+hi", "hi"), patch + "x"):
+        assert not accepts(grammar, case.output(_patch_call(bad), PATCH_AS_FUNCTION)), bad

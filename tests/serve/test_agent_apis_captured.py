@@ -41,6 +41,8 @@ from autoparser.serve.app import ServeConfig
 WROTE = "Created hello.txt."
 SAW = "The image is one flat colour."
 DESCRIBED = "A flat-coloured square."
+PATCHED = "Added patched.txt."
+PATCH = "*** Begin Patch\n*** Add File: patched.txt\n+hi\n*** End Patch\n"
 
 # What each body's answer holds: ("call", tool name) or ("text", the final answer).
 EXPECTED = {
@@ -53,6 +55,8 @@ EXPECTED = {
     "responses_codex_function_call_output": ("text", WROTE),
     "responses_codex_view_image": ("text", SAW),
     "responses_codex_user_image": ("text", DESCRIBED),
+    "responses_codex_apply_patch": ("call", "apply_patch"),
+    "responses_codex_custom_output": ("text", PATCHED),
 }
 FILES = sorted(FIXTURES.glob("*.json"))
 
@@ -147,6 +151,14 @@ ROWS: dict[str, Callable[[], bool]] = {
         if item.get("role") == "user"
         for part in item["content"]
     ),
+    "codex: apply_patch as a custom tool with a Lark grammar": lambda: any(
+        tool["type"] == "custom" and tool["format"]["syntax"] == "lark"
+        for tool in _body("responses_codex_apply_patch")["tools"]
+    ),
+    "codex: a custom_tool_call and its output sent back": lambda: (
+        {"custom_tool_call", "custom_tool_call_output"}
+        <= {item["type"] for item in _body("responses_codex_custom_output")["input"]}
+    ),
     "codex: items sent back as [function_call, reasoning, function_call_output]": lambda: (
         [item["type"] for item in _body("responses_codex_function_call_output")["input"][-3:]]
         == ["function_call", "reasoning", "function_call_output"]
@@ -192,6 +204,13 @@ def engine(first_call: str) -> ScriptedEngine:
         ],
     )
     standin.script("uimg", [qwen3_answer(DESCRIBED, "The user attached an image.")])
+    standin.script(
+        "patch",
+        [
+            qwen3_call("apply_patch", {"input": PATCH}, "Patch it."),
+            qwen3_answer(PATCHED, "The patch is applied."),
+        ],
+    )
     return standin
 
 
@@ -245,7 +264,8 @@ def answer(path: str, payloads: list[dict[str, Any]]) -> tuple[list[str], str, b
         return names, "".join(text), any(e.get("type") == "message_stop" for e in payloads)
     for e in payloads:
         item = e.get("item") or {}
-        if e.get("type") == "response.output_item.done" and item.get("type") == "function_call":
+        done = e.get("type") == "response.output_item.done"
+        if done and item.get("type") in ("function_call", "custom_tool_call"):
             names.append(item["name"])
         if e.get("type") == "response.output_text.delta":
             text.append(e["delta"])

@@ -48,6 +48,7 @@ from helpers.agent_clis import (
     save_fixture,
     tiny_png,
 )
+from helpers.gbnf_oracle import accepts
 from helpers.serve_standin import LoopThread, as_text
 
 from autoparser.serve import create_app
@@ -58,6 +59,8 @@ GREETING = "hello from qwen3\n"
 WROTE = "Created hello.txt."
 SAW = "The image is one flat colour."
 DESCRIBED = "A flat-coloured square."
+PATCHED = "Added patched.txt."
+PATCH = "*** Begin Patch\n*** Add File: patched.txt\n+hello from qwen3\n*** End Patch\n"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +76,7 @@ class Scenario:
     tools: tuple[str, ...] = ()
     fixtures: tuple[tuple[int, str], ...] = ()  # (request index, fixture name)
     attach: bool = False  # the user's message carries the working directory's pixel.png
+    model: str = "qwen3"  # the model name the CLI is configured with
 
 
 SCENARIOS = {
@@ -126,6 +130,17 @@ SCENARIOS = {
         ],
         fixtures=((1, "responses_codex_view_image"),),
     ),
+    "codex_patch": Scenario(
+        "codex",
+        "patch",
+        "Add patched.txt saying hello.",
+        lambda work: [
+            qwen3_call("apply_patch", {"input": PATCH}, "I will add the file with a patch."),
+            qwen3_answer(PATCHED, "The patch is applied."),
+        ],
+        fixtures=((0, "responses_codex_apply_patch"), (1, "responses_codex_custom_output")),
+        model="gpt-5.5",
+    ),
     "claude_user_image": Scenario(
         "claude",
         "uimg",
@@ -156,6 +171,7 @@ class Outcome:
     prompts: list[str]
     attempts: list[str]
     work: Path
+    grammars: list[str] = dataclasses.field(default_factory=list)  # sent to the engine
 
 
 class Stack:
@@ -197,7 +213,7 @@ class Stack:
             env = claude_env(home, self.proxy, self.url)
         else:
             command = codex_command(cli, prompt, image if scenario.attach else None)
-            env = codex_env(home, self.proxy, self.url)
+            env = codex_env(home, self.proxy, self.url, scenario.model)
         run = run_cli(command, work, env, stdin)
         sent = [
             c
@@ -214,7 +230,13 @@ class Stack:
                 if index >= len(sent):
                     pytest.fail(f"{name}: request {index} to capture as {fixture} never came")
                 save_fixture(fixture, sent[index], run_replacements(work, home))
-        return Outcome(run, sent, prompts, self.catcher.attempts[attempts_before:], work)
+        grammars = [
+            str(body.get("grammar", ""))
+            for path, body in self.engine.received[prompts_before:]
+            if path == "/completion"
+        ]
+        attempts = self.catcher.attempts[attempts_before:]
+        return Outcome(run, sent, prompts, attempts, work, grammars)
 
 
 @pytest.fixture(scope="module")
@@ -344,3 +366,26 @@ def test_codex_items_in_any_order_make_one_assistant_turn(outcome: Outcome) -> N
     assert "I will write it." in assistant_turns[0]
     assert "<tool_call>" in assistant_turns[0]
     assert turn.index("<tool_call>") < turn.index("<tool_response>")
+
+
+@pytest.mark.parametrize("outcome", ["codex_patch"], indirect=True)
+def test_codex_apply_patch_as_a_freeform_tool_with_its_lark_grammar(outcome: Outcome) -> None:
+    """Codex (configured with a model it sends ``apply_patch`` to as a ``custom`` tool with
+    a Lark grammar) gets the model's patch back as a ``custom_tool_call``, applies it (the
+    file appears), sends the result back and prints the answer; the engine's grammar held
+    the tool's input to the Lark grammar."""
+    assert outcome.run.returncode == 0, explain(outcome)
+    assert [c.status for c in outcome.sent] == [200, 200]
+    [tool] = [t for t in outcome.sent[0].body["tools"] if t.get("name") == "apply_patch"]
+    assert (tool["type"], tool["format"]["syntax"]) == ("custom", "lark")
+    assert (outcome.work / "patched.txt").read_text() == "hello from qwen3\n"
+    items = {item.get("type") for item in outcome.sent[1].body["input"]}
+    assert {"custom_tool_call", "custom_tool_call_output"} <= items
+    assert PATCHED in outcome.run.stdout
+    grammar = outcome.grammars[0]
+    call = qwen3_call("apply_patch", {"input": PATCH}, "")
+    call = call[call.index("<tool_call>") :]
+    assert accepts(grammar, call)
+    for broken in (PATCH.replace("+hello", "hello"), PATCH.replace("*** End Patch\n", "")):
+        bad = qwen3_call("apply_patch", {"input": broken}, "")
+        assert not accepts(grammar, bad[bad.index("<tool_call>") :]), broken

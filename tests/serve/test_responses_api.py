@@ -6,6 +6,7 @@ turn they belong to, and calls given back in the shape the client routes."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -47,24 +48,27 @@ def turns(chat: dict[str, Any]) -> list[tuple[str, bool, int, bool]]:
 
 @pytest.mark.parametrize("name", CAPTURED)
 def test_every_captured_request_maps(name: str) -> None:
-    """Developer items are system messages; the namespace's functions are tools under flat
-    names; ``store``, ``include``, ``prompt_cache_key``, ``client_metadata`` and
-    ``reasoning.summary`` change nothing."""
+    """Developer items are system messages; a namespace's functions are tools under flat
+    names; provider-run tools are left out; ``store``, ``include``, ``prompt_cache_key``,
+    ``client_metadata`` and ``reasoning.summary`` change nothing."""
     body = captured(name)
     mapped = responses_api.to_chat(body)
     chat = mapped.chat
     leading = [i["role"] for i in body["input"] if i.get("type") == "message"][:4]
     assert leading == ["developer", "developer", "user", "user"]
     assert [m["role"] for m in chat["messages"][:4]] == ["system", "system", "user", "user"]
-    namespace = next(t for t in body["tools"] if t["type"] == "namespace")
-    flat = [f"{namespace['name']}__{t['name']}" for t in namespace["tools"]]
     names = [t["function"]["name"] for t in chat["tools"]]
-    assert set(flat) <= set(names) and len(names) == len(set(names))
-    assert mapped.tools[flat[0]] == responses_api.ServedTool(
-        namespace["tools"][0]["name"], namespace["name"]
-    )
-    hosted = [f"tools[{i}]" for i, t in enumerate(body["tools"]) if t["type"] == "web_search"]
-    assert hosted  # Codex's default hosted web search: left out, with a warning
+    assert len(names) == len(set(names))
+    for namespace in [t for t in body["tools"] if t["type"] == "namespace"]:
+        flat = [f"{namespace['name']}__{t['name']}" for t in namespace["tools"]]
+        assert set(flat) <= set(names)
+        assert mapped.tools[flat[0]] == responses_api.ServedTool(
+            namespace["tools"][0]["name"], namespace["name"]
+        )
+    served_kinds = ("function", "custom", "namespace")
+    hosted = [f"tools[{i}]" for i, t in enumerate(body["tools"]) if t["type"] not in served_kinds]
+    assert any(body["tools"][int(h[6:-1])]["type"] == "web_search" for h in hosted)
+    # Codex's default hosted web search (and tool_search): left out, with a warning
     assert [d.detail.split(":")[0] for d in mapped.degraded if d.what == "hosted_tool"] == hosted
     assert "web_search" not in names
     ignored = ("store", "include", "prompt_cache_key", "client_metadata")
@@ -105,8 +109,8 @@ def test_an_image_in_a_call_output_or_a_user_turn_becomes_a_placeholder() -> Non
 
 
 def test_the_documented_shapes_map() -> None:
-    """Custom tools (a Lark and a regex grammar), a namespace, hosted tools, a namespaced
-    call and a custom call sent back, images in an output and a user turn."""
+    """Custom tools (Codex's apply_patch Lark grammar, a regex), a namespace, hosted tools,
+    a namespaced call and a custom call sent back, images in an output and a user turn."""
     body = shapes()
     mapped = responses_api.to_chat(body)
     tools = {t["function"]["name"]: t["function"]["parameters"] for t in mapped.chat["tools"]}
@@ -115,12 +119,14 @@ def test_the_documented_shapes_map() -> None:
         "mcp__github__list_issues", "mcp__github__get_issue", "mcp__github__create_issue",
         "mcp__github__comment", "mcp__github__search_code",
     ]  # fmt: skip
-    assert tools["apply_patch"]["properties"] == {"input": {"type": "string"}}
+    patch = tools["apply_patch"]["properties"]["input"]
+    assert patch["type"] == "string"
+    assert re.fullmatch(patch["pattern"], body["input"][10]["input"])
+    assert not re.fullmatch(patch["pattern"], "*** Begin Patch\n*** End Patch\n")
     assert tools["set_mode"]["properties"] == {
         "input": {"type": "string", "pattern": "^(?:(plan|edit|review))$"}
     }
     assert [(d.what, d.detail.split(":")[0]) for d in mapped.degraded] == [
-        ("tool_grammar", "tools[3] (apply_patch)"),
         ("hosted_tool", "tools[6]"),
         ("hosted_tool", "tools[7]"),
         ("media", "input[7].output[0]"),
@@ -140,11 +146,50 @@ def test_the_documented_shapes_map() -> None:
     assert ("assistant", False, 0, True) not in turns(chat)
 
 
-def test_strict_schemas_refuse_a_grammar_that_cannot_be_expressed() -> None:
+def _custom_tool(definition: str) -> dict[str, Any]:
+    grammar = {"type": "grammar", "syntax": "lark", "definition": definition}
+    tool = {"type": "custom", "name": "nest", "format": grammar}
+    return {"model": "m", "input": "hi", "tools": [tool]}
+
+
+NESTED = 'start: "(" start ")" | "x"'
+
+
+def test_a_lark_grammar_a_regex_cannot_hold_leaves_the_input_free() -> None:
+    """Recursion is past a regex: the input is any string, the log and metric say which
+    construct; ``--strict-schemas`` makes it a 400 naming the tool's format."""
+    mapped = responses_api.to_chat(_custom_tool(NESTED))
+    parameters = mapped.chat["tools"][0]["function"]["parameters"]
+    assert parameters["properties"] == {"input": {"type": "string"}}
+    [degraded] = mapped.degraded
+    assert degraded.what == "tool_grammar"
+    assert degraded.detail.startswith("tools[0]: the lark grammar of nest: the recursive rule")
+    assert degraded.detail.endswith("its input is left free")
     with pytest.raises(InvalidRequest) as info:
-        responses_api.to_chat(shapes(), strict=True)
-    assert info.value.param == "tools[3].format"
-    assert "lark" in str(info.value) and "apply_patch" in str(info.value)
+        responses_api.to_chat(_custom_tool(NESTED), strict=True)
+    assert info.value.param == "tools[0].format"
+    assert "nest" in str(info.value) and "recursive rule 'start'" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("definition", "problem"),
+    [("start: undefined_rule", "'undefined_rule' is not defined"), ("rule: x", "no 'start'")],
+)
+def test_an_invalid_lark_grammar_is_a_400_naming_the_problem(definition: str, problem: str) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        responses_api.to_chat(_custom_tool(definition))
+    assert info.value.param == "tools[0].format.definition"
+    assert "the lark grammar of nest is not valid" in str(info.value) and problem in str(info.value)
+
+
+def test_a_grammar_of_another_syntax_leaves_the_input_free() -> None:
+    body = _custom_tool("root ::= x")
+    body["tools"][0]["format"]["syntax"] = "gbnf"
+    [degraded] = responses_api.to_chat(body).degraded
+    assert "a gbnf grammar (nest) cannot be expressed" in degraded.detail
+    with pytest.raises(InvalidRequest) as info:
+        responses_api.to_chat(body, strict=True)
+    assert info.value.param == "tools[0].format"
 
 
 def test_items_in_any_order_join_the_turn_they_belong_to() -> None:

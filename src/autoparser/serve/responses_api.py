@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from autoparser import ChatMessage, StreamDelta, ToolCallDelta
+from autoparser import ChatMessage, LarkGrammarError, StreamDelta, ToolCallDelta, lark_to_regex
 from autoparser.serve.chat_completions import MEDIA_PARTS, media_placeholder, placeholder_text
 from autoparser.serve.limits import Degradation, InvalidRequest
 from autoparser.serve.openai_format import Usage
@@ -298,9 +298,11 @@ def _function(tool: Mapping[str, object], where: str, name: str) -> dict[str, ob
 
 
 def _custom(tool: Mapping[str, object], where: str, state: _State) -> dict[str, object]:
-    """A custom (freeform) tool as a function of one string argument, ``input``; a regex
-    grammar constrains that string (a full match), a Lark grammar cannot be expressed
-    here: the string is left free (a 400 with ``--strict-schemas``)."""
+    """A custom (freeform) tool as a function of one string argument, ``input``, constrained
+    by its grammar: a regex (a full match), or a Lark grammar translated to one
+    (``schema/lark_grammar.py``). A grammar that is not valid Lark is a 400; one that uses a
+    construct a regex cannot express leaves the string free, a 400 with
+    ``--strict-schemas``."""
     name = tool.get("name")
     if not isinstance(name, str):
         raise _fail("must be a string", f"{where}.name")
@@ -308,14 +310,26 @@ def _custom(tool: Mapping[str, object], where: str, state: _State) -> dict[str, 
     fmt = tool.get("format")
     if isinstance(fmt, Mapping) and fmt.get("type") == "grammar":
         syntax, definition = fmt.get("syntax"), fmt.get("definition")
-        if syntax == "regex" and isinstance(definition, str):
+        if not isinstance(definition, str):
+            raise _fail("must be a string", f"{where}.format.definition")
+        if syntax == "regex":
             value["pattern"] = f"^(?:{definition})$"
+        elif syntax == "lark":
+            try:
+                value["pattern"] = f"^(?:{lark_to_regex(definition)})$"
+            except LarkGrammarError as exc:
+                if not exc.unsupported:
+                    raise _fail(
+                        f"the lark grammar of {name} is not valid: {exc.detail}",
+                        f"{where}.format.definition",
+                    ) from None
+                _grammar_left_free(f"the lark grammar of {name}: {exc.detail}", where, state)
         else:
-            why = f"{where} ({name}): a {syntax} grammar cannot be expressed in the grammar"
-            if state.strict:
-                raise _fail(f"{why} (only regex grammars can)", f"{where}.format")
-            state.degraded.append(
-                Degradation("tool_grammar", "tool_grammar", f"{why}: its input is left free")
+            _grammar_left_free(
+                f"a {syntax} grammar ({name}) cannot be expressed in the grammar (only lark "
+                "and regex grammars can)",
+                where,
+                state,
             )
     parameters = {
         "type": "object",
@@ -328,6 +342,15 @@ def _custom(tool: Mapping[str, object], where: str, state: _State) -> dict[str, 
         function["description"] = tool["description"]
     state.tools[name] = ServedTool(name, custom=True)
     return {"type": "function", "function": function}
+
+
+def _grammar_left_free(why: str, where: str, state: _State) -> None:
+    """A custom tool's grammar the emitted grammar cannot hold: its input is any string
+    (a 400 naming the format under ``--strict-schemas``)."""
+    if state.strict:
+        raise _fail(why, f"{where}.format")
+    detail = f"{where}: {why}: its input is left free"
+    state.degraded.append(Degradation("tool_grammar", "tool_grammar", detail))
 
 
 def _tools(tools: object, state: _State) -> list[dict[str, object]] | None:
