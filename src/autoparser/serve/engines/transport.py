@@ -36,22 +36,26 @@ MAX_LINE = 16 << 20
 async def _blocks(response: aiohttp.ClientResponse, idle: float) -> AsyncIterator[bytes]:
     """The body as it arrives: each time, all the engine has sent so far (so that pieces
     that arrived together are read, parsed and answered together), each within ``idle``
-    seconds of the previous one. One timer per stream, moved on at every block (a task
-    per read would cost more than the parse)."""
+    seconds of the previous one. One timer per stream, which only looks at the time of
+    the last block when it fires (moving a timer at every block costs more than that)."""
     loop = asyncio.get_running_loop()
     expired = False
+    last = loop.time()
+    timer: asyncio.TimerHandle
 
-    def expire() -> None:
-        nonlocal expired
+    def check() -> None:
+        nonlocal expired, timer
+        if loop.time() < last + idle:
+            timer = loop.call_at(last + idle, check)
+            return
         expired = True
         response.close()
 
     content = response.content
-    timer = loop.call_later(idle, expire)
+    timer = loop.call_at(last + idle, check)
     try:
         while block := await content.readany():
-            timer.cancel()
-            timer = loop.call_later(idle, expire)
+            last = loop.time()
             yield block
     except aiohttp.ClientError:
         if not expired:
@@ -63,8 +67,8 @@ async def _blocks(response: aiohttp.ClientResponse, idle: float) -> AsyncIterato
 
 
 async def _line_batches(response: aiohttp.ClientResponse, idle: float) -> AsyncIterator[list[str]]:
-    """The body's complete lines (decoded), as many as each block completes; the
-    last line also when the body ends without a newline."""
+    """The body's complete lines (decoded), as many as each block completes; the last line
+    also when the body ends without a newline."""
     rest = b""
     async for block in _blocks(response, idle):
         cut = block.rfind(b"\n")
