@@ -102,7 +102,7 @@ async def sse_event_batches(
                     field, _, value = line.partition(":")
                     value = value.strip()
                     if field == "error":
-                        if events:
+                        if events:  # the events before it are the model's output
                             yield events
                         raise BackendError(
                             "the engine reported an error", f"{where}: {value}", "http"
@@ -113,13 +113,16 @@ async def sse_event_batches(
                     if events:
                         yield events
                     return
-                event = read_json(value, where)
-                if isinstance(event, Mapping) and "error" in event:
-                    if events:
+                try:
+                    event = read_json(value, where)
+                    if isinstance(event, Mapping) and "error" in event:
+                        raise BackendError(
+                            "the engine reported an error", f"{where}: {event['error']}", "http"
+                        )
+                except BackendError:
+                    if events:  # the events before it are the model's output
                         yield events
-                    raise BackendError(
-                        "the engine reported an error", f"{where}: {event['error']}", "http"
-                    )
+                    raise
                 events.append(event)
             if events:
                 yield events
