@@ -496,10 +496,11 @@ def _cpu_rows(
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--only", choices=("cpu",), help="run one section")
+    sections = {"load": load, "workers": workers_scaling, "cpu": cpu_per_piece}
+    ap.add_argument("--only", choices=sorted(sections), help="run one section")
     args = ap.parse_args()
-    if args.only == "cpu":
-        cpu_per_piece(args.smoke)
+    if args.only:
+        sections[args.only](args.smoke)
         return
     load(args.smoke)
     provenance_cost(args.smoke)
