@@ -1,7 +1,7 @@
 """The one HTTP transport to an engine, whatever its dialect: JSON POSTs retried once on a
 fresh connection, server-sent events read in blocks (the events that arrived together, as
-one batch), GETs for health and detection,
-every wait bounded (``Timeouts``) and every failure a ``BackendError``."""
+one batch), GETs for health and detection, every wait bounded (``Timeouts``) and every
+failure a ``BackendError``."""
 
 from __future__ import annotations
 
