@@ -34,11 +34,13 @@ _STALE = (
 MAX_LINE = 16 << 20
 
 
-async def _blocks(response: aiohttp.ClientResponse, idle: float) -> AsyncIterator[bytes]:
-    """The body as it arrives: each time, all the engine has sent so far (so that pieces
-    that arrived together are read, parsed and answered together), each within ``idle``
-    seconds of the previous one. One timer per stream, which only looks at the time of
-    the last block when it fires (moving a timer at every block costs more than that)."""
+async def _line_batches(response: aiohttp.ClientResponse, idle: float) -> AsyncIterator[list[str]]:
+    """The body's complete lines (decoded) as it arrives: each time, the lines of all the
+    engine has sent so far (so that pieces that arrived together are read, parsed and
+    answered together), the last line also when the body ends without a newline; each
+    block within ``idle`` seconds of the previous one. One timer per stream, which only
+    looks at the time of the last block when it fires (moving a timer at every block
+    costs more than that)."""
     loop = asyncio.get_running_loop()
     expired = False
     last = loop.time()
@@ -53,11 +55,20 @@ async def _blocks(response: aiohttp.ClientResponse, idle: float) -> AsyncIterato
         response.close()
 
     content = response.content
+    rest = b""
     timer = loop.call_at(last + idle, check)
     try:
         while block := await content.readany():
             last = loop.time()
-            yield block
+            cut = block.rfind(b"\n")
+            if cut < 0:
+                rest += block
+                if len(rest) > MAX_LINE:
+                    raise ValueError(f"a line of the event stream is longer than {MAX_LINE} bytes")
+                continue
+            whole = rest + block[: cut + 1] if rest else block[: cut + 1]
+            rest = block[cut + 1 :]
+            yield whole.decode("utf-8", errors="replace").split("\n")[:-1]
     except aiohttp.ClientError:
         if not expired:
             raise
@@ -65,22 +76,6 @@ async def _blocks(response: aiohttp.ClientResponse, idle: float) -> AsyncIterato
         timer.cancel()
     if expired:
         raise asyncio.TimeoutError
-
-
-async def _line_batches(response: aiohttp.ClientResponse, idle: float) -> AsyncIterator[list[str]]:
-    """The body's complete lines (decoded), as many as each block completes; the last line
-    also when the body ends without a newline."""
-    rest = b""
-    async for block in _blocks(response, idle):
-        cut = block.rfind(b"\n")
-        if cut < 0:
-            rest += block
-            if len(rest) > MAX_LINE:
-                raise ValueError(f"a line of the event stream is longer than {MAX_LINE} bytes")
-            continue
-        whole = rest + block[: cut + 1] if rest else block[: cut + 1]
-        rest = block[cut + 1 :]
-        yield whole.decode("utf-8", errors="replace").split("\n")[:-1]
     if rest:
         yield [rest.decode("utf-8", errors="replace")]
 
