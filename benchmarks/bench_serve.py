@@ -13,7 +13,11 @@ building at two tool counts (linear: the time ratio follows the count ratio). An
 ``--workers`` scaling: the same streams through ``autoparser serve --workers N`` (N = 1, 2,
 4; each a process of its own) in front of a stand-in engine in a process of its own, the
 ratio of each to one worker (on a machine of C cores it grows until the cores, which the
-engine and the load generator share, run out). ``--smoke``: tiny sizes.
+engine and the load generator share, run out). And CPU per piece: serve's CPU time (read
+from ``/proc``) per streamed piece next to a bare aiohttp proxy's, measured in the same run
+(the proxy reads the engine's SSE and writes each piece as an OpenAI chunk with
+``json.dumps``: no template, no parser; the floor any Python front end pays), each in a
+process of its own in front of the stand-in engine in a third. ``--smoke``: tiny sizes.
 """
 
 from __future__ import annotations
@@ -278,9 +282,16 @@ def grammar_scaling(smoke: bool) -> None:
 
 
 _ENGINE = """
-import sys
+import asyncio, sys
 from aiohttp import web
 from helpers.serve_standin import StandIn
+PACE = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
+if PACE:  # a piece every PACE seconds per stream, as an engine decodes, not all at once
+    _write = web.StreamResponse.write
+    async def _paced(self, data):
+        await _write(self, data)
+        await asyncio.sleep(PACE)
+    web.StreamResponse.write = _paced
 standin = StandIn("llama.cpp")
 standin.max_chunk = 4
 standin.add("bench", sys.stdin.read())
@@ -334,15 +345,170 @@ def workers_scaling(smoke: bool) -> None:
         engine.wait(timeout=30)
 
 
+# The baseline front end: what any Python proxy in front of the engine pays per piece. It
+# sends the engine one fixed prompt, reads its SSE line by line and writes each piece as
+# an OpenAI chunk (json.dumps) as soon as it is read; no validation, template or parser.
+_BARE_PROXY = """
+import json, sys, time, uuid
+import aiohttp
+from aiohttp import web
+
+ENGINE = sys.argv[2] + "/completion"
+
+async def health(request):
+    return web.Response(text="ok")
+
+async def chat(request):
+    await request.json()
+    ident = {"id": "chatcmpl-" + uuid.uuid4().hex, "object": "chat.completion.chunk",
+             "created": int(time.time()), "model": "bare"}
+    session = request.app["session"]
+    out = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await out.prepare(request)
+    async with session.post(ENGINE, json={"prompt": "[[bench]]", "stream": True}) as r:
+        async for line in r.content:
+            if not line.startswith(b"data: "):
+                continue
+            event = json.loads(line[6:])
+            chunk = {**ident, "choices": [{"index": 0, "delta": {"content": event["content"]},
+                                           "logprobs": None, "finish_reason": None}]}
+            await out.write(b"data: " + json.dumps(chunk).encode() + b"\\n\\n")
+            if event.get("stop"):
+                break
+    await out.write(b"data: [DONE]\\n\\n")
+    await out.write_eof()
+    return out
+
+async def start(app):
+    app["session"] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+
+async def stop(app):
+    await app["session"].close()
+
+app = web.Application()
+app.on_startup.append(start)
+app.on_cleanup.append(stop)
+app.router.add_get("/health", health)
+app.router.add_post("/v1/chat/completions", chat)
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)
+"""
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    import os
+
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _bench_output(smoke: bool) -> str:
+    case = CASE_BY_NAME["hermes"]
+    return "Let me look that up. " * (2 if smoke else 20) + case.output(
+        scenarios(case)["complex_args"], TOOLS
+    )
+
+
+def _start_engine(output: str, pace: float = 0.0) -> tuple[str, object]:
+    """The stand-in engine (llama.cpp's flavour, ~token-sized pieces) in a process of its
+    own, streaming ``output`` for the key ``bench`` (a piece every ``pace`` seconds per
+    stream; 0: as fast as it can)."""
+    import subprocess
+
+    from helpers.processes import cli_env, free_port
+
+    port = free_port()
+    engine = subprocess.Popen(
+        [sys.executable, "-c", _ENGINE, str(port), str(pace)], stdin=subprocess.PIPE, env=cli_env()
+    )
+    assert engine.stdin is not None
+    engine.stdin.write(output.encode())
+    engine.stdin.close()
+    return f"http://127.0.0.1:{port}", engine
+
+
+def cpu_per_piece(smoke: bool) -> None:
+    """CPU time per streamed piece of ``autoparser serve`` (operator defaults) and of the
+    bare proxy, in the same run against the same engine process; each measured twice,
+    alternating, the lower kept (the machine is shared). Two engines: one that sends each
+    generation as fast as it can (pieces arrive together: serve answers them with one
+    write) and one that paces its pieces (a piece every 4 ms per stream, as a GPU engine
+    decodes: each piece arrives alone, the case that costs most per piece)."""
+    output = _bench_output(smoke)
+    standin = StandIn("llama.cpp")
+    standin.max_chunk = 4
+    pieces = len(standin._chunks(output, "bench"))
+    concurrency, n = (8, 16) if smoke else (32, 128)
+    print(
+        f"\n## CPU per piece: {n} streams of {pieces} pieces, {concurrency} at a time "
+        "(same run, same engine process)"
+    )
+    print("| engine | front end | CPU per piece | pieces/s | / bare proxy |")
+    print("|---|---|---|---|---|")
+    engines = (("all at once", 0.0), ("paced, 4 ms", 0.004))
+    for label, pace in engines[1:] if smoke else engines:  # --smoke: the paced one only
+        best = _cpu_rows(output, pace, pieces, concurrency, n, 1 if smoke else 2)
+        bare = best["bare proxy"][0]
+        for name, (per_piece, rate) in best.items():
+            print(
+                f"| {label} | {name} | {per_piece * 1e6:.1f} us | {rate:,.0f} | "
+                f"{per_piece / bare:.2f} |",
+                flush=True,
+            )
+
+
+def _cpu_rows(
+    output: str, pace: float, pieces: int, concurrency: int, n: int, repeat: int
+) -> dict[str, tuple[float, float]]:
+    """Each front end's lowest CPU seconds per piece over ``repeat`` runs, and its pieces/s."""
+    from helpers.processes import cli_env, free_port, serve_command, started
+
+    chat = {"messages": [{"role": "user", "content": "[[bench]]"}], "tools": TOOLS, "stream": True}
+    template = ROOT / "tests" / "templates" / CASE_BY_NAME["hermes"].template
+    backend, engine = _start_engine(output, pace)
+    best: dict[str, tuple[float, float]] = {}
+    try:
+        with tempfile.TemporaryDirectory() as scratch, contextlib.ExitStack() as stack:
+            fronts = {}
+            for name in ("bare proxy", "autoparser serve"):
+                port = free_port()
+                if name == "bare proxy":
+                    cmd = [sys.executable, "-c", _BARE_PROXY, str(port), backend]
+                else:
+                    cmd = serve_command(backend, "--template", str(template), "--port", str(port))
+                log = Path(scratch) / f"{name.replace(' ', '-')}.log"
+                fronts[name] = stack.enter_context(started(cmd, port, log, env=cli_env()))
+            for _ in range(repeat):
+                for name, (url, proc) in fronts.items():
+                    target = url + "/v1/chat/completions"
+                    asyncio.run(_run(target, chat, concurrency, concurrency))  # warm
+                    cpu0, t0 = _cpu_seconds(proc.pid), time.perf_counter()
+                    asyncio.run(_run(target, chat, n, concurrency))
+                    wall = time.perf_counter() - t0
+                    per_piece = (_cpu_seconds(proc.pid) - cpu0) / (n * pieces)
+                    if name not in best or per_piece < best[name][0]:
+                        best[name] = (per_piece, n * pieces / wall)
+    finally:
+        engine.terminate()  # type: ignore[attr-defined]
+        engine.wait(timeout=30)  # type: ignore[attr-defined]
+    return best
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--smoke", action="store_true")
+    sections = {"load": load, "workers": workers_scaling, "cpu": cpu_per_piece}
+    ap.add_argument("--only", choices=sorted(sections), help="run one section")
     args = ap.parse_args()
+    if args.only:
+        sections[args.only](args.smoke)
+        return
     load(args.smoke)
     provenance_cost(args.smoke)
     plain_text_cost(args.smoke)
     grammar_scaling(args.smoke)
     workers_scaling(args.smoke)
+    cpu_per_piece(args.smoke)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
@@ -388,21 +387,25 @@ class Sink(Protocol):
 
 class ChatSink:
     """Chat-completion chunks: the role, the deltas, the finish reason (and usage when
-    asked), ``[DONE]``."""
+    asked), ``[DONE]``. The deltas' chunks are written from prepared parts
+    (``oai.ChunkEvents``), the same bytes ``json.dumps`` of each chunk object gives."""
 
     def __init__(self, ident: oai.ResponseIdentity, req: ChatRequest, field: str) -> None:
         self.ident = ident
         self.req = req
         self.field = field
+        self.events = oai.ChunkEvents(ident)
 
     def start(self) -> bytes:
         return _sse(oai.chunk(self.ident, {"role": "assistant", "content": ""}))
 
     def feed(self, deltas: list[StreamDelta]) -> bytes:
-        field = self.field
-        return b"".join(
-            _sse(oai.chunk(self.ident, _reasoning_keys(d.to_openai(), field))) for d in deltas
-        )
+        if not deltas:
+            return b""
+        event, field = self.events.event, self.field
+        if len(deltas) == 1:  # most feeds
+            return event(delta_json(deltas[0], field)).encode()
+        return "".join([event(delta_json(d, field)) for d in deltas]).encode()
 
     def finish(self, message: ChatMessage, end: Finished) -> tuple[bytes, str]:
         reason = oai.finish_reason(message, end.hit_limit)
@@ -416,6 +419,19 @@ class ChatSink:
 
     def close(self) -> bytes:
         return b"data: [DONE]\n\n"
+
+
+def delta_json(delta: StreamDelta, field: str) -> str:
+    """A delta's OpenAI ``delta`` object as JSON text, reasoning under ``field``
+    (``_reasoning_keys``): a delta of one text field (most are) written directly, any
+    other through its dict; the same text ``json.dumps`` gives either way."""
+    content, reasoning = delta.content, delta.reasoning_content
+    if not delta.tool_calls:
+        if reasoning is None:
+            return "{}" if content is None else '{"content": ' + oai.json_string(content) + "}"
+        if content is None and field != "both":
+            return f'{{"{field}": {oai.json_string(reasoning)}}}'
+    return oai.to_json(_reasoning_keys(delta.to_openai(), field))
 
 
 class Chat:
@@ -545,7 +561,7 @@ class Chat:
         is still a 502/504; one that is slow gets the headers after ``HEADERS_AFTER``
         seconds and keep-alive comments until its first piece (then an error is an event)."""
         state = info(request)
-        pieces: AsyncGenerator[str | Finished, None] = prepared.served.backend.stream(prepared.gen)
+        pieces = prepared.served.backend.stream_batches(prepared.gen)
         async with contextlib.aclosing(pieces):
             first = asyncio.ensure_future(pieces.__anext__())
             first.add_done_callback(lambda _: setattr(state, "first_token", time.perf_counter()))
@@ -575,11 +591,15 @@ class Chat:
         prepared: Prepared,
         sink: Sink,
         policy: str | None,
-        pieces: AsyncGenerator[str | Finished, None],
-        first: asyncio.Future[str | Finished],
+        pieces: AsyncGenerator[list[str] | Finished, None],
+        first: asyncio.Future[list[str] | Finished],
     ) -> web.StreamResponse:
+        """The stream's body: each batch of pieces that arrived together fed to the parser
+        piece by piece (the chunks are the same however the engine's pieces are batched)
+        and answered with one write."""
         state = info(request)
         reply = prepared.reply(policy)
+        feed, write = reply.feed, sink.feed
         out = [sink.start()]
         end: Finished | None = None
         try:
@@ -588,7 +608,7 @@ class Chat:
                 if isinstance(item, Finished):
                     end = item
                     break
-                out.append(sink.feed(reply.feed(item)))
+                out.extend([write(feed(piece)) for piece in item])
                 chunk = b"".join(out)
                 out.clear()
                 if chunk:
@@ -619,4 +639,4 @@ class Chat:
 
 
 def _sse(obj: object) -> bytes:
-    return b"data: " + json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n\n"
+    return b"data: " + oai.to_json(obj).encode("utf-8") + b"\n\n"

@@ -7,8 +7,10 @@ check it against the OpenAI contract without a running server.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 import uuid
+from json.encoder import encode_basestring
 
 from autoparser import ChatMessage
 
@@ -83,6 +85,45 @@ def chunk(
         "model": ident.model,
         "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}],
     }
+
+
+# ``json.dumps(obj, ensure_ascii=False)`` without building an encoder per call: the same
+# text, as the chunks have always been written (``", "`` and ``": "`` separators).
+to_json = json.JSONEncoder(ensure_ascii=False).encode
+json_string = encode_basestring  # a str as JSON, non-ASCII kept (what to_json does to a str)
+
+
+class ChunkEvents:
+    """The SSE events of one response's ``chat.completion.chunk`` objects, written from
+    parts prepared once per response: everything before a choice's index and delta is
+    the same in every chunk, and so, in most chunks, is everything after it. Each event
+    is the text ``json.dumps(chunk(...), ensure_ascii=False)`` gives, byte for byte; the
+    caller hands the delta already as JSON (most deltas are one text field)."""
+
+    _NO_EXTRAS = ', "logprobs": null, "finish_reason": null}]}\n\n'
+
+    def __init__(self, ident: ResponseIdentity) -> None:
+        whole = to_json(chunk(ident, {}))
+        head = whole[: whole.rindex('"index": 0, "delta": {}') + len('"index": ')]
+        self.head = "data: " + head
+        self.first = self.head + '0, "delta": '
+
+    def event(
+        self,
+        delta_json: str,
+        index: int = 0,
+        logprobs: object = None,
+        finish_reason: str | None = None,
+    ) -> str:
+        """One chunk's event (``data: ...`` and its blank line) carrying ``delta_json``;
+        ``logprobs``: the choice's logprobs object (None: null)."""
+        start = self.first if index == 0 else f'{self.head}{index}, "delta": '
+        if logprobs is None and finish_reason is None:
+            return start + delta_json + self._NO_EXTRAS
+        return (
+            f"{start}{delta_json}, "
+            f'"logprobs": {to_json(logprobs)}, "finish_reason": {to_json(finish_reason)}}}]}}\n\n'
+        )
 
 
 def usage_chunk(ident: ResponseIdentity, usage: Usage) -> dict[str, object]:

@@ -74,15 +74,35 @@ class Backend:
 
     async def stream(self, gen: Generation) -> AsyncGenerator[str | Finished, None]:
         """Pieces of generated text, then one ``Finished`` (always the last item)."""
+        async for item in self.stream_batches(gen):
+            if isinstance(item, Finished):
+                yield item
+            else:
+                for piece in item:
+                    yield piece
+
+    async def stream_batches(self, gen: Generation) -> AsyncGenerator[list[str] | Finished, None]:
+        """``stream`` in batches: the pieces whose events arrived together (never an empty
+        batch, no empty piece), then one ``Finished`` (always the last item). A server
+        answers a batch with one write."""
         out = await self.prepare(gen)
         dialect = self.dialect
         where = f"{self.url}{dialect.path}"
         state: dict[str, object] = {}
         body = dialect.payload(gen, out.prompt, True)
-        async for event in self.transport.post_events(body, dialect.path):
-            piece = dialect.read_event(event, state, where)
-            if piece:
-                yield piece
+        read = dialect.read_event
+        async for events in self.transport.post_event_batches(body, dialect.path):
+            pieces: list[str] = []
+            try:
+                for event in events:
+                    if piece := read(event, state, where):
+                        pieces.append(piece)
+            except BackendError:
+                if pieces:  # what came before the bad event is still the model's output
+                    yield pieces
+                raise
+            if pieces:
+                yield pieces
         yield dataclasses.replace(dialect.read_end(state, where), prompt_form=out.form)
 
     async def count_tokens(self, gen: Generation) -> int | None:

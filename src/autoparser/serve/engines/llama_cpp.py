@@ -8,6 +8,7 @@ Recognised by ``GET /props``, which also tells the chat template and special tok
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 
 from autoparser.serve.engines.base import (
@@ -47,12 +48,15 @@ class LlamaCppTokenizer:
         for text in texts:
             content.extend((text, -1))
         body = {"content": content, "add_special": False, "parse_special": special}
-        out: list[list[int]] = [[]]
-        for token in token_ids(await self.channel.post_json(body, "/tokenize"), self.where):
-            if token == -1:
-                out.append([])
-            else:
-                out[-1].append(token)
+        ids = token_ids(await self.channel.post_json(body, "/tokenize"), self.where)
+        out: list[list[int]] = []
+        at = 0
+        with contextlib.suppress(ValueError):  # cut at each separator, no step per token
+            while True:
+                cut = ids.index(-1, at)
+                out.append(ids[at:cut])
+                at = cut + 1
+        out.append(ids[at:])
         if len(out) != len(texts) + 1:
             raise BackendError(
                 "the engine's tokenizer answered an unexpected token list", self.where

@@ -1,6 +1,7 @@
 """The one HTTP transport to an engine, whatever its dialect: JSON POSTs retried once on a
-fresh connection, server-sent events read line by line, GETs for health and detection,
-every wait bounded (``Timeouts``) and every failure a ``BackendError``."""
+fresh connection, server-sent events read in blocks (the events that arrived together, as
+one batch), GETs for health and detection, every wait bounded (``Timeouts``) and every
+failure a ``BackendError``."""
 
 from __future__ import annotations
 
@@ -28,23 +29,46 @@ _STALE = (
 )
 
 
-async def _lines(response: aiohttp.ClientResponse, idle: float) -> AsyncIterator[bytes]:
-    """The body's lines, each within ``idle`` seconds of the previous one. One timer per
-    stream, moved on at every line (a task per read would cost more than the parse)."""
+# The most a line of an engine's event stream may grow to before it is an error (a stream
+# that never sends a newline must not fill the memory).
+MAX_LINE = 16 << 20
+
+
+async def _line_batches(response: aiohttp.ClientResponse, idle: float) -> AsyncIterator[list[str]]:
+    """The body's complete lines (decoded) as it arrives: each time, the lines of all the
+    engine has sent so far (so that pieces that arrived together are read, parsed and
+    answered together), the last line also when the body ends without a newline; each
+    block within ``idle`` seconds of the previous one. One timer per stream, which only
+    looks at the time of the last block when it fires (moving a timer at every block
+    costs more than that)."""
     loop = asyncio.get_running_loop()
     expired = False
+    last = loop.time()
+    timer: asyncio.TimerHandle
 
-    def expire() -> None:
-        nonlocal expired
+    def check() -> None:
+        nonlocal expired, timer
+        if loop.time() < last + idle:
+            timer = loop.call_at(last + idle, check)
+            return
         expired = True
         response.close()
 
-    timer = loop.call_later(idle, expire)
+    content = response.content
+    rest = b""
+    timer = loop.call_at(last + idle, check)
     try:
-        async for raw in response.content:
-            timer.cancel()
-            timer = loop.call_later(idle, expire)
-            yield raw
+        while block := await content.readany():
+            last = loop.time()
+            cut = block.rfind(b"\n")
+            if cut < 0:
+                rest += block
+                if len(rest) > MAX_LINE:
+                    raise ValueError(f"a line of the event stream is longer than {MAX_LINE} bytes")
+                continue
+            whole = rest + block[: cut + 1] if rest else block[: cut + 1]
+            rest = block[cut + 1 :]
+            yield whole.decode("utf-8", errors="replace").split("\n")[:-1]
     except aiohttp.ClientError:
         if not expired:
             raise
@@ -52,31 +76,52 @@ async def _lines(response: aiohttp.ClientResponse, idle: float) -> AsyncIterator
         timer.cancel()
     if expired:
         raise asyncio.TimeoutError
+    if rest:
+        yield [rest.decode("utf-8", errors="replace")]
 
 
-async def sse_events(
+async def sse_event_batches(
     response: aiohttp.ClientResponse, where: str, idle: float
-) -> AsyncIterator[object]:
-    """The JSON payloads of a ``text/event-stream`` body, until ``[DONE]`` or its end."""
+) -> AsyncIterator[list[object]]:
+    """The JSON payloads of a ``text/event-stream`` body, until ``[DONE]`` or its end, in
+    batches: the events that arrived together (never an empty batch)."""
     try:
-        async for raw in _lines(response, idle):
-            line = raw.decode("utf-8", errors="replace").strip()
-            if not line or line.startswith(":"):
-                continue
-            field, _, value = line.partition(":")
-            value = value.strip()
-            if field == "error":
-                raise BackendError("the engine reported an error", f"{where}: {value}", "http")
-            if field != "data":
-                continue
-            if value == "[DONE]":
-                return
-            event = read_json(value, where)
-            if isinstance(event, Mapping) and "error" in event:
-                raise BackendError(
-                    "the engine reported an error", f"{where}: {event['error']}", "http"
-                )
-            yield event
+        async for lines in _line_batches(response, idle):
+            events: list[object] = []
+            for line in lines:
+                if line.startswith("data:"):  # most lines: no other field to look for
+                    value = line[5:].strip()
+                else:
+                    line = line.strip()
+                    if not line or line.startswith(":"):
+                        continue
+                    field, _, value = line.partition(":")
+                    value = value.strip()
+                    if field == "error":
+                        if events:  # the events before it are the model's output
+                            yield events
+                        raise BackendError(
+                            "the engine reported an error", f"{where}: {value}", "http"
+                        )
+                    if field != "data":
+                        continue
+                if value == "[DONE]":
+                    if events:
+                        yield events
+                    return
+                try:
+                    event = read_json(value, where)
+                    if isinstance(event, Mapping) and "error" in event:
+                        raise BackendError(
+                            "the engine reported an error", f"{where}: {event['error']}", "http"
+                        )
+                except BackendError:
+                    if events:  # the events before it are the model's output
+                        yield events
+                    raise
+                events.append(event)
+            if events:
+                yield events
     except asyncio.TimeoutError as exc:
         raise BackendError(
             f"the engine sent nothing for {idle:g} s", f"{where}: idle timeout", "timeout"
@@ -87,6 +132,15 @@ async def sse_events(
         raise BackendError(
             "the engine's stream broke off", f"{where}: {described(exc)}", "unreachable"
         ) from exc
+
+
+async def sse_events(
+    response: aiohttp.ClientResponse, where: str, idle: float
+) -> AsyncIterator[object]:
+    """``sse_event_batches`` one event at a time."""
+    async for events in sse_event_batches(response, where, idle):
+        for event in events:
+            yield event
 
 
 class Transport:
@@ -170,15 +224,24 @@ class Transport:
             response.release()
         return read_json(text, where)
 
-    async def post_events(self, body: Mapping[str, object], path: str) -> AsyncIterator[object]:
-        """POST ``body`` and the JSON events of the engine's SSE answer, each within the
-        idle timeout of the one before."""
+    async def post_event_batches(
+        self, body: Mapping[str, object], path: str
+    ) -> AsyncIterator[list[object]]:
+        """POST ``body`` and the JSON events of the engine's SSE answer, in batches of those
+        that arrived together, each within the idle timeout of the one before."""
         response = await self.post(body, path)
         try:
-            async for event in sse_events(response, f"{self.url}{path}", self.timeouts.idle):
-                yield event
+            where = f"{self.url}{path}"
+            async for events in sse_event_batches(response, where, self.timeouts.idle):
+                yield events
         finally:
             response.release()
+
+    async def post_events(self, body: Mapping[str, object], path: str) -> AsyncIterator[object]:
+        """``post_event_batches`` one event at a time."""
+        async for events in self.post_event_batches(body, path):
+            for event in events:
+                yield event
 
     async def health(self, path: str) -> str | None:
         """None when ``GET path`` answers 200 within the connect timeout, else why not."""
