@@ -336,8 +336,11 @@ def param_of(message: str) -> str | None:
     return found.group(1) if found else None
 
 
-def generation(params: ChatParams, sampling: SamplingOptions, plain_text: bool) -> Generation:
-    """The engine-neutral generation of one request."""
+def generation(
+    params: ChatParams, sampling: SamplingOptions, plain_text: bool, logprobs: int | None = None
+) -> Generation:
+    """The engine-neutral generation of one request (``logprobs``: alternatives per token
+    asked of the engine; None: none)."""
     return Generation(
         prompt=params.prompt,
         max_tokens=sampling.max_tokens,
@@ -348,4 +351,5 @@ def generation(params: ChatParams, sampling: SamplingOptions, plain_text: bool) 
         grammar_triggers=tuple(params.grammar_triggers),
         preserved_tokens=tuple(params.preserved_tokens),
         caller_spans=tuple(params.caller_spans or ()) if plain_text else None,
+        logprobs=logprobs,
     )

@@ -23,6 +23,7 @@ from autoparser.serve.engines.base import (
     Generation,
     Hooks,
     Outgoing,
+    Scored,
     Timeouts,
     token_ids,
 )
@@ -70,20 +71,34 @@ class Backend:
             dialect.payload(gen, out.prompt, False), dialect.path
         )
         text, end = dialect.read_whole(answer, f"{self.url}{dialect.path}")
-        return text, dataclasses.replace(end, prompt_form=out.form)
+        probs = None
+        if gen.logprobs is not None:
+            found = dialect.read_logprobs(answer, gen.logprobs)
+            probs = None if found is None else tuple(found)
+        return text, dataclasses.replace(end, prompt_form=out.form, logprobs=probs)
 
-    async def stream(self, gen: Generation) -> AsyncGenerator[str | Finished, None]:
-        """Pieces of generated text, then one ``Finished`` (always the last item)."""
+    async def stream(self, gen: Generation) -> AsyncGenerator[str | Scored | Finished, None]:
+        """Pieces of generated text (with logprobs asked: ``Scored`` pieces, the tokens'
+        logprobs with the text they came with), then one ``Finished`` (always last)."""
         out = await self.prepare(gen)
         dialect = self.dialect
         where = f"{self.url}{dialect.path}"
         state: dict[str, object] = {}
         body = dialect.payload(gen, out.prompt, True)
+        top = gen.logprobs
+        scored = False
         async for event in self.transport.post_events(body, dialect.path):
             piece = dialect.read_event(event, state, where)
+            if top is not None:
+                probs = dialect.read_logprobs(event, top)
+                if probs:
+                    scored = True
+                    yield Scored(piece, tuple(probs))
+                    continue
             if piece:
                 yield piece
-        yield dataclasses.replace(dialect.read_end(state, where), prompt_form=out.form)
+        end = dialect.read_end(state, where)
+        yield dataclasses.replace(end, prompt_form=out.form, logprobs=() if scored else None)
 
     async def count_tokens(self, gen: Generation) -> int | None:
         """The engine's count of the prompt's tokens, tokenized as ``gen`` would be sent: a

@@ -20,6 +20,8 @@ from autoparser.serve.engines.base import (
     Hooks,
     Look,
     Prompt,
+    TokenLogprob,
+    logprob_entry,
     token_ids,
     usage,
 )
@@ -115,7 +117,32 @@ class LlamaCpp(Dialect):
         preserved = list(dict.fromkeys([*gen.preserved_tokens, *words]))
         if preserved:
             body["preserved_tokens"] = preserved
+        if gen.logprobs is not None:
+            # n_probs 0 gives no probabilities at all: the chosen token's comes with one.
+            body["n_probs"] = max(gen.logprobs, 1)
         return body
+
+    def read_logprobs(self, body: object, top: int) -> list[TokenLogprob] | None:
+        """``completion_probabilities``: per token ``{id, token, bytes, logprob,
+        top_logprobs: [{id, token, bytes, logprob}]}`` (a stream event carries its
+        token's)."""
+        probs = body.get("completion_probabilities") if isinstance(body, Mapping) else None
+        if not isinstance(probs, list):
+            return None
+        out: list[TokenLogprob] = []
+        for item in probs:
+            if not isinstance(item, Mapping):
+                continue
+            token = str(item.get("token", ""))
+            entry = logprob_entry(token, item.get("logprob"), item.get("bytes"))
+            alternatives = item.get("top_logprobs")
+            entry["top_logprobs"] = [
+                logprob_entry(str(alt.get("token", "")), alt.get("logprob"), alt.get("bytes"))
+                for alt in (alternatives if isinstance(alternatives, list) else [])[:top]
+                if isinstance(alt, Mapping)
+            ]
+            out.append(entry)
+        return out
 
     def tokenize_body(self, prompt: Prompt) -> dict[str, object]:
         # as /completion takes a prompt: special tokens added and parsed in template text
