@@ -137,6 +137,8 @@ class StandIn:
         self.dropped = 0  # reused connections dropped (mode drop_reused)
         self._connections: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self.logprobs = True  # False: an engine that ignores logprob requests
+        self.running = 0  # completions being answered now
+        self.most_running = 0  # the most at once so far
         self.top = 0  # alternatives per token the current completion asked for
 
     def add(self, key: str, text: str, hit_limit: bool = False, stop_word: str = "") -> str:
@@ -319,8 +321,16 @@ class StandIn:
             except asyncio.CancelledError:
                 self.cancelled += 1
                 raise
-        if self.delay:
-            await asyncio.sleep(self.delay)
+        self.running += 1
+        self.most_running = max(self.most_running, self.running)
+        try:
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            return await self._answer(request, body)
+        finally:
+            self.running -= 1
+
+    async def _answer(self, request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
         prompt = as_text(body["prompt"])
         found = KEY.findall(prompt)
         reply = self._reply(prompt)

@@ -143,6 +143,7 @@ class EngineInfo:
     bos_token: str = ""
     eos_token: str = ""
     model: str = ""
+    slots: int = 0  # requests the engine runs at once (llama.cpp's total_slots); 0: unknown
 
 
 @dataclasses.dataclass(frozen=True)

@@ -80,7 +80,8 @@ class LlamaCpp(Dialect):
     async def detect(cls, look: Look) -> EngineInfo | None:
         """``GET /props``: llama.cpp's server answers with its chat template and special
         tokens; any other answer (404, not JSON, not an object) means "not llama.cpp"
-        (None). A 503 is llama.cpp still loading its model."""
+        (None). A 503 is llama.cpp still loading its model. ``total_slots`` is how many
+        requests it runs at once (``--parallel``)."""
         status, body = await look.get("/props")
         if status == 503:
             raise BackendError("the engine is still loading", f"{look.url}/props: HTTP 503", "http")
@@ -89,12 +90,14 @@ class LlamaCpp(Dialect):
         ):
             return None
         model = body.get("model_alias") or body.get("model_path") or ""
+        slots = body.get("total_slots")
         return EngineInfo(
             kind=cls.kind,
             chat_template=str(body.get("chat_template") or ""),
             bos_token=str(body.get("bos_token") or ""),
             eos_token=str(body.get("eos_token") or ""),
             model=str(model).rsplit("/", 1)[-1],
+            slots=slots if isinstance(slots, int) and not isinstance(slots, bool) else 0,
         )
 
     def payload(self, gen: Generation, prompt: Prompt, stream: bool) -> dict[str, object]:
