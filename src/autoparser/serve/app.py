@@ -26,7 +26,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, multiprocess
 
 from autoparser import TOOL_CALL_DELTAS, ChatTemplate
-from autoparser.serve import agent_apis
+from autoparser.serve import agent_apis, completions_api
 from autoparser.serve import openai_format as oai
 from autoparser.serve.chat_completions import (
     MEDIA_POLICIES,
@@ -203,7 +203,7 @@ def create_app(config: ServeConfig) -> web.Application:
 
     # POST routes, by path: their handlers are bound to the engine link at startup.
     handlers: dict[str, agent_apis.Handler] = {}
-    paths = ("/v1/chat/completions", *agent_apis.PATHS)
+    paths = ("/v1/chat/completions", completions_api.PATH, *agent_apis.PATHS)
     app[ERROR_SHAPES] = dict(agent_apis.ERROR_SHAPES)
 
     def route(path: str) -> agent_apis.Handler:
@@ -234,6 +234,7 @@ def create_app(config: ServeConfig) -> web.Application:
             chat = Chat(link, limits, settings)
             handlers["/v1/chat/completions"] = chat.handle
             handlers.update(agent_apis.handlers(chat))
+            handlers[completions_api.PATH] = completions_api.Completions(link, limits).handle
             loaded = await link.load_template()  # a bad --template fails startup, clearly
             shown = loaded.template.name.rsplit("/", 1)[-1] if loaded else "from the engine"
             log.info(
