@@ -233,3 +233,16 @@ def test_an_operators_limit_is_kept_whatever_the_engine_reports(loop: LoopThread
     assert [status for status, _ in answers] == [200] * 3
     assert standin.most_running == 3
     assert _metric(url, "autoparser_concurrency_limit") == 3
+
+
+def test_following_the_engine_the_queue_waits_as_long_as_the_engines_would() -> None:
+    """Requests that would have waited for a slot in the engine's queue (bounded by the
+    first-byte timeout) wait in serve's for as long, not only --queue-timeout."""
+    from autoparser.serve.app import follow_slots
+    from autoparser.serve.observe import Metrics
+
+    admission = Admission(128, queued=16, wait=60)
+    follow_slots(admission, Metrics(), 2, 300.0, 5)
+    assert (admission.limit, admission.wait) == (3, 300.0)  # five slots over two workers
+    follow_slots(admission, Metrics(), 1, 10.0, 1)
+    assert (admission.limit, admission.wait) == (1, 300.0)  # never shorter

@@ -229,7 +229,11 @@ def create_app(config: ServeConfig) -> web.Application:
             app[LINK] = link
             if config.share_engine_slots:
                 link.on_slots = functools.partial(
-                    follow_slots, admission, registry, config.share_engine_slots
+                    follow_slots,
+                    admission,
+                    registry,
+                    config.share_engine_slots,
+                    limits.first_byte_timeout,
                 )
             chat = Chat(link, limits, settings)
             handlers["/v1/chat/completions"] = chat.handle
@@ -270,9 +274,14 @@ def create_app(config: ServeConfig) -> web.Application:
     return app
 
 
-def follow_slots(admission: Admission, metrics: Metrics, share: int, slots: int) -> None:
+def follow_slots(
+    admission: Admission, metrics: Metrics, share: int, engine_wait: float, slots: int
+) -> None:
     """The concurrency limit made the engine's capacity (``slots`` it runs at once, shared
-    over ``share`` workers): requests beyond it wait in serve's queue, not the engine's."""
+    over ``share`` workers): requests beyond it wait in serve's queue, not the engine's, and
+    as long as they would have waited in the engine's (``engine_wait``, the first-byte
+    timeout, when longer than the queue's own): a load the engine would serve is served."""
+    admission.wait = max(admission.wait, engine_wait)
     limit = max(1, -(-slots // share))
     if limit != admission.limit:
         log.info(
