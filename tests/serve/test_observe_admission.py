@@ -21,9 +21,9 @@ from helpers.generate_cases import CASE_BY_NAME
 from helpers.serve_standin import LoopThread, StandIn
 
 from autoparser.serve import create_app
-from autoparser.serve.app import ServeConfig
+from autoparser.serve.app import ServeConfig, follow_slots
 from autoparser.serve.limits import Limits
-from autoparser.serve.observe import Admission
+from autoparser.serve.observe import Admission, Metrics
 
 HI = [{"role": "user", "content": "[[k]]"}]
 
@@ -238,9 +238,6 @@ def test_an_operators_limit_is_kept_whatever_the_engine_reports(loop: LoopThread
 def test_following_the_engine_the_queue_waits_as_long_as_the_engines_would() -> None:
     """Requests that would have waited for a slot in the engine's queue (bounded by the
     first-byte timeout) wait in serve's for as long, not only --queue-timeout."""
-    from autoparser.serve.app import follow_slots
-    from autoparser.serve.observe import Metrics
-
     admission = Admission(128, queued=16, wait=60)
     follow_slots(admission, Metrics(), 2, 300.0, 5)
     assert (admission.limit, admission.wait) == (3, 300.0)  # five slots over two workers
