@@ -21,7 +21,7 @@ import dataclasses
 import json
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Mapping, Sequence
 from typing import cast
 
 from aiohttp import web
@@ -358,8 +358,8 @@ class LlamaCompletions:
             return await self.stream()
         transport, path = self.backend.transport, self.dialect.path
         runs = self.runs()
-        answers = await asyncio.gather(
-            *(transport.post_json(self.body(p, j, False), path) for _, p, j in runs)
+        answers = await _every(
+            [transport.post_json(self.body(p, j, False), path) for _, p, j in runs]
         )
         choices: list[dict[str, object]] = []
         for (index, prompt, _), answer in zip(runs, answers, strict=True):
@@ -448,6 +448,18 @@ def _reason(answer: Mapping[str, object]) -> str:
 
 
 Item = tuple[dict[str, object], Mapping[str, object] | None]
+
+
+async def _every(calls: list[Coroutine[object, None, object]]) -> list[object]:
+    """Every call's result, in order; the first failure is raised and the other calls
+    stopped (no generation left running for an answer nobody will read)."""
+    tasks = [asyncio.ensure_future(call) for call in calls]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _merge(streams: list[AsyncIterator[Item]]) -> AsyncGenerator[Item, None]:
