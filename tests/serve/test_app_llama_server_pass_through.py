@@ -167,3 +167,15 @@ def test_the_limit_is_the_engines_slots_and_the_rest_waits(served: tuple[str, st
             return await asyncio.gather(*(one() for _ in range(12)))
 
     assert asyncio.run(load()) == [200] * 12
+
+
+def test_completions_max_tokens_zero_scores_nothing_and_generates_nothing(
+    served: tuple[str, str],
+) -> None:
+    """llama.cpp generates a token even at ``n_predict: 0``: serve asks it for none."""
+    url, _ = served
+    prompt = "The capital of France is"
+    answer = _post(url + "/v1/completions", {"prompt": prompt, "max_tokens": 0, "echo": True})
+    choice = answer["choices"][0]
+    assert choice["text"] == prompt and choice["finish_reason"] == "length"
+    assert answer["usage"]["completion_tokens"] == 0 and answer["usage"]["prompt_tokens"] > 0

@@ -280,3 +280,29 @@ def test_auth_holds_for_the_route(loop: LoopThread) -> None:
     assert status == 401
     status, answer = front.post({"prompt": "[[k]]"}, {"Authorization": "Bearer s3cret"})
     assert status == 200 and answer["choices"][0]["text"] == REPLY
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_max_tokens_zero_generates_nothing(fronts: dict[str, Front], stream: bool) -> None:
+    """A harness scoring a prompt asks for no tokens; llama.cpp would generate one even at
+    ``n_predict: 0``, so nothing is asked of it but the prompt's count."""
+    front = fronts["llama.cpp"]
+    before = len(front.sent())
+    body = {"prompt": "Q [[k]]", "max_tokens": 0, "echo": True, "logprobs": 1, "stream": stream}
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    status, answer = front.post(body)
+    assert status == 200, answer
+    assert len(front.sent()) == before  # no generation
+    if stream:
+        *chunks, last = answer
+        choices = [c["choices"][0] for c in chunks]
+        assert "".join(c["text"] for c in choices) == "Q [[k]]"
+        assert choices[-1]["finish_reason"] == "length"
+        usage = last["usage"]
+    else:
+        choice = answer["choices"][0]
+        assert choice["text"] == "Q [[k]]" and choice["finish_reason"] == "length"
+        assert choice["logprobs"]["tokens"] == []
+        usage = answer["usage"]
+    assert usage["completion_tokens"] == 0 and usage["prompt_tokens"] > 0

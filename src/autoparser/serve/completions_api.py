@@ -27,7 +27,7 @@ from typing import cast
 from aiohttp import web
 
 from autoparser.serve.engine import EngineLink
-from autoparser.serve.engines.base import BackendError, TokenLogprob, as_int
+from autoparser.serve.engines.base import BackendError, TokenLogprob, as_int, token_ids
 from autoparser.serve.engines.llama_cpp import LlamaCpp
 from autoparser.serve.limits import MAX_CHOICES, InvalidRequest, Limits, read_body
 from autoparser.serve.observe import error_body, error_reply, info, public_text
@@ -353,14 +353,39 @@ class LlamaCompletions:
             "total_tokens": prompt + completion,
         }
 
+    async def _whole(self, prompt: Prompt, number: int) -> object:
+        """One generation's answer (llama.cpp's shape)."""
+        if self.req.max_tokens == 0:
+            return await self._nothing(prompt)
+        return await self.backend.transport.post_json(
+            self.body(prompt, number, False), self.dialect.path
+        )
+
+    async def _nothing(self, prompt: Prompt) -> dict[str, object]:
+        """``max_tokens: 0`` (a harness scoring the prompt): no generation, for llama.cpp
+        generates a token even at ``n_predict: 0``; the prompt counted by ``/tokenize``, as
+        ``/completion`` would take it."""
+        if isinstance(prompt, list):
+            count = len(prompt)
+        else:
+            body = {"content": prompt, "add_special": True, "parse_special": True}
+            found = await self.backend.transport.post_json(body, "/tokenize")
+            count = len(token_ids(found, "/tokenize"))
+        return {
+            "content": "",
+            "stop": True,
+            "stop_type": "limit",
+            "tokens_evaluated": count,
+            "tokens_predicted": 0,
+            "completion_probabilities": [],
+        }
+
     async def answer(self) -> web.StreamResponse:
         if self.req.stream:
             return await self.stream()
-        transport, path = self.backend.transport, self.dialect.path
+        path = self.dialect.path
         runs = self.runs()
-        answers = await _every(
-            [transport.post_json(self.body(p, j, False), path) for _, p, j in runs]
-        )
+        answers = await _every([self._whole(p, j) for _, p, j in runs])
         choices: list[dict[str, object]] = []
         for (index, prompt, _), answer in zip(runs, answers, strict=True):
             if not isinstance(answer, Mapping) or not isinstance(answer.get("content"), str):
@@ -424,7 +449,11 @@ class LlamaCompletions:
         if echo:
             yield self.ident.object([_choice(index, echo, None, None)]), None
         transport, path = self.backend.transport, self.dialect.path
-        async for event in transport.post_events(self.body(prompt, number, True), path):
+        if self.req.max_tokens == 0:
+            events: AsyncIterator[object] = _one(await self._nothing(prompt))
+        else:
+            events = transport.post_events(self.body(prompt, number, True), path)
+        async for event in events:
             if not isinstance(event, Mapping) or not isinstance(event.get("content", ""), str):
                 raise BackendError("the engine's stream events have no 'content' string", path)
             text = str(event.get("content", ""))
@@ -435,6 +464,10 @@ class LlamaCompletions:
             if text or scores or final:
                 chunk = self.ident.object([_choice(index, text, scores, reason)])
                 yield chunk, event if final else None
+
+
+async def _one(event: object) -> AsyncIterator[object]:
+    yield event
 
 
 def _choice(
