@@ -264,3 +264,19 @@ def test_n_with_an_engine_down_is_one_502(servers: dict[str, Served]) -> None:
             assert answer["error"]["type"] == "backend_error"
     finally:
         served.standin.mode = "ok"
+
+
+def test_n_choices_a_stream_that_breaks_ends_with_an_error_event(
+    servers: dict[str, Served],
+) -> None:
+    served = servers["llama.cpp"]
+    body = plain_body(served, "n-broken")
+    served.standin.mode = "broken_stream"  # one piece, then the stream ends, unfinished
+    try:
+        status, events = served.post({**body, "n": 2, "stream": True})
+    finally:
+        served.standin.mode = "ok"
+    assert status == 200  # the first piece came: the error is an event
+    errors = [e for e in events if "error" in e]
+    assert len(errors) == 1 and errors[0]["error"]["type"] == "backend_error"
+    assert events[-1] is errors[0]

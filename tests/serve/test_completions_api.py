@@ -306,3 +306,16 @@ def test_max_tokens_zero_generates_nothing(fronts: dict[str, Front], stream: boo
         assert choice["logprobs"]["tokens"] == []
         usage = answer["usage"]
     assert usage["completion_tokens"] == 0 and usage["prompt_tokens"] > 0
+
+
+def test_a_stream_that_breaks_ends_with_an_error_event(fronts: dict[str, Front]) -> None:
+    front = fronts["llama.cpp"]
+    front.standin.mode = "broken_stream"
+    try:
+        status, events = front.post({"prompt": ["[[k]]", "[[j]]"], "stream": True})
+    finally:
+        front.standin.mode = "ok"
+    assert status == 200
+    errors = [e for e in events if "error" in e]
+    assert len(errors) == 1 and errors[-1] is events[-1]
+    assert errors[0]["error"]["type"] == "backend_error"

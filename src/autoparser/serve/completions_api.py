@@ -464,6 +464,9 @@ class LlamaCompletions:
             if text or scores or final:
                 chunk = self.ident.object([_choice(index, text, scores, reason)])
                 yield chunk, event if final else None
+            if final:
+                return
+        raise BackendError("the engine's stream ended without its final event", path)
 
 
 async def _one(event: object) -> AsyncIterator[object]:
