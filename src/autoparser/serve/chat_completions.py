@@ -5,9 +5,10 @@ options are ``options.SamplingOptions``; the engine path is ``engine``. The requ
 template-facing fields are read by the library's one reader (``RequestOptions.
 from_openai``) and turned into params by the served ``Session``, as every engine adapter
 does; the output is read by a ``Reply`` (call ids, ``parallel_tool_calls=false``). Here:
-the server's own fields (stream, n, refused features), its tolerances, applied to the read
-options (content parts and media placeholders, loosened schemas, folded system messages),
-and writing the answer as a ``chat.completion`` or as SSE chunks.
+the server's own fields (stream, ``n`` choices each generated and parsed on its own, token
+logprobs passed through, refused features), its tolerances, applied to the read options
+(content parts and media placeholders, loosened schemas, folded system messages), and
+writing the answer as a ``chat.completion`` or as SSE chunks.
 """
 
 from __future__ import annotations
