@@ -136,6 +136,10 @@ class StandIn:
         self.cancelled = 0  # completions whose client (the server) went away mid-wait
         self.dropped = 0  # reused connections dropped (mode drop_reused)
         self._connections: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self.logprobs = True  # False: an engine that ignores logprob requests
+        self.running = 0  # completions being answered now
+        self.most_running = 0  # the most at once so far
+        self.top = 0  # alternatives per token the current completion asked for
 
     def add(self, key: str, text: str, hit_limit: bool = False, stop_word: str = "") -> str:
         self.replies[key] = Reply(text, hit_limit, stop_word)
@@ -262,10 +266,16 @@ class StandIn:
         card = {"id": "standin-model", **({"owned_by": self.owner} if self.owner else {})}
         return web.json_response({"object": "list", "data": [card]})
 
-    def _event(self, piece: str, last: bool, reply: Reply, prompt: str, n: int) -> Any:
+    def _event(
+        self, piece: str, last: bool, reply: Reply, prompt: str, n: int, probs: Any = None
+    ) -> Any:
+        """One answer event; ``probs``: the pieces whose token logprobs it carries
+        (a list of texts, each piece one token), when they were asked."""
         usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": n}
         if self.kind == "llama.cpp":
             event: dict[str, Any] = {"content": piece, "stop": last}
+            if probs:
+                event["completion_probabilities"] = [llama_probs(p, self.top) for p in probs]
             if last:
                 event["stop_type"] = "limit" if reply.hit_limit else "eos"
                 if reply.stop_word:
@@ -275,6 +285,8 @@ class StandIn:
             return event
         reason = ("length" if reply.hit_limit else "stop") if last else None
         choice = {"index": 0, "text": piece, "finish_reason": reason}
+        if probs is not None:
+            choice["logprobs"] = completion_probs(probs, self.top)
         if last and reply.stop_word:  # SGLang names the stop string matched_stop
             choice["matched_stop" if self.owner == "sglang" else "stop_reason"] = reply.stop_word
         return {"choices": [choice]}
@@ -309,16 +321,28 @@ class StandIn:
             except asyncio.CancelledError:
                 self.cancelled += 1
                 raise
-        if self.delay:
-            await asyncio.sleep(self.delay)
+        self.running += 1
+        self.most_running = max(self.most_running, self.running)
+        try:
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            return await self._answer(request, body)
+        finally:
+            self.running -= 1
+
+    async def _answer(self, request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
         prompt = as_text(body["prompt"])
         found = KEY.findall(prompt)
         reply = self._reply(prompt)
         chunks = self._chunks(reply.text, found[-1] if found else "")
+        asked = body.get("n_probs" if self.kind == "llama.cpp" else "logprobs")
+        scored = self.logprobs and isinstance(asked, int) and not isinstance(asked, bool)
+        self.top = asked if scored else 0
         if not body.get("stream"):
             if self.mode == "garbage":
                 return web.Response(text="<html>not json</html>")
-            event = self._event(reply.text, True, reply, prompt, len(chunks))
+            probs = chunks if scored else None
+            event = self._event(reply.text, True, reply, prompt, len(chunks), probs)
             if self.kind == "openai":
                 event["usage"] = {
                     "prompt_tokens": len(prompt.split()),
@@ -333,7 +357,8 @@ class StandIn:
         pieces = chunks or [""]
         for i, piece in enumerate(pieces):
             last = i == len(pieces) - 1 and self.mode != "broken_stream"
-            data = json.dumps(self._event(piece, last, reply, prompt, len(chunks)))
+            probs = [piece] if scored and piece else None
+            data = json.dumps(self._event(piece, last, reply, prompt, len(chunks), probs))
             await response.write(f"data: {data}\n\n".encode())
             if self.mode == "broken_stream":
                 return response
@@ -350,6 +375,43 @@ class StandIn:
                 await response.write(f"data: {data}\n\n".encode())
             await response.write(b"data: [DONE]\n\n")
         return response
+
+
+def piece_logprob(piece: str) -> float:
+    """The stand-in's logprob of a piece (one token): computed from it, so a test can tell
+    which piece a logprob came with."""
+    return -len(piece) / 8
+
+
+def alternatives(piece: str, top: int) -> list[tuple[str, float]]:
+    """The stand-in's ``top`` most likely tokens where ``piece`` was generated: the piece
+    itself, then made-up ones, less likely each."""
+    lp = piece_logprob(piece)
+    return [(piece, lp)] + [(f"<alt{j}>", lp - j) for j in range(1, top)]
+
+
+def llama_probs(piece: str, top: int) -> dict[str, Any]:
+    """One token's entry of llama.cpp's ``completion_probabilities``."""
+
+    def entry(token: str, lp: float) -> dict[str, Any]:
+        return {"id": 7, "token": token, "bytes": list(token.encode()), "logprob": lp}
+
+    return {
+        **entry(piece, piece_logprob(piece)),
+        "top_logprobs": [entry(t, lp) for t, lp in alternatives(piece, top)],
+    }
+
+
+def completion_probs(pieces: list[str], top: int) -> dict[str, Any]:
+    """The completions API's ``logprobs`` of ``pieces`` (vLLM's: the chosen token among
+    the alternatives, ``top`` of them besides)."""
+    offsets = [sum(len(p) for p in pieces[:i]) for i in range(len(pieces))]
+    return {
+        "tokens": pieces,
+        "token_logprobs": [piece_logprob(p) for p in pieces],
+        "top_logprobs": [dict(alternatives(p, top + 1)) for p in pieces],
+        "text_offset": offsets,
+    }
 
 
 class LoopThread:

@@ -28,6 +28,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("serve/observe.py", "middleware"): "a request's start, for its latency metric and log",
     ("serve/observe.py", "_finish"): "a request's latency, for its metric and access log",
     ("serve/chat_completions.py", "relay"): "time to first token, for its metric",
+    ("serve/chat_completions.py", "relay_choices"): "time to first token, for its metric",
+    ("serve/completions_api.py", "new"): "the `created` Unix timestamp of a completion",
 }
 
 

@@ -386,8 +386,11 @@ ERROR_CASES = [
     pytest.param({"messages": "hi"}, "messages", id="messages-not-list"),
     pytest.param({"messages": None}, "messages", id="messages-missing"),
     pytest.param({"messages": [{"content": "x"}]}, "messages[0].role", id="message-without-role"),
-    pytest.param({"n": 2}, "n", id="n-2"),
-    pytest.param({"logprobs": True}, "logprobs", id="logprobs"),
+    pytest.param({"n": 17}, "n", id="n-beyond-the-cap"),
+    pytest.param({"n": 0}, "n", id="n-0"),
+    pytest.param({"top_logprobs": 2}, "top_logprobs", id="top-logprobs-without-logprobs"),
+    pytest.param({"logprobs": True, "top_logprobs": 21}, "top_logprobs", id="top-logprobs-21"),
+    pytest.param({"logprobs": "yes"}, "logprobs", id="logprobs-type"),
     pytest.param({"stop": 3}, "stop", id="stop-type"),
     pytest.param({"max_tokens": 0}, "max_tokens", id="max-tokens-0"),
     pytest.param({"temperature": "hot"}, "temperature", id="temperature-type"),
@@ -618,8 +621,15 @@ def test_official_openai_client(loop: LoopThread) -> None:
             args += (tc.function.arguments or "") if tc.function else ""
     assert "".join(pieces) == "Let me check."
     assert names == ["get_weather"] and json.loads(args) == scenario_calls(message)[0][1]
+    many = client.chat.completions.create(
+        model="x", messages=messages, n=3, logprobs=True, top_logprobs=1
+    )
+    assert [c.index for c in many.choices] == [0, 1, 2]
+    for choice in many.choices:
+        assert choice.logprobs is not None and choice.logprobs.content
+        assert all(len(t.top_logprobs) == 1 for t in choice.logprobs.content)
     with pytest.raises(openai.BadRequestError):
-        client.chat.completions.create(model="x", messages=messages, n=3)
+        client.chat.completions.create(model="x", messages=messages, n=100)
 
 
 def test_core_does_not_import_aiohttp() -> None:

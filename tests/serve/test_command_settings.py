@@ -150,3 +150,21 @@ def test_the_api_key_needs_no_flag(loop: LoopThread, tmp_path: Path) -> None:
             assert json.loads(answer.read())["choices"][0]["message"]["content"] == "Hello."
     finally:
         stop(proc)
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "share"),
+    [
+        ([], {}, 1),  # no limit given: the engine's slots
+        (["--workers", "3"], {}, 3),  # shared over the workers
+        (["--max-concurrent", "128"], {}, 0),  # given, even as the default's value
+        ([], {"AUTOPARSER_MAX_CONCURRENT": "8"}, 0),  # given in the environment
+    ],
+)
+def test_the_limit_follows_the_engine_unless_one_is_given(
+    argv: list[str], environ: dict[str, str], share: int
+) -> None:
+    args = _settings(["--backend", "http://engine:8080", *argv], environ)
+    assert command.engine_share(args) == share
+    args.engine_share = 5  # a worker follows its parent's
+    assert command.engine_share(args) == 5

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import urllib.parse
@@ -25,7 +26,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, multiprocess
 
 from autoparser import TOOL_CALL_DELTAS, ChatTemplate
-from autoparser.serve import agent_apis
+from autoparser.serve import agent_apis, completions_api
 from autoparser.serve import openai_format as oai
 from autoparser.serve.chat_completions import (
     MEDIA_POLICIES,
@@ -74,6 +75,10 @@ class ServeConfig:
     plain_user_text: bool = True
     strict_schemas: bool = False  # refuse what the grammar cannot express, not loosen it
     media: str = "placeholder"  # images and documents: a text placeholder, or "reject"
+    # 0: at most limits.max_concurrent requests at once. N > 0: as many as the engine runs
+    # at once (llama.cpp's /props total_slots) shared over N workers, once it reports them
+    # (until then, and for engines that do not, limits.max_concurrent).
+    share_engine_slots: int = 0
 
     def __post_init__(self) -> None:
         if self.backend_kind not in KIND_CHOICES:
@@ -106,6 +111,8 @@ class ServeConfig:
             raise ValueError(f"--backend: {exc}, got {self.backend_url!r}") from exc
         if any(not key for key in self.api_keys):
             raise ValueError("an API key must not be empty")
+        if self.share_engine_slots < 0:
+            raise ValueError(f"share_engine_slots must be >= 0: {self.share_engine_slots}")
 
 
 class MetricHooks(Hooks):
@@ -184,6 +191,7 @@ def create_app(config: ServeConfig) -> web.Application:
     app[ADMISSION] = admission = Admission(
         limits.max_concurrent, limits.max_queued, limits.queue_timeout
     )
+    registry.concurrency_limit.set(limits.max_concurrent)
     app.on_response_prepare.append(on_prepare)
     settings = ChatSettings(
         config.tool_call_deltas,
@@ -195,7 +203,7 @@ def create_app(config: ServeConfig) -> web.Application:
 
     # POST routes, by path: their handlers are bound to the engine link at startup.
     handlers: dict[str, agent_apis.Handler] = {}
-    paths = ("/v1/chat/completions", *agent_apis.PATHS)
+    paths = ("/v1/chat/completions", completions_api.PATH, *agent_apis.PATHS)
     app[ERROR_SHAPES] = dict(agent_apis.ERROR_SHAPES)
 
     def route(path: str) -> agent_apis.Handler:
@@ -219,9 +227,18 @@ def create_app(config: ServeConfig) -> web.Application:
                 limits, session, fresh, MetricHooks(registry),
             )  # fmt: skip
             app[LINK] = link
+            if config.share_engine_slots:
+                link.on_slots = functools.partial(
+                    follow_slots,
+                    admission,
+                    registry,
+                    config.share_engine_slots,
+                    limits.first_byte_timeout,
+                )
             chat = Chat(link, limits, settings)
             handlers["/v1/chat/completions"] = chat.handle
             handlers.update(agent_apis.handlers(chat))
+            handlers[completions_api.PATH] = completions_api.Completions(link, limits).handle
             loaded = await link.load_template()  # a bad --template fails startup, clearly
             shown = loaded.template.name.rsplit("/", 1)[-1] if loaded else "from the engine"
             log.info(
@@ -255,6 +272,26 @@ def create_app(config: ServeConfig) -> web.Application:
     app.router.add_get("/ready", ready)
     app.router.add_get("/metrics", metrics)
     return app
+
+
+def follow_slots(
+    admission: Admission, metrics: Metrics, share: int, engine_wait: float, slots: int
+) -> None:
+    """The concurrency limit made the engine's capacity (``slots`` it runs at once, shared
+    over ``share`` workers): requests beyond it wait in serve's queue, not the engine's, and
+    as long as they would have waited in the engine's (``engine_wait``, the first-byte
+    timeout, when longer than the queue's own): a load the engine would serve is served."""
+    admission.wait = max(admission.wait, engine_wait)
+    limit = max(1, -(-slots // share))
+    if limit != admission.limit:
+        log.info(
+            "concurrency limit %d: the engine runs %d request(s) at once%s",
+            limit,
+            slots,
+            f", shared over {share} workers" if share > 1 else "",
+        )
+        admission.resize(limit)
+    metrics.concurrency_limit.set(limit)
 
 
 async def _warm(link: EngineLink, stop: asyncio.Event) -> None:

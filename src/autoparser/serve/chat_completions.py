@@ -5,9 +5,10 @@ options are ``options.SamplingOptions``; the engine path is ``engine``. The requ
 template-facing fields are read by the library's one reader (``RequestOptions.
 from_openai``) and turned into params by the served ``Session``, as every engine adapter
 does; the output is read by a ``Reply`` (call ids, ``parallel_tool_calls=false``). Here:
-the server's own fields (stream, n, refused features), its tolerances, applied to the read
-options (content parts and media placeholders, loosened schemas, folded system messages),
-and writing the answer as a ``chat.completion`` or as SSE chunks.
+the server's own fields (stream, ``n`` choices each generated and parsed on its own, token
+logprobs passed through, refused features), its tolerances, applied to the read options
+(content parts and media placeholders, loosened schemas, folded system messages), and
+writing the answer as a ``chat.completion`` or as SSE chunks.
 """
 
 from __future__ import annotations
@@ -44,8 +45,10 @@ from autoparser.serve.engine import (
     param_of,
     request_error_text,
 )
-from autoparser.serve.engines.base import BackendError, Finished, Generation
+from autoparser.serve.engines.base import BackendError, Finished, Generation, Scored, TokenLogprob
 from autoparser.serve.limits import (
+    MAX_CHOICES,
+    MAX_TOP_LOGPROBS,
     Degradation,
     InvalidRequest,
     Limits,
@@ -61,8 +64,6 @@ ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 REASONING_FIELDS = ("reasoning", "reasoning_content", "both")
 # OpenAI fields this server cannot honour: refused, not silently ignored.
 REFUSED_FIELDS = {
-    "logprobs": "log probabilities are not supported",
-    "top_logprobs": "log probabilities are not supported",
     "audio": "audio output is not supported",
     "prediction": "predicted outputs are not supported",
     "functions": "the legacy 'functions' field is not supported; use 'tools'",
@@ -103,6 +104,8 @@ class ChatRequest:
     include_usage: bool
     sampling: SamplingOptions
     degraded: tuple[Degradation, ...] = ()
+    logprobs: int | None = None  # alternatives per token (top_logprobs); None: not asked
+    n: int = 1  # choices, each a generation of its own
 
     @property
     def messages(self) -> tuple[Mapping[str, object], ...]:
@@ -240,8 +243,9 @@ def parse_request(
         if body.get(name) not in (None, False):
             raise InvalidRequest(f"{name}: {why}", name)
     n = _field(body, "n", int, "an integer")
-    if n is not None and n != 1:
-        raise InvalidRequest("n: only one choice per request (n=1) is supported", "n")
+    if n is not None and not 1 <= n <= MAX_CHOICES:
+        raise InvalidRequest(f"n: must be between 1 and {MAX_CHOICES}, got {n}", "n")
+    logprobs = read_logprobs(body)
     modalities = _field(body, "modalities", list, "a list")
     if modalities is not None and modalities != ["text"]:
         raise InvalidRequest("modalities: only ['text'] is supported", "modalities")
@@ -256,7 +260,21 @@ def parse_request(
     if not isinstance(include_usage, bool):
         raise InvalidRequest("stream_options.include_usage: must be a boolean", "stream_options")
     sampling = SamplingOptions.from_fields(body, ("max_completion_tokens", "max_tokens"))
-    return ChatRequest(options, stream, include_usage, sampling, tuple(degraded))
+    return ChatRequest(options, stream, include_usage, sampling, tuple(degraded), logprobs, n or 1)
+
+
+def read_logprobs(body: Mapping[str, object]) -> int | None:
+    """``logprobs`` (a boolean) and ``top_logprobs`` (0 to ``MAX_TOP_LOGPROBS``, only with
+    ``logprobs: true``, as OpenAI has it): how many alternatives per token, or None."""
+    wanted = _field(body, "logprobs", bool, "a boolean") or False
+    top = _field(body, "top_logprobs", int, "an integer")
+    if top is not None and not 0 <= top <= MAX_TOP_LOGPROBS:
+        raise InvalidRequest(
+            f"top_logprobs: must be between 0 and {MAX_TOP_LOGPROBS}, got {top}", "top_logprobs"
+        )
+    if top is not None and not wanted:
+        raise InvalidRequest("top_logprobs: requires logprobs to be true", "top_logprobs")
+    return (top or 0) if wanted else None
 
 
 def _loosened(
@@ -363,6 +381,21 @@ class Prepared:
     params: ChatParams
     gen: Generation
 
+    def choices(self) -> list[Prepared]:
+        """One generation per choice (``n``): the same request, a seed given moved on by
+        the choice's index (the same seed would make every choice the same)."""
+        if self.req.n == 1:
+            return [self]
+        out = []
+        seed = self.gen.sampling.get("seed")
+        for index in range(self.req.n):
+            gen = self.gen
+            if isinstance(seed, int) and seed >= 0:
+                sampling = {**gen.sampling, "seed": (seed + index) % 2**32}
+                gen = dataclasses.replace(gen, sampling=sampling)
+            out.append(dataclasses.replace(self, gen=gen))
+        return out
+
     def reply(self, tool_call_deltas: str | None = None) -> Reply:
         """A reader of this request's output (call ids of its own, at most one call when
         ``parallel_tool_calls`` is false; ``tool_call_deltas`` None: the library's
@@ -387,29 +420,45 @@ class Sink(Protocol):
 
 class ChatSink:
     """Chat-completion chunks: the role, the deltas, the finish reason (and usage when
-    asked), ``[DONE]``. The deltas' chunks are written from prepared parts
-    (``oai.ChunkEvents``), the same bytes ``json.dumps`` of each chunk object gives."""
+    asked), ``[DONE]``. ``index``: the choice they belong to (``n`` > 1). The deltas'
+    chunks are written from prepared parts (``oai.ChunkEvents``), the same bytes
+    ``json.dumps`` of each chunk object gives."""
 
-    def __init__(self, ident: oai.ResponseIdentity, req: ChatRequest, field: str) -> None:
+    def __init__(
+        self, ident: oai.ResponseIdentity, req: ChatRequest, field: str, index: int = 0
+    ) -> None:
         self.ident = ident
         self.req = req
         self.field = field
+        self.index = index
         self.events = oai.ChunkEvents(ident)
 
     def start(self) -> bytes:
-        return _sse(oai.chunk(self.ident, {"role": "assistant", "content": ""}))
+        return _sse(oai.chunk(self.ident, {"role": "assistant", "content": ""}, index=self.index))
 
     def feed(self, deltas: list[StreamDelta]) -> bytes:
         if not deltas:
             return b""
-        event, field = self.events.event, self.field
+        event, field, index = self.events.event, self.field, self.index
         if len(deltas) == 1:  # most feeds
-            return event(delta_json(deltas[0], field)).encode()
-        return "".join([event(delta_json(d, field)) for d in deltas]).encode()
+            return event(delta_json(deltas[0], field), index).encode()
+        return "".join([event(delta_json(d, field), index) for d in deltas]).encode()
 
-    def finish(self, message: ChatMessage, end: Finished) -> tuple[bytes, str]:
+    def feed_scored(self, deltas: list[StreamDelta], logprobs: list[TokenLogprob]) -> bytes:
+        """``feed``, the first chunk carrying the logprobs of the tokens the deltas came
+        from (a piece that made no delta passes its tokens on to the next that does)."""
+        if not deltas:
+            return b""
+        event, field, index = self.events.event, self.field, self.index
+        first = event(delta_json(deltas[0], field), index, oai.logprobs_object(logprobs))
+        return "".join([first, *(event(delta_json(d, field), index) for d in deltas[1:])]).encode()
+
+    def finish(
+        self, message: ChatMessage, end: Finished, logprobs: list[TokenLogprob] | None = None
+    ) -> tuple[bytes, str]:
+        """The closing chunk (with the logprobs of tokens that made no delta, if any)."""
         reason = oai.finish_reason(message, end.hit_limit)
-        out = _sse(oai.chunk(self.ident, {}, reason))
+        out = _sse(oai.chunk(self.ident, {}, reason, index=self.index, logprobs=logprobs or None))
         if self.req.include_usage:
             out += _sse(oai.usage_chunk(self.ident, end.usage))
         return out, reason
@@ -448,21 +497,52 @@ class Chat:
         body = read_body(await request.read(), self.limits)
         prepared = await self.prepare(request, body)
         ident = oai.ResponseIdentity.new(prepared.served.model)
-        if prepared.req.stream:
-            sink = ChatSink(ident, prepared.req, self.settings.reasoning_field)
+        req = prepared.req
+        if req.stream:
+            if req.n > 1:
+                return await self.relay_choices(request, prepared, ident)
+            sink = ChatSink(ident, req, self.settings.reasoning_field)
             return await self.relay(request, prepared, sink, self.settings.tool_call_deltas)
-        done = await self.generate(request, prepared)
-        if isinstance(done, web.Response):
-            return done
-        message, end = done
-        reason = oai.finish_reason(message, end.hit_limit)
-        self.account(request, message, end, reason)
-        answer = oai.completion(ident, message, reason, end.usage)
-        choices = answer["choices"]
-        if isinstance(choices, list):  # always: completion() writes one choice
-            choice = choices[0]
-            choice["message"] = _reasoning_keys(choice["message"], self.settings.reasoning_field)
+        runs = [self.generate(request, one) for one in prepared.choices()]
+        answers = await asyncio.gather(*runs) if len(runs) > 1 else [await runs[0]]
+        for done in answers:
+            if isinstance(done, web.Response):
+                return done
+        finished = cast("list[tuple[ChatMessage, Finished]]", answers)
+        field = self.settings.reasoning_field
+        choices: list[dict[str, object]] = []
+        for index, (message, end) in enumerate(finished):
+            reason = oai.finish_reason(message, end.hit_limit)
+            probs = self.logprobs_given(request, req, end)
+            choice = oai.choice(index, message, reason, probs)
+            choice["message"] = _reasoning_keys(cast("dict[str, object]", choice["message"]), field)
+            choices.append(choice)
+        first_message, first_end = finished[0]
+        usage = summed_usage([end for _, end in finished])
+        self.account(
+            request,
+            first_message,
+            dataclasses.replace(first_end, usage=usage),
+            str(choices[0]["finish_reason"]),
+        )
+        answer = oai.completion(ident, first_message, str(choices[0]["finish_reason"]), usage)
+        answer["choices"] = choices
         return web.json_response(answer)
+
+    def logprobs_given(
+        self, request: web.Request, req: ChatRequest, end: Finished
+    ) -> tuple[TokenLogprob, ...] | None:
+        """A generation's token logprobs when they were asked; an engine that gave none is
+        a degradation (a log line, the metric) and ``logprobs: null``, not an error."""
+        if req.logprobs is None:
+            return None
+        if end.logprobs is None:
+            state = info(request)
+            if not any(what == "logprobs" for what, _ in state.degraded):  # once a request
+                state.degrade(
+                    "logprobs", "logprobs", "logprobs: the engine returned none (logprobs: null)"
+                )
+        return end.logprobs
 
     async def prepare(self, request: web.Request, body: Mapping[str, object]) -> Prepared:
         """A chat body (already through ``read_body``) validated, rendered and turned into
@@ -476,7 +556,7 @@ class Chat:
                 await self._render(request, given, body)  # a 400 if the request is wrong
             raise
         req, params = await self._render(request, served.session, body)
-        gen = generation(params, req.sampling, self.settings.plain_user_text)
+        gen = generation(params, req.sampling, self.settings.plain_user_text, req.logprobs)
         return Prepared(served, req, params, gen)
 
     async def _render(
@@ -561,7 +641,13 @@ class Chat:
         is still a 502/504; one that is slow gets the headers after ``HEADERS_AFTER``
         seconds and keep-alive comments until its first piece (then an error is an event)."""
         state = info(request)
-        pieces = prepared.served.backend.stream_batches(prepared.gen)
+        backend = prepared.served.backend
+        # no logprobs asked: the pieces in batches (one write each); asked: scored pieces
+        pieces: AsyncGenerator[list[str] | str | Scored | Finished, None] = (
+            backend.stream_batches(prepared.gen)
+            if prepared.gen.logprobs is None
+            else backend.stream(prepared.gen)
+        )
         async with contextlib.aclosing(pieces):
             first = asyncio.ensure_future(pieces.__anext__())
             first.add_done_callback(lambda _: setattr(state, "first_token", time.perf_counter()))
@@ -591,24 +677,31 @@ class Chat:
         prepared: Prepared,
         sink: Sink,
         policy: str | None,
-        pieces: AsyncGenerator[list[str] | Finished, None],
-        first: asyncio.Future[list[str] | Finished],
+        pieces: AsyncGenerator[list[str] | str | Scored | Finished, None],
+        first: asyncio.Future[list[str] | str | Scored | Finished],
     ) -> web.StreamResponse:
         """The stream's body: each batch of pieces that arrived together fed to the parser
         piece by piece (the chunks are the same however the engine's pieces are batched)
-        and answered with one write."""
+        and answered with one write; a scored piece (logprobs asked) answered alone, its
+        tokens' logprobs in the first chunk its text makes (``Scores``)."""
         state = info(request)
         reply = prepared.reply(policy)
         feed, write = reply.feed, sink.feed
         out = [sink.start()]
         end: Finished | None = None
+        scores = Scores(sink)
         try:
             item = first.result()
             while True:
                 if isinstance(item, Finished):
                     end = item
                     break
-                out.extend([write(feed(piece)) for piece in item])
+                if isinstance(item, list):
+                    out.extend([write(feed(piece)) for piece in item])
+                elif isinstance(item, str):
+                    out.append(write(feed(item)))
+                else:
+                    out.append(scores.feed(feed(item.text), item.logprobs))
                 chunk = b"".join(out)
                 out.clear()
                 if chunk:
@@ -623,19 +716,129 @@ class Chat:
             out.append(sink.fail("the engine's stream ended early", "backend_error"))
         if end is not None:
             self.link.record(None)
-            out.append(sink.feed(reply.finish(finish_reason=end.reason)))
+            out.append(scores.feed(reply.finish(finish_reason=end.reason), ()))
             if reply.dropped_calls:
                 log.info("request %s: stream dropped tool calls %s", state.id, reply.dropped_calls)
                 state.rejected_calls += len(reply.dropped_calls)
             state.rejected_calls += reply.rejected_calls
             message = reply.message
-            closing, reason = sink.finish(message, end)
+            self.logprobs_given(request, prepared.req, end)
+            if scores.pending and isinstance(sink, ChatSink):
+                closing, reason = sink.finish(message, end, scores.pending)
+            else:
+                closing, reason = sink.finish(message, end)
             out.append(closing)
             self.account(request, message, end, reason)
         out.append(sink.close())
         await response.write(b"".join(out))
         await response.write_eof()
         return response
+
+    async def relay_choices(
+        self, request: web.Request, prepared: Prepared, ident: oai.ResponseIdentity
+    ) -> web.StreamResponse:
+        """SSE of ``n`` > 1 choices: one engine stream each, parsed by its own reader into
+        chunks of its ``index``, interleaved as their pieces arrive; the usage (asked for)
+        once, summed, after every choice has finished. An engine that fails before any
+        piece is a 502/504; later, an error event ends the stream."""
+        state = info(request)
+        field, policy = self.settings.reasoning_field, self.settings.tool_call_deltas
+        one = dataclasses.replace(prepared.req, include_usage=False)
+        runs = prepared.choices()
+        sinks = [ChatSink(ident, one, field, index) for index in range(len(runs))]
+        replies = [run.reply(policy) for run in runs]
+        scores = [Scores(sink) for sink in sinks]
+        merged: asyncio.Queue[tuple[int, str | Scored | Finished | BackendError]] = asyncio.Queue()
+
+        async def pump(index: int, run: Prepared) -> None:
+            try:
+                async for item in run.served.backend.stream(run.gen):
+                    merged.put_nowait((index, item))
+            except BackendError as exc:
+                merged.put_nowait((index, exc))
+
+        tasks = [asyncio.ensure_future(pump(i, run)) for i, run in enumerate(runs)]
+        ends: list[Finished | None] = [None] * len(runs)
+        try:
+            index, item = await merged.get()
+            state.first_token = time.perf_counter()
+            if isinstance(item, BackendError):
+                return self.engine_failed(request, item)
+            response = web.StreamResponse(headers=SSE_HEADERS)
+            await response.prepare(request)
+            out = [sink.start() for sink in sinks]
+            while True:
+                if isinstance(item, BackendError):
+                    self.link.record(item)
+                    state.engine_error, state.error = item.kind, item.detail
+                    kind = "timeout_error" if item.status == 504 else "backend_error"
+                    out.append(sinks[index].fail(public_text(item.public), kind))
+                    break
+                reply = replies[index]
+                if isinstance(item, Finished):
+                    ends[index] = item
+                    out.append(scores[index].feed(reply.finish(finish_reason=item.reason), ()))
+                    state.rejected_calls += reply.rejected_calls + len(reply.dropped_calls)
+                    self.logprobs_given(request, prepared.req, item)
+                    closing, _ = sinks[index].finish(reply.message, item, scores[index].pending)
+                    out.append(closing)
+                elif isinstance(item, str):
+                    out.append(sinks[index].feed(reply.feed(item)))
+                else:
+                    out.append(scores[index].feed(reply.feed(item.text), item.logprobs))
+                if all(end is not None for end in ends):
+                    break
+                if merged.empty():
+                    await response.write(b"".join(out))
+                    out.clear()
+                index, item = await merged.get()
+            done = [end for end in ends if end is not None]
+            if len(done) == len(ends):
+                self.link.record(None)
+                usage = summed_usage(done)
+                if prepared.req.include_usage:
+                    out.append(_sse(oai.usage_chunk(ident, usage)))
+                message = replies[0].message
+                reason = oai.finish_reason(message, done[0].hit_limit)
+                self.account(request, message, dataclasses.replace(done[0], usage=usage), reason)
+            out.append(sinks[0].close())
+            await response.write(b"".join(out))
+            await response.write_eof()
+            return response
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class Scores:
+    """The token logprobs of a stream on their way to its chunks: each piece's go with the
+    first chunk its deltas make; a piece that makes none passes them on (to the closing
+    chunk at the end: none is lost)."""
+
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+        self.pending: list[TokenLogprob] = []
+
+    def feed(self, deltas: list[StreamDelta], logprobs: Sequence[TokenLogprob]) -> bytes:
+        self.pending.extend(logprobs)
+        sink = self.sink
+        if not deltas:
+            return b""
+        if not self.pending or not isinstance(sink, ChatSink):
+            return sink.feed(deltas)
+        out = sink.feed_scored(deltas, self.pending)
+        self.pending = []
+        return out
+
+
+def summed_usage(ends: Sequence[Finished]) -> oai.Usage:
+    """The usage of a request's choices: the prompt once (as OpenAI counts it), every
+    choice's completion tokens."""
+    return oai.Usage(
+        ends[0].usage.prompt_tokens if ends else 0,
+        sum(end.usage.completion_tokens for end in ends),
+    )
 
 
 def _sse(obj: object) -> bytes:

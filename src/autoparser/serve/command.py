@@ -201,6 +201,7 @@ def settings(
     if unknown:
         raise SettingsError(f"{path}: unknown setting(s) {', '.join(unknown)}")
     out: dict[str, object] = {}
+    defaulted: list[str] = []
     for dest, action in actions.items():
         env_name = ENV_PREFIX + dest.upper()
         if dest in given:
@@ -211,7 +212,21 @@ def settings(
             out[dest] = _from_toml(action, from_file[dest], f"{path}: {dest}")
         else:
             out[dest] = DEFAULTS[dest]
-    return argparse.Namespace(**{**given, **out})
+            defaulted.append(dest)
+    # which settings nobody gave (a default may be replaced by what the engine reports)
+    return argparse.Namespace(**{**given, **out, "defaulted": defaulted})
+
+
+def engine_share(args: argparse.Namespace) -> int:
+    """``ServeConfig.share_engine_slots`` of a run: with no ``--max-concurrent`` given
+    (flag, environment or file), the limit follows the engine's slots shared over the
+    workers; else 0 (the operator's limit). A worker reads its parent's."""
+    share = getattr(args, "engine_share", None)
+    if isinstance(share, int):
+        return share
+    if "max_concurrent" not in getattr(args, "defaulted", ()):
+        return 0
+    return max(1, int(getattr(args, "workers", 1)))
 
 
 def _read_config(path: str) -> dict[str, object]:
@@ -338,7 +353,9 @@ def serve_args(
             plain_user_text=args.plain_user_text == "on",
             strict_schemas=args.strict_schemas,
             media=args.media,
+            share_engine_slots=engine_share(args),
         )
+        args.engine_share = config.share_engine_slots  # what the workers follow
         workers = getattr(args, "workers", 1)
         if workers != 1 and sock is None:
             configure_logging(args.log_format, args.log_level)

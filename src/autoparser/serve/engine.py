@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -38,7 +39,8 @@ from autoparser import (
 )
 from autoparser.serve.engines import dialect_of
 from autoparser.serve.engines.backend import Backend, detect, first_model, make_backend
-from autoparser.serve.engines.base import BackendError, Generation, Hooks, Timeouts
+from autoparser.serve.engines.base import BackendError, EngineInfo, Generation, Hooks, Timeouts
+from autoparser.serve.engines.transport import Looks
 from autoparser.serve.limits import InvalidRequest, Limits, Unavailable
 from autoparser.serve.options import SamplingOptions
 
@@ -107,6 +109,9 @@ class EngineLink:
         # probe in flight: one at a time, whoever asks.
         self.engine_state: str | None = "the engine has not answered yet"
         self._probe: asyncio.Future[str | None] | None = None
+        # Told the engine's capacity (requests it runs at once) when it reports it; None:
+        # nobody asks (the concurrency limit is the operator's).
+        self.on_slots: Callable[[int], None] | None = None
 
     def close(self) -> None:
         if self._probe is not None:
@@ -192,6 +197,8 @@ class EngineLink:
             info = await detect(self.url, self.session, timeout)  # the dialects, in order
         if kind == "auto" and info is not None:
             kind = info.kind
+        if info is None and kind == "llama.cpp" and self.on_slots is not None:
+            info = await self._capacity_look(kind, timeout)
         session = await self.load_template()
         if session is None:
             if info is None or not info.chat_template:
@@ -219,7 +226,16 @@ class EngineLink:
         await self.in_thread(lambda: template.caps)  # probed once, off the event loop
         check = template.analyze().verification
         verified = None if check is None else check.verified
+        if info is not None and info.slots > 0 and self.on_slots is not None:
+            self.on_slots(info.slots)
         return Served(session, backend, model or "autoparser", verified)
+
+    async def _capacity_look(self, kind: str, timeout: float) -> EngineInfo | None:
+        """What the engine of a given kind reports of itself (its slots), when asked only
+        for that: an answer without it is no error."""
+        with contextlib.suppress(BackendError):
+            return await dialect_of(kind).detect(Looks(self.url, self.session, timeout))
+        return None
 
     def record(self, error: BackendError | None) -> None:
         """A request's outcome with the engine (for /health)."""
@@ -336,8 +352,11 @@ def param_of(message: str) -> str | None:
     return found.group(1) if found else None
 
 
-def generation(params: ChatParams, sampling: SamplingOptions, plain_text: bool) -> Generation:
-    """The engine-neutral generation of one request."""
+def generation(
+    params: ChatParams, sampling: SamplingOptions, plain_text: bool, logprobs: int | None = None
+) -> Generation:
+    """The engine-neutral generation of one request (``logprobs``: alternatives per token
+    asked of the engine; None: none)."""
     return Generation(
         prompt=params.prompt,
         max_tokens=sampling.max_tokens,
@@ -348,4 +367,5 @@ def generation(params: ChatParams, sampling: SamplingOptions, plain_text: bool) 
         grammar_triggers=tuple(params.grammar_triggers),
         preserved_tokens=tuple(params.preserved_tokens),
         caller_spans=tuple(params.caller_spans or ()) if plain_text else None,
+        logprobs=logprobs,
     )

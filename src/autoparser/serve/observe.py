@@ -197,6 +197,11 @@ class Metrics:
             "Requests waiting for a turn under --max-concurrent (at most --max-queued).",
             registry=r, multiprocess_mode="livesum",
         )  # fmt: skip
+        self.concurrency_limit = Gauge(
+            "autoparser_concurrency_limit",
+            "Requests answered at once: --max-concurrent, or the engine's slots when followed.",
+            registry=r, multiprocess_mode="livesum",
+        )  # fmt: skip
         self.rejected = Counter(
             "autoparser_requests_rejected",
             "Requests refused before any work: saturated (concurrency limit), auth, host "
@@ -385,13 +390,25 @@ class Admission:
         return None if given else "shutting down"
 
     def leave(self) -> None:
-        """A turn handed back: to the first request still waiting, else free."""
-        while self._turns:
+        """A turn handed back: to the first request still waiting, else free (and gone,
+        while more are active than a lowered limit allows)."""
+        while self._turns and self.active <= self.limit:
             turn = self._turns.popleft()
             if not turn.done():
                 turn.set_result(True)  # ``active`` stays: the turn changes hands
                 return
         self.active -= 1
+
+    def resize(self, limit: int) -> None:
+        """A new limit (the engine's capacity, learnt once it answers): the turns a raised
+        one frees go at once to the requests waiting, in order; a lowered one takes effect
+        as turns are handed back."""
+        self.limit = limit
+        while self._turns and self.active < self.limit:
+            turn = self._turns.popleft()
+            if not turn.done():
+                self.active += 1
+                turn.set_result(True)
 
     def drain(self) -> None:
         """Shutting down: no new turns, and every request waiting is told so."""

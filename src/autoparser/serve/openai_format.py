@@ -10,6 +10,7 @@ import dataclasses
 import json
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from json.encoder import encode_basestring
 
 from autoparser import ChatMessage
@@ -52,38 +53,60 @@ def finish_reason(message: ChatMessage, hit_limit: bool) -> str:
 
 
 def completion(
-    ident: ResponseIdentity, message: ChatMessage, reason: str, usage: Usage
+    ident: ResponseIdentity,
+    message: ChatMessage,
+    reason: str,
+    usage: Usage,
+    logprobs: Sequence[Mapping[str, object]] | None = None,
 ) -> dict[str, object]:
-    """A non-streaming ``chat.completion`` object."""
+    """A non-streaming ``chat.completion`` object (one choice; ``choice`` writes more)."""
     return {
         "id": ident.id,
         "object": "chat.completion",
         "created": ident.created,
         "model": ident.model,
-        "choices": [
-            {
-                "index": 0,
-                "message": message.to_openai(),
-                "logprobs": None,
-                "finish_reason": reason,
-            }
-        ],
+        "choices": [choice(0, message, reason, logprobs)],
         "usage": usage.to_openai(),
     }
+
+
+def choice(
+    index: int,
+    message: ChatMessage,
+    reason: str,
+    logprobs: Sequence[Mapping[str, object]] | None = None,
+) -> dict[str, object]:
+    """One choice of a ``chat.completion``, its token logprobs when asked and given."""
+    return {
+        "index": index,
+        "message": message.to_openai(),
+        "logprobs": None if logprobs is None else logprobs_object(logprobs),
+        "finish_reason": reason,
+    }
+
+
+def logprobs_object(tokens: Sequence[Mapping[str, object]]) -> dict[str, object]:
+    """A choice's (or chunk's) ``logprobs``: every generated token's under ``content``."""
+    return {"content": list(tokens), "refusal": None}
 
 
 def chunk(
     ident: ResponseIdentity,
     delta: dict[str, object],
     reason: str | None = None,
+    *,
+    index: int = 0,
+    logprobs: Sequence[Mapping[str, object]] | None = None,
 ) -> dict[str, object]:
-    """One ``chat.completion.chunk`` carrying a delta (and the finish reason on the last)."""
+    """One ``chat.completion.chunk`` carrying a delta (and the finish reason on the last);
+    ``index``: its choice; ``logprobs``: the tokens it came with, when asked."""
+    probs = None if logprobs is None else logprobs_object(logprobs)
     return {
         "id": ident.id,
         "object": "chat.completion.chunk",
         "created": ident.created,
         "model": ident.model,
-        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}],
+        "choices": [{"index": index, "delta": delta, "logprobs": probs, "finish_reason": reason}],
     }
 
 

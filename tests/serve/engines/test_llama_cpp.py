@@ -95,3 +95,45 @@ def test_readers() -> None:
     assert dialect.read_end(state, "w").hit_limit
     with pytest.raises(BackendError, match="no 'content' string"):
         dialect.read_whole({"choices": []}, "w")
+
+
+def test_the_engines_slots_are_read_from_props() -> None:
+    look = Answers({"/props": (200, {"default_generation_settings": {}, "total_slots": 4})})
+    info = asyncio.run(LlamaCpp.detect(look))
+    assert info is not None and info.slots == 4
+    look = Answers({"/props": (200, {"default_generation_settings": {}, "total_slots": "4"})})
+    info = asyncio.run(LlamaCpp.detect(look))
+    assert info is not None and info.slots == 0  # not a count: unknown
+
+
+def test_logprobs_are_asked_as_n_probs_and_read_in_openais_shape() -> None:
+    dialect = LlamaCpp(NoChannel())
+    assert "n_probs" not in dialect.payload(Generation(prompt="p"), "p", stream=True)
+    assert dialect.payload(Generation(prompt="p", logprobs=3), "p", stream=True)["n_probs"] == 3
+    # n_probs 0 would give no probabilities at all: the chosen token's needs one
+    assert dialect.payload(Generation(prompt="p", logprobs=0), "p", stream=True)["n_probs"] == 1
+    event = {
+        "content": "é",
+        "stop": False,
+        "completion_probabilities": [
+            {
+                "id": 5,
+                "token": "é",
+                "bytes": [195, 169],
+                "logprob": -0.25,
+                "top_logprobs": [
+                    {"id": 5, "token": "é", "bytes": [195, 169], "logprob": -0.25},
+                    {"id": 9, "token": "e", "bytes": [101], "logprob": -1.5},
+                ],
+            }
+        ],
+    }
+    assert dialect.read_logprobs(event, 1) == [
+        {
+            "token": "é",
+            "logprob": -0.25,
+            "bytes": [195, 169],
+            "top_logprobs": [{"token": "é", "logprob": -0.25, "bytes": [195, 169]}],
+        }
+    ]
+    assert dialect.read_logprobs({"content": "x"}, 1) is None  # none given

@@ -23,6 +23,7 @@ from autoparser.serve.engines.base import (
     Generation,
     Hooks,
     Outgoing,
+    Scored,
     Timeouts,
     token_ids,
 )
@@ -70,21 +71,47 @@ class Backend:
             dialect.payload(gen, out.prompt, False), dialect.path
         )
         text, end = dialect.read_whole(answer, f"{self.url}{dialect.path}")
-        return text, dataclasses.replace(end, prompt_form=out.form)
+        probs = None
+        if gen.logprobs is not None:
+            found = dialect.read_logprobs(answer, gen.logprobs)
+            probs = None if found is None else tuple(found)
+        return text, dataclasses.replace(end, prompt_form=out.form, logprobs=probs)
 
-    async def stream(self, gen: Generation) -> AsyncGenerator[str | Finished, None]:
-        """Pieces of generated text, then one ``Finished`` (always the last item)."""
-        async for item in self.stream_batches(gen):
-            if isinstance(item, Finished):
-                yield item
-            else:
-                for piece in item:
-                    yield piece
+    async def stream(self, gen: Generation) -> AsyncGenerator[str | Scored | Finished, None]:
+        """Pieces of generated text (with logprobs asked: ``Scored`` pieces, the tokens'
+        logprobs with the text they came with), then one ``Finished`` (always last)."""
+        top = gen.logprobs
+        if top is None:
+            async for item in self.stream_batches(gen):
+                if isinstance(item, Finished):
+                    yield item
+                else:
+                    for piece in item:
+                        yield piece
+            return
+        out = await self.prepare(gen)
+        dialect = self.dialect
+        where = f"{self.url}{dialect.path}"
+        state: dict[str, object] = {}
+        body = dialect.payload(gen, out.prompt, True)
+        scored = False
+        async for event in self.transport.post_events(body, dialect.path):
+            piece = dialect.read_event(event, state, where)
+            probs = dialect.read_logprobs(event, top)
+            if probs:
+                scored = True
+                yield Scored(piece, tuple(probs))
+                continue
+            if piece:
+                yield piece
+        end = dialect.read_end(state, where)
+        yield dataclasses.replace(end, prompt_form=out.form, logprobs=() if scored else None)
 
     async def stream_batches(self, gen: Generation) -> AsyncGenerator[list[str] | Finished, None]:
-        """``stream`` in batches: the pieces whose events arrived together (never an empty
-        batch, no empty piece), then one ``Finished`` (always the last item). A server
-        answers a batch with one write."""
+        """``stream`` in batches, without logprobs: the pieces whose events arrived together
+        (never an empty batch, no empty piece), then one ``Finished`` (always the last
+        item). A server answers a batch with one write. With logprobs asked, read
+        ``stream`` (scored pieces) instead."""
         out = await self.prepare(gen)
         dialect = self.dialect
         where = f"{self.url}{dialect.path}"

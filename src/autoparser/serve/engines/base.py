@@ -86,6 +86,23 @@ class Generation:
     grammar_triggers: tuple[GrammarTrigger, ...] = ()
     preserved_tokens: tuple[str, ...] = ()
     caller_spans: tuple[tuple[int, int], ...] | None = None
+    # Token logprobs asked of the engine: how many alternatives per token (0: only the
+    # chosen token's); None: not asked.
+    logprobs: int | None = None
+
+
+# One generated token's logprob in OpenAI's chat shape (``token``, ``logprob``, ``bytes``,
+# ``top_logprobs``: a list of the same without ``top_logprobs``), whatever the engine wrote.
+TokenLogprob = dict[str, object]
+
+
+@dataclasses.dataclass(frozen=True)
+class Scored:
+    """A streamed piece with the logprobs of the tokens it came with (only when logprobs
+    were asked: a piece is otherwise a plain ``str``)."""
+
+    text: str
+    logprobs: tuple[TokenLogprob, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +114,9 @@ class Finished:
     usage: Usage
     stop_word: str = ""  # the stop string that ended it, when the engine says (else "")
     prompt_form: str = ""
+    # Logprobs asked for: a whole answer's, every token; a stream's, () (they came with
+    # its pieces). None: not asked, or the engine gave none.
+    logprobs: tuple[TokenLogprob, ...] | None = None
 
     @property
     def reason(self) -> str:
@@ -123,6 +143,7 @@ class EngineInfo:
     bos_token: str = ""
     eos_token: str = ""
     model: str = ""
+    slots: int = 0  # requests the engine runs at once (llama.cpp's total_slots); 0: unknown
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,6 +186,14 @@ def usage(prompt_tokens: object = 0, completion_tokens: object = 0) -> Usage:
     from autoparser.serve.openai_format import Usage
 
     return Usage(as_int(prompt_tokens), as_int(completion_tokens))
+
+
+def logprob_entry(token: str, logprob: object, raw: object = None) -> TokenLogprob:
+    """One token's logprob in OpenAI's shape: ``bytes`` as the engine gave them (the token's
+    own bytes may be part of a character) else the token's UTF-8."""
+    data = raw if isinstance(raw, list) else list(token.encode("utf-8"))
+    value = float(logprob) if isinstance(logprob, (int, float)) else -9999.0
+    return {"token": token, "logprob": value, "bytes": data}
 
 
 def token_ids(answer: object, where: str) -> list[int]:
@@ -252,6 +281,12 @@ class Dialect:
     def read_end(self, state: dict[str, object], where: str) -> Finished:
         """How a stream ended, from what its events left in ``state``."""
         raise NotImplementedError
+
+    def read_logprobs(self, body: object, top: int) -> list[TokenLogprob] | None:
+        """The token logprobs of a whole answer or a stream event, at most ``top``
+        alternatives each; None when it carries none (an engine that gives none: the
+        server degrades to ``logprobs: null``)."""
+        return None
 
     def tokenize_body(self, prompt: Prompt) -> dict[str, object]:
         """The ``POST /tokenize`` body that counts ``prompt`` as a generation would."""

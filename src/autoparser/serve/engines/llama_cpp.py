@@ -21,6 +21,8 @@ from autoparser.serve.engines.base import (
     Hooks,
     Look,
     Prompt,
+    TokenLogprob,
+    logprob_entry,
     token_ids,
     usage,
 )
@@ -82,7 +84,8 @@ class LlamaCpp(Dialect):
     async def detect(cls, look: Look) -> EngineInfo | None:
         """``GET /props``: llama.cpp's server answers with its chat template and special
         tokens; any other answer (404, not JSON, not an object) means "not llama.cpp"
-        (None). A 503 is llama.cpp still loading its model."""
+        (None). A 503 is llama.cpp still loading its model. ``total_slots`` is how many
+        requests it runs at once (``--parallel``)."""
         status, body = await look.get("/props")
         if status == 503:
             raise BackendError("the engine is still loading", f"{look.url}/props: HTTP 503", "http")
@@ -91,12 +94,14 @@ class LlamaCpp(Dialect):
         ):
             return None
         model = body.get("model_alias") or body.get("model_path") or ""
+        slots = body.get("total_slots")
         return EngineInfo(
             kind=cls.kind,
             chat_template=str(body.get("chat_template") or ""),
             bos_token=str(body.get("bos_token") or ""),
             eos_token=str(body.get("eos_token") or ""),
             model=str(model).rsplit("/", 1)[-1],
+            slots=slots if isinstance(slots, int) and not isinstance(slots, bool) else 0,
         )
 
     def payload(self, gen: Generation, prompt: Prompt, stream: bool) -> dict[str, object]:
@@ -119,7 +124,32 @@ class LlamaCpp(Dialect):
         preserved = list(dict.fromkeys([*gen.preserved_tokens, *words]))
         if preserved:
             body["preserved_tokens"] = preserved
+        if gen.logprobs is not None:
+            # n_probs 0 gives no probabilities at all: the chosen token's comes with one.
+            body["n_probs"] = max(gen.logprobs, 1)
         return body
+
+    def read_logprobs(self, body: object, top: int) -> list[TokenLogprob] | None:
+        """``completion_probabilities``: per token ``{id, token, bytes, logprob,
+        top_logprobs: [{id, token, bytes, logprob}]}`` (a stream event carries its
+        token's)."""
+        probs = body.get("completion_probabilities") if isinstance(body, Mapping) else None
+        if not isinstance(probs, list):
+            return None
+        out: list[TokenLogprob] = []
+        for item in probs:
+            if not isinstance(item, Mapping):
+                continue
+            token = str(item.get("token", ""))
+            entry = logprob_entry(token, item.get("logprob"), item.get("bytes"))
+            alternatives = item.get("top_logprobs")
+            entry["top_logprobs"] = [
+                logprob_entry(str(alt.get("token", "")), alt.get("logprob"), alt.get("bytes"))
+                for alt in (alternatives if isinstance(alternatives, list) else [])[:top]
+                if isinstance(alt, Mapping)
+            ]
+            out.append(entry)
+        return out
 
     def tokenize_body(self, prompt: Prompt) -> dict[str, object]:
         # as /completion takes a prompt: special tokens added and parsed in template text

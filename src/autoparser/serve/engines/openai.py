@@ -27,7 +27,9 @@ from autoparser.serve.engines.base import (
     Hooks,
     Look,
     Prompt,
+    TokenLogprob,
     Tokens,
+    logprob_entry,
     token_ids,
     usage,
 )
@@ -79,6 +81,31 @@ def model_cards(body: object) -> list[Mapping[str, object]]:
     """The model entries of a ``GET /v1/models`` answer (none when it is not one)."""
     data = body.get("data") if isinstance(body, Mapping) else None
     return [m for m in data if isinstance(m, Mapping)] if isinstance(data, list) else []
+
+
+def completion_logprobs(found: object, top: int) -> list[TokenLogprob] | None:
+    """The completions API's ``logprobs`` object (``tokens``, ``token_logprobs``,
+    ``top_logprobs``) as one entry per token in OpenAI's chat shape, the alternatives
+    most likely first, at most ``top``; None when it is not one."""
+    if not isinstance(found, Mapping):
+        return None
+    tokens, values = found.get("tokens"), found.get("token_logprobs")
+    if not isinstance(tokens, list) or not isinstance(values, list):
+        return None
+    tops = found.get("top_logprobs")
+    tops = tops if isinstance(tops, list) else []
+    out: list[TokenLogprob] = []
+    for i, (token, value) in enumerate(zip(tokens, values, strict=False)):
+        entry = logprob_entry(str(token), value)
+        alternatives = tops[i] if i < len(tops) and isinstance(tops[i], Mapping) else {}
+        ranked = sorted(alternatives.items(), key=lambda kv: -_number(kv[1]))[:top]
+        entry["top_logprobs"] = [logprob_entry(str(t), v) for t, v in ranked]
+        out.append(entry)
+    return out
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, (int, float)) else float("-inf")
 
 
 class OpenAIStyle(Dialect):
@@ -136,7 +163,18 @@ class OpenAIStyle(Dialect):
             body["stop"] = list(gen.stop)
         if gen.grammar and not gen.grammar_lazy:
             body.update(self.grammar_fields(gen.grammar))
+        if gen.logprobs is not None:
+            body["logprobs"] = gen.logprobs
         return body
+
+    def read_logprobs(self, body: object, top: int) -> list[TokenLogprob] | None:
+        """The first choice's ``logprobs`` of the completions API: ``tokens``,
+        ``token_logprobs`` and ``top_logprobs`` (one ``{token: logprob}`` object per
+        token, the chosen one included, as vLLM writes it), side by side."""
+        choices = body.get("choices") if isinstance(body, Mapping) else None
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        found = choice.get("logprobs") if isinstance(choice, Mapping) else None
+        return completion_logprobs(found, top)
 
     def tokenize_body(self, prompt: Prompt) -> dict[str, object]:
         return {"model": self.model, "prompt": prompt}  # vLLM's /tokenize
