@@ -11,7 +11,7 @@ import pytest
 from helpers.paths import TESTS_DIR
 
 from autoparser.serve import messages_api
-from autoparser.serve.chat_completions import placeholder_text
+from autoparser.serve.media import placeholder_text
 from autoparser.serve.limits import InvalidRequest
 
 REAL = TESTS_DIR / "data" / "agent_requests"

@@ -27,16 +27,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from autoparser import TOOL_CALL_DELTAS, ChatTemplate
 from autoparser.serve import agent_apis
 from autoparser.serve import openai_format as oai
-from autoparser.serve.chat_completions import (
-    MEDIA_POLICIES,
-    REASONING_FIELDS,
-    Chat,
-    ChatSettings,
-)
+from autoparser.serve.chat_completions import REASONING_FIELDS, Chat, ChatSettings
 from autoparser.serve.engine import HEALTH_INTERVAL, EngineLink
 from autoparser.serve.engines import KIND_CHOICES
 from autoparser.serve.engines.base import Hooks
 from autoparser.serve.limits import Limits
+from autoparser.serve.media import MEDIA_POLICIES
 from autoparser.serve.observe import (
     ADMISSION,
     ERROR_SHAPES,
@@ -73,7 +69,9 @@ class ServeConfig:
     reasoning_field: str = "reasoning"
     plain_user_text: bool = True
     strict_schemas: bool = False  # refuse what the grammar cannot express, not loosen it
-    media: str = "placeholder"  # images and documents: a text placeholder, or "reject"
+    # images: sent to an engine that takes them, else (and documents) a text placeholder
+    # (auto); always a placeholder (placeholder); or a 400 (reject)
+    media: str = "auto"
 
     def __post_init__(self) -> None:
         if self.backend_kind not in KIND_CHOICES:

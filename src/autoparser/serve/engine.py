@@ -37,8 +37,8 @@ from autoparser import (
     default_analysis_cache,
 )
 from autoparser.serve.engines import dialect_of
-from autoparser.serve.engines.backend import Backend, detect, first_model, make_backend
-from autoparser.serve.engines.base import BackendError, Generation, Hooks, Timeouts
+from autoparser.serve.engines.backend import Backend, detect, first_model, make_backend, media_of
+from autoparser.serve.engines.base import BackendError, Generation, Hooks, MediaSupport, Timeouts
 from autoparser.serve.limits import InvalidRequest, Limits, Unavailable
 from autoparser.serve.options import SamplingOptions
 
@@ -59,12 +59,14 @@ class EngineUnavailable(Unavailable):
 @dataclasses.dataclass(frozen=True)
 class Served:
     """What the server serves once the engine is known: its template as a ``Session``
-    (the one road to prompts, grammars and parsers)."""
+    (the one road to prompts, grammars and parsers), and what the engine takes besides
+    text (``media``: None when it takes nothing or its dialect cannot carry it)."""
 
     session: Session
     backend: Backend
     model: str
     verified: bool | None
+    media: MediaSupport | None = None
 
     @property
     def template(self) -> ChatTemplate:
@@ -219,7 +221,13 @@ class EngineLink:
         await self.in_thread(lambda: template.caps)  # probed once, off the event loop
         check = template.analyze().verification
         verified = None if check is None else check.verified
-        return Served(session, backend, model or "autoparser", verified)
+        media = info.media if info is not None else None
+        if info is None or info.kind != kind:
+            try:
+                media = await media_of(kind, self.url, self.session, timeout)
+            except BackendError as exc:  # served as text; images become placeholders
+                log.warning("the engine did not say what media it takes: %s", exc.detail)
+        return Served(session, backend, model or "autoparser", verified, media)
 
     def record(self, error: BackendError | None) -> None:
         """A request's outcome with the engine (for /health)."""
@@ -336,8 +344,11 @@ def param_of(message: str) -> str | None:
     return found.group(1) if found else None
 
 
-def generation(params: ChatParams, sampling: SamplingOptions, plain_text: bool) -> Generation:
-    """The engine-neutral generation of one request."""
+def generation(
+    params: ChatParams, sampling: SamplingOptions, plain_text: bool, media: tuple[str, ...] = ()
+) -> Generation:
+    """The engine-neutral generation of one request (``media``: its images, base64, one per
+    marker in the prompt; the prompt then goes as text, its caller text unprotected)."""
     return Generation(
         prompt=params.prompt,
         max_tokens=sampling.max_tokens,
@@ -347,5 +358,6 @@ def generation(params: ChatParams, sampling: SamplingOptions, plain_text: bool) 
         grammar_lazy=params.grammar_lazy,
         grammar_triggers=tuple(params.grammar_triggers),
         preserved_tokens=tuple(params.preserved_tokens),
-        caller_spans=tuple(params.caller_spans or ()) if plain_text else None,
+        caller_spans=tuple(params.caller_spans or ()) if plain_text and not media else None,
+        media=media,
     )

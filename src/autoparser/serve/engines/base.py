@@ -86,6 +86,19 @@ class Generation:
     grammar_triggers: tuple[GrammarTrigger, ...] = ()
     preserved_tokens: tuple[str, ...] = ()
     caller_spans: tuple[tuple[int, int], ...] | None = None
+    # Base64 images, one per ``MediaSupport.marker`` in ``prompt``, in order (a dialect whose
+    # engine takes media sends them with the prompt; the prompt then goes as text).
+    media: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class MediaSupport:
+    """What an engine said it takes besides text (llama.cpp's ``/props`` ``modalities``),
+    and the marker text that stands for one image in a prompt."""
+
+    marker: str
+    vision: bool = False
+    audio: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,6 +136,7 @@ class EngineInfo:
     bos_token: str = ""
     eos_token: str = ""
     model: str = ""
+    media: MediaSupport | None = None  # None: the engine said nothing of media
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,6 +240,9 @@ class Dialect:
     # Whether requests name the model (then serve asks ``GET /v1/models`` for one when
     # neither the command line nor detection gave it).
     names_model: ClassVar[bool] = False
+    # Whether the completion route can carry images with the prompt (``Generation.media``);
+    # then ``detect`` tells whether the engine takes them (``EngineInfo.media``).
+    carries_media: ClassVar[bool] = False
 
     def __init__(self, channel: Channel, model: str = "", hooks: Hooks | None = None) -> None:
         self.channel = channel
