@@ -215,13 +215,14 @@ def read_options(body: Mapping[str, object]) -> RequestOptions:
 def parse_request(
     body: Mapping[str, object],
     typed_content: bool,
-    media: str = "placeholder",
+    media: str | MediaRoute = "placeholder",
     engine: MediaSupport | None = None,
 ) -> ChatRequest:
     """Check the server's own fields (types, ranges, refused features), read the rest with
     the one reader and make the messages' content what the template takes (media parts:
-    ``_content``, under the ``media`` policy, ``engine`` taking what it said it takes); the
-    template checks tools, tool_choice and response_format naming the field too."""
+    ``_content``, under the ``media`` policy, ``engine`` taking what it said it takes; or
+    the given route); the template checks tools, tool_choice and response_format naming the
+    field too."""
     for name, why in REFUSED_FIELDS.items():
         if body.get(name) not in (None, False):
             raise InvalidRequest(f"{name}: {why}", name)
@@ -233,7 +234,7 @@ def parse_request(
         raise InvalidRequest("modalities: only ['text'] is supported", "modalities")
     options = read_options(body)
     degraded: list[Degradation] = []
-    route = MediaRoute(media, engine)
+    route = MediaRoute(media, engine) if isinstance(media, str) else media
     messages = check_messages(list(options.messages), typed_content, route, degraded)
     options = dataclasses.replace(options, messages=tuple(cast("list[JsonMapping]", messages)))
 
@@ -481,17 +482,13 @@ class Chat:
             route = MediaRoute(settings.media, engine)
             route.images.extend(req.images)
             if not route.placed(params.prompt):
-                req = parse_request(body, typed, settings.media, None)
+                why = (
+                    "the rendered prompt does not hold one image marker per image: the "
+                    "template left a turn out, or text spells the marker"
+                )
+                req = parse_request(body, typed, MediaRoute(settings.media, engine, why))
                 options = loosen_options(req.options, self.limits, settings.strict_schemas)[0]
                 params, options, folded = await self._params(session, options)
-                found = Degradation(
-                    "media",
-                    "media",
-                    "messages: the rendered prompt does not hold one image marker per image "
-                    "(the template left a turn out, or text spells the marker): images "
-                    "replaced by text placeholders",
-                )
-                req = dataclasses.replace(req, degraded=(*req.degraded, found))
         for found in (*req.degraded, *loosened):
             state.degrade(found.what, found.label, found.detail)
         if folded:

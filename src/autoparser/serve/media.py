@@ -53,9 +53,13 @@ def forwards(policy: str) -> bool:
     return policy == "auto"
 
 
-def image_part(url: str) -> dict[str, object]:
-    """An image as a chat-completions content part (the mappings' hand-over)."""
-    return {"type": "image_url", "image_url": {"url": url}}
+def image_part(url: str, media_type: object = None) -> dict[str, object]:
+    """An image as a chat-completions content part (the mappings' hand-over; its
+    ``media_type``, when the API gave one, names it in a placeholder)."""
+    part: dict[str, object] = {"type": "image_url", "image_url": {"url": url}}
+    if isinstance(media_type, str) and media_type:
+        part["media_type"] = media_type
+    return part
 
 
 def _image_url(part: Mapping[str, object]) -> str:
@@ -92,9 +96,10 @@ class MediaRoute:
     """One request's media: the policy, what the engine takes (None: nothing, or its
     dialect cannot carry it), and the images sent so far, in prompt order."""
 
-    def __init__(self, policy: str, engine: MediaSupport | None = None) -> None:
+    def __init__(self, policy: str, engine: MediaSupport | None = None, withheld: str = "") -> None:
         self.policy = policy
-        self.engine = engine if policy == "auto" else None
+        self.engine = engine if policy == "auto" and not withheld else None
+        self.withheld = withheld  # why images that could go are not sent ("": they are)
         self.images: list[str] = []
 
     def text(self, part: Mapping[str, object], where: str, found: list[Degradation]) -> str:
@@ -110,6 +115,9 @@ class MediaRoute:
                 if not why:
                     self.images.append(data)
                     return self.engine.marker
+        named = part.get("media_type")  # an Anthropic image's, kept by ``image_part``
+        if kind == "image" and isinstance(named, str) and named:
+            kind = f"image ({named[:_SHOWN]})"
         found.append(media_placeholder(kind, where, self.policy, why))
         return placeholder_text(kind)
 
@@ -119,6 +127,8 @@ class MediaRoute:
             return "documents are not sent to engines"
         if kind != "image":
             return f"{kind} is not sent to engines"
+        if self.withheld:
+            return self.withheld
         if self.engine is None:
             return "the engine takes no images"
         if not self.engine.vision:

@@ -100,9 +100,9 @@ class _Mapping:
         if isinstance(source, Mapping) and forwards(self.media) and kind == "image":
             media_type, data, url = source.get("media_type"), source.get("data"), source.get("url")
             if source.get("type") == "base64" and isinstance(data, str):
-                return image_part(f"data:{media_type};base64,{data}")
+                return image_part(f"data:{media_type};base64,{data}", media_type)
             if source.get("type") == "url" and isinstance(url, str):
-                return image_part(url)
+                return image_part(url, media_type)
             why = f"an image from a {source.get('type')!s} source cannot be sent"
         elif forwards(self.media) and kind == "document":
             why = "documents are not sent to engines"
