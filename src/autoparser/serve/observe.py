@@ -219,7 +219,8 @@ class Metrics:
         self.degraded = Counter(
             "autoparser_degraded",
             "Parts of requests served in a lesser form instead of refused, by what: media "
-            "(an image or document replaced by a text placeholder), hosted_tool (a tool only "
+            "(an image or document replaced by a text placeholder), plain_text (a prompt sent "
+            "with images, its caller text unprotected), hosted_tool (a tool only "
             "the provider can run, left out), tool_grammar (a custom tool's grammar not "
             "enforced), system_message (a system message moved or merged to fit the template).",
             ["what"], registry=r,
