@@ -153,11 +153,13 @@ VISION_PROPS = {"modalities": {"vision": True, "audio": False}, "media_marker": 
 
 
 class Served:
-    """Serve (hermes template, given) in front of a llama.cpp stand-in that reports
-    ``props``."""
+    """Serve (hermes template, given) in front of a stand-in (llama.cpp's by default) that
+    reports ``props``."""
 
-    def __init__(self, loop: LoopThread, props: dict[str, Any], **config: Any) -> None:
-        self.standin = StandIn(props=props)
+    def __init__(
+        self, loop: LoopThread, props: dict[str, Any], kind: str = "llama.cpp", **config: Any
+    ) -> None:
+        self.standin = StandIn(kind, props=props)
         self.standin.add("k", "Hello.")
         template = CASE_BY_NAME["hermes"].load()
         backend = loop.serve(self.standin.app())
@@ -232,10 +234,15 @@ def test_an_image_by_url_is_a_placeholder_naming_it(
     assert any("https://example.com/cat.png" in r.getMessage() for r in caplog.records)
 
 
-def test_text_spelling_the_marker_makes_the_images_placeholders(vision: Served) -> None:
+def test_text_spelling_the_marker_makes_the_images_placeholders(
+    vision: Served, caplog: pytest.LogCaptureFixture
+) -> None:
     content = [{"type": "text", "text": f"[[k]] {MARKER} look"}, image(PNG)]
     before = vision.metric(MEDIA_METRIC)
-    status, answer = vision.post({"messages": [{"role": "user", "content": content}]})
+    with caplog.at_level(logging.WARNING, logger="autoparser.serve"):
+        status, answer = vision.post({"messages": [{"role": "user", "content": content}]})
+    lines = [r.getMessage() for r in caplog.records if "placeholder" in r.getMessage()]
+    assert len(lines) == 1 and "does not hold one image marker per image" in lines[0]
     assert status == 200, answer
     prompt = vision.completions()[-1]["prompt"]
     assert not isinstance(prompt, dict)
@@ -278,6 +285,24 @@ def test_an_engine_without_vision_gets_placeholders(loop: LoopThread) -> None:
     assert status == 200
     prompt = served.completions()[-1]["prompt"]
     assert not isinstance(prompt, dict)
+    assert served.metric(MEDIA_METRIC) == 1
+
+
+def test_a_given_kind_and_template_still_learn_the_modalities(loop: LoopThread) -> None:
+    served = Served(loop, VISION_PROPS, backend_kind="llama.cpp")
+    content = [{"type": "text", "text": "[[k]] look"}, image(PNG)]
+    status, _ = served.post({"messages": [{"role": "user", "content": content}]})
+    assert status == 200
+    assert served.completions()[-1]["prompt"]["multimodal_data"] == [PIXEL]
+
+
+def test_an_openai_style_engine_gets_placeholders(loop: LoopThread) -> None:
+    served = Served(loop, {}, kind="openai", backend_kind="openai", model="m")
+    content = [{"type": "text", "text": "[[k]] look"}, image(PNG)]
+    status, _ = served.post({"messages": [{"role": "user", "content": content}]})
+    assert status == 200
+    sent = [b["prompt"] for p, b in served.standin.received if p == "/v1/completions"]
+    assert sent and isinstance(sent[-1], (str, list))
     assert served.metric(MEDIA_METRIC) == 1
 
 
