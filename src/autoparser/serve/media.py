@@ -134,7 +134,7 @@ class MediaRoute:
         if not self.engine.vision:
             return "the engine reports no vision"
         if part.get("type") != "image_url":
-            return "an image by file id cannot be sent"
+            return f"an image as a {part.get('type')} part cannot be sent (image_url can)"
         return ""
 
     def placed(self, prompt: str) -> bool:

@@ -106,8 +106,10 @@ class _State:
             url = part.get("image_url")
             if kind == "image" and isinstance(url, str) and url:
                 return image_part(url)
-            why = "an image by file id cannot be sent" if kind == "image" else ""
-            why = why or f"{kind}s are not sent to engines"
+            why = {
+                "image": "an image by file id cannot be sent",
+                "document": "documents are not sent to engines",
+            }.get(kind, f"{kind} is not sent to engines")
         return self.media_text(kind, where, why)
 
     def flat_name(self, name: str, namespace: object) -> str:
