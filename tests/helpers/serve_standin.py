@@ -314,6 +314,15 @@ class StandIn:
             ids = body["prompt"]  # vLLM's and SGLang's prompt of ids: ids >= 0 only
             if self.flavor == "tgi" or not all(isinstance(i, int) and i >= 0 for i in ids):
                 return web.json_response({"error": "prompt must be a string"}, status=400)
+        if isinstance(body["prompt"], dict):  # llama.cpp's prompt with media
+            media = body["prompt"].get("multimodal_data", [])
+            marker = self.props.get("media_marker", "<__media__>")
+            text = body["prompt"]["prompt_string"]
+            if not self.props.get("modalities", {}).get("vision") or text.count(marker) != len(
+                media
+            ):
+                return web.json_response({"error": "media markers do not match"}, status=400)
+            body = {**body, "prompt": text}
         self._prompts.append(body["prompt"])
         if self.mode == "hang":
             try:

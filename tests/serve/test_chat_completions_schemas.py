@@ -22,12 +22,9 @@ from helpers.serve_standin import LoopThread, StandIn, as_text
 from autoparser import RequestOptions
 from autoparser.serve import create_app
 from autoparser.serve.app import ServeConfig
-from autoparser.serve.chat_completions import (
-    loosen_options,
-    parse_request,
-    placeholder_text,
-)
+from autoparser.serve.chat_completions import loosen_options, parse_request
 from autoparser.serve.limits import InvalidRequest, Limits
+from autoparser.serve.media import placeholder_text
 
 CLAUDE = json.loads((TESTS_DIR / "data/agent_shapes/claude_code_messages.json").read_text())
 # Claude Code's tools, as chat-completions tools.

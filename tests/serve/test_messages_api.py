@@ -11,8 +11,8 @@ import pytest
 from helpers.paths import TESTS_DIR
 
 from autoparser.serve import messages_api
-from autoparser.serve.chat_completions import placeholder_text
 from autoparser.serve.limits import InvalidRequest
+from autoparser.serve.media import placeholder_text
 
 REAL = TESTS_DIR / "data" / "agent_requests"
 SHAPES = TESTS_DIR / "data" / "agent_shapes"

@@ -14,8 +14,8 @@ from helpers.paths import TESTS_DIR
 
 from autoparser import ChatMessage, StreamDelta, ToolCall, ToolCallDelta
 from autoparser.serve import responses_api
-from autoparser.serve.chat_completions import placeholder_text
 from autoparser.serve.limits import InvalidRequest
+from autoparser.serve.media import placeholder_text
 from autoparser.serve.openai_format import Usage
 
 REAL = TESTS_DIR / "data" / "agent_requests"

@@ -28,16 +28,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from autoparser import TOOL_CALL_DELTAS, ChatTemplate
 from autoparser.serve import agent_apis, completions_api
 from autoparser.serve import openai_format as oai
-from autoparser.serve.chat_completions import (
-    MEDIA_POLICIES,
-    REASONING_FIELDS,
-    Chat,
-    ChatSettings,
-)
+from autoparser.serve.chat_completions import REASONING_FIELDS, Chat, ChatSettings
 from autoparser.serve.engine import HEALTH_INTERVAL, EngineLink
 from autoparser.serve.engines import KIND_CHOICES
 from autoparser.serve.engines.base import Hooks
 from autoparser.serve.limits import Limits
+from autoparser.serve.media import MEDIA_POLICIES
 from autoparser.serve.observe import (
     ADMISSION,
     ERROR_SHAPES,
@@ -74,7 +70,9 @@ class ServeConfig:
     reasoning_field: str = "reasoning"
     plain_user_text: bool = True
     strict_schemas: bool = False  # refuse what the grammar cannot express, not loosen it
-    media: str = "placeholder"  # images and documents: a text placeholder, or "reject"
+    # images: sent to an engine that takes them, else (and documents) a text placeholder
+    # (auto); always a placeholder (placeholder); or a 400 (reject)
+    media: str = "auto"
     # 0: at most limits.max_concurrent requests at once. N > 0: as many as the engine runs
     # at once (llama.cpp's /props total_slots) shared over N workers, once it reports them
     # (until then, and for engines that do not, limits.max_concurrent).

@@ -45,7 +45,14 @@ from autoparser.serve.engine import (
     param_of,
     request_error_text,
 )
-from autoparser.serve.engines.base import BackendError, Finished, Generation, Scored, TokenLogprob
+from autoparser.serve.engines.base import (
+    BackendError,
+    Finished,
+    Generation,
+    MediaSupport,
+    Scored,
+    TokenLogprob,
+)
 from autoparser.serve.limits import (
     MAX_CHOICES,
     MAX_TOP_LOGPROBS,
@@ -55,6 +62,7 @@ from autoparser.serve.limits import (
     SystemMessageRefused,
     read_body,
 )
+from autoparser.serve.media import MEDIA_PARTS, MediaRoute
 from autoparser.serve.observe import error_body, error_reply, info, public_text
 from autoparser.serve.options import SamplingOptions
 
@@ -70,13 +78,6 @@ REFUSED_FIELDS = {
     "function_call": "the legacy 'function_call' field is not supported; use 'tool_choice'",
     "web_search_options": "web search is not supported",
 }
-MEDIA_POLICIES = ("placeholder", "reject")
-# Content parts that are not text, by API: what each is called in a placeholder.
-MEDIA_PARTS = {
-    "image_url": "image", "input_image": "image", "image": "image",
-    "input_audio": "audio", "audio": "audio",
-    "file": "document", "input_file": "document", "document": "document",
-}  # fmt: skip
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 HEADERS_AFTER = 1.0  # seconds of engine silence before SSE headers go out anyway
 
@@ -91,7 +92,9 @@ class ChatSettings:
     reasoning_field: str = "reasoning"
     plain_user_text: bool = True
     strict_schemas: bool = False  # refuse schema keywords the grammar cannot express
-    media: str = "placeholder"  # images/documents: a text placeholder, or "reject" (400)
+    # images: to the engine when it takes them (auto), else (and documents) a text
+    # placeholder; or "reject" (400). See ``media.py``.
+    media: str = "auto"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,6 +109,7 @@ class ChatRequest:
     degraded: tuple[Degradation, ...] = ()
     logprobs: int | None = None  # alternatives per token (top_logprobs); None: not asked
     n: int = 1  # choices, each a generation of its own
+    images: tuple[str, ...] = ()  # base64, one per engine marker in the prompt, in order
 
     @property
     def messages(self) -> tuple[Mapping[str, object], ...]:
@@ -135,28 +139,13 @@ def _object_field(body: Mapping[str, object], name: str) -> Mapping[str, object]
     return value
 
 
-def media_placeholder(kind: str, where: str, policy: str) -> Degradation:
-    """A media part the engine path cannot carry: a 400 naming it under ``reject``, else
-    what replaces it (``placeholder_text``) and its log line."""
-    if policy == "reject":
-        raise InvalidRequest(
-            f"{where}: {kind} content is not supported by this server (text only)", where
-        )
-    return Degradation("media", "media", f"{where}: {kind} replaced by a text placeholder")
-
-
-def placeholder_text(kind: str) -> str:
-    """The text the model sees where an image or document was left out."""
-    return f"[{kind} omitted: this model cannot see it]"
-
-
 def _content(
-    content: object, where: str, typed: bool, media: str, found: list[Degradation]
+    content: object, where: str, typed: bool, media: MediaRoute, found: list[Degradation]
 ) -> str | list[dict[str, str]] | None:
     """A message's content: a string, null, or content parts. Text parts are joined with
     newlines for templates that take strings (as vLLM does), kept for templates that read
-    parts; image, audio and file parts become a short text placeholder (no engine path
-    carries them; ``media="reject"``: refused)."""
+    parts; image, audio and file parts become the text ``media`` gives them (the engine's
+    image marker, or a short placeholder; ``reject``: refused)."""
     if content is None or isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -168,8 +157,7 @@ def _content(
             raise InvalidRequest(f"{at}: must be an object with a 'type'", at)
         kind = part["type"]
         if kind in MEDIA_PARTS:
-            found.append(media_placeholder(MEDIA_PARTS[kind], at, media))
-            texts.append(placeholder_text(MEDIA_PARTS[kind]))
+            texts.append(media.text(part, at, found))
             continue
         if kind != "text":
             raise InvalidRequest(
@@ -186,12 +174,13 @@ def _content(
 def check_messages(
     messages: object,
     typed_content: bool,
-    media: str = "placeholder",
+    media: str | MediaRoute = "placeholder",
     found: list[Degradation] | None = None,
 ) -> list[dict[str, object]]:
     """Roles and contents checked; content parts made what the template takes (media
     parts: see ``_content``; what was replaced is appended to ``found``)."""
     found = [] if found is None else found
+    media = MediaRoute(media) if isinstance(media, str) else media
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("messages: must be a non-empty list of message objects", "messages")
     out: list[dict[str, object]] = []
@@ -233,11 +222,15 @@ def read_options(body: Mapping[str, object]) -> RequestOptions:
 
 
 def parse_request(
-    body: Mapping[str, object], typed_content: bool, media: str = "placeholder"
+    body: Mapping[str, object],
+    typed_content: bool,
+    media: str | MediaRoute = "placeholder",
+    engine: MediaSupport | None = None,
 ) -> ChatRequest:
     """Check the server's own fields (types, ranges, refused features), read the rest with
     the one reader and make the messages' content what the template takes (media parts:
-    ``_content``); the template checks tools, tool_choice and response_format naming the
+    ``_content``, under the ``media`` policy, ``engine`` taking what it said it takes; or
+    the given route); the template checks tools, tool_choice and response_format naming the
     field too."""
     for name, why in REFUSED_FIELDS.items():
         if body.get(name) not in (None, False):
@@ -251,7 +244,8 @@ def parse_request(
         raise InvalidRequest("modalities: only ['text'] is supported", "modalities")
     options = read_options(body)
     degraded: list[Degradation] = []
-    messages = check_messages(list(options.messages), typed_content, media, degraded)
+    route = MediaRoute(media, engine) if isinstance(media, str) else media
+    messages = check_messages(list(options.messages), typed_content, route, degraded)
     options = dataclasses.replace(options, messages=tuple(cast("list[JsonMapping]", messages)))
 
     stream = _field(body, "stream", bool, "a boolean") or False
@@ -260,7 +254,16 @@ def parse_request(
     if not isinstance(include_usage, bool):
         raise InvalidRequest("stream_options.include_usage: must be a boolean", "stream_options")
     sampling = SamplingOptions.from_fields(body, ("max_completion_tokens", "max_tokens"))
-    return ChatRequest(options, stream, include_usage, sampling, tuple(degraded), logprobs, n or 1)
+    return ChatRequest(
+        options,
+        stream,
+        include_usage,
+        sampling,
+        tuple(degraded),
+        logprobs,
+        n or 1,
+        tuple(route.images),
+    )
 
 
 def read_logprobs(body: Mapping[str, object]) -> int | None:
@@ -553,28 +556,64 @@ class Chat:
         except EngineUnavailable:
             given = self.link.given_session
             if given is not None:
-                await self._render(request, given, body)  # a 400 if the request is wrong
+                await self._render(request, given, body, None)  # a 400 if the request is wrong
             raise
-        req, params = await self._render(request, served.session, body)
-        gen = generation(params, req.sampling, self.settings.plain_user_text, req.logprobs)
+        req, params = await self._render(request, served.session, body, served.media)
+        plain = self.settings.plain_user_text
+        if req.images and plain:
+            info(request).degrade(
+                "plain_text",
+                "plain_text",
+                f"messages: the prompt goes as text with {len(req.images)} image(s): the "
+                "caller's text is not kept from becoming control tokens in this request",
+            )
+        gen = generation(params, req.sampling, plain, req.logprobs, req.images)
         return Prepared(served, req, params, gen)
 
     async def _render(
-        self, request: web.Request, session: Session, body: Mapping[str, object]
+        self,
+        request: web.Request,
+        session: Session,
+        body: Mapping[str, object],
+        engine: MediaSupport | None,
     ) -> tuple[ChatRequest, ChatParams]:
         """The body read (the one reader, then this server's tolerances, each logged as a
-        degradation) and turned into params by ``session``."""
+        degradation) and turned into params by ``session``; images go to an ``engine`` that
+        takes them as its marker in the prompt (``media.MediaRoute``), unless the rendered
+        prompt does not hold one marker per image: then they are placeholders too."""
         typed = session.template.caps.requires_typed_content
         settings = self.settings
-        req = parse_request(body, typed, settings.media)
+        req = parse_request(body, typed, settings.media, engine)
         state = info(request)
         state.stream = req.stream
         options, loosened = loosen_options(req.options, self.limits, settings.strict_schemas)
+        params, options, folded = await self._params(session, options)
+        if req.images and engine is not None:
+            route = MediaRoute(settings.media, engine)
+            route.images.extend(req.images)
+            if not route.placed(params.prompt):
+                why = (
+                    "the rendered prompt does not hold one image marker per image: the "
+                    "template left a turn out, or text spells the marker"
+                )
+                req = parse_request(body, typed, MediaRoute(settings.media, engine, why))
+                options = loosen_options(req.options, self.limits, settings.strict_schemas)[0]
+                params, options, folded = await self._params(session, options)
         for found in (*req.degraded, *loosened):
             state.degrade(found.what, found.label, found.detail)
-        provenance = settings.plain_user_text
+        if folded:
+            state.degrade("system_message", "system_message", folded)
+        return dataclasses.replace(req, options=options), params
+
+    async def _params(
+        self, session: Session, options: RequestOptions
+    ) -> tuple[ChatParams, RequestOptions, str]:
+        """``options`` rendered by ``session``; a template that takes a system message only
+        first gets the later ones folded into the user turn (the options as rendered, and
+        the degradation's text when they were folded, else "")."""
+        provenance = self.settings.plain_user_text
         try:
-            params = await self.link.prepare(session, options, provenance)
+            return await self.link.prepare(session, options, provenance), options, ""
         except InvalidRequest as exc:
             messages, count = fold_system_messages(options.messages)
             if not count or not isinstance(exc.__cause__, TemplateError):
@@ -588,14 +627,11 @@ class Chat:
                 if not isinstance(again.__cause__, TemplateError):
                     raise
                 raise SystemMessageRefused(str(exc), exc.param, exc.status) from exc
-            state.degrade(
-                "system_message",
-                "system_message",
+            text = (
                 f"messages: the template takes a system message only first ({exc}): "
-                f"{count} later one(s) folded into the user turn",
+                f"{count} later one(s) folded into the user turn"
             )
-            options = folded
-        return dataclasses.replace(req, options=options), params
+            return params, folded, text
 
     async def generate(
         self, request: web.Request, prepared: Prepared

@@ -128,10 +128,12 @@ def register(subparsers: argparse._SubParsersAction[_P]) -> _P:
     )
     serve.add_argument(
         "--media",
-        choices=["placeholder", "reject"],
-        default="placeholder",
-        help="images and documents in messages and tool results: replaced by a short text "
-        "placeholder naming what was left out (default), or refused with a 400",
+        choices=["auto", "placeholder", "reject"],
+        default="auto",
+        help="images and documents in messages and tool results: images sent to an engine "
+        "that takes them (llama.cpp with a multimodal projector) and the rest replaced by a "
+        "short text placeholder naming what was left out (auto, the default); always a "
+        "placeholder; or refused with a 400",
     )
     serve.add_argument("--api-key", action="append", default=[], help="accepted Bearer key")
     serve.add_argument("--api-key-file", help="file of accepted Bearer keys, one per line")

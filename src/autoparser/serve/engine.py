@@ -38,8 +38,15 @@ from autoparser import (
     default_analysis_cache,
 )
 from autoparser.serve.engines import dialect_of
-from autoparser.serve.engines.backend import Backend, detect, first_model, make_backend
-from autoparser.serve.engines.base import BackendError, EngineInfo, Generation, Hooks, Timeouts
+from autoparser.serve.engines.backend import Backend, detect, first_model, make_backend, media_of
+from autoparser.serve.engines.base import (
+    BackendError,
+    EngineInfo,
+    Generation,
+    Hooks,
+    MediaSupport,
+    Timeouts,
+)
 from autoparser.serve.engines.transport import Looks
 from autoparser.serve.limits import InvalidRequest, Limits, Unavailable
 from autoparser.serve.options import SamplingOptions
@@ -61,12 +68,14 @@ class EngineUnavailable(Unavailable):
 @dataclasses.dataclass(frozen=True)
 class Served:
     """What the server serves once the engine is known: its template as a ``Session``
-    (the one road to prompts, grammars and parsers)."""
+    (the one road to prompts, grammars and parsers), and what the engine takes besides
+    text (``media``: None when it takes nothing or its dialect cannot carry it)."""
 
     session: Session
     backend: Backend
     model: str
     verified: bool | None
+    media: MediaSupport | None = None
 
     @property
     def template(self) -> ChatTemplate:
@@ -228,7 +237,13 @@ class EngineLink:
         verified = None if check is None else check.verified
         if info is not None and info.slots > 0 and self.on_slots is not None:
             self.on_slots(info.slots)
-        return Served(session, backend, model or "autoparser", verified)
+        media = info.media if info is not None else None
+        if info is None or info.kind != kind:
+            try:
+                media = await media_of(kind, self.url, self.session, timeout)
+            except BackendError as exc:  # served as text; images become placeholders
+                log.warning("the engine did not say what media it takes: %s", exc.detail)
+        return Served(session, backend, model or "autoparser", verified, media)
 
     async def _capacity_look(self, kind: str, timeout: float) -> EngineInfo | None:
         """What the engine of a given kind reports of itself (its slots), when asked only
@@ -353,10 +368,15 @@ def param_of(message: str) -> str | None:
 
 
 def generation(
-    params: ChatParams, sampling: SamplingOptions, plain_text: bool, logprobs: int | None = None
+    params: ChatParams,
+    sampling: SamplingOptions,
+    plain_text: bool,
+    logprobs: int | None = None,
+    media: tuple[str, ...] = (),
 ) -> Generation:
     """The engine-neutral generation of one request (``logprobs``: alternatives per token
-    asked of the engine; None: none)."""
+    asked of the engine; None: none; ``media``: its images, base64, one per marker in the
+    prompt; the prompt then goes as text, its caller text unprotected)."""
     return Generation(
         prompt=params.prompt,
         max_tokens=sampling.max_tokens,
@@ -366,6 +386,7 @@ def generation(
         grammar_lazy=params.grammar_lazy,
         grammar_triggers=tuple(params.grammar_triggers),
         preserved_tokens=tuple(params.preserved_tokens),
-        caller_spans=tuple(params.caller_spans or ()) if plain_text else None,
+        caller_spans=tuple(params.caller_spans or ()) if plain_text and not media else None,
         logprobs=logprobs,
+        media=media,
     )

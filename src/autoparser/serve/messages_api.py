@@ -15,8 +15,8 @@ import uuid
 from collections.abc import Iterable, Mapping
 
 from autoparser import ChatMessage, StreamDelta
-from autoparser.serve.chat_completions import media_placeholder, placeholder_text
 from autoparser.serve.limits import Degradation, InvalidRequest
+from autoparser.serve.media import forwards, image_part, media_placeholder, placeholder_text
 from autoparser.serve.openai_format import Usage
 
 # Anthropic's error type for an HTTP status.
@@ -90,20 +90,33 @@ class _Mapping:
         self.degraded: list[Degradation] = []
         self.referenced: set[str] = set()  # tools a tool_reference block loaded
 
-    def media_text(self, block: Mapping[str, object], where: str) -> str:
-        """The placeholder of an image or document block (a 400 under ``--media reject``)."""
+    def media_text(self, block: Mapping[str, object], where: str) -> str | dict[str, object]:
+        """An image or document block: an image the engine may take (base64 or URL source,
+        ``--media auto``) as a chat ``image_url`` part (the chat path decides, ``media.py``);
+        else its placeholder (a 400 under ``--media reject``)."""
         kind = MEDIA_BLOCKS[str(block["type"])]
         source = block.get("source")
+        why = ""
+        if isinstance(source, Mapping) and forwards(self.media) and kind == "image":
+            media_type, data, url = source.get("media_type"), source.get("data"), source.get("url")
+            if source.get("type") == "base64" and isinstance(data, str):
+                return image_part(f"data:{media_type};base64,{data}", media_type)
+            if source.get("type") == "url" and isinstance(url, str):
+                return image_part(url, media_type)
+            why = f"an image from a {source.get('type')!s} source cannot be sent"
+        elif forwards(self.media) and kind == "document":
+            why = "documents are not sent to engines"
         if isinstance(source, Mapping) and isinstance(source.get("media_type"), str):
             kind = f"{kind} ({source['media_type']})"
-        self.degraded.append(media_placeholder(kind, where, self.media))
+        self.degraded.append(media_placeholder(kind, where, self.media, why))
         return placeholder_text(kind)
 
 
-def _joined(texts: list[str]) -> str | list[dict[str, object]]:
-    if len(texts) == 1:
+def _joined(texts: list[str | dict[str, object]]) -> str | list[dict[str, object]]:
+    """A turn's texts and forwarded images: one text as a string, else content parts."""
+    if len(texts) == 1 and isinstance(texts[0], str):
         return texts[0]
-    return [{"type": "text", "text": t} for t in texts]
+    return [{"type": "text", "text": t} if isinstance(t, str) else t for t in texts]
 
 
 def _tool_result(
@@ -112,9 +125,9 @@ def _tool_result(
     call_id = block.get("tool_use_id")
     if not isinstance(call_id, str):
         raise _fail("must be a string", f"{where}.tool_use_id")
-    content = block.get("content", "")
+    content: object = block.get("content", "")
     if isinstance(content, list):
-        parts: list[str] = []
+        parts: list[str | dict[str, object]] = []
         for j, part in enumerate(content):
             at = f"{where}.content[{j}]"
             kind = part.get("type") if isinstance(part, Mapping) else None
@@ -132,11 +145,17 @@ def _tool_result(
                 raise _fail(
                     "only text, image, document and tool_reference blocks are supported", at
                 )
-        content = "\n".join(parts)
+        if all(isinstance(p, str) for p in parts):
+            content = "\n".join(str(p) for p in parts)
+        else:  # with an image: content parts (text parts join with newlines as before)
+            content = _joined(parts)
     elif not isinstance(content, str):
         raise _fail("must be a string or a list of text blocks", f"{where}.content")
     if block.get("is_error"):
-        content = f"Error: {content}"
+        if isinstance(content, list):
+            content = [{"type": "text", "text": "Error: "}, *content]
+        else:
+            content = f"Error: {content}"
     tool: dict[str, object] = {"role": "tool", "tool_call_id": call_id, "content": content}
     if call_id in names:
         tool["name"] = names[call_id]
@@ -191,7 +210,7 @@ def chat_messages(
                 f"unexpected role {role!r}: must be user, assistant or system", f"{where}.role"
             )
         blocks = _blocks(message.get("content"), f"{where}.content")
-        texts = []
+        texts: list[str | dict[str, object]] = []
         if role == "user":
             for j, block in enumerate(blocks):
                 at = f"{where}.content[{j}]"

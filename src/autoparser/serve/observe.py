@@ -224,9 +224,12 @@ class Metrics:
         self.degraded = Counter(
             "autoparser_degraded",
             "Parts of requests served in a lesser form instead of refused, by what: media "
-            "(an image or document replaced by a text placeholder), hosted_tool (a tool only "
+            "(an image or document replaced by a text placeholder), plain_text (a prompt sent "
+            "with images, its caller text unprotected), hosted_tool (a tool only "
             "the provider can run, left out), tool_grammar (a custom tool's grammar not "
-            "enforced), system_message (a system message moved or merged to fit the template).",
+            "enforced), system_message (a system message moved or merged to fit the template), "
+            "logprobs (logprobs the engine did not give), echo (a prompt of token ids not "
+            "echoed).",
             ["what"], registry=r,
         )  # fmt: skip
         self.prompts = Counter(

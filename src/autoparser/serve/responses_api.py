@@ -22,8 +22,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from autoparser import ChatMessage, LarkGrammarError, StreamDelta, ToolCallDelta, lark_to_regex
-from autoparser.serve.chat_completions import MEDIA_PARTS, media_placeholder, placeholder_text
 from autoparser.serve.limits import Degradation, InvalidRequest
+from autoparser.serve.media import (
+    MEDIA_PARTS,
+    forwards,
+    image_part,
+    media_placeholder,
+    placeholder_text,
+)
 from autoparser.serve.openai_format import Usage
 
 # Fields refused with a 400 naming them (a non-null value), and why.
@@ -87,9 +93,24 @@ class _State:
         self.tools: dict[str, ServedTool] = {}
         self.degraded: list[Degradation] = []
 
-    def media_text(self, kind: str, where: str) -> str:
-        self.degraded.append(media_placeholder(kind, where, self.media))
+    def media_text(self, kind: str, where: str, why: str = "") -> str:
+        self.degraded.append(media_placeholder(kind, where, self.media, why))
         return placeholder_text(kind)
+
+    def media_part(self, part: Mapping[str, object], where: str) -> str | dict[str, object]:
+        """An ``input_image`` with an ``image_url`` (``--media auto``) as a chat image part
+        (the chat path decides, ``media.py``); any other media part, its placeholder."""
+        kind = MEDIA_PARTS[str(part["type"])]
+        why = ""
+        if forwards(self.media):
+            url = part.get("image_url")
+            if kind == "image" and isinstance(url, str) and url:
+                return image_part(url)
+            why = {
+                "image": "an image by file id cannot be sent",
+                "document": "documents are not sent to engines",
+            }.get(kind, f"{kind} is not sent to engines")
+        return self.media_text(kind, where, why)
 
     def flat_name(self, name: str, namespace: object) -> str:
         """The name the model sees for a tool (``namespace`` given: a namespace's)."""
@@ -109,22 +130,22 @@ def _text_of(content: object, where: str, state: _State) -> str | list[dict[str,
         return content
     if not isinstance(content, list):
         raise _fail("must be a string or a list of content parts", where)
-    texts: list[str] = []
+    texts: list[str | dict[str, object]] = []
     for i, part in enumerate(content):
         if isinstance(part, str):
             texts.append(part)
             continue
         kind = part.get("type") if isinstance(part, Mapping) else None
-        if isinstance(kind, str) and kind in MEDIA_PARTS:
-            texts.append(state.media_text(MEDIA_PARTS[kind], f"{where}[{i}]"))
+        if isinstance(part, Mapping) and isinstance(kind, str) and kind in MEDIA_PARTS:
+            texts.append(state.media_part(part, f"{where}[{i}]"))
             continue
         if kind not in TEXT_PARTS or not isinstance(part.get("text"), str):
             shown = kind if isinstance(kind, str) else type(part).__name__
             raise _fail(f"only text parts are supported, got {shown!r}", f"{where}[{i}]")
         texts.append(part["text"])
-    if len(texts) == 1:
+    if len(texts) == 1 and isinstance(texts[0], str):
         return texts[0]
-    return [{"type": "text", "text": t} for t in texts]
+    return [{"type": "text", "text": t} if isinstance(t, str) else t for t in texts]
 
 
 def _reasoning_text(item: Mapping[str, object], where: str) -> str:

@@ -22,6 +22,7 @@ from autoparser.serve.engines.base import (
     Finished,
     Generation,
     Hooks,
+    MediaSupport,
     Outgoing,
     Scored,
     Timeouts,
@@ -180,6 +181,19 @@ async def detect(url: str, session: aiohttp.ClientSession, timeout: float = 10.0
         if info is not None:
             return info
     raise BackendError("no engine dialect recognises the engine", url)  # pragma: no cover
+
+
+async def media_of(
+    kind: str, url: str, session: aiohttp.ClientSession, timeout: float = 10.0
+) -> MediaSupport | None:
+    """What the engine of ``kind`` says it takes besides text, asked of its own detection
+    (when the kind and template were given, detection did not run); None when its dialect
+    carries no media or the engine says nothing of it."""
+    dialect = dialect_of(kind)
+    if not dialect.carries_media:
+        return None
+    info = await dialect.detect(Looks(url, session, timeout))
+    return None if info is None else info.media
 
 
 async def first_model(url: str, session: aiohttp.ClientSession, timeout: float = 10.0) -> str:

@@ -89,6 +89,9 @@ class Generation:
     # Token logprobs asked of the engine: how many alternatives per token (0: only the
     # chosen token's); None: not asked.
     logprobs: int | None = None
+    # Base64 images, one per ``MediaSupport.marker`` in ``prompt``, in order (a dialect whose
+    # engine takes media sends them with the prompt; the prompt then goes as text).
+    media: tuple[str, ...] = ()
 
 
 # One generated token's logprob in OpenAI's chat shape (``token``, ``logprob``, ``bytes``,
@@ -103,6 +106,16 @@ class Scored:
 
     text: str
     logprobs: tuple[TokenLogprob, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class MediaSupport:
+    """What an engine said it takes besides text (llama.cpp's ``/props`` ``modalities``),
+    and the marker text that stands for one image in a prompt."""
+
+    marker: str
+    vision: bool = False
+    audio: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,6 +157,7 @@ class EngineInfo:
     eos_token: str = ""
     model: str = ""
     slots: int = 0  # requests the engine runs at once (llama.cpp's total_slots); 0: unknown
+    media: MediaSupport | None = None  # None: the engine said nothing of media
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,6 +268,9 @@ class Dialect:
     # Whether requests name the model (then serve asks ``GET /v1/models`` for one when
     # neither the command line nor detection gave it).
     names_model: ClassVar[bool] = False
+    # Whether the completion route can carry images with the prompt (``Generation.media``);
+    # then ``detect`` tells whether the engine takes them (``EngineInfo.media``).
+    carries_media: ClassVar[bool] = False
 
     def __init__(self, channel: Channel, model: str = "", hooks: Hooks | None = None) -> None:
         self.channel = channel

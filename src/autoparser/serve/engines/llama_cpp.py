@@ -3,7 +3,11 @@ grammar with triggers and preserved tokens, so tool_choice auto is constrained t
 
 Its ``/tokenize`` parses special tokens or not (``parse_special``), which tells exactly where
 a text holds a control token: where the two tokenizations differ (``protection.ExactText``).
-Recognised by ``GET /props``, which also tells the chat template and special tokens.
+Recognised by ``GET /props``, which also tells the chat template and special tokens, and
+whether a multimodal projector is loaded (``modalities``) with the marker text that stands for
+one image in a prompt (``media_marker``; servers older than that field use ``<__media__>``,
+libmtmd's default). A prompt with images goes as ``{"prompt_string", "multimodal_data"}``:
+the text (special tokens parsed) and the base64 images, one per marker, in order.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from autoparser.serve.engines.base import (
     Generation,
     Hooks,
     Look,
+    MediaSupport,
     Prompt,
     TokenLogprob,
     logprob_entry,
@@ -31,6 +36,21 @@ from autoparser.serve.engines.base import (
 # pattern_full. A "token" trigger needs the token id, which only the engine knows; sent as
 # a word, llama.cpp tokenizes it and turns a single preserved token into a token trigger.
 LLAMA_TRIGGER_TYPES = {"token": 1, "word": 1, "pattern": 2, "pattern_full": 3}
+DEFAULT_MEDIA_MARKER = "<__media__>"  # mtmd_default_marker(), before /props named its own
+
+
+def media_support(props: Mapping[str, object]) -> MediaSupport | None:
+    """What ``/props`` says of media: None when it has no ``modalities`` (a server too old
+    to take images in ``/completion``)."""
+    modalities = props.get("modalities")
+    if not isinstance(modalities, Mapping):
+        return None
+    marker = props.get("media_marker")
+    return MediaSupport(
+        marker=marker if isinstance(marker, str) and marker else DEFAULT_MEDIA_MARKER,
+        vision=modalities.get("vision") is True,
+        audio=modalities.get("audio") is True,
+    )
 
 
 class LlamaCppTokenizer:
@@ -73,6 +93,7 @@ class LlamaCpp(Dialect):
     kind = "llama.cpp"
     path = "/completion"
     health_path = "/health"
+    carries_media = True
 
     def __init__(self, channel: Channel, model: str = "", hooks: Hooks | None = None) -> None:
         super().__init__(channel, model, hooks)
@@ -102,10 +123,14 @@ class LlamaCpp(Dialect):
             eos_token=str(body.get("eos_token") or ""),
             model=str(model).rsplit("/", 1)[-1],
             slots=slots if isinstance(slots, int) and not isinstance(slots, bool) else 0,
+            media=media_support(body),
         )
 
     def payload(self, gen: Generation, prompt: Prompt, stream: bool) -> dict[str, object]:
-        body: dict[str, object] = {**gen.sampling, "prompt": prompt, "stream": stream}
+        sent: object = prompt
+        if gen.media:  # the prompt goes as text then (see ``Generation.media``)
+            sent = {"prompt_string": gen.prompt, "multimodal_data": list(gen.media)}
+        body: dict[str, object] = {**gen.sampling, "prompt": sent, "stream": stream}
         if gen.max_tokens is not None:
             body["n_predict"] = gen.max_tokens
         if gen.stop:
