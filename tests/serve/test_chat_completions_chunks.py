@@ -170,3 +170,71 @@ def test_a_batch_answered_at_once_equals_its_pieces_one_by_one(
     assert bodies["together"] == bodies["alone"]
     chunks = bodies["alone"].count("data: ")
     assert chunks > 10 and '"tool_calls"' in bodies["alone"] and '"reasoning"' in bodies["alone"]
+
+
+@pytest.mark.parametrize("index", [0, 2])
+def test_scored_chunks_of_a_choice_equal_json_dumps(index: int) -> None:
+    """With logprobs asked (the scored path) and under another choice's index, the chunks
+    still come from the prepared parts, byte for byte what json.dumps of each chunk gives:
+    the first of a piece's deltas carries its tokens' logprobs, the rest null."""
+    params = CASE.params(TOOLS)
+    req = parse_request({"messages": [{"role": "user", "content": "hi"}], "stream": True}, False)
+    field = "reasoning"
+    reply = Reply(params)
+    sink = ChatSink(IDENT, req, field, index)
+    tokens = [{"token": 'é"', "logprob": -0.5, "bytes": [195, 169, 34], "top_logprobs": []}]
+    fast, slow = [], []
+    for piece in [_output()[i : i + 7] for i in range(0, len(_output()), 7)]:
+        deltas = reply.feed(piece)
+        fast.append(sink.feed_scored(deltas, tokens) if deltas else sink.feed(deltas))
+        slow.extend(
+            b"data: "
+            + json.dumps(
+                oai.chunk(
+                    IDENT,
+                    _reasoning_keys(d.to_openai(), field),
+                    index=index,
+                    logprobs=tokens if i == 0 else None,
+                ),
+                ensure_ascii=False,
+            ).encode()
+            + b"\n\n"
+            for i, d in enumerate(deltas)
+        )
+    assert b"".join(fast) == b"".join(slow)
+    assert b"".join(fast).count(b'"logprobs": {"content"') > 10
+
+
+def test_the_batch_path_without_logprobs_and_the_scored_path_with(
+    loop: LoopThread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream that asks no logprobs reads the engine in batches; one that asks reads
+    scored pieces (``Backend.stream``), its chunks carrying every token's logprobs."""
+    standin = StandIn("llama.cpp")
+    key = standin.add("mixed", _output())
+    config = ServeConfig(loop.serve(standin.app()), template=CASE.load())
+    url = loop.serve(create_app(config))
+    calls: list[str] = []
+    original = Backend.stream_batches
+
+    def counted(self: Backend, gen: Generation) -> AsyncGenerator[list[str] | Finished, None]:
+        calls.append("batches")
+        return original(self, gen)
+
+    monkeypatch.setattr(Backend, "stream_batches", counted)
+    body: dict[str, Any] = {"messages": [{"role": "user", "content": key}], "stream": True}
+    plain = _body(url, {**body, "tools": TOOLS})
+    assert calls == ["batches"] and '"logprobs": {' not in plain
+    scored = _body(url, {**body, "tools": TOOLS, "logprobs": True, "top_logprobs": 2})
+    assert calls == ["batches"]  # the scored path does not read batches
+    tokens = []
+    for line in scored.splitlines():
+        if line.startswith("data: {"):
+            line = line.replace("ID", '"id": 0', 1).replace("CALL", '"id": 0')
+            choices = json.loads(line[6:]).get("choices") or []
+            for choice in choices:
+                tokens.extend((choice.get("logprobs") or {}).get("content") or [])
+    assert "".join(t["token"] for t in tokens) == _output()
+    # the same deltas either way: only the logprobs differ
+    strip = re.compile(r'"logprobs": (\{.*?"refusal": null\}|null)')
+    assert strip.sub("L", plain) == strip.sub("L", scored)
