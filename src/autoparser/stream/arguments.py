@@ -175,6 +175,9 @@ class TaggedArguments:
         # Names of arguments read by the format's markers alone (the schema does not
         # declare them); one attribute test per argument on the normal path.
         self.undeclared: list[str] | None = None
+        # Names of arguments whose value did not read as their type (kept as the text).
+        self.mistyped: list[str] | None = None
+        self.names: list[str] = []  # the arguments' names, as read (the current one last)
 
     def advance(self, nodes: list[Node], text: str) -> None:
         if not self.out.pieces:
@@ -194,8 +197,9 @@ class TaggedArguments:
                 if name_node.children and name_node.children[0].tag == tags.TOOL_ARG_UNDECLARED:
                     self.undeclared = [*(self.undeclared or ()), name]
                 decode = self.converters.get(tags.TOOL_ARG_NAME)  # escaped names
-                key = encode_basestring((decode(name) if decode else None) or name)
-                self.out.emit(f"{', ' if k else ''}{key}: ")
+                name = (decode(name) if decode else None) or name
+                self.names.append(name)
+                self.out.emit(f"{', ' if k else ''}{encode_basestring(name)}: ")
                 self.named = True
             self.value = value_node
             if value_node is not None and value_node.tag in tags.STRING_VALUES:
@@ -212,17 +216,13 @@ class TaggedArguments:
             end = self._value_end(text)
             value = self.value
             if (
-                end is not None
-                and self.string
+                self.string
                 and self.held
                 and value is not None
                 and value.tag not in tags.TRIMS_TRAIL
                 and arg.end > value.end
             ):
                 end = escape_json(self.held) + end  # closed: the whitespace is its own
-            if end is None:
-                self.invalid = True
-                return
             self.out.emit(end)
             self.done = k + 1
             self.named = False
@@ -238,8 +238,13 @@ class TaggedArguments:
         self.value_done += len(raw)
         self.out.emit(self._string_piece(self.value, raw))
 
-    def _value_end(self, text: str) -> str | None:
-        """What ends the current (complete) argument's value: a quote, null or the value."""
+    def _value_end(self, text: str) -> str:
+        """What ends the current (complete) argument's value: a quote, null or the value.
+
+        A value read by the format's markers alone (up to its closer) that does not
+        convert to its type is kept as the text the model wrote, a JSON string, and its
+        argument named in ``mistyped``: one bad value does not cost the call.
+        """
         if self.string:
             return '"'
         if self.value is None:
@@ -247,11 +252,16 @@ class TaggedArguments:
         raw = self.value.text(text).strip()
         convert = self.converters.get(self.value.tag or "")
         if convert is not None:
-            return convert(raw)
-        spec = tags.VALUE_SPECS.get(self.value.tag or "")
-        if spec is not None and spec.decoder == "python":
-            return python_value_json(raw)
-        return raw
+            value = convert(raw)
+        else:
+            spec = tags.VALUE_SPECS.get(self.value.tag or "")
+            if spec is None or spec.decoder != "python":
+                return raw
+            value = python_value_json(raw)
+        if value is None:
+            self.mistyped = [*(self.mistyped or ()), self.names[-1]]
+            return encode_basestring(raw)
+        return value
 
     def _string_piece(self, node: Node, raw: str) -> str:
         """Escaped raw text; one leading and one trailing newline of the value dropped

@@ -100,6 +100,7 @@ TOOL_CALL_DELTAS = ("whole", "incremental")
 Span = tuple[int, int]
 _LEAD = 8  # whitespace a content span may start with before a call opener
 _NO_FINDINGS: Mapping[tuple[int, str, str], Finding] = types.MappingProxyType({})
+_NO_REQUIRED: Mapping[str, tuple[str, ...]] = types.MappingProxyType({})
 
 
 def check_tolerance(value: object) -> str:
@@ -375,6 +376,8 @@ class Mapper:
 
     # Class-level defaults: a parse with nothing to report allocates nothing for them.
     reject = False  # tolerance="reject"
+    # Each tool's required argument names, where calls are read argument by argument.
+    required: Mapping[str, tuple[str, ...]] = _NO_REQUIRED
     # What was tolerated or refused, by (where, kind, what): a stream may read a call node
     # in several trees; the message lists each once, in output order. Replaced by a dict
     # of this mapper's own at its first finding (``note``).
@@ -389,8 +392,11 @@ class Mapper:
         openers: Sequence[str] = (),
         json_end: Callable[[int], int] = lambda pos: -1,
         tolerance: str = "keep",
+        required: Mapping[str, tuple[str, ...]] = _NO_REQUIRED,
     ) -> None:
         self.policy = policy
+        if required:
+            self.required = required
         if tolerance != "keep":  # checked only when not the default (once per parse)
             self.reject = check_tolerance(tolerance) == "reject"
         self.json_end = json_end
@@ -586,13 +592,20 @@ class Mapper:
         if call.invalid:
             self.note("invalid_arguments", "refused", node.start, node.end, call.name)
             return None
-        undeclared = call.tagged.undeclared if call.tagged is not None else None
-        if undeclared:
-            outcome: FindingOutcome = "refused" if self.reject else "kept"
-            for arg in undeclared:
-                self.note("undeclared_argument", outcome, node.start, node.end, arg)
-            if self.reject:
-                return None
+        tagged = call.tagged
+        if tagged is not None:
+            required = self.required.get(call.name)
+            missing = [n for n in required if n not in tagged.names] if required else None
+            if tagged.undeclared or tagged.mistyped or missing:
+                outcome: FindingOutcome = "refused" if self.reject else "kept"
+                for arg in tagged.undeclared or ():
+                    self.note("undeclared_argument", outcome, node.start, node.end, arg)
+                for arg in tagged.mistyped or ():
+                    self.note("type_mismatch", outcome, node.start, node.end, arg)
+                for arg in missing or ():
+                    self.note("missing_required", outcome, node.start, node.end, arg)
+                if self.reject:
+                    return None
         return call.name, call.id, call.out.text() + closing
 
     def note(
@@ -680,15 +693,17 @@ class Mapper:
     def _note_unread_call(self, unread: re.Pattern[str], start: int, end: int, text: str) -> None:
         """A call opener in content: a call the format could not read (its arguments, its
         tool), kept as written; reported once per place, unless a refused call's finding
-        already covers it. The lenient parser's content stops at every opener, so one that
+        already covers its span. The lenient parser's content stops at every opener, so one that
         started no call begins a content span (after a little whitespace): one anchored
         match per such span, at the end only, whatever the output's length."""
         m = unread.match(text, start, end)
         if m is None:
             return
         at = m.end() - len(m.group().lstrip())
+        # A refused call's text is content too: the span that holds it (from the opener of
+        # its section, say) is covered by that call's finding.
         refused = [(f.start, f.end) for f in self.findings.values() if f.outcome == "refused"]
-        if not any(a <= at < b for a, b in refused):
+        if not any(a < end and at < b for a, b in refused):
             self.note("invalid_arguments", "refused", at, end, text[at : m.end()])
 
     def _cut(self, node: Node, lead: int, text: str, spans: list[Span]) -> None:

@@ -58,6 +58,7 @@ class StreamParser:
             incremental=policy == "incremental",
             openers=definition.call_openers or definition.trigger_markers,
             tolerance=tolerance,
+            required=definition.required_arguments,
         )
         self._last_tree: Node | None = None
         self._moved = False  # feeds since _last_tree only moved its unfinished path
@@ -222,6 +223,7 @@ def parse_text(
         openers=definition.call_openers or definition.trigger_markers,
         json_end=lambda pos: json_value_end(shared, pos),
         tolerance=tolerance,
+        required=definition.required_arguments,
     )
     if partial:
         if last is not None:
