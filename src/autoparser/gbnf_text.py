@@ -53,8 +53,12 @@ JSON_NUMBER = '"-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )
 # --- escaping ------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=8192)
 def gbnf_literal(text: str) -> str:
-    """A GBNF string literal matching exactly `text` (`""` for the empty string)."""
+    """A GBNF string literal matching exactly `text` (`""` for the empty string).
+
+    Memoised: a grammar for many tools writes the same markers and punctuation thousands
+    of times."""
     bad = _LONE_SURROGATE.search(text)
     if bad:
         raise GrammarError(f"lone surrogate U+{ord(bad.group()):04X} cannot be written in GBNF")
