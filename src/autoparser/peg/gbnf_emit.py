@@ -414,7 +414,7 @@ class _Emitter(NodeVisitor[str]):
         if node.slot >= 0:
             return self.place(node, tail, where)
         family = node.family
-        if family is not None and self.seen(family, tail, where):
+        if family is not None and self.seen(family, tail, where) and not self.few(node):
             template = _template(node, tail, where, self.finder)
             if template is not None and not any(
                 _in_place(node.parts[k], w) for k, w in template.rule_places
@@ -436,6 +436,13 @@ class _Emitter(NodeVisitor[str]):
         target = node.target()
         self.finder.walk(target, where)
         return self.expr(target, tail, where)
+
+    def few(self, member: Lazy) -> bool:
+        """Whether this grammar has too few members of ``family`` for a template to pay:
+        making one costs about what writing two members does (counted by the finder's
+        walk of the roots, so the grammar depends on this grammar alone; a family it did
+        not count, inside a template's representative, is written from a template)."""
+        return 0 < self.finder.members.get(self.finder.form_key(member), 0) < _TEMPLATE_MIN_MEMBERS
 
     def seen(self, family: Family, tail: bool, where: _Where) -> bool:
         """Whether a member of ``family`` was written at such a place before, in this
@@ -581,6 +588,9 @@ class _Emitter(NodeVisitor[str]):
             self.schemas.add(schema_key(node.schema))
         return str(root)
 
+
+# A family with fewer members in a grammar is written member by member (``_Emitter.few``).
+_TEMPLATE_MIN_MEMBERS = 3
 
 # What an inline group under a quantifier may expand to in llama.cpp (its limit is 2000).
 _MAX_EXPANSION = 500
@@ -823,6 +833,8 @@ class _SplitFinder(NodeVisitor[None]):
         self._before: dict[tuple[int, bool], tuple[tuple[Parser, ...], list[bool]]] = {}
         self._after: dict[tuple[int, bool], tuple[tuple[Parser, ...], list[bool]]] = {}
         self._alts: dict[int, tuple[tuple[Parser, ...], int, int]] = {}
+        # Members the roots reach (and their parts), by family and their parts' forms.
+        self.members: dict[tuple[Family, tuple[tuple[bool, ...], ...]], int] = {}
         # Whether a rule with a node as its body is one llguidance lexeme, per node.
         self.lexemes = _Lexeme()
         # What each node kind can do, wherever it is (memoised by the three methods below).
@@ -975,8 +987,26 @@ class _SplitFinder(NodeVisitor[None]):
     def visit_Lazy(self, node: Lazy, where: _Where) -> None:
         # A family member is written from its family's template, found on its own; a
         # stand-in is where a part goes.
-        if node.family is None and node.slot < 0:
+        if node.slot >= 0:
+            return
+        if node.family is None:
             self.walk(node.target(), where)
+        else:
+            self.count(node)
+
+    def form_key(self, member: Lazy) -> tuple[Family, tuple[tuple[bool, ...], ...]]:
+        """A member's family and its parts' forms: what its template is made for."""
+        family = member.family
+        assert family is not None
+        return family, tuple(_part_form(p, self) for p in member.parts)
+
+    def count(self, member: Lazy) -> None:
+        """Count a family member, and the members among its parts."""
+        key = self.form_key(member)
+        self.members[key] = self.members.get(key, 0) + 1
+        for part in member.parts:
+            if isinstance(part, Lazy) and part.family is not None and part.slot < 0:
+                self.count(part)
 
     def lookahead(self, node: Peek | Negate, where: _Where) -> None:
         pass  # not emitted but as a character exclusion, which holds no literal
