@@ -409,8 +409,8 @@ class _Emitter(NodeVisitor[str]):
         # family a grammar writes at a place is written itself (many families have one
         # member; its parser, built from its parts, writes those from their families),
         # the others from the template. Where a template cannot be (a form that depends
-        # on a name's characters, a rule name taken with another body), the member is
-        # written itself.
+        # on a name's characters, a rule name taken with another body) or would not pay
+        # (``few``), the member is written itself.
         if node.slot >= 0:
             return self.place(node, tail, where)
         family = node.family
