@@ -1112,7 +1112,9 @@ class _EndsFree(NodeVisitor[bool]):
     visit_End = visit_Peek = visit_Negate = reads_nothing
 
     def visit_Seq(self, node: Seq, before: bool) -> bool:
-        return self.finder.seq_where(node.items, len(node.items), (before, False))[0]
+        # Where the end of the sequence is: the last of the running values (what follows
+        # each item is not needed here).
+        return self.finder._seq_before(node.items, before)[-1]
 
     def visit_Repeat(self, node: Repeat, before: bool) -> bool:
         if _is_free_text(node):
