@@ -438,10 +438,10 @@ class _Emitter(NodeVisitor[str]):
         return self.expr(target, tail, where)
 
     def few(self, member: Lazy) -> bool:
-        """Whether this grammar has too few members of ``family`` for a template to pay:
-        making one costs about what writing two members does (counted by the finder's
-        walk of the roots, so the grammar depends on this grammar alone; a family it did
-        not count, inside a template's representative, is written from a template)."""
+        """Whether this grammar has too few members of ``member``'s family and form for a
+        template to pay: making one costs about what writing two members does. Counted
+        by the finder's walk of the grammar's roots, so that the grammar depends on itself
+        alone; a member it did not count (in a template's representative) is not few."""
         return 0 < self.finder.members.get(self.finder.form_key(member), 0) < _TEMPLATE_MIN_MEMBERS
 
     def seen(self, family: Family, tail: bool, where: _Where) -> bool:
@@ -842,8 +842,10 @@ class _SplitFinder(NodeVisitor[None]):
         self.successors = _Successors(self).visit
         self._starts_of = _StartsFree(self).visit
         self._ends_of = _EndsFree(self).visit
+        self._counting = True  # members are counted while the roots are walked only
         for root in roots or []:
             self.walk(root, _NOWHERE)
+        self._counting = False
 
     # Where the parts of a node are, given where the node is. Both are asked once per part,
     # so each keeps its running values per sequence or choice (linear, not quadratic, in a
@@ -991,7 +993,7 @@ class _SplitFinder(NodeVisitor[None]):
             return
         if node.family is None:
             self.walk(node.target(), where)
-        else:
+        elif self._counting:
             self.count(node)
 
     def form_key(self, member: Lazy) -> tuple[Family, tuple[tuple[bool, ...], ...]]:
