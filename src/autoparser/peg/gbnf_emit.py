@@ -835,6 +835,7 @@ class _SplitFinder(NodeVisitor[None]):
         self._alts: dict[int, tuple[tuple[Parser, ...], int, int]] = {}
         # Members the roots reach (and their parts), by family and their parts' forms.
         self.members: dict[tuple[Family, tuple[tuple[bool, ...], ...]], int] = {}
+        self._form_keys: dict[int, tuple[Family, tuple[tuple[bool, ...], ...]]] = {}
         # Whether a rule with a node as its body is one llguidance lexeme, per node.
         self.lexemes = _Lexeme()
         # What each node kind can do, wherever it is (memoised by the three methods below).
@@ -997,10 +998,17 @@ class _SplitFinder(NodeVisitor[None]):
             self.count(node)
 
     def form_key(self, member: Lazy) -> tuple[Family, tuple[tuple[bool, ...], ...]]:
-        """A member's family and its parts' forms: what its template is made for."""
-        family = member.family
-        assert family is not None
-        return family, tuple(_part_form(p, self) for p in member.parts)
+        """A member's family and its parts' forms: what its template is made for (kept
+        per member: counted, then asked again when the member is written)."""
+        key = self._form_keys.get(member._uid)
+        if key is None:
+            family = member.family
+            assert family is not None
+            key = self._form_keys[member._uid] = (
+                family,
+                tuple(_part_form(p, self) for p in member.parts),
+            )
+        return key
 
     def count(self, member: Lazy) -> None:
         """Count a family member, and the members among its parts."""
