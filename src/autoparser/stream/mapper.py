@@ -37,6 +37,7 @@ from autoparser.stream.arguments import (
     PythonArguments,
     TaggedArguments,
     ValueConverters,
+    tagged_object,
 )
 from autoparser.stream.delta import StreamDelta, ToolCallDelta
 from autoparser.stream.repair import json_object_text
@@ -390,13 +391,8 @@ class Mapper:
         json_end: Callable[[int], int] = lambda pos: -1,
         tolerance: str = "keep",
     ) -> None:
-        self.policy = policy
-        if tolerance != "keep":  # checked only when not the default (once per parse)
-            self.reject = check_tolerance(tolerance) == "reject"
-        self.json_end = json_end
-        self.converters = converters
+        self._reader(policy, converters, openers, json_end, tolerance)
         self.incremental = incremental
-        self.openers, self.unread, self.unread_starts = _markup_openers(tuple(openers))
         self.reasoning = _TextField(tags.TEXT_FIELDS[tags.REASONING])
         self.content = _TextField(tags.TEXT_FIELDS[tags.CONTENT])
         self.announced: list[_Call] = []  # every call announced, by delta index
@@ -405,8 +401,6 @@ class Mapper:
         self.open: _Call | None = None  # the call being written (incremental policy)
         self.dropped: list[int] = []  # delta indexes of announced calls that were not calls
         self.given_up: set[int] = set()  # starts of calls dropped while being written
-        self.truncated = False
-        self.truncated_call: str | None = None  # the raw text of a call cut off
         self.events: list[tuple[str, int, str]] = []
         # What moving the end of the last tree's unfinished path (its last node at each
         # level, see IncrementalParse.resume) changes: the text field, or the JSON
@@ -417,6 +411,41 @@ class Mapper:
         self.tail: _TextField | JsonArguments | TaggedArguments | None = None
         self.tail_end = 0
         self.tail_reparse = False
+
+    @classmethod
+    def reader(
+        cls,
+        policy: CallIdPolicy,
+        converters: ValueConverters,
+        *,
+        openers: Sequence[str] = (),
+        json_end: Callable[[int], int] = lambda pos: -1,
+        tolerance: str = "keep",
+    ) -> Mapper:
+        """A mapper that only reads one final tree (``whole_message``): what reading calls,
+        the end of output and findings need, none of a stream's state (an output's parse
+        paid more for it than for mapping a short message)."""
+        mapper = cls.__new__(cls)
+        mapper._reader(policy, converters, openers, json_end, tolerance)
+        return mapper
+
+    def _reader(
+        self,
+        policy: CallIdPolicy,
+        converters: ValueConverters,
+        openers: Sequence[str],
+        json_end: Callable[[int], int],
+        tolerance: str,
+    ) -> None:
+        """The state of reading calls and the end of output (``reader``)."""
+        self.policy = policy
+        if tolerance != "keep":  # checked only when not the default (once per parse)
+            self.reject = check_tolerance(tolerance) == "reject"
+        self.json_end = json_end
+        self.converters = converters
+        self.openers, self.unread, self.unread_starts = _markup_openers(tuple(openers))
+        self.truncated = False
+        self.truncated_call: str | None = None  # the raw text of a call cut off
 
     # ----------------------------------------------------------------- tree walking
     def advance(self, tree: Node, text: str, *, final: bool = False) -> None:
@@ -579,6 +608,10 @@ class Mapper:
                     self.note("invalid_arguments", "refused", node.start, node.end, name)
                     return None
                 return name, call_id, arguments
+        # Tagged arguments, all complete: assembled at once (else by their streamer).
+        arg_nodes = [c for c in node.children if c.tag in tags.ARGUMENTS]
+        if arg_nodes and all(c.tag == tags.TOOL_ARG and c.complete for c in arg_nodes):
+            return self._read_tagged(node, arg_nodes, text)
         call = _Call(node.start, None)
         self._identify(call, node, text)
         call.advance(node, text, self.converters)
@@ -594,6 +627,25 @@ class Mapper:
             if self.reject:
                 return None
         return call.name, call.id, call.out.text() + closing
+
+    def _read_tagged(
+        self, node: Node, arg_nodes: list[Node], text: str
+    ) -> tuple[str, str, str] | None:
+        """``read_call`` of a call whose arguments are complete ``tool-arg`` nodes: the
+        object assembled at once (``tagged_object``), as their streamer would write it."""
+        identity = call_identity(self.policy, node, text)
+        name, call_id = identity if identity is not None else ("", "")
+        arguments, undeclared = tagged_object(arg_nodes, text, self.converters)
+        if arguments is None:
+            self.note("invalid_arguments", "refused", node.start, node.end, name)
+            return None
+        if undeclared:
+            outcome: FindingOutcome = "refused" if self.reject else "kept"
+            for arg in undeclared:
+                self.note("undeclared_argument", outcome, node.start, node.end, arg)
+            if self.reject:
+                return None
+        return name, call_id, arguments
 
     def note(
         self, kind: FindingKind, outcome: FindingOutcome, start: int, end: int, detail: str = ""
