@@ -26,7 +26,21 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from autoparser import ChatMessage, ChatParams
-from autoparser.peg import Parser, ParseStatus, Rules, literal, negate, peek, seq, tag
+from autoparser.peg import (
+    Parser,
+    ParseStatus,
+    Rules,
+    chars,
+    choice,
+    end,
+    literal,
+    negate,
+    optional,
+    peek,
+    seq,
+    tag,
+    zero_or_more,
+)
 from autoparser.peg.oneshot import Shared, compiled
 from autoparser.peg.status import STATUSES
 from autoparser.stream.repair import json_object_text
@@ -114,6 +128,28 @@ def test_lookaheads_and_nested_tags() -> None:
     for text in ("", "x", "xy", "xyz", "xyy", "xq", "q"):
         for k in range(len(text) + 1):
             _same_trees(parser, text[:k])
+
+
+def test_runs_with_choices_repetitions_and_the_end_are_one_regex() -> None:
+    """A header cut off at the end of the output (harmony's): an ordered choice, a
+    repetition of a choice and the end, matched as one regex and decided at once where a
+    character none of them reads follows; near the end item by item, as the driver."""
+    word = chars("a-z =.", 1, 8)
+    opener = choice(literal("<|start|>a"), literal("<|start|>"), literal("<|ch|>"))
+    cut = tag(
+        "cut", seq(opener, zero_or_more(choice(word, literal("<|c|>"), literal("<|ch|>"))), end())
+    )
+    negated = tag("neg", seq(literal("<|"), chars("^>", 1, None), optional(literal(">")), end()))
+    parser = zero_or_more(
+        choice(cut, negated, literal("<|start|>a"), tag("t", chars("^<", 1, None)))
+    )
+    texts = ("<|start|>a<|ch|>an al<|m|>x, y", "x<|start|>a to=f.g<|ch|>co js", "<|ch|>fin", "<|x")
+    for text in texts:
+        for k in range(len(text) + 1):
+            _same_trees(parser, text[:k])
+    shot = compiled(parser)
+    assert shot is not None
+    assert shot.parse("<|start|>a<|ch|>fin", False)[1].children[0].tag == "cut"
 
 
 def test_named_rules_are_not_compiled() -> None:

@@ -37,6 +37,7 @@ import threading
 from collections.abc import Callable
 
 from autoparser.peg import facts, json_scan
+from autoparser.peg.charclass import CharSet
 from autoparser.peg.core import (
     _NOT_YET,
     Atomic,
@@ -373,34 +374,112 @@ def _json(c: _Compiler, node: Json) -> Match:
 class _Piece(LeafRegex):
     """One item of a run of plain items as regex text: a literal, a character run (taken
     greedily, never given back: an atomic group), as ``LeafRegex`` writes them, an optional
-    literal (the same), or one of those tagged (a group whose span becomes the node)."""
+    literal (the same), one of those tagged (a group whose span becomes the node), and,
+    untagged, sequences, ordered choices and repetitions of plain items and the end of the
+    input (PEG's: each alternative and each iteration atomic, an ordered choice the first
+    alternative that matches).
 
-    __slots__ = ("margin", "parts", "tags")
+    What makes a run's outcome independent of where the input ends: a match that ends
+    before it by more than a skipped optional literal could have looked (``margin``), or,
+    for any outcome, a character after its start that no item can read (``stops``): its
+    items never look past it (their characters are ``ranges``; a negated class reads
+    nearly anything, so a run with one has no such character).
+    """
+
+    __slots__ = ("depth", "margin", "open_ended", "parts", "ranges", "tags")
 
     def __init__(self) -> None:
         super().__init__()
         self.parts: list[str] = []
         self.tags: list[tuple[str, int]] = []  # (tag name, group) in order
         self.margin = 0  # the longest optional literal: how far a skipped one may look
+        # A choice, repetition or end makes ``margin`` no bound: only ``stops`` decides.
+        self.open_ended = False
+        self.depth = 0  # inside a sequence, choice or repetition (no tags there)
+        self.ranges: list[tuple[int, int]] | None = []  # None: a negated class
 
     def add(self, node: Parser) -> bool:
         """Append ``node`` if it is a plain item; False (nothing appended) if not."""
+        groups, tags, margin, open_ended = self.groups, len(self.tags), self.margin, self.open_ended
         text = self.visit(node)
         if text is None:
+            self.groups, self.margin, self.open_ended = groups, margin, open_ended
+            del self.tags[tags:]
             return False
         self.parts.append(text)
+        self._read_by(node)
         return True
+
+    def stops(self) -> re.Pattern[str] | None:
+        """A character no item of the run can read (None: the run may read any)."""
+        if self.ranges is None:
+            return None
+        return re.compile(CharSet.union(self.ranges, negated=True).regex())
+
+    def _read_by(self, node: Parser) -> None:
+        """Add the characters ``node`` may read to ``ranges``."""
+        if self.ranges is None:
+            return
+        if isinstance(node, Literal):
+            self.ranges.extend((ord(ch), ord(ch)) for ch in node.value)
+        elif isinstance(node, Chars):
+            if node.charset.negated:
+                self.ranges = None
+            else:
+                self.ranges.extend(node.charset.ranges)
+        elif isinstance(node, (Seq, Choice)):
+            for child in node.items if isinstance(node, Seq) else node.alternatives:
+                self._read_by(child)
+        elif isinstance(node, (Repeat, Tag)):
+            self._read_by(node.child)
+
+    def _inner(self, node: Parser) -> str | None:
+        self.depth += 1
+        try:
+            return self.visit(node)
+        finally:
+            self.depth -= 1
+
+    def visit_End(self, node: Parser) -> str | None:
+        self.open_ended = True
+        return r"\Z"
+
+    def visit_Seq(self, node: Parser) -> str | None:
+        assert isinstance(node, Seq)
+        parts = [self._inner(item) for item in node.items]
+        if not parts or any(p is None for p in parts):
+            return None
+        return "(?:" + "".join(p for p in parts if p is not None) + ")"
+
+    def visit_Choice(self, node: Parser) -> str | None:
+        assert isinstance(node, Choice)
+        self.groups += 1
+        group = self.groups
+        alts = [self._inner(alt) for alt in node.alternatives]
+        if not alts or any(a is None for a in alts):
+            return None
+        self.open_ended = True
+        # (?=(A|B))\N: the first alternative that matches, never given back.
+        return f"(?=({'|'.join(a for a in alts if a is not None)}))\\{group}"
 
     def visit_Repeat(self, node: Repeat) -> str | None:
         child = node.child
-        if (node.min, node.max) != (0, 1) or not isinstance(child, Literal):
-            return None
-        self.margin = max(self.margin, len(child.value))
+        if (node.min, node.max) == (0, 1) and isinstance(child, Literal):
+            self.margin = max(self.margin, len(child.value))
+            self.groups += 1
+            return f"(?=((?:{re.escape(child.value)})?))\\{self.groups}"
         self.groups += 1
-        return f"(?=((?:{re.escape(child.value)})?))\\{self.groups}"
+        group = self.groups
+        inner = self._inner(child)
+        # An item that may match nothing repeats by PEG's own rule: not written here.
+        if inner is None or facts.nullable(child):
+            return None
+        self.open_ended = True
+        bound = "" if node.max is None else str(node.max)
+        return f"(?=((?:{inner}){{{node.min},{bound}}}))\\{group}"
 
     def visit_Tag(self, node: Tag) -> str | None:
-        if not isinstance(node.child, (Literal, Chars)):
+        if self.depth or not isinstance(node.child, (Literal, Chars)):
             return None
         self.groups += 1
         group = self.groups
@@ -414,23 +493,29 @@ class _Piece(LeafRegex):
 def _plain_run(piece: _Piece, items: tuple[Match, ...]) -> Match:
     """Consecutive plain items as one regex match, their tags' nodes made from its groups.
 
-    Only where the match ends before the end of the input (by more than a skipped
-    optional literal could have looked) is no item's outcome dependent on where the input
-    ends; otherwise each item runs on its own and says so.
+    Where no item's outcome can depend on where the input ends (see ``_Piece``), the
+    regex's outcome is the run's; otherwise each item runs on its own and says so.
     """
     rx_match = re.compile("".join(piece.parts)).match
-    margin = piece.margin
+    stops = piece.stops()
+    stop_search = stops.search if stops is not None else None
+    margin = -1 if piece.open_ended else piece.margin
     tags = tuple(piece.tags)
     one_by_one = _in_turn(items)
 
     def plain_run(r: _Run, pos: int) -> int:
-        m = rx_match(r.text, pos)
-        if m is not None and m.end() + margin < r.n:
-            for name, group in tags:
-                start, end = m.span(group)
-                r.out.append(_new_node(Node, (name, start, end, True, (), "")))
-            return m.end()
-        return one_by_one(r, pos)
+        text = r.text
+        m = rx_match(text, pos)
+        if m is not None and margin >= 0 and m.end() + margin < r.n:
+            pass
+        elif stop_search is None or stop_search(text, pos) is None:
+            return one_by_one(r, pos)
+        elif m is None:
+            return -1
+        for name, group in tags:
+            start, end = m.span(group)
+            r.out.append(_new_node(Node, (name, start, end, True, (), "")))
+        return m.end()
 
     return plain_run
 
@@ -506,9 +591,10 @@ def _choice(c: _Compiler, node: Choice) -> Match:
     alts = [(alt, *c.starts(alt), alt.first_text()) for alt in node.alternatives]
     chars = frozenset().union(*(f for _a, f, _e, _t in alts if f is not None))
     # Many characters share one list of alternatives: each list is converted once.
-    lists: dict[tuple[int, ...], tuple[tuple[Match, str], ...]] = {}
+    # Each entry: the matcher, and the text it must start with and its length ("", 0: none).
+    lists: dict[tuple[int, ...], tuple[tuple[Match, str, int], ...]] = {}
 
-    def matchers(ch: str | None) -> tuple[tuple[Match, str], ...]:
+    def matchers(ch: str | None) -> tuple[tuple[Match, str, int], ...]:
         picked = [
             (alt, must if len(must) > 1 else "")
             for alt, f, empty, must in alts
@@ -517,12 +603,12 @@ def _choice(c: _Compiler, node: Choice) -> Match:
         key = tuple(alt._uid for alt, _must in picked)
         found = lists.get(key)
         if found is None:
-            found = lists[key] = tuple((c.compile(alt), must) for alt, must in picked)
+            found = lists[key] = tuple((c.compile(alt), must, len(must)) for alt, must in picked)
         return found
 
     table = {ch: matchers(ch) for ch in chars}
     others = matchers(None)
-    every = tuple((c.compile(alt), "") for alt in node.alternatives)
+    every = tuple((c.compile(alt), "", 0) for alt in node.alternatives)
     get = table.get
     at_end = None if c.partial else c.at_end(node)
     if at_end is not None:
@@ -536,8 +622,8 @@ def _choice(c: _Compiler, node: Choice) -> Match:
                 r.hits += 1
                 return -1 if at_end else pos
             text = r.text
-            for alt, must in get(text[pos], others):
-                if must and left >= len(must) and not text.startswith(must, pos):
+            for alt, must, size in get(text[pos], others):
+                if size and left >= size and not text.startswith(must, pos):
                     continue
                 e = alt(r, pos)
                 if e != -1:
@@ -550,8 +636,8 @@ def _choice(c: _Compiler, node: Choice) -> Match:
         text = r.text
         left = r.n - pos
         alternatives = get(text[pos], others) if left > 0 else every
-        for alt, must in alternatives:
-            if must and left >= len(must) and not text.startswith(must, pos):
+        for alt, must, size in alternatives:
+            if size and left >= size and not text.startswith(must, pos):
                 continue  # it would fail here, consuming nothing (see Parser.first_text)
             e = alt(r, pos)
             if e != -1:
