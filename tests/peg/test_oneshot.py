@@ -35,6 +35,7 @@ from autoparser.peg import (
     end,
     literal,
     negate,
+    oneshot,
     optional,
     peek,
     seq,
@@ -150,6 +151,19 @@ def test_runs_with_choices_repetitions_and_the_end_are_one_regex() -> None:
     shot = compiled(parser)
     assert shot is not None
     assert shot.parse("<|start|>a<|ch|>fin", False)[1].children[0].tag == "cut"
+
+
+def test_a_choice_skips_an_alternative_by_every_text_it_may_start_with() -> None:
+    """An alternative that starts with one of several texts (a message opened by a header
+    in either order) is skipped by one ``startswith``, but tried where the input ends
+    inside one of them (its outcome depends on what follows)."""
+    call = tag("call", seq(choice(literal("<|ch|>c to=f"), literal(" to=f<|ch|>c")), literal("{}")))
+    parser = zero_or_more(choice(call, literal("<|end|>"), tag("t", chars("^<", 1, None))))
+    assert oneshot._first_texts(call) == ("<|ch|>c to=f", " to=f<|ch|>c")
+    assert oneshot._first_texts(zero_or_more(call)) is None
+    for text in ("a<|end|> to=f<|ch|>c{}<|ch|>c to=f{}", "<|ch|>c to", " to=f<|"):
+        for k in range(len(text) + 1):
+            _same_trees(parser, text[:k])
 
 
 def test_named_rules_are_not_compiled() -> None:

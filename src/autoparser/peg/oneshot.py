@@ -591,24 +591,36 @@ def _choice(c: _Compiler, node: Choice) -> Match:
     alts = [(alt, *c.starts(alt), alt.first_text()) for alt in node.alternatives]
     chars = frozenset().union(*(f for _a, f, _e, _t in alts if f is not None))
     # Many characters share one list of alternatives: each list is converted once.
-    # Each entry: the matcher, and the text it must start with and its length ("", 0: none).
-    lists: dict[tuple[int, ...], tuple[tuple[Match, str, int], ...]] = {}
+    # Each entry: the matcher, the texts one of which it must start with (when longer
+    # than one character: ``Parser.first_text``, else ``_first_texts``) and the longest's
+    # length ((), 0: none).
+    lists: dict[
+        tuple[tuple[int, tuple[str, ...]], ...], tuple[tuple[Match, tuple[str, ...], int], ...]
+    ] = {}
 
-    def matchers(ch: str | None) -> tuple[tuple[Match, str, int], ...]:
+    def musts(alt: Parser, must: str, ch: str | None) -> tuple[str, ...]:
+        texts = (must,) if len(must) > 1 else _first_texts(alt) or ()
+        if ch is not None:
+            texts = tuple(t for t in texts if t.startswith(ch))
+        return texts if any(len(t) > 1 for t in texts) else ()
+
+    def matchers(ch: str | None) -> tuple[tuple[Match, tuple[str, ...], int], ...]:
         picked = [
-            (alt, must if len(must) > 1 else "")
+            (alt, musts(alt, must, ch))
             for alt, f, empty, must in alts
             if f is None or empty or (ch is not None and ch in f)
         ]
-        key = tuple(alt._uid for alt, _must in picked)
+        key = tuple((alt._uid, texts) for alt, texts in picked)
         found = lists.get(key)
         if found is None:
-            found = lists[key] = tuple((c.compile(alt), must, len(must)) for alt, must in picked)
+            found = lists[key] = tuple(
+                (c.compile(alt), texts, max(map(len, texts), default=0)) for alt, texts in picked
+            )
         return found
 
     table = {ch: matchers(ch) for ch in chars}
     others = matchers(None)
-    every = tuple((c.compile(alt), "", 0) for alt in node.alternatives)
+    every = tuple((c.compile(alt), (), 0) for alt in node.alternatives)
     get = table.get
     at_end = None if c.partial else c.at_end(node)
     if at_end is not None:
@@ -645,6 +657,44 @@ def _choice(c: _Compiler, node: Choice) -> Match:
         return -1
 
     return choice
+
+
+class _FirstTexts(NodeVisitor["tuple[str, ...] | None"]):
+    """Texts one of which a match of a node starts with (so it matches nothing else), or
+    None: unknown, or it may match nothing. Where ``Parser.first_text`` finds no one text
+    (harmony's messages start ``<|channel|>`` or `` to=``), a choice can still skip an
+    alternative with one ``str.startswith`` of a tuple."""
+
+    __slots__ = ()
+
+    def visit_Literal(self, node: Literal) -> tuple[str, ...] | None:
+        return (node.value,) if node.value else None
+
+    def visit_Seq(self, node: Seq) -> tuple[str, ...] | None:
+        return self.visit(node.items[0]) if node.items else None
+
+    def visit_Choice(self, node: Choice) -> tuple[str, ...] | None:
+        texts: list[str] = []
+        for alt in node.alternatives:
+            found = self.visit(alt)
+            if found is None:
+                return None
+            texts.extend(found)
+        return tuple(texts)
+
+    def as_child(self, node: Tag | Atomic | TriggerMark) -> tuple[str, ...] | None:
+        return self.visit(node.child)
+
+    visit_Tag = visit_Atomic = visit_TriggerMark = as_child
+
+    def unknown(self, node: Parser, *args: object) -> tuple[str, ...] | None:
+        return None  # it may match nothing, or start with any text
+
+    visit_Chars = visit_Json = visit_End = visit_Rest = visit_Until = unknown
+    visit_Repeat = visit_Peek = visit_Negate = visit_Ref = visit_Lazy = foreign = unknown
+
+
+_first_texts = _FirstTexts().visit
 
 
 def _repeat(c: _Compiler, node: Repeat) -> Match:
