@@ -12,8 +12,11 @@ needs none of it. Here each node of a definition becomes one closure
 
 Tagged nodes go onto one list shared by the run; a node that fails takes its own back off,
 so a failure costs nothing to report. A run of plain items in a sequence (literals,
-character runs, optional literals, any of those tagged) is one regex whose groups give the
-tagged nodes; ordered choices look at the next character (``facts.starts``), and at the end
+character runs, optional literals, any of those tagged, and untagged sequences, ordered
+choices and repetitions of them and the end of the input) is one regex whose groups give
+the tagged nodes, its outcome taken at once where it cannot depend on the end of the input
+(a character none of its items reads follows); ordered choices look at the next character
+(``facts.starts``) and skip an alternative by the texts it may start with, and at the end
 of the input a full-mode choice answers from the grammar alone (``facts.at_end``). The
 compiler is a ``NodeVisitor``: one ``visit_<Kind>`` per node kind of ``NODE_TYPES``; the
 facts it reads are worked out once per node, shared with the matcher and the GBNF emitter.

@@ -253,10 +253,14 @@ def spans_end(*fields: list[Span]) -> int:
 
 def call_identity(policy: CallIdPolicy, node: Node, text: str) -> tuple[str, str] | None:
     """A call node's name and id; None while they are not complete yet."""
-    name = _child(node, tags.TOOL_NAME)
+    name = cid = None
+    for child in node.children:  # one pass for both (the first of each tag)
+        if child.tag == tags.TOOL_NAME and name is None:
+            name = child
+        elif child.tag == tags.TOOL_ID and cid is None:
+            cid = child
     if name is None or not name.complete:
         return None
-    cid = _child(node, tags.TOOL_ID)
     id_ready = cid is not None and cid.complete
     if policy.expects_call_ids and not id_ready and not node.complete:
         return None
@@ -728,7 +732,7 @@ class Mapper:
             self._cut(walked.pending, walked.lead, text, walked.pending_spans)
         else:
             tail = text[walked.end :]
-            if self.only_openers(tail) and tail.strip():
+            if tail.strip() and self.only_openers(tail):
                 self.truncated = True
                 self.note("truncated", "cut", walked.end, len(text), "opener")
 
@@ -782,7 +786,7 @@ class Mapper:
         """The end of generation: a reasoning block left open, or markup cut off, makes the
         message truncated (the markup's text, from ``text``, is then the message's
         ``truncated_call``: its cut-off tail)."""
-        found = {c.tag for c in tree.children}
+        found = [c.tag for c in tree.children]
         if tags.REASONING in found and tags.REASONING_CLOSE not in found:
             self.truncated = True
             blocks = [c for c in tree.children if c.tag == tags.REASONING]
