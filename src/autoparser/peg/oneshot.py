@@ -389,17 +389,20 @@ class _Piece(LeafRegex):
     nearly anything, so a run with one has no such character).
     """
 
-    __slots__ = ("depth", "margin", "open_ended", "parts", "ranges", "tags")
+    __slots__ = ("depth", "items", "margin", "open_ended", "parts", "refused", "tags")
 
-    def __init__(self) -> None:
+    def __init__(self, refused: set[int]) -> None:
         super().__init__()
+        # Nodes found not plain inside a run (by id; shared by the compiler's runs): a
+        # grammar's deep structure is looked into once, not again at every level.
+        self.refused = refused
+        self.items: list[Parser] = []  # the run's items (for ``stops``)
         self.parts: list[str] = []
         self.tags: list[tuple[str, int]] = []  # (tag name, group) in order
         self.margin = 0  # the longest optional literal: how far a skipped one may look
         # A choice, repetition or end makes ``margin`` no bound: only ``stops`` decides.
         self.open_ended = False
         self.depth = 0  # inside a sequence, choice or repetition (no tags there)
-        self.ranges: list[tuple[int, int]] | None = []  # None: a negated class
 
     def add(self, node: Parser) -> bool:
         """Append ``node`` if it is a plain item; False (nothing appended) if not."""
@@ -410,38 +413,31 @@ class _Piece(LeafRegex):
             del self.tags[tags:]
             return False
         self.parts.append(text)
-        self._read_by(node)
+        self.items.append(node)
         return True
 
     def stops(self) -> re.Pattern[str] | None:
-        """A character no item of the run can read (None: the run may read any)."""
-        if self.ranges is None:
-            return None
-        return re.compile(CharSet.union(self.ranges, negated=True).regex())
-
-    def _read_by(self, node: Parser) -> None:
-        """Add the characters ``node`` may read to ``ranges``."""
-        if self.ranges is None:
-            return
-        if isinstance(node, Literal):
-            self.ranges.extend((ord(ch), ord(ch)) for ch in node.value)
-        elif isinstance(node, Chars):
-            if node.charset.negated:
-                self.ranges = None
-            else:
-                self.ranges.extend(node.charset.ranges)
-        elif isinstance(node, (Seq, Choice)):
-            for child in node.items if isinstance(node, Seq) else node.alternatives:
-                self._read_by(child)
-        elif isinstance(node, (Repeat, Tag)):
-            self._read_by(node.child)
+        """A character no item of the run can read (None: the run may read any); worked
+        out when a run first needs it (most of a thousand tools' runs never run)."""
+        ranges: list[tuple[int, int]] = []
+        for node in self.items:
+            found = _read_chars(node)
+            if found is None:
+                return None
+            ranges += found
+        return re.compile(CharSet.union(ranges, negated=True).regex())
 
     def _inner(self, node: Parser) -> str | None:
+        if node._uid in self.refused:
+            return None
         self.depth += 1
         try:
-            return self.visit(node)
+            found = self.visit(node)
         finally:
             self.depth -= 1
+        if found is None:
+            self.refused.add(node._uid)
+        return found
 
     def visit_End(self, node: Parser) -> str | None:
         self.open_ended = True
@@ -493,6 +489,51 @@ class _Piece(LeafRegex):
         return f"({inner})"
 
 
+class _ReadChars(NodeVisitor["list[tuple[int, int]] | None"]):
+    """The characters a plain item may read, as code point ranges; None where that is
+    nearly any (a negated class)."""
+
+    __slots__ = ()
+
+    def visit_Literal(self, node: Literal) -> list[tuple[int, int]] | None:
+        return [(ord(ch), ord(ch)) for ch in set(node.value)]
+
+    def visit_Chars(self, node: Chars) -> list[tuple[int, int]] | None:
+        return None if node.charset.negated else list(node.charset.ranges)
+
+    def visit_End(self, node: End) -> list[tuple[int, int]] | None:
+        return []
+
+    def visit_Seq(self, node: Seq) -> list[tuple[int, int]] | None:
+        return self.joined(node.items)
+
+    def visit_Choice(self, node: Choice) -> list[tuple[int, int]] | None:
+        return self.joined(node.alternatives)
+
+    def joined(self, nodes: tuple[Parser, ...]) -> list[tuple[int, int]] | None:
+        ranges: list[tuple[int, int]] = []
+        for child in nodes:
+            found = self.visit(child)
+            if found is None:
+                return None
+            ranges += found
+        return ranges
+
+    def as_child(self, node: Repeat | Tag) -> list[tuple[int, int]] | None:
+        return self.visit(node.child)
+
+    visit_Repeat = visit_Tag = as_child
+
+    def unknown(self, node: Parser, *args: object) -> list[tuple[int, int]] | None:
+        return None  # not a plain item
+
+    visit_Rest = visit_Until = visit_Json = visit_Peek = visit_Negate = unknown
+    visit_Atomic = visit_TriggerMark = visit_Ref = visit_Lazy = foreign = unknown
+
+
+_read_chars = _ReadChars().visit
+
+
 def _plain_run(piece: _Piece, items: tuple[Match, ...]) -> Match:
     """Consecutive plain items as one regex match, their tags' nodes made from its groups.
 
@@ -500,18 +541,24 @@ def _plain_run(piece: _Piece, items: tuple[Match, ...]) -> Match:
     regex's outcome is the run's; otherwise each item runs on its own and says so.
     """
     rx_match = re.compile("".join(piece.parts)).match
-    stops = piece.stops()
-    stop_search = stops.search if stops is not None else None
     margin = -1 if piece.open_ended else piece.margin
     tags = tuple(piece.tags)
     one_by_one = _in_turn(items)
+    stop: list[Callable[[str, int], re.Match[str] | None] | None] = []  # at first need
+
+    def stop_search(text: str, pos: int) -> re.Match[str] | None:
+        if not stop:
+            stops = piece.stops()
+            stop.append(stops.search if stops is not None else None)
+        search = stop[0]
+        return search(text, pos) if search is not None else None
 
     def plain_run(r: _Run, pos: int) -> int:
         text = r.text
         m = rx_match(text, pos)
         if m is not None and margin >= 0 and m.end() + margin < r.n:
             pass
-        elif stop_search is None or stop_search(text, pos) is None:
+        elif stop_search(text, pos) is None:
             return one_by_one(r, pos)
         elif m is None:
             return -1
@@ -528,7 +575,7 @@ def _seq(c: _Compiler, node: Seq) -> Match:
     parts: list[Match] = []
     i = 0
     while i < len(raw):
-        piece = _Piece()
+        piece = _Piece(c.refused)
         j = i
         while j < len(raw) and piece.add(raw[j]):
             j += 1
@@ -591,7 +638,7 @@ def _choice(c: _Compiler, node: Choice) -> Match:
     # Per next character, the alternatives worth trying (in order), with the text each
     # must start with when longer than one character (``Parser.first_text``): those that
     # can start with it, can match nothing, or whose first characters are unknown.
-    alts = [(alt, *c.starts(alt), alt.first_text()) for alt in node.alternatives]
+    alts = [(alt, *c.starts(alt), _must_texts(alt)) for alt in node.alternatives]
     chars = frozenset().union(*(f for _a, f, _e, _t in alts if f is not None))
     # Many characters share one list of alternatives: each list is converted once.
     # Each entry: the matcher, the texts one of which it must start with (when longer
@@ -601,16 +648,15 @@ def _choice(c: _Compiler, node: Choice) -> Match:
         tuple[tuple[int, tuple[str, ...]], ...], tuple[tuple[Match, tuple[str, ...], int], ...]
     ] = {}
 
-    def musts(alt: Parser, must: str, ch: str | None) -> tuple[str, ...]:
-        texts = (must,) if len(must) > 1 else _first_texts(alt) or ()
+    def musts(texts: tuple[str, ...], ch: str | None) -> tuple[str, ...]:
         if ch is not None:
             texts = tuple(t for t in texts if t.startswith(ch))
         return texts if any(len(t) > 1 for t in texts) else ()
 
     def matchers(ch: str | None) -> tuple[tuple[Match, tuple[str, ...], int], ...]:
         picked = [
-            (alt, musts(alt, must, ch))
-            for alt, f, empty, must in alts
+            (alt, musts(texts, ch))
+            for alt, f, empty, texts in alts
             if f is None or empty or (ch is not None and ch in f)
         ]
         key = tuple((alt._uid, texts) for alt, texts in picked)
@@ -662,11 +708,26 @@ def _choice(c: _Compiler, node: Choice) -> Match:
     return choice
 
 
+# More first texts than this and an alternative is tried rather than filtered (a choice of
+# many tools' calls: its own choice dispatches them).
+_MAX_FIRST_TEXTS = 16
+
+
+def _must_texts(alt: Parser) -> tuple[str, ...]:
+    """The texts one of which ``alt`` must start with, for a choice to skip it by: its one
+    first text where it has one (``Parser.first_text``), else its few first texts, else ()."""
+    must = alt.first_text()
+    if len(must) > 1:
+        return (must,)
+    return _first_texts(alt) or ()
+
+
 class _FirstTexts(NodeVisitor["tuple[str, ...] | None"]):
     """Texts one of which a match of a node starts with (so it matches nothing else), or
-    None: unknown, or it may match nothing. Where ``Parser.first_text`` finds no one text
-    (harmony's messages start ``<|channel|>`` or `` to=``), a choice can still skip an
-    alternative with one ``str.startswith`` of a tuple."""
+    None: unknown, it may match nothing, or more than ``_MAX_FIRST_TEXTS`` of them. Where
+    ``Parser.first_text`` finds no one text (harmony's messages start ``<|channel|>`` or
+    `` to=``), a choice can still skip an alternative with one ``str.startswith`` of a
+    tuple."""
 
     __slots__ = ()
 
@@ -680,8 +741,8 @@ class _FirstTexts(NodeVisitor["tuple[str, ...] | None"]):
         texts: list[str] = []
         for alt in node.alternatives:
             found = self.visit(alt)
-            if found is None:
-                return None
+            if found is None or len(texts) + len(found) > _MAX_FIRST_TEXTS:
+                return None  # unknown, or too many to be worth a filter
             texts.extend(found)
         return tuple(texts)
 
@@ -878,6 +939,7 @@ class _Compiler(NodeVisitor[Match]):
     def __init__(self, partial: bool) -> None:
         self.partial = partial
         self.done: dict[int, Match] = {}
+        self.refused: set[int] = set()  # see _Piece
         # The facts the matchers are built from (``peg.facts``: kept on each node).
         self.adds_nodes = facts.adds_nodes
         self.at_end = facts.at_end
