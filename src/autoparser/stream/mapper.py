@@ -37,6 +37,7 @@ from autoparser.stream.arguments import (
     PythonArguments,
     TaggedArguments,
     ValueConverters,
+    tagged_object,
 )
 from autoparser.stream.delta import StreamDelta, ToolCallDelta
 from autoparser.stream.repair import json_object_text
@@ -56,14 +57,17 @@ class CallIds:
 
     def __init__(self, seed: int | None = None) -> None:
         self.seed = random.SystemRandom().getrandbits(64) if seed is None else seed
-        self._prefix = f"{self.seed}:".encode()
+        # The hash of "SEED:" once: each id copies it and adds its key (a third cheaper
+        # than hashing the whole message again).
+        self._seeded = hashlib.blake2b(f"{self.seed}:".encode(), digest_size=24)
 
     def __call__(self, key: int) -> str:
         # A keyed hash, not a seeded random.Random: seeding the Mersenne Twister from a
         # string cost more than parsing a whole short output. Each byte picks a character
         # (byte % 62: the first 8 characters slightly likelier; ~190 bits per id).
-        digest = hashlib.blake2b(self._prefix + b"%d" % key, digest_size=24).digest()
-        return "call_" + digest.translate(_ID_TABLE).decode("ascii")
+        hashed = self._seeded.copy()
+        hashed.update(b"%d" % key)
+        return "call_" + hashed.digest().translate(_ID_TABLE).decode("ascii")
 
 
 class CallIdPolicy:
@@ -250,10 +254,14 @@ def spans_end(*fields: list[Span]) -> int:
 
 def call_identity(policy: CallIdPolicy, node: Node, text: str) -> tuple[str, str] | None:
     """A call node's name and id; None while they are not complete yet."""
-    name = _child(node, tags.TOOL_NAME)
+    name = cid = None
+    for child in node.children:  # one pass for both (the first of each tag)
+        if child.tag == tags.TOOL_NAME and name is None:
+            name = child
+        elif child.tag == tags.TOOL_ID and cid is None:
+            cid = child
     if name is None or not name.complete:
         return None
-    cid = _child(node, tags.TOOL_ID)
     id_ready = cid is not None and cid.complete
     if policy.expects_call_ids and not id_ready and not node.complete:
         return None
@@ -394,15 +402,8 @@ class Mapper:
         tolerance: str = "keep",
         required: Mapping[str, tuple[str, ...]] = _NO_REQUIRED,
     ) -> None:
-        self.policy = policy
-        if required:
-            self.required = required
-        if tolerance != "keep":  # checked only when not the default (once per parse)
-            self.reject = check_tolerance(tolerance) == "reject"
-        self.json_end = json_end
-        self.converters = converters
+        self._reader(policy, converters, openers, json_end, tolerance, required)
         self.incremental = incremental
-        self.openers, self.unread, self.unread_starts = _markup_openers(tuple(openers))
         self.reasoning = _TextField(tags.TEXT_FIELDS[tags.REASONING])
         self.content = _TextField(tags.TEXT_FIELDS[tags.CONTENT])
         self.announced: list[_Call] = []  # every call announced, by delta index
@@ -411,8 +412,6 @@ class Mapper:
         self.open: _Call | None = None  # the call being written (incremental policy)
         self.dropped: list[int] = []  # delta indexes of announced calls that were not calls
         self.given_up: set[int] = set()  # starts of calls dropped while being written
-        self.truncated = False
-        self.truncated_call: str | None = None  # the raw text of a call cut off
         self.events: list[tuple[str, int, str]] = []
         # What moving the end of the last tree's unfinished path (its last node at each
         # level, see IncrementalParse.resume) changes: the text field, or the JSON
@@ -423,6 +422,45 @@ class Mapper:
         self.tail: _TextField | JsonArguments | TaggedArguments | None = None
         self.tail_end = 0
         self.tail_reparse = False
+
+    @classmethod
+    def reader(
+        cls,
+        policy: CallIdPolicy,
+        converters: ValueConverters,
+        *,
+        openers: Sequence[str] = (),
+        json_end: Callable[[int], int] = lambda pos: -1,
+        tolerance: str = "keep",
+        required: Mapping[str, tuple[str, ...]] = _NO_REQUIRED,
+    ) -> Mapper:
+        """A mapper that only reads one final tree (``whole_message``): what reading calls,
+        the end of output and findings need, none of a stream's state (an output's parse
+        paid more for it than for mapping a short message)."""
+        mapper = cls.__new__(cls)
+        mapper._reader(policy, converters, openers, json_end, tolerance, required)
+        return mapper
+
+    def _reader(
+        self,
+        policy: CallIdPolicy,
+        converters: ValueConverters,
+        openers: Sequence[str],
+        json_end: Callable[[int], int],
+        tolerance: str,
+        required: Mapping[str, tuple[str, ...]],
+    ) -> None:
+        """The state of reading calls and the end of output (``reader``)."""
+        self.policy = policy
+        if required:
+            self.required = required
+        if tolerance != "keep":  # checked only when not the default (once per parse)
+            self.reject = check_tolerance(tolerance) == "reject"
+        self.json_end = json_end
+        self.converters = converters
+        self.openers, self.unread, self.unread_starts = _markup_openers(tuple(openers))
+        self.truncated = False
+        self.truncated_call: str | None = None  # the raw text of a call cut off
 
     # ----------------------------------------------------------------- tree walking
     def advance(self, tree: Node, text: str, *, final: bool = False) -> None:
@@ -585,6 +623,10 @@ class Mapper:
                     self.note("invalid_arguments", "refused", node.start, node.end, name)
                     return None
                 return name, call_id, arguments
+        # Tagged arguments, all complete: assembled at once (else by their streamer).
+        arg_nodes = [c for c in node.children if c.tag in tags.ARGUMENTS]
+        if arg_nodes and all(c.tag == tags.TOOL_ARG and c.complete for c in arg_nodes):
+            return self._read_tagged(node, arg_nodes, text)
         call = _Call(node.start, None)
         self._identify(call, node, text)
         call.advance(node, text, self.converters)
@@ -593,20 +635,49 @@ class Mapper:
             self.note("invalid_arguments", "refused", node.start, node.end, call.name)
             return None
         tagged = call.tagged
-        if tagged is not None:
-            required = self.required.get(call.name)
-            missing = [n for n in required if n not in tagged.names] if required else None
-            if tagged.undeclared or tagged.mistyped or missing:
-                outcome: FindingOutcome = "refused" if self.reject else "kept"
-                for arg in tagged.undeclared or ():
-                    self.note("undeclared_argument", outcome, node.start, node.end, arg)
-                for arg in tagged.mistyped or ():
-                    self.note("type_mismatch", outcome, node.start, node.end, arg)
-                for arg in missing or ():
-                    self.note("missing_required", outcome, node.start, node.end, arg)
-                if self.reject:
-                    return None
+        if tagged is not None and not self._tolerated(
+            node, call.name, tagged.undeclared, tagged.mistyped, tagged.names
+        ):
+            return None
         return call.name, call.id, call.out.text() + closing
+
+    def _read_tagged(
+        self, node: Node, arg_nodes: list[Node], text: str
+    ) -> tuple[str, str, str] | None:
+        """``read_call`` of a call whose arguments are complete ``tool-arg`` nodes: the
+        object assembled at once (``tagged_object``), as their streamer would write it."""
+        identity = call_identity(self.policy, node, text)
+        name, call_id = identity if identity is not None else ("", "")
+        read = tagged_object(arg_nodes, text, self.converters)
+        if not self._tolerated(node, name, read.undeclared, read.mistyped, read.names):
+            return None
+        return name, call_id, read.arguments
+
+    def _tolerated(
+        self,
+        node: Node,
+        name: str,
+        undeclared: Sequence[str] | None,
+        mistyped: Sequence[str] | None,
+        names: Sequence[str],
+    ) -> bool:
+        """A call read argument by argument, checked against what the schema-typed reading
+        would refuse (an undeclared argument, a value not of its type, a required one left
+        out): each noted; False when the tolerance refuses the call."""
+        required = self.required.get(name)
+        missing = [n for n in required if n not in names] if required else None
+        if not (undeclared or mistyped or missing):
+            return True
+        outcome: FindingOutcome = "refused" if self.reject else "kept"
+        found: tuple[tuple[FindingKind, Sequence[str] | None], ...] = (
+            ("undeclared_argument", undeclared),
+            ("type_mismatch", mistyped),
+            ("missing_required", missing),
+        )
+        for kind, args in found:
+            for arg in args or ():
+                self.note(kind, outcome, node.start, node.end, arg)
+        return not self.reject
 
     def note(
         self, kind: FindingKind, outcome: FindingOutcome, start: int, end: int, detail: str = ""
@@ -686,7 +757,7 @@ class Mapper:
             self._cut(walked.pending, walked.lead, text, walked.pending_spans)
         else:
             tail = text[walked.end :]
-            if self.only_openers(tail) and tail.strip():
+            if tail.strip() and self.only_openers(tail):
                 self.truncated = True
                 self.note("truncated", "cut", walked.end, len(text), "opener")
 
@@ -742,7 +813,7 @@ class Mapper:
         """The end of generation: a reasoning block left open, or markup cut off, makes the
         message truncated (the markup's text, from ``text``, is then the message's
         ``truncated_call``: its cut-off tail)."""
-        found = {c.tag for c in tree.children}
+        found = [c.tag for c in tree.children]
         if tags.REASONING in found and tags.REASONING_CLOSE not in found:
             self.truncated = True
             blocks = [c for c in tree.children if c.tag == tags.REASONING]
@@ -788,7 +859,7 @@ class Mapper:
         return deltas
 
     def message(self) -> ChatMessage:
-        calls = [ToolCall(id=c.id, name=c.name, arguments=c.out.text()) for c in self.calls]
+        calls = [ToolCall.of(c.id, c.name, c.out.text()) for c in self.calls]
         return ChatMessage.of(
             self.content.value(),
             self.reasoning.value(),

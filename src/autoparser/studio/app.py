@@ -115,9 +115,9 @@ async def _guard(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
     """Only this launch's page may use the API: the ``Host`` names this server (no DNS
-    rebinding), an ``Origin`` is this server's (scheme, name and port), POST bodies are declared JSON (no CORS
-    "simple" request), and /api calls carry the launch's token. The page and its static
-    files load without the token (they hold nothing of the user's)."""
+    rebinding), an ``Origin`` is this server's (scheme, name and port), POST bodies are
+    declared JSON (no CORS "simple" request), and /api calls carry the launch's token. The
+    page and its static files load without the token (they hold nothing of the user's)."""
     host = request.headers.get("Host")
     if not _host_ok(host, request.app[_BOUND_HOST]):
         return _error(421, "Host: not a name of this server", "Host", "page")
