@@ -94,3 +94,14 @@ def test_the_parsers_constructor_builds_the_same_value(fields: tuple[object, ...
     assert dataclasses.replace(fast, content="x") == dataclasses.replace(slow, content="x")
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.content = "x"  # type: ignore[misc]
+
+
+def test_the_parsers_tool_call_constructor_builds_the_same_value() -> None:
+    """``ToolCall.of`` (the parser's constructor) makes the dataclass's own value."""
+    fast = ToolCall.of("call_1", "get_weather", '{"city": "Paris"}')
+    slow = ToolCall(id="call_1", name="get_weather", arguments='{"city": "Paris"}')
+    assert fast == slow and repr(fast) == repr(slow) and hash(fast) == hash(slow)
+    assert fast.to_openai() == slow.to_openai()
+    assert set(vars(fast)) == {f.name for f in dataclasses.fields(ToolCall)}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.name = "x"  # type: ignore[misc]

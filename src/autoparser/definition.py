@@ -32,6 +32,10 @@ class ParserDefinition:
     ``not_stops``: markers the analysis took for an end of turn that the format knows
     close only a part of the turn (harmony's ``<|end|>`` closes a channel): never sent as
     stop strings, or an engine would cut the answer that follows off.
+    ``required_arguments``: each tool's required argument names, where the format reads
+    arguments one by one (tagged, pythonic): a call read without one is kept with a
+    ``missing_required`` finding (JSON objects are not checked: that would cost every
+    call a decode on the hot path).
     """
 
     parser: Parser
@@ -45,3 +49,4 @@ class ParserDefinition:
     value_converters: Mapping[str, ValueConverter] = dataclasses.field(default_factory=dict)
     call_openers: tuple[str, ...] = ()
     not_stops: tuple[str, ...] = ()
+    required_arguments: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)

@@ -53,8 +53,12 @@ JSON_NUMBER = '"-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )
 # --- escaping ------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=8192)
 def gbnf_literal(text: str) -> str:
-    """A GBNF string literal matching exactly `text` (`""` for the empty string)."""
+    """A GBNF string literal matching exactly `text` (`""` for the empty string).
+
+    Memoised: a grammar for many tools writes the same markers and punctuation thousands
+    of times."""
     bad = _LONE_SURROGATE.search(text)
     if bad:
         raise GrammarError(f"lone surrogate U+{ord(bad.group()):04X} cannot be written in GBNF")
@@ -320,11 +324,13 @@ _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _NAME_JUNK = re.compile(r"[^A-Za-z0-9]+")
 
 
+@functools.lru_cache(maxsize=8192)
 def name_part(text: str) -> str:
     """`text` as lowercase letters, digits and single dashes (maybe empty), for rule names.
 
     Lowercase because llguidance folds names to snake case: distinct names here must stay
-    distinct there. camelCase words are split with a dash.
+    distinct there. camelCase words are split with a dash. Memoised: a request's tools
+    repeat their parameters' names.
     """
     return _NAME_JUNK.sub("-", _CAMEL.sub(r"\1-\2", text)).strip("-").lower()
 

@@ -17,19 +17,25 @@ REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
 
 FindingKind = Literal[
     "undeclared_argument",
+    "type_mismatch",
+    "missing_required",
     "invalid_arguments",
     "call_in_reasoning",
     "truncated",
     "wrapper_token",
 ]
 """What a parse tolerated or refused: an argument the tool's schema does not declare (read
-by the format's markers alone), a call whose arguments did not read (its text kept as
-content), a call written inside reasoning (its text kept as reasoning), output cut off, a
+by the format's markers alone), an argument whose value did not read as its schema's
+type (kept as the text written, a string), a required argument the call leaves out,
+a call whose arguments did not read (its text
+kept as content), a call written inside reasoning (its text kept as reasoning), output cut off, a
 special token the model wrote around its calls that the template never prints (dropped as
 markup; ``detail`` is its text)."""
 
 FINDING_KINDS: tuple[FindingKind, ...] = (
     "undeclared_argument",
+    "type_mismatch",
+    "missing_required",
     "invalid_arguments",
     "call_in_reasoning",
     "truncated",
@@ -43,8 +49,9 @@ markup left out of every field (``dropped``: the finding keeps its text)."""
 
 TOLERANCES = ("keep", "reject")
 """What the parser does with a call it reads only by the format's markers (an undeclared
-argument): keep it with a finding (the default, as vLLM and SGLang do), or refuse it (its
-text stays content, with a finding)."""
+argument, a value not of its type, a required argument left out): keep it with a finding
+(the default, as vLLM and SGLang do), or refuse it (its text stays content, with a
+finding)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +90,17 @@ class ToolCall:
     id: str
     name: str
     arguments: str
+
+    @classmethod
+    def of(cls, call_id: str, name: str, arguments: str) -> ToolCall:
+        """The parser's own constructor, as ``ChatMessage.of``: the fields written straight
+        into the new instance (the frozen ``__init__`` costs a call's worth of parsing)."""
+        call = _new(cls)
+        fields = call.__dict__
+        fields["id"] = call_id
+        fields["name"] = name
+        fields["arguments"] = arguments
+        return call
 
     def to_openai(self) -> ToolCallDict:
         """The call as an OpenAI ``tool_calls`` entry (``type: function``)."""

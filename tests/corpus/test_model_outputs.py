@@ -457,8 +457,9 @@ TRUNCATION_CASES = [
             "</function>\n</tool_call>\n",
             "<tool_call>\n<function=search>\n<parameter=query>\nne",
         ),
+        # Junk between two arguments (a value not of its type is a kept call, reported).
         "<tool_call>\n<function=search>\n<parameter=query>\nnews\n</parameter>\n"
-        "<parameter=limit>\nthree\n</parameter>\n</function>\n</tool_call>",
+        "limit = 3\n<parameter=limit>\n3\n</parameter>\n</function>\n</tool_call>",
         "\n<tool_call>\n<function=",
     ),
     *_cases_per_family(
@@ -471,7 +472,7 @@ TRUNCATION_CASES = [
             "<tool_call>search\n<arg_key>query</arg_key>\n<arg_val",
         ),
         "<tool_call>search\n<arg_key>query</arg_key>\n<arg_value>news</arg_value>\n"
-        "<arg_key>limit</arg_key>\n<arg_value>three</arg_value>\n</tool_call>",
+        "limit = 3\n<arg_key>limit</arg_key>\n<arg_value>3</arg_value>\n</tool_call>",
         "<tool_call>",
     ),
     *_cases_per_family(

@@ -113,15 +113,35 @@ def test_a_value_written_as_json_is_read_too() -> None:
 
 
 @pytest.mark.parametrize(
-    "arguments",
+    ("arguments", "name", "written"),
     [
-        "<city>Oslo</city><counts><li>four</li></counts>",  # not an integer
-        "<city>Oslo</city><window>soon</window>",  # text where an object is asked for
+        ("<city>Oslo</city><counts><li>four</li></counts>", "counts", "<li>four</li>"),
+        ("<city>Oslo</city><window>soon</window>", "window", "soon"),  # not an object
     ],
 )
-def test_values_the_schema_rejects_are_not_a_call(arguments: str) -> None:
+def test_values_the_schema_rejects_are_kept_as_text_with_a_finding(
+    arguments: str, name: str, written: str
+) -> None:
+    """One value not of its type does not cost the call: it is kept as the text written,
+    reported as a ``type_mismatch``; ``tolerance="reject"`` refuses the call instead. The
+    grammar never writes it."""
     params = _params()
     text = _call(arguments)
     message = params.parse(text)
-    assert message.tool_calls == [] and message.content == text
+    [call] = message.tool_calls
+    assert json.loads(call.arguments)[name] == written
+    assert [(f.kind, f.outcome, f.detail, f.call) for f in message.findings] == [
+        ("type_mismatch", "kept", name, 0)
+    ]
+    streamed = params.stream()
+    for piece in (text[i : i + 3] for i in range(0, len(text), 3)):
+        streamed.feed(piece)
+    streamed.finish()
+    assert [(c.name, c.arguments) for c in streamed.message.tool_calls] == [
+        (call.name, call.arguments)
+    ]
+    assert [f.kind for f in streamed.message.findings] == ["type_mismatch"]
+    refused = params.parse(text, tolerance="reject")
+    assert refused.tool_calls == [] and refused.content == text
+    assert [(f.kind, f.outcome) for f in refused.findings] == [("type_mismatch", "refused")]
     assert not accepts(params.grammar, text)

@@ -235,11 +235,21 @@ def test_quoted_values_are_typed_by_the_schema(call: str, expected: dict[str, An
     assert stream.message.tool_calls == message.tool_calls
 
 
-def test_a_quoted_value_the_schema_rejects_is_not_a_call() -> None:
+def test_a_quoted_value_the_schema_rejects_is_kept_as_text_with_a_finding() -> None:
+    """Not an integer: the call is kept, the value the text written, and reported (issue
+    34); ``tolerance="reject"`` refuses the call, its text content."""
     params = _quoted_params()
     text = '[plan(city="Oslo", days="soon")]'
     message = params.parse(text)
-    assert message.tool_calls == [] and message.content == text
+    assert [json.loads(c.arguments) for c in message.tool_calls] == [
+        {"city": "Oslo", "days": "soon"}
+    ]
+    assert [(f.kind, f.outcome, f.detail) for f in message.findings] == [
+        ("type_mismatch", "kept", "days")
+    ]
+    refused = params.parse(text, tolerance="reject")
+    assert refused.tool_calls == [] and refused.content == text
+    assert [f.kind for f in refused.findings] == ["type_mismatch"]
 
 
 def test_the_grammar_allows_quoted_and_bare_values() -> None:

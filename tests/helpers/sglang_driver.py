@@ -21,13 +21,14 @@ know (the detector's ``reasoning_default``, ``enable_thinking``): on unless the 
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 import traceback
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+
+from entry_points import declare_entry_point
 
 
 def message_view(reasoning: Any, content: Any, calls: list[dict[str, Any]]) -> dict[str, Any]:
@@ -117,16 +118,7 @@ def load_plugin(entry_point: str, work: Path) -> dict[str, bool]:
         )
 
     before = registered()
-    dist = work / "autoparser_entry_point-0.dist-info"
-    dist.mkdir(parents=True, exist_ok=True)
-    (dist / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: autoparser-entry-point\nVersion: 0\n", encoding="utf-8"
-    )
-    (dist / "entry_points.txt").write_text(
-        f"[sglang.srt.plugins]\nautoparser = {entry_point}\n", encoding="utf-8"
-    )
-    sys.path.insert(0, str(work))
-    importlib.invalidate_caches()
+    declare_entry_point(work, "sglang.srt.plugins", entry_point)
     load_plugins()
     return {"before": before, "entry_point": registered(), "plugin_module": registered()}
 

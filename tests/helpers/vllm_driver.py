@@ -19,13 +19,13 @@ plus the template's markers as special tokens, as a real model's vocabulary has 
 from __future__ import annotations
 
 import functools
-import importlib
 import json
 import sys
 import traceback
 from pathlib import Path
 from typing import Any
 
+from entry_points import declare_entry_point
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
@@ -204,16 +204,7 @@ def load_plugin(entry_point: str, work: Path) -> dict[str, bool]:
         )
 
     before = registered()
-    dist = work / "autoparser_entry_point-0.dist-info"
-    dist.mkdir(parents=True, exist_ok=True)
-    (dist / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: autoparser-entry-point\nVersion: 0\n", encoding="utf-8"
-    )
-    (dist / "entry_points.txt").write_text(
-        f"[vllm.general_plugins]\nautoparser = {entry_point}\n", encoding="utf-8"
-    )
-    sys.path.insert(0, str(work))
-    importlib.invalidate_caches()
+    declare_entry_point(work, "vllm.general_plugins", entry_point)
     load_general_plugins()
     by_entry_point = registered()
     ToolParserManager.import_tool_parser("autoparser.integrations.vllm")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -275,3 +276,50 @@ def test_lazy_grammar_triggers() -> None:
     assert re.search(g.triggers[0].value, "call get_weather({})")
     assert accepts(g.text, 'get_weather({"a": 1})')
     assert str(full) == full.text
+
+
+def test_a_family_of_few_members_is_written_member_by_member(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two members of one form: each written itself (a template costs about two members'
+    writes); three: the third from the family's template, made once. Either way the grammar
+    of the calls built alone, accepting and rejecting the same text (llguidance)."""
+    from helpers.gbnf_equivalence import same_grammar
+    from helpers.gbnf_oracle import accepts
+
+    from autoparser.gbnf_text import name_part
+    from autoparser.peg import gbnf_template
+    from autoparser.peg.core import Family, Lazy, Name, placeholder, seq
+
+    made: list[int] = []
+    extract = gbnf_template.extract
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        made.append(1)
+        return extract(*args, **kwargs)
+
+    monkeypatch.setattr(gbnf_template, "extract", counted)
+
+    def call(tool: str, arg: str) -> Parser:
+        schema = {"type": "object", "properties": {arg: {"type": "integer"}}, "required": [arg]}
+        rule = f"{name_part(tool)}-args"
+        return seq('<call name="', literal(tool), '">', json_schema(schema, rule), "</call>")
+
+    holders = (placeholder(0), placeholder(1))
+    for count, templates in ((2, 0), (3, 1)):
+        family = Family(f"few-{count}", holders, lambda slots: call(*holders))
+        names = [(f"tool_{i}", f"arg_{i}") for i in range(count)]
+        members = [
+            Lazy(
+                lambda t=t, a=a: call(t, a),
+                family=family,
+                names=(Name(t, name_part(t)), Name(a, name_part(a))),
+            )
+            for t, a in names
+        ]
+        made.clear()
+        text = grammar(choice(*members)).text
+        assert len(made) == templates, count
+        assert same_grammar(text, grammar(choice(*[call(t, a) for t, a in names])).text)
+        assert accepts(text, '<call name="tool_1">{"arg_1": 3}</call>')
+        assert not accepts(text, '<call name="tool_1">{"arg_0": 3}</call>')

@@ -26,7 +26,22 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from autoparser import ChatMessage, ChatParams
-from autoparser.peg import Parser, ParseStatus, Rules, literal, negate, peek, seq, tag
+from autoparser.peg import (
+    Parser,
+    ParseStatus,
+    Rules,
+    chars,
+    choice,
+    end,
+    literal,
+    negate,
+    oneshot,
+    optional,
+    peek,
+    seq,
+    tag,
+    zero_or_more,
+)
 from autoparser.peg.oneshot import Shared, compiled
 from autoparser.peg.status import STATUSES
 from autoparser.stream.repair import json_object_text
@@ -112,6 +127,41 @@ def test_lookaheads_and_nested_tags() -> None:
         literal("y"),
     ) | tag("c", literal("x"))
     for text in ("", "x", "xy", "xyz", "xyy", "xq", "q"):
+        for k in range(len(text) + 1):
+            _same_trees(parser, text[:k])
+
+
+def test_runs_with_choices_repetitions_and_the_end_are_one_regex() -> None:
+    """A header cut off at the end of the output (harmony's): an ordered choice, a
+    repetition of a choice and the end, matched as one regex and decided at once where a
+    character none of them reads follows; near the end item by item, as the driver."""
+    word = chars("a-z =.", 1, 8)
+    opener = choice(literal("<|start|>a"), literal("<|start|>"), literal("<|ch|>"))
+    cut = tag(
+        "cut", seq(opener, zero_or_more(choice(word, literal("<|c|>"), literal("<|ch|>"))), end())
+    )
+    negated = tag("neg", seq(literal("<|"), chars("^>", 1, None), optional(literal(">")), end()))
+    parser = zero_or_more(
+        choice(cut, negated, literal("<|start|>a"), tag("t", chars("^<", 1, None)))
+    )
+    texts = ("<|start|>a<|ch|>an al<|m|>x, y", "x<|start|>a to=f.g<|ch|>co js", "<|ch|>fin", "<|x")
+    for text in texts:
+        for k in range(len(text) + 1):
+            _same_trees(parser, text[:k])
+    shot = compiled(parser)
+    assert shot is not None
+    assert shot.parse("<|start|>a<|ch|>fin", False)[1].children[0].tag == "cut"
+
+
+def test_a_choice_skips_an_alternative_by_every_text_it_may_start_with() -> None:
+    """An alternative that starts with one of several texts (a message opened by a header
+    in either order) is skipped by one ``startswith``, but tried where the input ends
+    inside one of them (its outcome depends on what follows)."""
+    call = tag("call", seq(choice(literal("<|ch|>c to=f"), literal(" to=f<|ch|>c")), literal("{}")))
+    parser = zero_or_more(choice(call, literal("<|end|>"), tag("t", chars("^<", 1, None))))
+    assert oneshot._first_texts(call) == ("<|ch|>c to=f", " to=f<|ch|>c")
+    assert oneshot._first_texts(zero_or_more(call)) is None
+    for text in ("a<|end|> to=f<|ch|>c{}<|ch|>c to=f{}", "<|ch|>c to", " to=f<|"):
         for k in range(len(text) + 1):
             _same_trees(parser, text[:k])
 

@@ -12,7 +12,9 @@ import pytest
 from helpers.formats import TOOLS, USER, model_output, own_template, scenarios
 from helpers.paths import OWN_TEMPLATES
 
+from autoparser import tags
 from autoparser.errors import TemplateError
+from autoparser.peg import Node
 from autoparser.stream import arguments, mapper
 
 ENCODINGS = ("JsonArguments", "EncodedArguments", "PythonArguments", "TaggedArguments")
@@ -135,3 +137,57 @@ def test_the_argument_text_keeps_what_was_emitted() -> None:
     out.emit('{"a": ')
     out.emit("1}")
     assert out.text() == '{"a": 1}' and pieces == ['{"a": ', "1}"]
+
+
+def _tagged_call(values: list[tuple[str, str, str]]) -> tuple[str, list[Node]]:
+    """Output text and complete ``tool-arg`` nodes for (name, value tag, raw value) each
+    written ``<p=NAME>VALUE</p>`` (an empty tag: no value node)."""
+    text, nodes = "", []
+    for name, tag, raw in values:
+        start = len(text)
+        text += f"<p={name}>"
+        name_node = Node(tags.TOOL_ARG_NAME, start + 3, start + 3 + len(name), True)
+        children = [name_node]
+        if tag:
+            children.append(Node(tag, len(text), len(text) + len(raw), True))
+        text += raw + "</p>"
+        nodes.append(Node(tags.TOOL_ARG, start, len(text), True, tuple(children)))
+    return text, nodes
+
+
+@pytest.mark.parametrize("tag", [*sorted(tags.VALUE_SPECS), ""])
+@pytest.mark.parametrize(
+    "raw", ["\nParis \n", "\n\n", "", "  x\t", '"q"\\\n', "[1, 2]", "{'a': 1}"]
+)
+def test_a_complete_tagged_call_reads_at_once_as_its_streamer_writes_it(tag: str, raw: str) -> None:
+    text, nodes = _tagged_call([("city", tag, raw), ("unit", tags.TOOL_ARG_STRING, "c")])
+    out = arguments.ArgumentText(None)
+    streamer = arguments.TaggedArguments(out, {})
+    streamer.advance(nodes, text)
+    assert not streamer.invalid
+    read = arguments.tagged_object(nodes, text, {})
+    assert read.arguments == out.text() + streamer.complete()
+    assert (read.names, read.undeclared) == (["city", "unit"], None)
+    assert read.mistyped == streamer.mistyped
+
+
+def test_a_complete_tagged_call_names_its_undeclared_arguments() -> None:
+    text, nodes = _tagged_call([("a", tags.TOOL_ARG_JSON, "1"), ("b", tags.TOOL_ARG_JSON, "2")])
+    name = nodes[1].children[0]
+    undeclared = Node(
+        name.tag,
+        name.start,
+        name.end,
+        True,
+        (Node(tags.TOOL_ARG_UNDECLARED, name.start, name.end, True),),
+    )
+    nodes[1] = nodes[1]._replace(children=(undeclared, nodes[1].children[1]))
+    read = arguments.tagged_object(nodes, text, {})
+    assert (read.arguments, read.undeclared, read.mistyped) == ('{"a": 1, "b": 2}', ["b"], None)
+
+    # A value its converter refuses: kept as the text written, named as not of its type.
+    def refuse(raw: str) -> None:
+        return None
+
+    read = arguments.tagged_object(nodes, text, {tags.TOOL_ARG_JSON: refuse})
+    assert (read.arguments, read.mistyped) == ('{"a": "1", "b": "2"}', ["a", "b"])

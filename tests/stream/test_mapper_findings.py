@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from helpers.formats import USER, accumulate, check_streaming, splits, stream
+from helpers.gbnf_oracle import accepts
 
 from autoparser import FINDING_KINDS, ChatMessage, ChatParams, ChatTemplate, Finding
 from autoparser.errors import RequestError
@@ -299,3 +300,86 @@ def test_a_kept_call_after_an_unread_opener_is_indexed_among_the_calls() -> None
     assert [f.call for f in message.findings] == [None, None, 0]
     assert message.findings[0].start == len("Hm.\n")
     _streamed(params, f"Hm.\n{unread}{text}")
+
+
+COUNTED = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            "required": ["city"],
+        },
+    },
+}
+
+# The same call with a value that is not of its declared type (``days``: an integer).
+MISTYPED = {
+    "qwen3-coder": (
+        QWEN_CODER,
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+        "<parameter=days>\nthree or four\n</parameter>\n</function>\n</tool_call>",
+    ),
+    "glm": (
+        GLM,
+        "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+        "<arg_key>days</arg_key>\n<arg_value>three or four</arg_value>\n</tool_call>",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(MISTYPED))
+def test_a_value_not_of_its_type_keeps_the_call_as_the_text_written(name: str) -> None:
+    """One value the schema-typed reading refuses does not cost the call (issue 34): the
+    reading by the format's markers keeps it as the text, a JSON string, and reports it."""
+    source, text = MISTYPED[name]
+    params = ChatTemplate(source).apply(USER, tools=[COUNTED], call_id_seed=1)
+    message = params.parse(text)
+    [call] = message.tool_calls
+    assert json.loads(call.arguments) == {"city": "Paris", "days": "three or four"}
+    assert message.content is None and not message.refused
+    assert _kinds(message) == [("type_mismatch", "kept", "days")]
+    assert message.findings[0].call == 0
+    _streamed(params, text)
+    check_streaming(params, text, count=6, seed=1)
+    refused = params.parse(text, tolerance="reject")
+    assert refused.tool_calls == [] and refused.content == text
+    assert _kinds(refused) == [("type_mismatch", "refused", "days")]
+    _streamed(params, text, tolerance="reject")
+    # A value of its type is no finding.
+    fine = params.parse(text.replace("three or four", "3"))
+    assert json.loads(fine.tool_calls[0].arguments)["days"] == 3 and not fine.findings
+
+
+@pytest.mark.parametrize(
+    ("source", "text"),
+    [
+        (
+            QWEN_CODER,
+            "<tool_call>\n<function=get_weather>\n<parameter=unit>\nC\n</parameter>\n"
+            "</function>\n</tool_call>",
+        ),
+        (
+            GLM,
+            "<tool_call>get_weather\n<arg_key>unit</arg_key>\n<arg_value>C</arg_value>\n"
+            "</tool_call>",
+        ),
+        (PYTHONIC, '[get_weather(unit="C")]'),
+    ],
+    ids=["qwen3-coder", "glm", "pythonic"],
+)
+def test_a_required_argument_left_out_keeps_the_call_with_a_finding(source: str, text: str) -> None:
+    """``city`` is required: the call without it is kept as written and reported; under
+    ``tolerance="reject"`` it is refused, its text content. The grammar never leaves it
+    out."""
+    params = _params(source)
+    message = params.parse(text)
+    [call] = message.tool_calls
+    assert json.loads(call.arguments) == {"unit": "C"}
+    assert _kinds(message) == [("missing_required", "kept", "city")]
+    _streamed(params, text)
+    refused = params.parse(text, tolerance="reject")
+    assert refused.tool_calls == [] and refused.content == text
+    assert _kinds(refused) == [("missing_required", "refused", "city")]
+    assert not accepts(params.grammar, text)

@@ -326,6 +326,10 @@ def test_a_foreign_host_or_origin_is_refused(url: str) -> None:
     port = url.rsplit(":", 1)[1]
     error = _error(url, "/api/render", BASE, headers={**JSON_TOKEN, "Origin": "http://evil.io"})
     assert error["field"] == "Origin"
+    # The studio's own name and port under another scheme is another origin.
+    for other in (f"https://127.0.0.1:{port}", "null", f"127.0.0.1:{port}"):
+        error = _error(url, "/api/render", BASE, headers={**JSON_TOKEN, "Origin": other})
+        assert error["field"] == "Origin", other
     own = {**JSON_TOKEN, "Origin": f"http://127.0.0.1:{port}"}
     status, _ = _call(url, "/api/render", BASE, headers=own)
     assert status == 200

@@ -15,6 +15,7 @@ from autoparser.errors import RequestError
 from autoparser.generate import json_calls, pythonic, tagged_calls
 from autoparser.generate.context import BuildContext, choice_of, longest_name_first, seq_of
 from autoparser.generate.reasoning import reasoning_parser
+from autoparser.generate.required import required_by_tool
 from autoparser.generate.sections import (
     call_opener,
     call_trigger_markers,
@@ -239,6 +240,11 @@ def build_standard(ctx: BuildContext) -> ParserDefinition:
             else tagged_calls.element_converters(ctx)
         ),
         call_openers=tuple(dict.fromkeys((*triggers, inner))) if inner else tuple(triggers),
+        required_arguments=(
+            required_by_tool(req.tools)
+            if can_call and fmt.mode == ToolFormat.TAG_WITH_TAGGED
+            else {}
+        ),
     )
 
 

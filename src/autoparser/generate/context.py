@@ -5,6 +5,7 @@ marker normalisation and the naming of grammar rules.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import zlib
 from collections import Counter
@@ -161,6 +162,7 @@ def longest_name_first(tools: Sequence[ToolSpec]) -> list[ToolSpec]:
 _NOT_RULE_CHAR = re.compile(r"[^A-Za-z0-9]")
 
 
+@functools.lru_cache(maxsize=8192)
 def rule_part(text: str) -> str:
     """A GBNF-safe rule name part: ASCII letters and digits, everything else ``-``."""
     return _NOT_RULE_CHAR.sub("-", text).strip("-") or "x"

@@ -102,12 +102,6 @@ def _twin_of(tool: ToolSpec) -> Twin | None:
         return None
     if len({rule_part(n) for n in props}) != len(props):
         return None  # two parameters' rules would be told apart by a checksum of the name
-    try:
-        text = json.dumps(params, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError):
-        return None
-    if '"$ref"' in text:
-        return None
     holders = {n: placeholder(i) for i, n in enumerate(props, start=1)}
     twin_params: dict[str, Any] = {}
     for key, value in params.items():
@@ -118,8 +112,15 @@ def _twin_of(tool: ToolSpec) -> Twin | None:
         elif key == "required" and isinstance(value, list):
             value = [holders.get(r, r) if isinstance(r, str) else r for r in value]
         twin_params[key] = value
-    twin = ToolSpec(placeholder(0), twin_params)
-    return Twin(json.dumps(twin_params, sort_keys=True), twin, names)
+    # One dump, of the twin (what the grammar reads): its key, and the test for what no
+    # twin may hold (a reference, a value that is not JSON).
+    try:
+        text = json.dumps(twin_params, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    if '"$ref"' in text:
+        return None
+    return Twin(text, ToolSpec(placeholder(0), twin_params), names)
 
 
 # (id(tool), tool, twin or None): a tool's twin, found once per tool object (a request's

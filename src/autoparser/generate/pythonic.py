@@ -30,6 +30,7 @@ from autoparser import tags
 from autoparser.analysis.model import ArgumentsAnalysis, TemplateAnalysis, ToolFormat
 from autoparser.cache import CACHES, Store
 from autoparser.generate.request import ToolSpec
+from autoparser.generate.required import required_names, required_sequence
 from autoparser.peg import (
     GrammarTrigger,
     Parser,
@@ -230,7 +231,8 @@ def _values(bare_ends: tuple[str, ...], raw_quote: str, close: str, glued: bool)
 
 
 def arguments(tool: ToolSpec, a: ArgumentsAnalysis, *, strict: bool) -> Parser:
-    """``( key=value, ... )``: any order, trailing comma allowed, each value a literal."""
+    """``( key=value, ... )``: any order, trailing comma allowed, each value a literal; in
+    the grammar, each required argument once (in schema order, optional ones around)."""
     close = a.end.strip()
     bare_ends = tuple(dict.fromkeys((a.separator or ",", close))) if prints_bare_strings(a) else ()
     values = _values(bare_ends, raw_string_quote(a), close, not a.separator.strip())
@@ -238,25 +240,33 @@ def arguments(tool: ToolSpec, a: ArgumentsAnalysis, *, strict: bool) -> Parser:
     # The parser tries longer names first (none shadows a longer one); the grammar's choice
     # has no order, and keeps the schema's.
     names = list(props) if strict else sorted(props, key=len, reverse=True)
-    one: list[Parser] = []
-    for name in names:
+
+    def argument(name: str) -> Parser:
         header = atomic(tag(tags.TOOL_ARG_NAME, literal(name)) + space() + literal("="))
         value = values.value(props[name], strict)
         if quotes_all_values(a) and not _string_only(props[name], tool.parameters):
             value = _stringified(values, value, tool, name, strict)
-        one.append(tag(tags.TOOL_ARG, header + space() + value))
-    if not names or not strict:
-        # No declared parameters: any identifier, any literal. In the parser, also where
-        # every declared name failed (an undeclared argument, reported; never in the grammar).
-        any_name = IDENTIFIER if not names else tag(tags.TOOL_ARG_UNDECLARED, IDENTIFIER)
-        header = atomic(tag(tags.TOOL_ARG_NAME, any_name) + space() + literal("="))
-        one.append(tag(tags.TOOL_ARG, header + space() + values.value({}, strict)))
-    arg = choice(*one)
+        return tag(tags.TOOL_ARG, header + space() + value)
+
     # The parser reads a missing comma; the grammar allows one where the template prints
     # none between arguments (Gemma 3's vLLM template).
     comma = literal(",") if strict and a.separator.strip() else optional(literal(","))
     sep = space() + comma + space()
-    args = optional(arg + zero_or_more(sep + arg) + optional(space() + literal(",")))
+    trailing = optional(space() + literal(","))
+    required = required_names(tool) if strict else []
+    if required:
+        args = required_sequence(tool, required, sep, argument) + trailing
+    else:
+        one = [argument(name) for name in names]
+        if not names or not strict:
+            # No declared parameters: any identifier, any literal. In the parser, also
+            # where every declared name failed (an undeclared argument, reported; never in
+            # the grammar).
+            any_name = IDENTIFIER if not names else tag(tags.TOOL_ARG_UNDECLARED, IDENTIFIER)
+            header = atomic(tag(tags.TOOL_ARG_NAME, any_name) + space() + literal("="))
+            one.append(tag(tags.TOOL_ARG, header + space() + values.value({}, strict)))
+        arg = choice(*one)
+        args = optional(arg + zero_or_more(sep + arg) + trailing)
     return literal(a.start.strip()) + space() + args + space() + literal(close)
 
 

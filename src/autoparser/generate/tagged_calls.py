@@ -27,6 +27,7 @@ from autoparser.generate.context import (
 )
 from autoparser.generate.json_calls import is_string_param, name_part, with_call_id
 from autoparser.generate.request import ToolSpec
+from autoparser.generate.required import required_names, required_sequence
 from autoparser.peg import (
     Parser,
     Rules,
@@ -693,14 +694,6 @@ def _with_named_closer(ctx: BuildContext, name: str | None) -> BuildContext:
     return dataclasses.replace(ctx, analysis=dataclasses.replace(ctx.analysis, tools=tools))
 
 
-def _required_names(tool: ToolSpec) -> list[str]:
-    """The tool's required parameters that it also describes, in schema order."""
-    required = tool.parameters.get("required")
-    if not isinstance(required, list):
-        return []
-    return [n for n in tool.properties if n in required]
-
-
 def strict_argument(ctx: BuildContext, tool: ToolSpec, name: str | None) -> Parser:
     """The grammar's argument ``name`` of ``tool`` (None: any argument of a tool that
     declares none), the body of its rule."""
@@ -729,24 +722,6 @@ def _strict_arguments(ctx: BuildContext, tool: ToolSpec) -> Callable[[str | None
     return argument
 
 
-def _required_arguments(
-    tool: ToolSpec, required: list[str], sep: Parser, argument: Callable[[str], Parser]
-) -> Parser:
-    """The grammar's arguments when some are required: each required parameter exactly
-    once, in schema order (a tagged format has no other way to make one mandatory), and
-    optional parameters anywhere around them."""
-    optional_names = [n for n in tool.properties if n not in required]
-    extra: Parser | None = None
-    if optional_names:
-        extra = choice_of([argument(n) for n in optional_names])
-    parts: list[Parser | None] = [zero_or_more(extra + sep) if extra else None]
-    for index, name in enumerate(required):
-        parts.append(sep if index else None)
-        parts.append(argument(name))
-        parts.append(zero_or_more(sep + extra) if extra else None)
-    return seq_of(*parts)
-
-
 def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
     """``<name markers><arg markers>value...<close>``; string params raw, others JSON."""
     t = ctx.analysis.tools
@@ -758,13 +733,13 @@ def tag_tagged_call(ctx: BuildContext, tool: ToolSpec, strict: bool) -> Parser:
     sep: Parser = space()
     if a.separator and a.separator.strip():
         sep = space() + optional(literal(a.separator)) + space()
-    required = _required_names(tool)
+    required = required_names(tool)
     if strict:
         # Each argument a rule; the grammar's alternatives in the schema's order (a
         # grammar's choice has no order to keep).
         argument = _strict_arguments(ctx, tool)
         if required:
-            args_seq = _required_arguments(tool, required, sep, argument)
+            args_seq = required_sequence(tool, required, sep, argument)
         else:
             every: list[str | None] = [*tool.properties] or [None]
             one = choice_of([argument(n) for n in every])

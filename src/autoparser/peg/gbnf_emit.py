@@ -409,12 +409,12 @@ class _Emitter(NodeVisitor[str]):
         # family a grammar writes at a place is written itself (many families have one
         # member; its parser, built from its parts, writes those from their families),
         # the others from the template. Where a template cannot be (a form that depends
-        # on a name's characters, a rule name taken with another body), the member is
-        # written itself.
+        # on a name's characters, a rule name taken with another body) or would not pay
+        # (``few``), the member is written itself.
         if node.slot >= 0:
             return self.place(node, tail, where)
         family = node.family
-        if family is not None and self.seen(family, tail, where):
+        if family is not None and self.seen(family, tail, where) and not self.few(node):
             template = _template(node, tail, where, self.finder)
             if template is not None and not any(
                 _in_place(node.parts[k], w) for k, w in template.rule_places
@@ -436,6 +436,13 @@ class _Emitter(NodeVisitor[str]):
         target = node.target()
         self.finder.walk(target, where)
         return self.expr(target, tail, where)
+
+    def few(self, member: Lazy) -> bool:
+        """Whether this grammar has too few members of ``member``'s family and form for a
+        template to pay: making one costs about what writing two members does. Counted
+        by the finder's walk of the grammar's roots, so that the grammar depends on itself
+        alone; a member it did not count (in a template's representative) is not few."""
+        return 0 < self.finder.members.get(self.finder.form_key(member), 0) < _TEMPLATE_MIN_MEMBERS
 
     def seen(self, family: Family, tail: bool, where: _Where) -> bool:
         """Whether a member of ``family`` was written at such a place before, in this
@@ -581,6 +588,9 @@ class _Emitter(NodeVisitor[str]):
             self.schemas.add(schema_key(node.schema))
         return str(root)
 
+
+# A family with fewer members in a grammar is written member by member (``_Emitter.few``).
+_TEMPLATE_MIN_MEMBERS = 3
 
 # What an inline group under a quantifier may expand to in llama.cpp (its limit is 2000).
 _MAX_EXPANSION = 500
@@ -823,6 +833,9 @@ class _SplitFinder(NodeVisitor[None]):
         self._before: dict[tuple[int, bool], tuple[tuple[Parser, ...], list[bool]]] = {}
         self._after: dict[tuple[int, bool], tuple[tuple[Parser, ...], list[bool]]] = {}
         self._alts: dict[int, tuple[tuple[Parser, ...], int, int]] = {}
+        # Members the roots reach (and their parts), by family and their parts' forms.
+        self.members: dict[tuple[Family, tuple[tuple[bool, ...], ...]], int] = {}
+        self._form_keys: dict[int, tuple[Family, tuple[tuple[bool, ...], ...]]] = {}
         # Whether a rule with a node as its body is one llguidance lexeme, per node.
         self.lexemes = _Lexeme()
         # What each node kind can do, wherever it is (memoised by the three methods below).
@@ -830,8 +843,10 @@ class _SplitFinder(NodeVisitor[None]):
         self.successors = _Successors(self).visit
         self._starts_of = _StartsFree(self).visit
         self._ends_of = _EndsFree(self).visit
+        self._counting = True  # members are counted while the roots are walked only
         for root in roots or []:
             self.walk(root, _NOWHERE)
+        self._counting = False
 
     # Where the parts of a node are, given where the node is. Both are asked once per part,
     # so each keeps its running values per sequence or choice (linear, not quadratic, in a
@@ -975,8 +990,33 @@ class _SplitFinder(NodeVisitor[None]):
     def visit_Lazy(self, node: Lazy, where: _Where) -> None:
         # A family member is written from its family's template, found on its own; a
         # stand-in is where a part goes.
-        if node.family is None and node.slot < 0:
+        if node.slot >= 0:
+            return
+        if node.family is None:
             self.walk(node.target(), where)
+        elif self._counting:
+            self.count(node)
+
+    def form_key(self, member: Lazy) -> tuple[Family, tuple[tuple[bool, ...], ...]]:
+        """A member's family and its parts' forms: what its template is made for (kept
+        per member: counted, then asked again when the member is written)."""
+        key = self._form_keys.get(member._uid)
+        if key is None:
+            family = member.family
+            assert family is not None
+            key = self._form_keys[member._uid] = (
+                family,
+                tuple(_part_form(p, self) for p in member.parts),
+            )
+        return key
+
+    def count(self, member: Lazy) -> None:
+        """Count a family member, and the members among its parts."""
+        key = self.form_key(member)
+        self.members[key] = self.members.get(key, 0) + 1
+        for part in member.parts:
+            if isinstance(part, Lazy) and part.family is not None and part.slot < 0:
+                self.count(part)
 
     def lookahead(self, node: Peek | Negate, where: _Where) -> None:
         pass  # not emitted but as a character exclusion, which holds no literal
@@ -1082,7 +1122,9 @@ class _EndsFree(NodeVisitor[bool]):
     visit_End = visit_Peek = visit_Negate = reads_nothing
 
     def visit_Seq(self, node: Seq, before: bool) -> bool:
-        return self.finder.seq_where(node.items, len(node.items), (before, False))[0]
+        # Where the end of the sequence is: the last of the running values (what follows
+        # each item is not needed here).
+        return self.finder._seq_before(node.items, before)[-1]
 
     def visit_Repeat(self, node: Repeat, before: bool) -> bool:
         if _is_free_text(node):

@@ -12,8 +12,11 @@ needs none of it. Here each node of a definition becomes one closure
 
 Tagged nodes go onto one list shared by the run; a node that fails takes its own back off,
 so a failure costs nothing to report. A run of plain items in a sequence (literals,
-character runs, optional literals, any of those tagged) is one regex whose groups give the
-tagged nodes; ordered choices look at the next character (``facts.starts``), and at the end
+character runs, optional literals, any of those tagged, and untagged sequences, ordered
+choices and repetitions of them and the end of the input) is one regex whose groups give
+the tagged nodes, its outcome taken at once where it cannot depend on the end of the input
+(a character none of its items reads follows); ordered choices look at the next character
+(``facts.starts``) and skip an alternative by the texts it may start with, and at the end
 of the input a full-mode choice answers from the grammar alone (``facts.at_end``). The
 compiler is a ``NodeVisitor``: one ``visit_<Kind>`` per node kind of ``NODE_TYPES``; the
 facts it reads are worked out once per node, shared with the matcher and the GBNF emitter.
@@ -37,6 +40,7 @@ import threading
 from collections.abc import Callable
 
 from autoparser.peg import facts, json_scan
+from autoparser.peg.charclass import CharSet
 from autoparser.peg.core import (
     _NOT_YET,
     Atomic,
@@ -373,34 +377,108 @@ def _json(c: _Compiler, node: Json) -> Match:
 class _Piece(LeafRegex):
     """One item of a run of plain items as regex text: a literal, a character run (taken
     greedily, never given back: an atomic group), as ``LeafRegex`` writes them, an optional
-    literal (the same), or one of those tagged (a group whose span becomes the node)."""
+    literal (the same), one of those tagged (a group whose span becomes the node), and,
+    untagged, sequences, ordered choices and repetitions of plain items and the end of the
+    input (PEG's: each alternative and each iteration atomic, an ordered choice the first
+    alternative that matches).
 
-    __slots__ = ("margin", "parts", "tags")
+    What makes a run's outcome independent of where the input ends: a match that ends
+    before it by more than a skipped optional literal could have looked (``margin``), or,
+    for any outcome, a character after its start that no item can read (``stops``): its
+    items never look past it (their characters are ``ranges``; a negated class reads
+    nearly anything, so a run with one has no such character).
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("depth", "items", "margin", "open_ended", "parts", "refused", "tags")
+
+    def __init__(self, refused: set[int]) -> None:
         super().__init__()
+        # Nodes found not plain inside a run (by id; shared by the compiler's runs): a
+        # grammar's deep structure is looked into once, not again at every level.
+        self.refused = refused
+        self.items: list[Parser] = []  # the run's items (for ``stops``)
         self.parts: list[str] = []
         self.tags: list[tuple[str, int]] = []  # (tag name, group) in order
         self.margin = 0  # the longest optional literal: how far a skipped one may look
+        # A choice, repetition or end makes ``margin`` no bound: only ``stops`` decides.
+        self.open_ended = False
+        self.depth = 0  # inside a sequence, choice or repetition (no tags there)
 
     def add(self, node: Parser) -> bool:
         """Append ``node`` if it is a plain item; False (nothing appended) if not."""
+        groups, tags, margin, open_ended = self.groups, len(self.tags), self.margin, self.open_ended
         text = self.visit(node)
         if text is None:
+            self.groups, self.margin, self.open_ended = groups, margin, open_ended
+            del self.tags[tags:]
             return False
         self.parts.append(text)
+        self.items.append(node)
         return True
+
+    def stops(self) -> re.Pattern[str] | None:
+        """A character no item of the run can read (None: the run may read any); worked
+        out when a run first needs it (most of a thousand tools' runs never run)."""
+        ranges: list[tuple[int, int]] = []
+        for node in self.items:
+            found = _read_chars(node)
+            if found is None:
+                return None
+            ranges += found
+        return re.compile(CharSet.union(ranges, negated=True).regex())
+
+    def _inner(self, node: Parser) -> str | None:
+        if node._uid in self.refused:
+            return None
+        self.depth += 1
+        try:
+            found = self.visit(node)
+        finally:
+            self.depth -= 1
+        if found is None:
+            self.refused.add(node._uid)
+        return found
+
+    def visit_End(self, node: Parser) -> str | None:
+        self.open_ended = True
+        return r"\Z"
+
+    def visit_Seq(self, node: Parser) -> str | None:
+        assert isinstance(node, Seq)
+        parts = [self._inner(item) for item in node.items]
+        if not parts or any(p is None for p in parts):
+            return None
+        return "(?:" + "".join(p for p in parts if p is not None) + ")"
+
+    def visit_Choice(self, node: Parser) -> str | None:
+        assert isinstance(node, Choice)
+        self.groups += 1
+        group = self.groups
+        alts = [self._inner(alt) for alt in node.alternatives]
+        if not alts or any(a is None for a in alts):
+            return None
+        self.open_ended = True
+        # (?=(A|B))\N: the first alternative that matches, never given back.
+        return f"(?=({'|'.join(a for a in alts if a is not None)}))\\{group}"
 
     def visit_Repeat(self, node: Repeat) -> str | None:
         child = node.child
-        if (node.min, node.max) != (0, 1) or not isinstance(child, Literal):
-            return None
-        self.margin = max(self.margin, len(child.value))
+        if (node.min, node.max) == (0, 1) and isinstance(child, Literal):
+            self.margin = max(self.margin, len(child.value))
+            self.groups += 1
+            return f"(?=((?:{re.escape(child.value)})?))\\{self.groups}"
         self.groups += 1
-        return f"(?=((?:{re.escape(child.value)})?))\\{self.groups}"
+        group = self.groups
+        inner = self._inner(child)
+        # An item that may match nothing repeats by PEG's own rule: not written here.
+        if inner is None or facts.nullable(child):
+            return None
+        self.open_ended = True
+        bound = "" if node.max is None else str(node.max)
+        return f"(?=((?:{inner}){{{node.min},{bound}}}))\\{group}"
 
     def visit_Tag(self, node: Tag) -> str | None:
-        if not isinstance(node.child, (Literal, Chars)):
+        if self.depth or not isinstance(node.child, (Literal, Chars)):
             return None
         self.groups += 1
         group = self.groups
@@ -411,26 +489,83 @@ class _Piece(LeafRegex):
         return f"({inner})"
 
 
+class _ReadChars(NodeVisitor["list[tuple[int, int]] | None"]):
+    """The characters a plain item may read, as code point ranges; None where that is
+    nearly any (a negated class)."""
+
+    __slots__ = ()
+
+    def visit_Literal(self, node: Literal) -> list[tuple[int, int]] | None:
+        return [(ord(ch), ord(ch)) for ch in set(node.value)]
+
+    def visit_Chars(self, node: Chars) -> list[tuple[int, int]] | None:
+        return None if node.charset.negated else list(node.charset.ranges)
+
+    def visit_End(self, node: End) -> list[tuple[int, int]] | None:
+        return []
+
+    def visit_Seq(self, node: Seq) -> list[tuple[int, int]] | None:
+        return self.joined(node.items)
+
+    def visit_Choice(self, node: Choice) -> list[tuple[int, int]] | None:
+        return self.joined(node.alternatives)
+
+    def joined(self, nodes: tuple[Parser, ...]) -> list[tuple[int, int]] | None:
+        ranges: list[tuple[int, int]] = []
+        for child in nodes:
+            found = self.visit(child)
+            if found is None:
+                return None
+            ranges += found
+        return ranges
+
+    def as_child(self, node: Repeat | Tag) -> list[tuple[int, int]] | None:
+        return self.visit(node.child)
+
+    visit_Repeat = visit_Tag = as_child
+
+    def unknown(self, node: Parser, *args: object) -> list[tuple[int, int]] | None:
+        return None  # not a plain item
+
+    visit_Rest = visit_Until = visit_Json = visit_Peek = visit_Negate = unknown
+    visit_Atomic = visit_TriggerMark = visit_Ref = visit_Lazy = foreign = unknown
+
+
+_read_chars = _ReadChars().visit
+
+
 def _plain_run(piece: _Piece, items: tuple[Match, ...]) -> Match:
     """Consecutive plain items as one regex match, their tags' nodes made from its groups.
 
-    Only where the match ends before the end of the input (by more than a skipped
-    optional literal could have looked) is no item's outcome dependent on where the input
-    ends; otherwise each item runs on its own and says so.
+    Where no item's outcome can depend on where the input ends (see ``_Piece``), the
+    regex's outcome is the run's; otherwise each item runs on its own and says so.
     """
     rx_match = re.compile("".join(piece.parts)).match
-    margin = piece.margin
+    margin = -1 if piece.open_ended else piece.margin
     tags = tuple(piece.tags)
     one_by_one = _in_turn(items)
+    stop: list[Callable[[str, int], re.Match[str] | None] | None] = []  # at first need
+
+    def stop_search(text: str, pos: int) -> re.Match[str] | None:
+        if not stop:
+            stops = piece.stops()
+            stop.append(stops.search if stops is not None else None)
+        search = stop[0]
+        return search(text, pos) if search is not None else None
 
     def plain_run(r: _Run, pos: int) -> int:
-        m = rx_match(r.text, pos)
-        if m is not None and m.end() + margin < r.n:
-            for name, group in tags:
-                start, end = m.span(group)
-                r.out.append(_new_node(Node, (name, start, end, True, (), "")))
-            return m.end()
-        return one_by_one(r, pos)
+        text = r.text
+        m = rx_match(text, pos)
+        if m is not None and margin >= 0 and m.end() + margin < r.n:
+            pass
+        elif stop_search(text, pos) is None:
+            return one_by_one(r, pos)
+        elif m is None:
+            return -1
+        for name, group in tags:
+            start, end = m.span(group)
+            r.out.append(_new_node(Node, (name, start, end, True, (), "")))
+        return m.end()
 
     return plain_run
 
@@ -440,7 +575,7 @@ def _seq(c: _Compiler, node: Seq) -> Match:
     parts: list[Match] = []
     i = 0
     while i < len(raw):
-        piece = _Piece()
+        piece = _Piece(c.refused)
         j = i
         while j < len(raw) and piece.add(raw[j]):
             j += 1
@@ -503,26 +638,38 @@ def _choice(c: _Compiler, node: Choice) -> Match:
     # Per next character, the alternatives worth trying (in order), with the text each
     # must start with when longer than one character (``Parser.first_text``): those that
     # can start with it, can match nothing, or whose first characters are unknown.
-    alts = [(alt, *c.starts(alt), alt.first_text()) for alt in node.alternatives]
+    alts = [(alt, *c.starts(alt), _must_texts(alt)) for alt in node.alternatives]
     chars = frozenset().union(*(f for _a, f, _e, _t in alts if f is not None))
     # Many characters share one list of alternatives: each list is converted once.
-    lists: dict[tuple[int, ...], tuple[tuple[Match, str], ...]] = {}
+    # Each entry: the matcher, the texts one of which it must start with (when longer
+    # than one character: ``Parser.first_text``, else ``_first_texts``) and the longest's
+    # length ((), 0: none).
+    lists: dict[
+        tuple[tuple[int, tuple[str, ...]], ...], tuple[tuple[Match, tuple[str, ...], int], ...]
+    ] = {}
 
-    def matchers(ch: str | None) -> tuple[tuple[Match, str], ...]:
+    def musts(texts: tuple[str, ...], ch: str | None) -> tuple[str, ...]:
+        if ch is not None:
+            texts = tuple(t for t in texts if t.startswith(ch))
+        return texts if any(len(t) > 1 for t in texts) else ()
+
+    def matchers(ch: str | None) -> tuple[tuple[Match, tuple[str, ...], int], ...]:
         picked = [
-            (alt, must if len(must) > 1 else "")
-            for alt, f, empty, must in alts
+            (alt, musts(texts, ch))
+            for alt, f, empty, texts in alts
             if f is None or empty or (ch is not None and ch in f)
         ]
-        key = tuple(alt._uid for alt, _must in picked)
+        key = tuple((alt._uid, texts) for alt, texts in picked)
         found = lists.get(key)
         if found is None:
-            found = lists[key] = tuple((c.compile(alt), must) for alt, must in picked)
+            found = lists[key] = tuple(
+                (c.compile(alt), texts, max(map(len, texts), default=0)) for alt, texts in picked
+            )
         return found
 
     table = {ch: matchers(ch) for ch in chars}
     others = matchers(None)
-    every = tuple((c.compile(alt), "") for alt in node.alternatives)
+    every = tuple((c.compile(alt), (), 0) for alt in node.alternatives)
     get = table.get
     at_end = None if c.partial else c.at_end(node)
     if at_end is not None:
@@ -536,8 +683,8 @@ def _choice(c: _Compiler, node: Choice) -> Match:
                 r.hits += 1
                 return -1 if at_end else pos
             text = r.text
-            for alt, must in get(text[pos], others):
-                if must and left >= len(must) and not text.startswith(must, pos):
+            for alt, must, size in get(text[pos], others):
+                if size and left >= size and not text.startswith(must, pos):
                     continue
                 e = alt(r, pos)
                 if e != -1:
@@ -550,8 +697,8 @@ def _choice(c: _Compiler, node: Choice) -> Match:
         text = r.text
         left = r.n - pos
         alternatives = get(text[pos], others) if left > 0 else every
-        for alt, must in alternatives:
-            if must and left >= len(must) and not text.startswith(must, pos):
+        for alt, must, size in alternatives:
+            if size and left >= size and not text.startswith(must, pos):
                 continue  # it would fail here, consuming nothing (see Parser.first_text)
             e = alt(r, pos)
             if e != -1:
@@ -559,6 +706,59 @@ def _choice(c: _Compiler, node: Choice) -> Match:
         return -1
 
     return choice
+
+
+# More first texts than this and an alternative is tried rather than filtered (a choice of
+# many tools' calls: its own choice dispatches them).
+_MAX_FIRST_TEXTS = 16
+
+
+def _must_texts(alt: Parser) -> tuple[str, ...]:
+    """The texts one of which ``alt`` must start with, for a choice to skip it by: its one
+    first text where it has one (``Parser.first_text``), else its few first texts, else ()."""
+    must = alt.first_text()
+    if len(must) > 1:
+        return (must,)
+    return _first_texts(alt) or ()
+
+
+class _FirstTexts(NodeVisitor["tuple[str, ...] | None"]):
+    """Texts one of which a match of a node starts with (so it matches nothing else), or
+    None: unknown, it may match nothing, or more than ``_MAX_FIRST_TEXTS`` of them. Where
+    ``Parser.first_text`` finds no one text (harmony's messages start ``<|channel|>`` or
+    `` to=``), a choice can still skip an alternative with one ``str.startswith`` of a
+    tuple."""
+
+    __slots__ = ()
+
+    def visit_Literal(self, node: Literal) -> tuple[str, ...] | None:
+        return (node.value,) if node.value else None
+
+    def visit_Seq(self, node: Seq) -> tuple[str, ...] | None:
+        return self.visit(node.items[0]) if node.items else None
+
+    def visit_Choice(self, node: Choice) -> tuple[str, ...] | None:
+        texts: list[str] = []
+        for alt in node.alternatives:
+            found = self.visit(alt)
+            if found is None or len(texts) + len(found) > _MAX_FIRST_TEXTS:
+                return None  # unknown, or too many to be worth a filter
+            texts.extend(found)
+        return tuple(texts)
+
+    def as_child(self, node: Tag | Atomic | TriggerMark) -> tuple[str, ...] | None:
+        return self.visit(node.child)
+
+    visit_Tag = visit_Atomic = visit_TriggerMark = as_child
+
+    def unknown(self, node: Parser, *args: object) -> tuple[str, ...] | None:
+        return None  # it may match nothing, or start with any text
+
+    visit_Chars = visit_Json = visit_End = visit_Rest = visit_Until = unknown
+    visit_Repeat = visit_Peek = visit_Negate = visit_Ref = visit_Lazy = foreign = unknown
+
+
+_first_texts = _FirstTexts().visit
 
 
 def _repeat(c: _Compiler, node: Repeat) -> Match:
@@ -739,6 +939,7 @@ class _Compiler(NodeVisitor[Match]):
     def __init__(self, partial: bool) -> None:
         self.partial = partial
         self.done: dict[int, Match] = {}
+        self.refused: set[int] = set()  # see _Piece
         # The facts the matchers are built from (``peg.facts``: kept on each node).
         self.adds_nodes = facts.adds_nodes
         self.at_end = facts.at_end

@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from json.encoder import encode_basestring
 from typing import Any, Literal
 
 from autoparser.cancel import checkpoint
@@ -848,6 +849,8 @@ def _may_be_shared(name: str) -> bool:
 
 def json_literal(value: object) -> str:
     """A GBNF literal for the compact JSON text of a scalar (non-ASCII kept literal)."""
+    if isinstance(value, str):  # what json.dumps writes for a string, without its setup
+        return gbnf_literal(encode_basestring(value))
     return gbnf_literal(json.dumps(value, ensure_ascii=False))
 
 

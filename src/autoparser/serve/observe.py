@@ -169,8 +169,8 @@ class Metrics:
             "autoparser_calls",
             "What the parse made of the calls in model output, by outcome (kept, refused, "
             "cut, dropped) and reason (clean: read as the schema says; else the finding's "
-            "kind: undeclared_argument, invalid_arguments, call_in_reasoning, truncated, "
-            "wrapper_token).",
+            "kind: undeclared_argument, type_mismatch, missing_required, invalid_arguments, "
+            "call_in_reasoning, truncated, wrapper_token).",
             ["outcome", "reason"], registry=r,
         )  # fmt: skip
         self.truncated = Counter(

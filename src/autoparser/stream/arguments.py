@@ -19,8 +19,9 @@ repaired: the text emitted is the model's own, converted, or nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from json.encoder import encode_basestring
+from typing import NamedTuple
 
 from autoparser import tags
 from autoparser.peg import IncrementalParse, Node, ParseStatus
@@ -175,6 +176,9 @@ class TaggedArguments:
         # Names of arguments read by the format's markers alone (the schema does not
         # declare them); one attribute test per argument on the normal path.
         self.undeclared: list[str] | None = None
+        # Names of arguments whose value did not read as their type (kept as the text).
+        self.mistyped: list[str] | None = None
+        self.names: list[str] = []  # the arguments' names, as read (the current one last)
 
     def advance(self, nodes: list[Node], text: str) -> None:
         if not self.out.pieces:
@@ -194,8 +198,9 @@ class TaggedArguments:
                 if name_node.children and name_node.children[0].tag == tags.TOOL_ARG_UNDECLARED:
                     self.undeclared = [*(self.undeclared or ()), name]
                 decode = self.converters.get(tags.TOOL_ARG_NAME)  # escaped names
-                key = encode_basestring((decode(name) if decode else None) or name)
-                self.out.emit(f"{', ' if k else ''}{key}: ")
+                name = (decode(name) if decode else None) or name
+                self.names.append(name)
+                self.out.emit(f"{', ' if k else ''}{encode_basestring(name)}: ")
                 self.named = True
             self.value = value_node
             if value_node is not None and value_node.tag in tags.STRING_VALUES:
@@ -212,17 +217,13 @@ class TaggedArguments:
             end = self._value_end(text)
             value = self.value
             if (
-                end is not None
-                and self.string
+                self.string
                 and self.held
                 and value is not None
                 and value.tag not in tags.TRIMS_TRAIL
                 and arg.end > value.end
             ):
                 end = escape_json(self.held) + end  # closed: the whitespace is its own
-            if end is None:
-                self.invalid = True
-                return
             self.out.emit(end)
             self.done = k + 1
             self.named = False
@@ -238,8 +239,13 @@ class TaggedArguments:
         self.value_done += len(raw)
         self.out.emit(self._string_piece(self.value, raw))
 
-    def _value_end(self, text: str) -> str | None:
-        """What ends the current (complete) argument's value: a quote, null or the value."""
+    def _value_end(self, text: str) -> str:
+        """What ends the current (complete) argument's value: a quote, null or the value.
+
+        A value read by the format's markers alone (up to its closer) that does not
+        convert to its type is kept as the text the model wrote, a JSON string, and its
+        argument named in ``mistyped``: one bad value does not cost the call.
+        """
         if self.string:
             return '"'
         if self.value is None:
@@ -247,11 +253,16 @@ class TaggedArguments:
         raw = self.value.text(text).strip()
         convert = self.converters.get(self.value.tag or "")
         if convert is not None:
-            return convert(raw)
-        spec = tags.VALUE_SPECS.get(self.value.tag or "")
-        if spec is not None and spec.decoder == "python":
-            return python_value_json(raw)
-        return raw
+            value = convert(raw)
+        else:
+            spec = tags.VALUE_SPECS.get(self.value.tag or "")
+            if spec is None or spec.decoder != "python":
+                return raw
+            value = python_value_json(raw)
+        if value is None:
+            self.mistyped = [*(self.mistyped or ()), self.names[-1]]
+            return encode_basestring(raw)
+        return value
 
     def _string_piece(self, node: Node, raw: str) -> str:
         """Escaped raw text; one leading and one trailing newline of the value dropped
@@ -277,6 +288,73 @@ class TaggedArguments:
 
     def complete(self) -> str:
         return "}" if self.out.pieces else "{}"
+
+
+class TaggedRead(NamedTuple):
+    """A complete tagged call's arguments read at once (``tagged_object``)."""
+
+    arguments: str  # the JSON object text
+    names: list[str]  # the arguments' names, as read
+    undeclared: list[str] | None  # names the schema does not declare (None: none)
+    mistyped: list[str] | None  # names whose value did not read as its type (None: none)
+
+
+def tagged_object(nodes: Sequence[Node], text: str, converters: ValueConverters) -> TaggedRead:
+    """The JSON object text that complete ``tool-arg`` nodes give, read at once:
+    what ``TaggedArguments`` streams from the same nodes (tests/stream/test_arguments.py
+    holds them equal), without its per-piece state. A value that does not convert to its
+    type is kept as the text written, a JSON string, and its name is in ``mistyped``."""
+    parts = ["{"]
+    names: list[str] = []
+    undeclared: list[str] | None = None
+    mistyped: list[str] | None = None
+    decode = converters.get(tags.TOOL_ARG_NAME)  # escaped names
+    specs = tags.VALUE_SPECS
+    for k, arg in enumerate(nodes):
+        name_node = value = None
+        for child in arg.children:
+            if child.tag == tags.TOOL_ARG_NAME:
+                name_node = child
+            elif child.tag in specs or child.tag in converters:
+                value = child
+        if name_node is None or not name_node.complete:
+            break
+        name = text[name_node.start : name_node.end]
+        if name_node.children and name_node.children[0].tag == tags.TOOL_ARG_UNDECLARED:
+            undeclared = [*(undeclared or ()), name]
+        name = (decode(name) if decode else None) or name
+        names.append(name)
+        key = encode_basestring(name)
+        parts.append(f", {key}: " if k else f"{key}: ")
+        tag = value.tag if value is not None else None
+        if value is not None and tag in tags.STRING_VALUES:
+            raw = text[value.start : value.end]
+            if raw.startswith("\n") and tag in tags.TRIMS_LEAD:
+                raw = raw[1:]
+            if tag in tags.TRIMS_TRAIL:
+                body = raw[:-1] if raw.endswith("\n") else raw
+            elif arg.end > value.end:  # closed by its suffix: trailing whitespace is its own
+                body = raw
+            else:
+                body = raw.rstrip(" \t\r\n")
+            parts.append(encode_basestring(body))
+            continue
+        if value is None:
+            parts.append("null")
+            continue
+        raw = text[value.start : value.end].strip()
+        convert = converters.get(tag or "")
+        if convert is not None:
+            end = convert(raw)
+        else:
+            spec = specs.get(tag or "")
+            end = python_value_json(raw) if spec is not None and spec.decoder == "python" else raw
+        if end is None:
+            mistyped = [*(mistyped or ()), name]
+            end = encode_basestring(raw)
+        parts.append(end)
+    parts.append("}")
+    return TaggedRead("".join(parts), names, undeclared, mistyped)
 
 
 ArgumentStreamer = JsonArguments | EncodedArguments | PythonArguments

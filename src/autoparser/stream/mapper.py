@@ -37,6 +37,7 @@ from autoparser.stream.arguments import (
     PythonArguments,
     TaggedArguments,
     ValueConverters,
+    tagged_object,
 )
 from autoparser.stream.delta import StreamDelta, ToolCallDelta
 from autoparser.stream.repair import json_object_text
@@ -56,14 +57,17 @@ class CallIds:
 
     def __init__(self, seed: int | None = None) -> None:
         self.seed = random.SystemRandom().getrandbits(64) if seed is None else seed
-        self._prefix = f"{self.seed}:".encode()
+        # The hash of "SEED:" once: each id copies it and adds its key (a third cheaper
+        # than hashing the whole message again).
+        self._seeded = hashlib.blake2b(f"{self.seed}:".encode(), digest_size=24)
 
     def __call__(self, key: int) -> str:
         # A keyed hash, not a seeded random.Random: seeding the Mersenne Twister from a
         # string cost more than parsing a whole short output. Each byte picks a character
         # (byte % 62: the first 8 characters slightly likelier; ~190 bits per id).
-        digest = hashlib.blake2b(self._prefix + b"%d" % key, digest_size=24).digest()
-        return "call_" + digest.translate(_ID_TABLE).decode("ascii")
+        hashed = self._seeded.copy()
+        hashed.update(b"%d" % key)
+        return "call_" + hashed.digest().translate(_ID_TABLE).decode("ascii")
 
 
 class CallIdPolicy:
@@ -100,6 +104,7 @@ TOOL_CALL_DELTAS = ("whole", "incremental")
 Span = tuple[int, int]
 _LEAD = 8  # whitespace a content span may start with before a call opener
 _NO_FINDINGS: Mapping[tuple[int, str, str], Finding] = types.MappingProxyType({})
+_NO_REQUIRED: Mapping[str, tuple[str, ...]] = types.MappingProxyType({})
 
 
 def check_tolerance(value: object) -> str:
@@ -249,10 +254,14 @@ def spans_end(*fields: list[Span]) -> int:
 
 def call_identity(policy: CallIdPolicy, node: Node, text: str) -> tuple[str, str] | None:
     """A call node's name and id; None while they are not complete yet."""
-    name = _child(node, tags.TOOL_NAME)
+    name = cid = None
+    for child in node.children:  # one pass for both (the first of each tag)
+        if child.tag == tags.TOOL_NAME and name is None:
+            name = child
+        elif child.tag == tags.TOOL_ID and cid is None:
+            cid = child
     if name is None or not name.complete:
         return None
-    cid = _child(node, tags.TOOL_ID)
     id_ready = cid is not None and cid.complete
     if policy.expects_call_ids and not id_ready and not node.complete:
         return None
@@ -375,6 +384,8 @@ class Mapper:
 
     # Class-level defaults: a parse with nothing to report allocates nothing for them.
     reject = False  # tolerance="reject"
+    # Each tool's required argument names, where calls are read argument by argument.
+    required: Mapping[str, tuple[str, ...]] = _NO_REQUIRED
     # What was tolerated or refused, by (where, kind, what): a stream may read a call node
     # in several trees; the message lists each once, in output order. Replaced by a dict
     # of this mapper's own at its first finding (``note``).
@@ -389,14 +400,10 @@ class Mapper:
         openers: Sequence[str] = (),
         json_end: Callable[[int], int] = lambda pos: -1,
         tolerance: str = "keep",
+        required: Mapping[str, tuple[str, ...]] = _NO_REQUIRED,
     ) -> None:
-        self.policy = policy
-        if tolerance != "keep":  # checked only when not the default (once per parse)
-            self.reject = check_tolerance(tolerance) == "reject"
-        self.json_end = json_end
-        self.converters = converters
+        self._reader(policy, converters, openers, json_end, tolerance, required)
         self.incremental = incremental
-        self.openers, self.unread, self.unread_starts = _markup_openers(tuple(openers))
         self.reasoning = _TextField(tags.TEXT_FIELDS[tags.REASONING])
         self.content = _TextField(tags.TEXT_FIELDS[tags.CONTENT])
         self.announced: list[_Call] = []  # every call announced, by delta index
@@ -405,8 +412,6 @@ class Mapper:
         self.open: _Call | None = None  # the call being written (incremental policy)
         self.dropped: list[int] = []  # delta indexes of announced calls that were not calls
         self.given_up: set[int] = set()  # starts of calls dropped while being written
-        self.truncated = False
-        self.truncated_call: str | None = None  # the raw text of a call cut off
         self.events: list[tuple[str, int, str]] = []
         # What moving the end of the last tree's unfinished path (its last node at each
         # level, see IncrementalParse.resume) changes: the text field, or the JSON
@@ -417,6 +422,45 @@ class Mapper:
         self.tail: _TextField | JsonArguments | TaggedArguments | None = None
         self.tail_end = 0
         self.tail_reparse = False
+
+    @classmethod
+    def reader(
+        cls,
+        policy: CallIdPolicy,
+        converters: ValueConverters,
+        *,
+        openers: Sequence[str] = (),
+        json_end: Callable[[int], int] = lambda pos: -1,
+        tolerance: str = "keep",
+        required: Mapping[str, tuple[str, ...]] = _NO_REQUIRED,
+    ) -> Mapper:
+        """A mapper that only reads one final tree (``whole_message``): what reading calls,
+        the end of output and findings need, none of a stream's state (an output's parse
+        paid more for it than for mapping a short message)."""
+        mapper = cls.__new__(cls)
+        mapper._reader(policy, converters, openers, json_end, tolerance, required)
+        return mapper
+
+    def _reader(
+        self,
+        policy: CallIdPolicy,
+        converters: ValueConverters,
+        openers: Sequence[str],
+        json_end: Callable[[int], int],
+        tolerance: str,
+        required: Mapping[str, tuple[str, ...]],
+    ) -> None:
+        """The state of reading calls and the end of output (``reader``)."""
+        self.policy = policy
+        if required:
+            self.required = required
+        if tolerance != "keep":  # checked only when not the default (once per parse)
+            self.reject = check_tolerance(tolerance) == "reject"
+        self.json_end = json_end
+        self.converters = converters
+        self.openers, self.unread, self.unread_starts = _markup_openers(tuple(openers))
+        self.truncated = False
+        self.truncated_call: str | None = None  # the raw text of a call cut off
 
     # ----------------------------------------------------------------- tree walking
     def advance(self, tree: Node, text: str, *, final: bool = False) -> None:
@@ -579,6 +623,10 @@ class Mapper:
                     self.note("invalid_arguments", "refused", node.start, node.end, name)
                     return None
                 return name, call_id, arguments
+        # Tagged arguments, all complete: assembled at once (else by their streamer).
+        arg_nodes = [c for c in node.children if c.tag in tags.ARGUMENTS]
+        if arg_nodes and all(c.tag == tags.TOOL_ARG and c.complete for c in arg_nodes):
+            return self._read_tagged(node, arg_nodes, text)
         call = _Call(node.start, None)
         self._identify(call, node, text)
         call.advance(node, text, self.converters)
@@ -586,14 +634,50 @@ class Mapper:
         if call.invalid:
             self.note("invalid_arguments", "refused", node.start, node.end, call.name)
             return None
-        undeclared = call.tagged.undeclared if call.tagged is not None else None
-        if undeclared:
-            outcome: FindingOutcome = "refused" if self.reject else "kept"
-            for arg in undeclared:
-                self.note("undeclared_argument", outcome, node.start, node.end, arg)
-            if self.reject:
-                return None
+        tagged = call.tagged
+        if tagged is not None and not self._tolerated(
+            node, call.name, tagged.undeclared, tagged.mistyped, tagged.names
+        ):
+            return None
         return call.name, call.id, call.out.text() + closing
+
+    def _read_tagged(
+        self, node: Node, arg_nodes: list[Node], text: str
+    ) -> tuple[str, str, str] | None:
+        """``read_call`` of a call whose arguments are complete ``tool-arg`` nodes: the
+        object assembled at once (``tagged_object``), as their streamer would write it."""
+        identity = call_identity(self.policy, node, text)
+        name, call_id = identity if identity is not None else ("", "")
+        read = tagged_object(arg_nodes, text, self.converters)
+        if not self._tolerated(node, name, read.undeclared, read.mistyped, read.names):
+            return None
+        return name, call_id, read.arguments
+
+    def _tolerated(
+        self,
+        node: Node,
+        name: str,
+        undeclared: Sequence[str] | None,
+        mistyped: Sequence[str] | None,
+        names: Sequence[str],
+    ) -> bool:
+        """A call read argument by argument, checked against what the schema-typed reading
+        would refuse (an undeclared argument, a value not of its type, a required one left
+        out): each noted; False when the tolerance refuses the call."""
+        required = self.required.get(name)
+        missing = [n for n in required if n not in names] if required else None
+        if not (undeclared or mistyped or missing):
+            return True
+        outcome: FindingOutcome = "refused" if self.reject else "kept"
+        found: tuple[tuple[FindingKind, Sequence[str] | None], ...] = (
+            ("undeclared_argument", undeclared),
+            ("type_mismatch", mistyped),
+            ("missing_required", missing),
+        )
+        for kind, args in found:
+            for arg in args or ():
+                self.note(kind, outcome, node.start, node.end, arg)
+        return not self.reject
 
     def note(
         self, kind: FindingKind, outcome: FindingOutcome, start: int, end: int, detail: str = ""
@@ -673,22 +757,24 @@ class Mapper:
             self._cut(walked.pending, walked.lead, text, walked.pending_spans)
         else:
             tail = text[walked.end :]
-            if self.only_openers(tail) and tail.strip():
+            if tail.strip() and self.only_openers(tail):
                 self.truncated = True
                 self.note("truncated", "cut", walked.end, len(text), "opener")
 
     def _note_unread_call(self, unread: re.Pattern[str], start: int, end: int, text: str) -> None:
         """A call opener in content: a call the format could not read (its arguments, its
         tool), kept as written; reported once per place, unless a refused call's finding
-        already covers it. The lenient parser's content stops at every opener, so one that
+        already covers its span. The lenient parser's content stops at every opener, so one that
         started no call begins a content span (after a little whitespace): one anchored
         match per such span, at the end only, whatever the output's length."""
         m = unread.match(text, start, end)
         if m is None:
             return
         at = m.end() - len(m.group().lstrip())
+        # A refused call's text is content too: the span that holds it (from the opener of
+        # its section, say) is covered by that call's finding.
         refused = [(f.start, f.end) for f in self.findings.values() if f.outcome == "refused"]
-        if not any(a <= at < b for a, b in refused):
+        if not any(a < end and at < b for a, b in refused):
             self.note("invalid_arguments", "refused", at, end, text[at : m.end()])
 
     def _cut(self, node: Node, lead: int, text: str, spans: list[Span]) -> None:
@@ -727,7 +813,7 @@ class Mapper:
         """The end of generation: a reasoning block left open, or markup cut off, makes the
         message truncated (the markup's text, from ``text``, is then the message's
         ``truncated_call``: its cut-off tail)."""
-        found = {c.tag for c in tree.children}
+        found = [c.tag for c in tree.children]
         if tags.REASONING in found and tags.REASONING_CLOSE not in found:
             self.truncated = True
             blocks = [c for c in tree.children if c.tag == tags.REASONING]
@@ -773,7 +859,7 @@ class Mapper:
         return deltas
 
     def message(self) -> ChatMessage:
-        calls = [ToolCall(id=c.id, name=c.name, arguments=c.out.text()) for c in self.calls]
+        calls = [ToolCall.of(c.id, c.name, c.out.text()) for c in self.calls]
         return ChatMessage.of(
             self.content.value(),
             self.reasoning.value(),

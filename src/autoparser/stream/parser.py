@@ -13,7 +13,7 @@ from autoparser.definition import ParserDefinition
 from autoparser.errors import RequestError
 from autoparser.message import ChatMessage
 from autoparser.peg import Node, ParseStatus
-from autoparser.peg.oneshot import FAIL, OK, Shared, compiled, json_value_end
+from autoparser.peg.oneshot import FAIL, OK, Shared, compiled
 from autoparser.stream.delta import StreamDelta
 from autoparser.stream.ending import finish_reason_hit_limit, map_output, output_tree
 from autoparser.stream.mapper import CallIdPolicy, Mapper, check_tool_call_deltas
@@ -58,6 +58,7 @@ class StreamParser:
             incremental=policy == "incremental",
             openers=definition.call_openers or definition.trigger_markers,
             tolerance=tolerance,
+            required=definition.required_arguments,
         )
         self._last_tree: Node | None = None
         self._moved = False  # feeds since _last_tree only moved its unfinished path
@@ -216,20 +217,38 @@ def parse_text(
         last = tree if status != FAIL and text else None
     except RecursionError:
         return _parse_by_stream(definition, call_ids, text, partial, finish_reason, tolerance)
+    openers = definition.call_openers or definition.trigger_markers
+    values = shared.values  # json_value_end's lookup, without its call
+
+    def json_end(pos: int) -> int:
+        return values.get(pos, -1)
+
+    converters = definition.value_converters
+    if not partial:
+        # The common case: the final tree alone, by a mapper that only reads it.
+        reader = Mapper.reader(
+            call_ids,
+            converters,
+            openers=openers,
+            json_end=json_end,
+            tolerance=tolerance,
+            required=definition.required_arguments,
+        )
+        output = output_tree(reader, text, last, final, hit_limit)
+        if output is not None and (last is None or _maps_prefix(last, output)):
+            return whole_message(reader, output, text)
     mapper = Mapper(
         call_ids,
-        definition.value_converters,
-        openers=definition.call_openers or definition.trigger_markers,
-        json_end=lambda pos: json_value_end(shared, pos),
+        converters,
+        openers=openers,
+        json_end=json_end,
         tolerance=tolerance,
+        required=definition.required_arguments,
     )
     if partial:
         if last is not None:
             mapper.advance(last, text)
         return mapper.message()
-    output = output_tree(mapper, text, last, final, hit_limit)
-    if output is not None and (last is None or _maps_prefix(last, output)):
-        return whole_message(mapper, output, text)
     if last is not None:
         mapper.advance(last, text)
     map_output(mapper, text, output)

@@ -26,7 +26,7 @@ def whole_message(mapper: Mapper, tree: Node, text: str) -> ChatMessage:
         found = mapper.read_call(node, text)
         if found is None:
             return False
-        calls.append(ToolCall(id=found[1], name=found[0], arguments=found[2]))
+        calls.append(ToolCall.of(found[1], found[0], found[2]))
         return True
 
     walked = walk_tree(tree, settle)

@@ -115,14 +115,14 @@ async def _guard(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
     """Only this launch's page may use the API: the ``Host`` names this server (no DNS
-    rebinding), an ``Origin`` is this server's, POST bodies are declared JSON (no CORS
-    "simple" request), and /api calls carry the launch's token. The page and its static
-    files load without the token (they hold nothing of the user's)."""
+    rebinding), an ``Origin`` is this server's (scheme, name and port), POST bodies are
+    declared JSON (no CORS "simple" request), and /api calls carry the launch's token. The
+    page and its static files load without the token (they hold nothing of the user's)."""
     host = request.headers.get("Host")
     if not _host_ok(host, request.app[_BOUND_HOST]):
         return _error(421, "Host: not a name of this server", "Host", "page")
     origin = request.headers.get("Origin")
-    if origin is not None and origin.partition("://")[2].lower() != (host or "").lower():
+    if origin is not None and origin.lower() != f"{request.scheme}://{host}".lower():
         return _error(403, "Origin: only the studio's own page may call its API", "Origin", "page")
     if request.method == "POST":
         kind = request.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
