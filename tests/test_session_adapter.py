@@ -298,5 +298,13 @@ def test_reasoning_split_is_the_one_implementation() -> None:
     from autoparser.integrations import adapter
 
     assert adapter.ReasoningSplit is ReasoningSplit
-    split = ReasoningSplit("<think>", "</think>", True)
+    session = Session.for_source(
+        own_path("reasoning/forced_open.jinja").read_text(encoding="utf-8")
+    )
+    params = session.params({"messages": [USER]})
+    assert params.thinking_forced_open
+    split = session.reasoning_split(params.prompt, None)
     assert split.split("a</think>b") == ("a", "b")
+    # Built from the response's own parser: the split is what the parse reads.
+    assert ReasoningSplit(params).split("a</think>b") == ("a", "b")
+    assert params.parse("a</think>b").reasoning_content == "a"

@@ -11,9 +11,10 @@ and these:
 - :class:`Reply`: one response's output read whole (``parse``) or streamed (``feed`` /
   ``finish``, typed :class:`StreamDelta` values with ``to_openai()``), with call ids fresh
   for this response and one call only when ``parallel_tool_calls`` is false.
-- :class:`ReasoningSplit` and the session's reasoning rules (``opens_reasoning``,
-  ``reasoning_closed``, ``reasoning_split``, ``text_after_reasoning``), for engines that
-  separate reasoning from the rest of the raw text themselves (vLLM's reasoning parser).
+- :class:`ReasoningSplit` (``session.reasoning_split``: the library's own parse of the
+  response, split into reasoning and the raw text after it) and the session's reasoning
+  rules (``opens_reasoning``, ``reasoning_closed``), for engines that separate reasoning
+  from the rest of the raw text themselves (vLLM's and SGLang's reasoning parsers).
 
 tests/test_session_adapter.py adapts a toy engine with this API alone; the vLLM plug-in
 (``autoparser.integrations.vllm``) is the real one.
@@ -29,16 +30,15 @@ import pickle
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from autoparser.analysis.model import ReasoningMode, TemplateAnalysis
 from autoparser.cache import CACHES, Store
 from autoparser.chat import ChatTemplate, ToolChoice
 from autoparser.errors import AutoparserError, RequestError
-from autoparser.formats import format_of
 from autoparser.jsontypes import JsonMapping as JsonObject
 from autoparser.message import ChatMessage, ToolCall
-from autoparser.params import ChatParams
+from autoparser.params import ChatParams, build_params
 from autoparser.stream import StreamDelta, StreamParser, ToolCallDelta
 
 # A conversation the template refuses stands in as this turn when only the parser is
@@ -353,29 +353,6 @@ class Session:
         rule, ``TemplateAnalysis.prompt_opens_reasoning``)."""
         return self.analysis.prompt_opens_reasoning(prompt, enable_thinking)
 
-    def opener_optional(self, enable_thinking: bool | None) -> bool:
-        """Is text before the end marker reasoning even without the opener (the library's
-        lenient rule: reasoning on, a start marker to leave out, no hand-written format)?"""
-        start, end = self.reasoning_markers
-        listed = format_of(self.analysis).call_openers_listed
-        return enable_thinking is True and bool(start and end) and listed
-
-    def wait_stops(self) -> tuple[str, ...]:
-        """What ends the wait for an end marker after text with no opener: the end of the
-        turn and the markers that open tool calls."""
-        analysis = self.analysis
-        fmt, function = analysis.tools.format, analysis.tools.function
-        calls: tuple[str, ...] = ()
-        if fmt.mode.value != "none":
-            calls = (
-                fmt.call_prefix_token,
-                fmt.section_start,
-                fmt.per_call_start,
-                function.name_prefix,
-            )
-        markers = (*analysis.end_of_turn, *calls)
-        return tuple(dict.fromkeys(m.strip() for m in markers if m.strip()))
-
     def reasoning_closed(self, text: str) -> bool:
         """Is reasoning over at the end of ``text`` (an end marker after the last start)?
 
@@ -396,31 +373,10 @@ class Session:
         return not start or text.rfind(start) < last_end
 
     def reasoning_split(self, prompt: str, enable_thinking: bool | None) -> ReasoningSplit:
-        """A split of the raw output of ``prompt`` into reasoning and the text after it."""
-        start, end = self.reasoning_markers
-        forced = self.opens_reasoning(prompt, enable_thinking)
-        return ReasoningSplit(
-            start,
-            end,
-            forced,
-            opener_optional=not forced and self.opener_optional(enable_thinking),
-            stops=self.wait_stops(),
-        )
-
-    def text_after_reasoning(self, output: str, reasoning: str | None, forced_open: bool) -> str:
-        """The raw output after its reasoning block (what a tool parser reads).
-
-        ``reasoning`` is what ``ChatParams.parse`` found: the text after it, less the end
-        marker. Without it, the split by markers decides (an empty block still goes).
-        """
-        start, end = self.reasoning_markers
-        if reasoning:
-            at = output.find(reasoning)
-            if at >= 0:
-                rest = output[at + len(reasoning) :]
-                head = rest.lstrip()
-                return head[len(end) :] if end and head.startswith(end) else rest
-        return ReasoningSplit(start, end, forced_open).split(output)[1]
+        """A split of the raw output of ``prompt`` (its end is enough: whether it opens the
+        reasoning block) into reasoning and the text after it, by the library's parse."""
+        params = build_params(self.analysis, prompt=prompt, enable_thinking=enable_thinking)
+        return ReasoningSplit(params)
 
 
 class Reply:
@@ -537,44 +493,26 @@ def merge_deltas(deltas: Iterable[StreamDelta]) -> StreamDelta | None:
     return StreamDelta(text or None, thought or None, tuple(calls))
 
 
-SplitState = Literal["undecided", "opening", "unopened", "reasoning", "done"]
-
-
 class ReasoningSplit:
-    """Splits raw model output into reasoning and the text after it, chunk by chunk.
+    """Splits raw model output into its reasoning and the raw text after it, chunk by chunk.
 
-    For engines that hand the text after the reasoning to another parser: the split is on
-    the raw text, by the reasoning block's markers, the block open from the start when the
-    prompt opened it (``forced_open``). Reasoning comes without the whitespace around it
-    (as ``ChatParams.parse`` returns it); text that may still become a marker is held back.
-
-    ``opener_optional`` (reasoning on, the prompt did not open the block): as the library's
-    lenient parser does, text that does not start with the opener is reasoning if the end
-    marker follows, before any of ``stops`` (a call opener, the end of the turn). It is held
-    back until one of them comes, or the output ends (then it is content).
+    For engines that hand the text after the reasoning to a parser of their own (vLLM's and
+    SGLang's reasoning parsers). The split is the library's own parse of the response
+    (``params``, from ``Session.reasoning_split``): the reasoning is what
+    ``ChatParams.parse`` reads as reasoning, whatever the format writes around it (a
+    block's markers, a left-out opener, harmony's channels), and the text after it is the
+    raw output from where the parse says reasoning ended. Text the parse has not decided
+    is held back.
     """
 
-    def __init__(
-        self,
-        start: str,
-        end: str,
-        forced_open: bool,
-        *,
-        opener_optional: bool = False,
-        stops: tuple[str, ...] = (),
-    ) -> None:
-        self.start, self.end, self.stops = start, end, stops
-        self.opener_optional = opener_optional
-        # undecided -> (opening | unopened) -> reasoning -> done
-        self.state: SplitState = "done" if not end else "opening" if forced_open else "undecided"
-        self._pending = ""
-        self._emitted = False
-        self._scanned = 0  # how much of the pending text the wait for an end has searched
+    def __init__(self, params: ChatParams) -> None:
+        self._stream = params.stream()
+        self._after: int | None = None  # where the text after the reasoning starts
 
     @property
     def done(self) -> bool:
         """Is the reasoning over (everything from now on is the text after it)?"""
-        return self.state == "done"
+        return self._after is not None
 
     def split(self, text: str) -> tuple[str, str]:
         """A whole output's (reasoning, text after it)."""
@@ -584,85 +522,26 @@ class ReasoningSplit:
 
     def feed(self, text: str) -> tuple[str, str]:
         """(reasoning, text after the reasoning) that became certain with ``text``."""
-        if self.state == "done":
+        if self._after is not None:
             return "", text
-        self._pending += text
-        if self.state in ("undecided", "opening"):
-            head = self._pending.lstrip()
-            if self.start and head.startswith(self.start):
-                self._pending = head[len(self.start) :]
-                self.state = "reasoning"
-            elif self.state == "undecided" and head.startswith(self.end):
-                # Only the end marker: an empty block whose opener the model left out
-                # (trained with the opener in the prompt).
-                self._pending, self.state = "", "done"
-                return "", head[len(self.end) :]
-            elif (self.start and self.start.startswith(head)) or (
-                self.state == "undecided" and self.end.startswith(head)
-            ):
-                return "", ""  # may still be a marker
-            elif self.state == "opening":
-                self.state = "reasoning"
-            elif self.opener_optional and self.start:
-                self.state = "unopened"
-            else:
-                return "", self._release()
-        if self.state == "unopened":
-            return self._unopened()
-        return self._reasoning()
-
-    def _release(self) -> str:
-        self.state = "done"
-        rest, self._pending = self._pending, ""
-        return rest
-
-    def _unopened(self) -> tuple[str, str]:
-        """Text with no opener: reasoning once the end marker comes, content once a stop
-        comes first; held back until then (each piece is searched once)."""
-        longest = max((len(m) for m in (self.end, *self.stops)), default=1)
-        since = max(0, self._scanned - longest + 1)
-        self._scanned = len(self._pending)
-        at = self._pending.find(self.end, since)
-        limit = at if at >= 0 else len(self._pending)
-        if any(self._pending.find(stop, since, limit) >= 0 for stop in self.stops):
-            return "", self._release()
-        if at < 0:
-            return "", ""
-        return self._reasoning()
-
-    def _reasoning(self) -> tuple[str, str]:
-        at = self._pending.find(self.end)
-        if at >= 0:
-            reasoning, rest = self._pending[:at], self._pending[at + len(self.end) :]
-            self._pending, self.state = "", "done"
-            return self._trim(reasoning, last=True), rest
-        keep = _marker_prefix_len(self._pending, self.end)
-        sure = self._pending[: len(self._pending) - keep].rstrip()
-        self._pending = self._pending[len(sure) :]
-        return self._trim(sure, last=False), ""
-
-    def _trim(self, text: str, *, last: bool) -> str:
-        if not self._emitted:
-            text = text.lstrip()
-        if last:
-            text = text.rstrip()
-        if text:
-            self._emitted = True
-        return text
+        stream = self._stream
+        reasoning = _reasoning_of(stream.feed_deltas(text))
+        return reasoning, self._rest(stream.reasoning_end())
 
     def finish(self) -> tuple[str, str]:
         """What is still held back when the output ends (a reasoning block never closed)."""
-        if self.state == "reasoning":
-            text = self._release()
-            return self._trim(text, last=True), ""
-        if self.state == "done":
+        if self._after is not None:
             return "", ""
-        return "", self._release()
+        stream = self._stream
+        reasoning = _reasoning_of(stream.finish_deltas())
+        return reasoning, self._rest(stream.reasoning_end())
+
+    def _rest(self, end: int | None) -> str:
+        if end is None:
+            return ""
+        self._after = end
+        return self._stream.text[end:]
 
 
-def _marker_prefix_len(text: str, marker: str) -> int:
-    """Length of the longest end of ``text`` that starts ``marker`` (may become it)."""
-    for n in range(min(len(marker) - 1, len(text)), 0, -1):
-        if marker.startswith(text[-n:]):
-            return n
-    return 0
+def _reasoning_of(deltas: Sequence[StreamDelta]) -> str:
+    return "".join(d.reasoning_content for d in deltas if d.reasoning_content)

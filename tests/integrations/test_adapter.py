@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from types import SimpleNamespace
@@ -46,7 +47,7 @@ def _split_all(split: ReasoningSplit, pieces: list[str]) -> tuple[str, str]:
 
 
 SPLIT_CASES = [
-    # (forced open, output, reasoning, text after it)
+    # (the prompt opens the block, output, reasoning, text after it)
     (False, "<think>\n a b \n</think>\n\nHello", "a b", "\n\nHello"),
     (False, "Hello <think>x</think>", "", "Hello <think>x</think>"),
     (False, "  <thi", "", "  <thi"),
@@ -60,16 +61,30 @@ SPLIT_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("forced", "text", "reasoning", "rest"), SPLIT_CASES)
-def test_reasoning_split_any_chunking(forced: bool, text: str, reasoning: str, rest: str) -> None:
+def _pieces(text: str, rng: random.Random) -> list[str]:
+    cuts = sorted(rng.sample(range(1, len(text)), min(len(text) - 1, rng.randint(1, 6))))
+    return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+
+
+def _check_split(new: Callable[[], ReasoningSplit], text: str, expected: tuple[str, str]) -> None:
     """Whole or in random chunks, the split gives the same reasoning and remaining text."""
-    assert _split_all(ReasoningSplit("<think>", "</think>", forced), [text]) == (reasoning, rest)
+    assert _split_all(new(), [text]) == expected
     rng = random.Random(text)
     for _ in range(30):
-        cuts = sorted(rng.sample(range(1, len(text)), min(len(text) - 1, rng.randint(1, 6))))
-        pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
-        got = _split_all(ReasoningSplit("<think>", "</think>", forced), pieces)
-        assert got == (reasoning, rest), pieces
+        pieces = _pieces(text, rng)
+        assert _split_all(new(), pieces) == expected, pieces
+
+
+@pytest.mark.parametrize(("forced", "text", "reasoning", "rest"), SPLIT_CASES)
+def test_reasoning_split_any_chunking(forced: bool, text: str, reasoning: str, rest: str) -> None:
+    """The split is the library's parse of the response: its reasoning is the parse's, the
+    rest the raw text from where the parse ended the reasoning."""
+    name = "reasoning/forced_open.jinja" if forced else "reasoning/think_tag.jinja"
+    session = _own(name)
+    params = session.params({"messages": [{"role": "user", "content": "Hi"}]})
+    assert params.thinking_forced_open is forced
+    _check_split(lambda: session.reasoning_split(params.prompt, None), text, (reasoning, rest))
+    assert (params.parse(text).reasoning_content or "") == reasoning
 
 
 # Reasoning turned on, the prompt did not open the block: (output, reasoning, text after it).
@@ -77,30 +92,67 @@ UNOPENED_CASES = [
     ("plan it</think>\n\nHello", "plan it", "\n\nHello"),
     ("<think>opened</think>ok", "opened", "ok"),
     ("just an answer", "", "just an answer"),
-    ("<tool_call>{}</tool_call> then </think>", "", "<tool_call>{}</tool_call> then </think>"),
     ("answer<|im_end|>late </think>", "", "answer<|im_end|>late </think>"),
     ("</think>\nanswer", "", "\nanswer"),
 ]
+ON = {
+    "messages": [{"role": "user", "content": "Hi"}],
+    "chat_template_kwargs": {"enable_thinking": True},
+}
 
 
 @pytest.mark.parametrize(("text", "reasoning", "rest"), UNOPENED_CASES)
 def test_reasoning_split_reads_a_block_whose_opener_was_left_out(
     text: str, reasoning: str, rest: str
 ) -> None:
-    """As the library's lenient parser: text before the end marker is reasoning, unless a
-    call opener or the end of the turn comes first; held back, whatever the chunking."""
+    """As the library's lenient parser: text before the end marker is reasoning, unless
+    the end of the turn comes first; held back, whatever the chunking."""
+    session = _own("reasoning/think_tag.jinja")
+    params = session.params(ON)
+    assert not params.thinking_forced_open
+    _check_split(lambda: session.reasoning_split(params.prompt, True), text, (reasoning, rest))
+    assert (params.parse(text).reasoning_content or "") == reasoning
 
-    def split() -> ReasoningSplit:
-        return ReasoningSplit(
-            "<think>", "</think>", False, opener_optional=True, stops=("<tool_call>", "<|im_end|>")
-        )
 
-    assert _split_all(split(), [text]) == (reasoning, rest)
-    rng = random.Random(text)
-    for _ in range(30):
-        cuts = sorted(rng.sample(range(1, len(text)), min(len(text) - 1, rng.randint(1, 6))))
-        pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
-        assert _split_all(split(), pieces) == (reasoning, rest), pieces
+def test_a_call_before_the_end_marker_is_the_text_after_the_reasoning() -> None:
+    """A template with a call format, the request's tools: a call written first is no
+    reasoning, whatever end marker follows; the tool parser gets it all."""
+    session = _own("reasoning/tools_only_reasoning.jinja")
+    tool = {"type": "function", "function": {"name": "f", "parameters": {}}}
+    params = session.params({**ON, "tools": [tool]})
+    text = '<tool_call>{"name": "f", "arguments": {}}</tool_call> then </think>'
+    _check_split(lambda: ReasoningSplit(params), text, ("", text))
+    assert params.parse(text).reasoning_content is None
+
+
+def test_finish_read_reads_what_only_the_end_decided_as_the_tool_parser_would() -> None:
+    """Thinking on, the opener left out, no end marker: the split holds the text until the
+    output ends (it may still be reasoning). An engine that gives its tool parser nothing
+    after the end (vLLM) gets it read for the request: the library's content and calls;
+    without the request, all of it as content (nothing lost)."""
+    session = _own("reasoning/tools_only_reasoning.jinja")
+    tool = {"type": "function", "function": {"name": "f", "parameters": {}}}
+    request = {**ON, "tools": [tool]}
+    params = session.params(request, reasoning=True)
+    text = 'Sure.\n<tool_call>{"name": "f", "arguments": {}}</tool_call>'
+    parsed = params.parse(text)
+    assert parsed.tool_calls  # the case reads a call
+    for with_request in (True, False):
+        reader = adapter.ReasoningReader(session, ON["chat_template_kwargs"])
+        reader.prompt = params.prompt
+        assert [reader.feed(piece) for piece in (text[:9], text[9:])] == [("", "")] * 2
+        assert not reader.done
+        reader.request = request if with_request else None
+        delta = reader.finish_read()
+        assert delta is not None and not delta.reasoning_content
+        if with_request:
+            calls = [(c.name, c.arguments) for c in delta.tool_calls]
+            assert (delta.content, calls) == (
+                parsed.content,
+                [(c.name, c.arguments) for c in parsed.tool_calls],
+            )
+        else:
+            assert (delta.content, delta.tool_calls) == (text, ())
 
 
 def test_reasoning_split_matches_the_library_for_a_left_out_opener() -> None:
@@ -113,17 +165,34 @@ def test_reasoning_split_matches_the_library_for_a_left_out_opener() -> None:
     assert not params.thinking_forced_open
     text = "The user wants X.</think>The answer."
     split = chat.reasoning_split(params.prompt, True)
-    assert split.opener_optional
     reasoning, rest = _split_all(split, [text])
     parsed = params.parse(text)
     assert (reasoning, rest) == (parsed.reasoning_content, parsed.content)
-    assert not chat.opener_optional(None)
-
-
-def test_reasoning_split_without_markers_passes_text_through() -> None:
-    split = ReasoningSplit("", "", False)
     assert split.done
+
+
+def test_reasoning_split_without_reasoning_passes_text_through() -> None:
+    """A template without reasoning: the first piece the parse gives is the text after."""
+    session = _own("formats/chatml_hermes.jinja")
+    split = session.reasoning_split("", None)
     assert split.feed("<think>x</think>") == ("", "<think>x</think>")
+    assert split.done
+    assert split.feed(" more") == ("", " more")
+
+
+def test_a_harmony_split_reads_the_reasoning_channel() -> None:
+    """No block between two markers: the reasoning is harmony's analysis channel, the text
+    after it the raw output from the final channel on (what the library's parse says)."""
+    session = _own("handlers/harmony_like.jinja")
+    params = session.params({"messages": [{"role": "user", "content": "Hi"}]})
+    text = (
+        "<|channel|>analysis<|message|>Think it over.<|end|>"
+        "<|start|>assistant<|channel|>final<|message|>The answer."
+    )
+    reasoning, rest = ReasoningSplit(params).split(text)
+    assert reasoning == params.parse(text).reasoning_content == "Think it over."
+    assert rest.endswith("The answer.") and "Think it over." not in rest
+    _check_split(lambda: ReasoningSplit(params), text, (reasoning, rest))
 
 
 def test_reasoning_closed_reads_the_turn_being_generated() -> None:

@@ -21,8 +21,10 @@ from helpers.generate_cases import (
     message_dict,
     scenarios,
 )
+from helpers.paths import OWN_TEMPLATES
 from helpers.streaming import run_stream, splits
 
+from autoparser import ChatTemplate
 from autoparser.errors import RequestError
 from autoparser.params import ChatParams
 
@@ -641,3 +643,21 @@ def test_cli_parse_stream_takes_the_delta_policy(
         assert any("tool_calls" in d for d in deltas) is bool(calls)
         assert "".join(d.get("content", "") for d in deltas) == broken
         assert ("dropped" in err) is bool(calls)
+
+
+def test_reasoning_end_is_after_the_end_marker_once_it_is_complete() -> None:
+    """``StreamParser.reasoning_end``: None while reasoning may go on (the end marker only
+    partly written included), then where the text after the block starts; an output with
+    no reasoning ends it at 0 once the output ended."""
+    template = ChatTemplate.from_file(OWN_TEMPLATES / "reasoning" / "think_tag.jinja")
+    params = template.apply([{"role": "user", "content": "hi"}], None, enable_thinking=True)
+    text = "<think>Plan it.</think>The answer."
+    after = text.index("</think>") + len("</think>")
+    stream = params.stream()
+    for end in range(1, len(text) + 1):
+        stream.feed_deltas(text[end - 1 : end])
+        assert stream.reasoning_end() == (after if end >= after else None), text[:end]
+    plain = params.stream()
+    plain.feed_deltas("Hello")
+    plain.finish_deltas()
+    assert plain.reasoning_end() == 0

@@ -208,23 +208,20 @@ class ToolReader:
 
 
 class ReasoningReader:
-    """An engine's reasoning parser: the raw output into (reasoning, text after it).
+    """An engine's reasoning parser: the raw output into (reasoning, text after it), by the
+    library's own parse of the response (:class:`autoparser.ReasoningSplit`).
 
-    ``forced`` is whether the output starts inside the block; None: the session decides from
-    the prompt (:attr:`prompt`, when the engine tells it), else from the template's own
-    generation prompt.
+    Where the output starts (inside a reasoning block or not) follows the prompt the engine
+    rendered (:attr:`prompt`, its end is enough, when the engine tells it), else the
+    template's own generation prompt for the request's switch.
     """
 
-    def __init__(
-        self,
-        session: Session,
-        template_kwargs: Mapping[str, object] | None = None,
-        forced: bool | None = None,
-    ) -> None:
+    def __init__(self, session: Session, template_kwargs: Mapping[str, object] | None = None):
         self.session = session
         self.template_kwargs = dict(template_kwargs or {})
-        self.forced = forced
         self.prompt = ""
+        # The engine's request, when it gives it to the reasoning parser (``finish_read``).
+        self.request: object = None
         self._split: ReasoningSplit | None = None
 
     @property
@@ -233,38 +230,29 @@ class ReasoningReader:
         value = self.template_kwargs.get("enable_thinking")
         return value if isinstance(value, bool) else None
 
-    def _forced(self, params: ChatParams | None = None) -> bool:
-        if self.forced is not None:
-            return self.forced
-        if self.prompt:
-            return self.session.opens_reasoning(self.prompt, self.thinking)
-        if params is None:
-            params = self.session.params(
-                {"messages": [], "chat_template_kwargs": self.template_kwargs}, any_history=True
-            )
-        return params.thinking_forced_open
-
     def new_split(self) -> ReasoningSplit:
-        """A split by the session's rules for this response."""
-        start, end = self.session.reasoning_markers
-        forced = self._forced()
-        optional = not forced and self.session.opener_optional(self.thinking)
-        stops = self.session.wait_stops()
-        return ReasoningSplit(start, end, forced, opener_optional=optional, stops=stops)
+        """A split of this response by the library's parse of it."""
+        if self.prompt:
+            return self.session.reasoning_split(self.prompt, self.thinking)
+        params = self.session.params(
+            {"messages": [], "chat_template_kwargs": self.template_kwargs}, any_history=True
+        )
+        return ReasoningSplit(params)
 
     def split(self, output: str, request: object = None) -> tuple[str | None, str | None]:
-        """A whole output's (reasoning, text after it): the library's parse of it when the
-        prompt the engine rendered opens reasoning as ``apply`` would, else the split."""
+        """A whole output's (reasoning, text after it): the library's parse of it, for the
+        request when the engine gives it and its prompt opens reasoning as ``apply``
+        would, else by :meth:`new_split`."""
+        split = None
         if request is not None:
             request = _options(request)
             options = {**request, "chat_template_kwargs": self._kwargs(request)}
             params = self.session.params(options, reasoning=True, any_history=True)
-            forced = self._forced(params)
-            if forced == params.thinking_forced_open:
-                message = params.parse(output)
-                rest = self.session.text_after_reasoning(output, message.reasoning_content, forced)
-                return message.reasoning_content, rest or None
-        reasoning, rest = self.new_split().split(output)
+            if not self.prompt or params.thinking_forced_open == self.session.opens_reasoning(
+                self.prompt, self.thinking
+            ):
+                split = ReasoningSplit(params)
+        reasoning, rest = (split or self.new_split()).split(output)
         return reasoning or None, rest or None
 
     def _kwargs(self, request: Mapping[str, object]) -> dict[str, object]:
@@ -280,6 +268,20 @@ class ReasoningReader:
     def finish(self) -> tuple[str, str]:
         """What the split held back when the output ended (an unclosed block)."""
         return ("", "") if self._split is None else self._split.finish()
+
+    def finish_read(self) -> StreamDelta | None:
+        """:meth:`finish` as one delta, for an engine that gives its tool parser no text
+        once the output ended (vLLM flushes the reasoning parser's held text as content):
+        text only the end decided is not reasoning (the parse allows reasoning with its
+        opener left out, so it waits for an end marker) is read as the tool parser reads
+        it for :attr:`request` (content and calls); without a request it is content."""
+        reasoning, rest = self.finish()
+        delta: StreamDelta | None = StreamDelta(rest or None)
+        if rest and self.request is not None:
+            tools = ToolReader(self.session)
+            request = self.request
+            delta = merge_deltas(d for d in (tools.feed(request, rest), tools.finish()) if d)
+        return merge_deltas(d for d in (StreamDelta(None, reasoning or None), delta) if d)
 
     @property
     def done(self) -> bool:

@@ -63,6 +63,7 @@ class StreamParser:
         self._last_tree: Node | None = None
         self._moved = False  # feeds since _last_tree only moved its unfinished path
         self._finished = False
+        self._final_tree: Node | None = None  # the whole output's tree (reasoning_end)
 
     def feed(self, chunk: str) -> list[dict[str, Any]]:
         """``feed_deltas`` written as OpenAI ``delta`` dicts (the wire form)."""
@@ -132,10 +133,33 @@ class StreamParser:
             self._moved = False
         final = self._inc.finish()
         tree = final.tree if final.status == ParseStatus.SUCCESS else None
+        self._final_tree = tree
         map_output(
             self._mapper, text, output_tree(self._mapper, text, self._last_tree, tree, hit_limit)
         )
         return self._mapper.take_deltas()
+
+    def reasoning_end(self) -> int | None:
+        """Where the text after the output's reasoning starts, once the parse is sure (None
+        while reasoning may go on): after the block's end marker; else, once something
+        that is not reasoning is given (content, a call) or the output ended, after the
+        last piece of reasoning (at 0 without any), the markup that opens what follows
+        included; at the end of an output that is all reasoning. For engines that hand the
+        raw text after the reasoning to a parser of their own (``ReasoningSplit``)."""
+        tree = self._final_tree or (self._inc.result.tree if self._moved else self._last_tree)
+        mapper = self._mapper
+        given = self._finished or mapper.content.raw_done > 0 or bool(mapper.announced)
+        after = 0
+        if tree is not None:
+            for node in tree.children:
+                if node.tag == tags.REASONING_CLOSE:
+                    return node.end if node.complete else None
+                if node.tag != tags.REASONING:
+                    return after if given else None
+                after = node.end
+        if not self._finished:
+            return None
+        return len(self._inc.text) if mapper.reasoning.raw_done else 0
 
     @property
     def message(self) -> ChatMessage:

@@ -153,5 +153,8 @@ class AutoparserReasoningParser(ReasoningParser):  # type: ignore[misc]
     def has_engine_confirmed_reasoning_end(self) -> bool:
         return self._reader.done
 
+    def get_streaming_fallback_content(self, text: str, request: Any) -> None:
+        self._reader.request = request  # the output ended in reasoning: see finish_read
+
     def finish_streaming(self) -> api.DeltaMessage | None:
-        return _split_message(*self._reader.finish())
+        return _message(self._reader.finish_read())
