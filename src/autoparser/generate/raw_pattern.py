@@ -316,12 +316,12 @@ def pattern_text(
 
 @lru_cache(maxsize=64)
 def _pattern_text(pattern: str, ends: tuple[str, ...], padding: tuple[str, str]) -> Parser | None:
-    reader = _Automaton(pattern, "pattern")
+    reader = _Automaton(pattern, "")
     before, after = padding
     literals = [reader.char_set([(ord(c), ord(c))], False) for c in before]
     trailing = [reader.char_set([(ord(c), ord(c))], False) for c in after]
     start, final = reader.sequence([*literals, reader.parse(), *trailing])()
     found = _without_ends(reader, start, final, ends, "raw-pattern")
     if found is None:
-        raise SchemaError(f"pattern {pattern!r}: no text it allows leaves out {list(ends)}")
+        raise SchemaError(f"no text {pattern!r} allows leaves out {list(ends)}")
     return found

@@ -425,7 +425,7 @@ def _pattern_text(ctx: BuildContext, schema: Any, ends: list[str]) -> Parser | N
         return None
     lead, trail = ctx.string_padding
     padding = ("\n" if lead else "", "\n" if trail else "")
-    return raw_pattern.pattern_text(pattern, ends, padding, "pattern")
+    return raw_pattern.pattern_text(pattern, ends, padding, "a raw string value")
 
 
 def _string_value(
