@@ -91,7 +91,7 @@ class PatternReader(Generic[T]):
     """Recursive descent over the pattern text (schema input, never model output),
     building its result with the methods a subclass gives (by default GBNF over the
     JSON-encoded string content). Other readers build the same language as other things:
-    parsers over raw text (``generate/raw_pattern.py``)."""
+    an automaton over raw text (``generate/raw_pattern.py``)."""
 
     def __init__(self, pattern: str, pointer: str) -> None:
         self.text = pattern
