@@ -754,17 +754,7 @@ def _patch_call(patch: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     "family",
-    [
-        "hermes",
-        pytest.param(
-            "glm",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="a format that writes string arguments as raw text (GLM, Qwen3-Coder) "
-                "does not constrain them by a pattern: the tool's grammar is not enforced there",
-            ),
-        ),
-    ],
+    ["hermes", "glm"],
 )
 def test_responses_custom_tool_lark_grammar_reaches_the_engine(
     servers: dict[str, Served], family: str

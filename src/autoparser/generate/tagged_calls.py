@@ -14,7 +14,7 @@ from autoparser import tags
 from autoparser.analysis.model import ArgumentsAnalysis, CallIdPosition
 from autoparser.cache import CACHES, Store
 from autoparser.errors import SchemaError
-from autoparser.generate import elements, notation, pythonic
+from autoparser.generate import elements, notation, pythonic, raw_pattern
 from autoparser.generate.context import (
     BuildContext,
     TwinTool,
@@ -383,7 +383,10 @@ def _string_argument(
     else:
         raw = until(ends[0]) if len(ends) == 1 else until_one_of(*ends)
     choices = _string_choices(schema) if strict else []
-    if not choices and not (a.value_suffix and _allows_null(schema, root)):
+    patterned = None if choices or not strict else _pattern_text(ctx, schema, ends)
+    if patterned is not None:
+        raw = patterned
+    elif not choices and not (a.value_suffix and _allows_null(schema, root)):
         # The value after the header reads nothing of the tool: one parser for every such
         # argument (``raw`` is shared already where it is the lenient value).
         raw_key = raw._uid if a.value_suffix and not strict else tuple(ends)
@@ -398,7 +401,7 @@ def _string_argument(
         # parser drops it); other whitespace would become part of the value.
         newline = optional(literal("\n"))
         raw = newline + choice_of([literal(word) for word in choices]) + newline
-    string_arg = _string_value(ctx, raw, choices, strict)
+    string_arg = _string_value(ctx, raw, choices, strict, exact=patterned is not None)
     lead = space() if a.value_prefix else None  # whitespace between name and value markers
     if a.value_suffix and _allows_null(schema, root):
         # A nullable string: the bare word null (alone before the suffix) is JSON null.
@@ -414,11 +417,25 @@ def _string_argument(
 _STRING_VALUES: Store[Parser] = CACHES.store("string_values", 1024)
 
 
-def _string_value(ctx: BuildContext, raw: Parser, choices: list[str], strict: bool) -> Parser:
-    """``value_prefix RAW value_suffix`` of a raw string argument (``raw`` the text)."""
+def _pattern_text(ctx: BuildContext, schema: Any, ends: list[str]) -> Parser | None:
+    """The raw text a string parameter's ``pattern`` allows, the template's padding
+    newlines around it (``raw_pattern``); None without a usable pattern."""
+    pattern = schema.get("pattern") if isinstance(schema, dict) else None
+    if not isinstance(pattern, str):
+        return None
+    lead, trail = ctx.string_padding
+    padding = ("\n" if lead else "", "\n" if trail else "")
+    return raw_pattern.pattern_text(pattern, ends, padding, "a raw string value")
+
+
+def _string_value(
+    ctx: BuildContext, raw: Parser, choices: list[str], strict: bool, *, exact: bool = False
+) -> Parser:
+    """``value_prefix RAW value_suffix`` of a raw string argument (``raw`` the text;
+    ``exact``: a text the schema limits, never written in the template's wrapper)."""
     a = ctx.analysis.tools.arguments
     value: Parser = tag(_string_tag(ctx) if not choices else tags.TOOL_ARG_STRING, raw)
-    if a.value_wrapper_open and a.value_wrapper_close and not choices:
+    if a.value_wrapper_open and a.value_wrapper_close and not choices and not exact:
         # A value holding markup, wrapped as the template wraps it (<![CDATA[...]]>).
         close = a.value_wrapper_close
         inner = tag(tags.TOOL_ARG_STRING, until(close))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
+from typing import Generic, TypeVar
 
 from autoparser.errors import SchemaError
 from autoparser.gbnf_text import (
@@ -49,6 +50,8 @@ def _all_scalars() -> str:
     return low + "".join(map(chr, range(SURROGATES[1] + 1, MAX_CODE + 1)))
 
 
+T = TypeVar("T")
+
 ANY_TEXT = "json-char*"
 """Any JSON string content (the converter defines the shared `json-char` rule)."""
 
@@ -84,14 +87,38 @@ def set_expression(ranges: list[tuple[int, int]], *, negated: bool = False) -> s
     return alternatives(options)
 
 
-class _PatternParser:
-    """Recursive descent over the pattern text (schema input, never model output)."""
+class PatternReader(Generic[T]):
+    """Recursive descent over the pattern text (schema input, never model output),
+    building its result with the methods a subclass gives (by default GBNF over the
+    JSON-encoded string content). Other readers build the same language as other things:
+    an automaton over raw text (``generate/raw_pattern.py``)."""
 
     def __init__(self, pattern: str, pointer: str) -> None:
         self.text = pattern
         self.pos = 0
         self.pointer = pointer
         self.uses_dot = False
+
+    # What the reader builds: a subclass names how each construct is written.
+    def either(self, branches: list[T]) -> T:
+        raise NotImplementedError
+
+    def sequence(self, items: list[T]) -> T:
+        """The items one after another (none: the empty string)."""
+        raise NotImplementedError
+
+    def repeat(self, item: T, low: int, high: int | None) -> T:
+        raise NotImplementedError
+
+    def char_set(self, ranges: list[tuple[int, int]], negated: bool) -> T:
+        raise NotImplementedError
+
+    def dot(self) -> T:
+        raise NotImplementedError
+
+    def any_text(self) -> T:
+        """What an unanchored end of the pattern allows before or after its match."""
+        raise NotImplementedError
 
     def fail(self, what: str) -> SchemaError:
         return SchemaError(
@@ -103,22 +130,22 @@ class _PatternParser:
         index = self.pos + ahead
         return self.text[index] if index < len(self.text) else ""
 
-    def parse(self) -> str:
+    def parse(self) -> T:
         result = self.alternation(top=True)
         if self.pos < len(self.text):
             raise self.fail("unbalanced ')'")
         return result
 
-    def alternation(self, *, top: bool = False) -> str:
+    def alternation(self, *, top: bool = False) -> T:
         """Branches separated by '|' (top: the whole pattern, anchors allowed)."""
         branches = [self.branch(top=top)]
         while self.peek() == "|":
             self.pos += 1
             branches.append(self.branch(top=top))
-        return alternatives(branches)
+        return branches[0] if len(branches) == 1 else self.either(branches)
 
-    def branch(self, *, top: bool) -> str:
-        items: list[str] = []
+    def branch(self, *, top: bool) -> T:
+        items: list[T] = []
         start_anchor = end_anchor = False
         if self.peek() == "^":
             if not top:
@@ -137,12 +164,12 @@ class _PatternParser:
                 raise self.fail("'^' after the start of the pattern")
             items.append(self.quantified(self.atom()))
         if top and not start_anchor:
-            items.insert(0, ANY_TEXT)
+            items.insert(0, self.any_text())
         if top and not end_anchor:
-            items.append(ANY_TEXT)
-        return " ".join(items) if items else '""'
+            items.append(self.any_text())
+        return items[0] if len(items) == 1 else self.sequence(items)
 
-    def quantified(self, atom: str) -> str:
+    def quantified(self, atom: T) -> T:
         char = self.peek()
         low: int
         high: int | None
@@ -170,7 +197,7 @@ class _PatternParser:
             raise self.fail("stacked quantifiers")
         if high is not None and high < low:
             raise self.fail("quantifier with max below min")
-        return gbnf_repeat(atom, low, high)
+        return self.repeat(atom, low, high)
 
     def _bounds(self) -> tuple[int, int | None, int] | None:
         end = self.text.find("}", self.pos)
@@ -186,23 +213,23 @@ class _PatternParser:
         high = (int(high_text) if high_text else None) if comma else low
         return low, high, end + 1 - self.pos
 
-    def atom(self) -> str:
+    def atom(self) -> T:
         char = self.peek()
         self.pos += 1
         if char == "(":
             return self.group()
         if char == "[":
-            return self.char_set()
+            return self.bracket()
         if char == ".":
             self.uses_dot = True
-            return "json-re-dot"
+            return self.dot()
         if char == "\\":
             return self.escape(in_class=False)[1]
         if char in "*+?":
             raise self.fail(f"quantifier {char!r} with nothing to repeat")
-        return set_expression([(ord(char), ord(char))])
+        return self.char_set([(ord(char), ord(char))], False)
 
-    def group(self) -> str:
+    def group(self) -> T:
         if self.peek() == "?":
             marker = self.text[self.pos : self.pos + 3]
             if marker.startswith("?:"):
@@ -224,8 +251,8 @@ class _PatternParser:
         self.pos += 1
         return inner
 
-    def escape(self, *, in_class: bool) -> tuple[list[tuple[int, int]], str]:
-        """Parse after a backslash: (code-point ranges, GBNF expression)."""
+    def escape(self, *, in_class: bool) -> tuple[list[tuple[int, int]], T]:
+        """Parse after a backslash: (code-point ranges, what it builds)."""
         char = self.peek()
         self.pos += 1
         if not char:
@@ -235,7 +262,7 @@ class _PatternParser:
             ranges = python_class(char.lower())
             if char.isupper():
                 ranges = complement(ranges)
-            return ranges, set_expression(python_class(char.lower()), negated=char.isupper())
+            return ranges, self.char_set(python_class(char.lower()), char.isupper())
         if char == "b" and in_class:
             ranges = [(8, 8)]
         elif char in "bBAZz":
@@ -252,7 +279,7 @@ class _PatternParser:
             raise self.fail(f"escape '\\{char}'")
         else:
             ranges = [(ord(char), ord(char))]
-        return ranges, set_expression(ranges)
+        return ranges, self.char_set(ranges, False)
 
     def _hex_escape(self, kind: str) -> int:
         if kind == "u" and self.peek() == "{":
@@ -273,7 +300,7 @@ class _PatternParser:
             raise self.fail("escape outside Unicode scalar values")
         return code
 
-    def char_set(self) -> str:
+    def bracket(self) -> T:
         negated = self.peek() == "^"
         if negated:
             self.pos += 1
@@ -305,7 +332,7 @@ class _PatternParser:
             else:
                 ranges += low_ranges
         try:
-            return set_expression(ranges, negated=negated)
+            return self.char_set(ranges, negated)
         except ValueError:
             raise self.fail("empty character class") from None
 
@@ -323,7 +350,29 @@ DOT_RULE = ("json-re-dot", set_expression([(0x0A, 0x0A)], negated=True))
 """The shared rule for `.`: any character but a newline, JSON-encoded."""
 
 
+class _JsonGbnfReader(PatternReader[str]):
+    """GBNF for the JSON-encoded content of a string matching the pattern."""
+
+    def either(self, branches: list[str]) -> str:
+        return alternatives(branches)
+
+    def sequence(self, items: list[str]) -> str:
+        return " ".join(items) if items else '""'
+
+    def repeat(self, item: str, low: int, high: int | None) -> str:
+        return gbnf_repeat(item, low, high)
+
+    def char_set(self, ranges: list[tuple[int, int]], negated: bool) -> str:
+        return set_expression(ranges, negated=negated)
+
+    def dot(self) -> str:
+        return DOT_RULE[0]
+
+    def any_text(self) -> str:
+        return ANY_TEXT
+
+
 def translate_pattern(pattern: str, pointer: str) -> tuple[str, bool]:
     """(GBNF for the string content matching `pattern`, whether DOT_RULE is referenced)."""
-    parser = _PatternParser(pattern, pointer)
+    parser = _JsonGbnfReader(pattern, pointer)
     return parser.parse(), parser.uses_dot
