@@ -19,9 +19,9 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable
-from functools import lru_cache
 from itertools import pairwise
 
+from autoparser.cache import CACHES, Store
 from autoparser.errors import SchemaError
 from autoparser.gbnf_text import merge_ranges, subtract_ranges, without_surrogates
 from autoparser.peg import Parser, Rules, choice, literal, seq
@@ -306,7 +306,8 @@ def pattern_text(
     ``ends`` (the markers that end the value) inside. None where the pattern is not
     enforced (one a grammar cannot express, too large, or that leaves no text): logged."""
     try:
-        return _pattern_text(pattern, tuple(ends), padding)
+        key = (pattern, tuple(ends), padding)
+        return _PATTERN_TEXTS.get_or_build(key, lambda: _pattern_text(*key))
     except SchemaError as exc:
         LOG.warning("%s: the pattern is not enforced: %s", where, exc)
     except PatternTooLarge:
@@ -314,8 +315,11 @@ def pattern_text(
     return None
 
 
-@lru_cache(maxsize=64)
-def _pattern_text(pattern: str, ends: tuple[str, ...], padding: tuple[str, str]) -> Parser | None:
+# Per pattern, closers and padding: agents send the same tools every turn.
+_PATTERN_TEXTS: Store[Parser] = CACHES.store("raw_patterns", 64)
+
+
+def _pattern_text(pattern: str, ends: tuple[str, ...], padding: tuple[str, str]) -> Parser:
     reader = _Automaton(pattern, "")
     before, after = padding
     literals = [reader.char_set([(ord(c), ord(c))], False) for c in before]

@@ -26,8 +26,8 @@ import ast
 import dataclasses
 import re
 from collections.abc import Iterator, Mapping
-from functools import lru_cache
 
+from autoparser.cache import CACHES, Store
 from autoparser.errors import SchemaError
 from autoparser.schema.regex import translate_pattern
 
@@ -516,12 +516,15 @@ def _too_large() -> LarkGrammarError:
 def lark_to_regex(definition: str) -> str:
     """The regex (Python syntax, matched whole) of the language of a Lark grammar's
     ``start`` rule; LarkGrammarError naming the problem or the construct."""
-    return _translated(definition)
+    return _TRANSLATED.get_or_build(definition, lambda: _translated(definition))
 
 
-@lru_cache(maxsize=64)
+# Per grammar text: agents send the same tools every turn.
+_TRANSLATED: Store[str] = CACHES.store("lark_translations", 64)
+
+
 def _translated(definition: str) -> str:
-    """``lark_to_regex``, cached: agents send the same tools every turn."""
+    """``lark_to_regex`` of a grammar not translated yet."""
     grammar = _read(definition)
     writer = _Writer(grammar)
     regex = writer.name(_Ref("start", 0), in_rule=True) + writer.skip
