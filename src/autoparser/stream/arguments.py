@@ -251,14 +251,7 @@ class TaggedArguments:
         if self.value is None:
             return "null"
         raw = self.value.text(text).strip()
-        convert = self.converters.get(self.value.tag or "")
-        if convert is not None:
-            value = convert(raw)
-        else:
-            spec = tags.VALUE_SPECS.get(self.value.tag or "")
-            if spec is None or spec.decoder != "python":
-                return raw
-            value = python_value_json(raw)
+        value = converted_value(raw, self.value.tag, self.converters)
         if value is None:
             self.mistyped = [*(self.mistyped or ()), self.names[-1]]
             return encode_basestring(raw)
@@ -288,6 +281,18 @@ class TaggedArguments:
 
     def complete(self) -> str:
         return "}" if self.out.pieces else "{}"
+
+
+def converted_value(raw: str, tag: str | None, converters: ValueConverters) -> str | None:
+    """A complete non-string value's JSON text (``raw`` stripped): by the format's own
+    converter of its tag, as a Python literal where its tag says so, else as written (JSON
+    the parse already read); None where it does not convert. What the streamer and the
+    one-shot reader of tagged arguments both deliver."""
+    convert = converters.get(tag or "")
+    if convert is not None:
+        return convert(raw)
+    spec = tags.VALUE_SPECS.get(tag or "")
+    return python_value_json(raw) if spec is not None and spec.decoder == "python" else raw
 
 
 class TaggedRead(NamedTuple):
@@ -343,12 +348,7 @@ def tagged_object(nodes: Sequence[Node], text: str, converters: ValueConverters)
             parts.append("null")
             continue
         raw = text[value.start : value.end].strip()
-        convert = converters.get(tag or "")
-        if convert is not None:
-            end = convert(raw)
-        else:
-            spec = specs.get(tag or "")
-            end = python_value_json(raw) if spec is not None and spec.decoder == "python" else raw
+        end = converted_value(raw, tag, converters)
         if end is None:
             mistyped = [*(mistyped or ()), name]
             end = encode_basestring(raw)
